@@ -1,0 +1,48 @@
+# Aileron: build, run and test. `make run` and `make test` are all a fresh
+# machine needs (see README.md).
+GO      ?= go
+BIN     ?= bin/aileron
+GOFLAGS ?= -trimpath
+
+.PHONY: build run test test-deps bench lint fuzz demo clean
+
+build:
+	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/aileron
+
+# Starts the daemon on the embedded defaults (state in $$AILERON_HOME or ~/.aileron).
+run: build
+	./$(BIN) daemon
+
+# Installs what the tests need (Debian packages via apt-get when missing),
+# then runs every test, fuzz seed corpora included, under the race detector.
+test: test-deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-deps:
+	bash scripts/test-deps.sh
+
+# Throughput and latency, direct vs through the proxy (and vs mitmdump when
+# installed), printed as one table of ratios.
+bench: build
+	bash scripts/bench.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Runs each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./policy -run '^$$' -fuzz FuzzParseSpec -fuzztime $(FUZZTIME)
+	$(GO) test ./policy -run '^$$' -fuzz FuzzCheckPath -fuzztime $(FUZZTIME)
+	$(GO) test ./policy -run '^$$' -fuzz FuzzParseAuthority -fuzztime $(FUZZTIME)
+	$(GO) test ./dataplane -run '^$$' -fuzz FuzzFramingGuard -fuzztime $(FUZZTIME)
+
+# A complete offline walk-through: demo upstream, daemon, one allowed and
+# one denied curl (see README.md).
+demo: build
+	bash examples/demo/run.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,107 @@
+// Package archtest enforces the package rules of docs/architecture.md
+// (DESIGN §2): who may import whom, and that only the data plane touches
+// goproxy.
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/aileronhq/aileron"
+
+// allowed lists, per top-level package, the non-standard imports it may
+// have: module packages by their short name, third-party modules by prefix.
+var allowed = map[string][]string{
+	"ca":           {},
+	"policy":       {"golang.org/x/net/idna", "golang.org/x/text/"},
+	"inject":       {"policy", "golang.org/x/oauth2", "github.com/aws/"},
+	"audit":        {"github.com/rs/zerolog"},
+	"dataplane":    {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "github.com/rs/zerolog", "golang.org/x/net/"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "*"},
+	"sandbox":      {"ca", "policy", "controlplane", "*"},
+	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
+}
+
+func TestPackageDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}", module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, "|")
+		top := topLevel(pkg)
+		for _, imp := range strings.Fields(imports) {
+			if imp == "C" || !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+				continue // standard library
+			}
+			if strings.HasPrefix(imp, "github.com/elazarl/goproxy") && top != "dataplane" {
+				t.Errorf("%s imports goproxy: only dataplane may (it replaces every goproxy default)", pkg)
+			}
+			if topLevel(imp) == "controlplane" && top != "controlplane" && top != "sandbox" && top != "cmd" && top != "integration" {
+				t.Errorf("%s imports controlplane: only cmd, sandbox and integration may", pkg)
+			}
+			rules, ok := allowed[top]
+			if !ok {
+				continue // cmd, integration, archtest: anything
+			}
+			seen++
+			if !permitted(rules, top, imp) {
+				t.Errorf("%s imports %s, which DESIGN §2 does not allow for package %s (allowed: %v)", pkg, imp, top, rules)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("checked no import at all: the go list output did not parse")
+	}
+}
+
+func topLevel(pkg string) string {
+	rest, ok := strings.CutPrefix(pkg, module+"/")
+	if !ok {
+		return ""
+	}
+	return strings.SplitN(rest, "/", 2)[0]
+}
+
+func permitted(rules []string, top, imp string) bool {
+	if t := topLevel(imp); t != "" {
+		if t == top {
+			return true
+		}
+		for _, r := range rules {
+			if r == t {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range rules {
+		if r == "*" || imp == r || (strings.HasSuffix(r, "/") && strings.HasPrefix(imp, r)) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPermitted(t *testing.T) {
+	for _, c := range []struct {
+		rules    []string
+		top, imp string
+		want     bool
+	}{
+		{nil, "ca", module + "/policy", false},
+		{nil, "ca", module + "/ca/internal", true},
+		{[]string{"policy"}, "inject", module + "/policy", true},
+		{[]string{"policy"}, "inject", module + "/dataplane", false},
+		{[]string{"golang.org/x/net/"}, "dataplane", "golang.org/x/net/idna", true},
+		{[]string{"github.com/rs/zerolog"}, "audit", "github.com/rs/zerolog/log", false},
+		{[]string{"*"}, "controlplane", "modernc.org/sqlite", true},
+	} {
+		if got := permitted(c.rules, c.top, c.imp); got != c.want {
+			t.Errorf("permitted(%v, %s, %s) = %v, want %v", c.rules, c.top, c.imp, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemonInfo is $AILERON_HOME/daemon.json as the contract defines it.
+type daemonInfo struct {
+	PID         int    `json:"pid"`
+	ProxyAddr   string `json:"proxy_addr"`
+	AdminSocket string `json:"admin_socket"`
+}
+
+// sessionInfo is the part of `aileron session create --json` the bench uses.
+type sessionInfo struct {
+	ID         string `json:"id"`
+	ProxyURL   string `json:"proxy_url"`
+	CACertPath string `json:"ca_cert_path"`
+}
+
+// daemon is a running `aileron daemon` child with its own AILERON_HOME.
+type daemon struct {
+	bin     string
+	home    string
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once cmd.Wait returns; waitErr is then set
+	waitErr error
+	info    daemonInfo
+}
+
+// benchSpec is the connector spec installed for the bench upstream.
+const benchSpec = `{
+  "schema_version": "aileron.connector.v1",
+  "connector": {"fqn": "local://bench/items", "version": "1.0.0"},
+  "tools": [
+    {
+      "name": "items",
+      "description": "The bench upstream",
+      "operations": [
+        {"name": "items.get", "summary": "Get one item", "method": "GET",
+         "path": "/v1/items/{id}", "hosts": [%[1]q], "idempotency": "idempotent"},
+        {"name": "blob.get", "summary": "Stream the large body", "method": "GET",
+         "path": "/v1/blob", "hosts": [%[1]q], "idempotency": "idempotent"}
+      ]
+    }
+  ]
+}
+`
+
+// benchConfig is the daemon config: an ephemeral proxy port, the bench root
+// trusted upstream, the upstream's loopback address let through the SSRF guard.
+const benchConfig = `proxy:
+  listen: 127.0.0.1:0
+upstream:
+  ca_files: [%q]
+egress:
+  allow_cidrs: ["%s/32"]
+log:
+  level: warn
+`
+
+// startDaemon writes the config and spec under dir, starts the daemon and
+// waits for daemon.json. On failure the daemon is stopped and the error
+// carries the tail of its log.
+func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamAddr, upstreamIP string) (*daemon, error) {
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("daemon: create AILERON_HOME %s: %w", home, err)
+	}
+	cfgPath := filepath.Join(dir, "aileron.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, benchConfig, rootPath, upstreamIP), 0o600); err != nil {
+		return nil, fmt.Errorf("daemon: write config: %w", err)
+	}
+	d := &daemon{bin: bin, home: home, logPath: filepath.Join(dir, "daemon.log"), exited: make(chan struct{})}
+	logf, err := os.Create(d.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: create log: %w", err)
+	}
+	d.cmd = exec.Command(bin, "daemon", "--config", cfgPath)
+	d.cmd.Env = d.env()
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("daemon: start %s: %w (build it with `make build`)", bin, err)
+	}
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		_ = logf.Close()
+		close(d.exited)
+	}()
+	if err := d.waitReady(ctx, 20*time.Second); err != nil {
+		_ = d.stop(2 * time.Second)
+		return nil, fmt.Errorf("%w\n%s", err, d.logTail(20))
+	}
+	return d, nil
+}
+
+// env is the environment for the daemon and the CLI: the caller's, minus any
+// AILERON_* override, plus AILERON_HOME.
+func (d *daemon) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AILERON_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "AILERON_HOME="+d.home)
+}
+
+// waitReady polls daemon.json until it parses with a proxy address, the
+// daemon exits, or timeout passes.
+func (d *daemon) waitReady(ctx context.Context, timeout time.Duration) error {
+	path := filepath.Join(d.home, "daemon.json")
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			var info daemonInfo
+			if json.Unmarshal(b, &info) == nil && info.ProxyAddr != "" {
+				d.info = info
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.exited:
+			return fmt.Errorf("daemon exited before writing %s: %v", path, d.waitErr)
+		case <-deadline.C:
+			return fmt.Errorf("daemon did not write a valid %s within %s", path, timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// cli runs `aileron ARGS...` against this daemon's home and returns stdout.
+// A failure carries the command, exit status and stderr.
+func (d *daemon) cli(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.bin, args...)
+	cmd.Env = d.env()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("`aileron %s`: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// installSpec writes the bench connector spec for upstreamAddr into the
+// home and installs it.
+func (d *daemon) installSpec(ctx context.Context, upstreamAddr string) error {
+	path := filepath.Join(d.home, "bench-connector.json")
+	if err := os.WriteFile(path, fmt.Appendf(nil, benchSpec, upstreamAddr), 0o600); err != nil {
+		return fmt.Errorf("write connector spec: %w", err)
+	}
+	_, err := d.cli(ctx, "connector", "install", path)
+	return err
+}
+
+// createSession runs `aileron session create --json` and checks the fields
+// the bench needs are present.
+func (d *daemon) createSession(ctx context.Context) (sessionInfo, error) {
+	out, err := d.cli(ctx, "session", "create", "--name", "bench", "--ttl", "1h", "--json")
+	if err != nil {
+		return sessionInfo{}, err
+	}
+	var s sessionInfo
+	if err := json.Unmarshal(out, &s); err != nil {
+		return sessionInfo{}, fmt.Errorf("`aileron session create --json`: output is not JSON: %w", err)
+	}
+	if s.ProxyURL == "" || s.CACertPath == "" {
+		return sessionInfo{}, errors.New("`aileron session create --json`: proxy_url or ca_cert_path missing")
+	}
+	return s, nil
+}
+
+// stop sends SIGTERM and waits up to grace for the daemon to exit, then
+// kills it. It reports a kill or a non-zero exit as an error.
+func (d *daemon) stop(grace time.Duration) error {
+	select {
+	case <-d.exited:
+		return d.waitErr
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-d.exited:
+		if d.waitErr != nil {
+			return fmt.Errorf("daemon exited after SIGTERM with %v", d.waitErr)
+		}
+		return nil
+	case <-t.C:
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		return fmt.Errorf("daemon did not exit within %s of SIGTERM; killed", grace)
+	}
+}
+
+// logTail returns the last n lines of the daemon's log, indented.
+func (d *daemon) logTail(n int) string {
+	return fileTail(d.logPath, n, "daemon log")
+}
+
+// fileTail returns the last n lines of path under a heading.
+func fileTail(path string, n int, heading string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return "  (" + heading + " is empty)"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + heading + " (last lines):\n    " + strings.Join(lines, "\n    ")
+}
+
+// peakRSSKiB reads VmHWM (peak resident set) of pid from /proc, in KiB.
+func peakRSSKiB(pid int) (int64, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("peak RSS: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			break
+		}
+		return strconv.ParseInt(fields[0], 10, 64)
+	}
+	return 0, fmt.Errorf("peak RSS: no VmHWM line in /proc/%d/status", pid)
+}

@@ -1,0 +1,317 @@
+// Command bench measures Aileron's proxy against a direct client→upstream
+// run in the same invocation (and against mitmproxy's mitmdump when given),
+// and prints one table of ratios with the DESIGN.md §5 budgets next to them.
+// It is run by `make bench` (scripts/bench.sh); see bench/README.md.
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// upstreamIP is the loopback address the upstream listens on. It is an IP
+// literal everywhere, so no DNS is involved in any run.
+const upstreamIP = "127.0.0.2"
+
+// errPhaseFailed reports that requests failed in a direct or aileron phase,
+// which makes the printed figures meaningless.
+var errPhaseFailed = errors.New("requests failed during the run (see notes above)")
+
+// options are the command-line flags.
+type options struct {
+	aileron  string
+	duration time.Duration
+	warmup   time.Duration
+	conc     int
+	mitmdump string
+	jsonOut  bool
+	blobMiB  int64
+	keepTemp bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.aileron, "aileron", "bin/aileron", "path to the aileron binary")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per phase and target")
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each phase")
+	flag.IntVar(&o.conc, "concurrency", 8, "concurrent clients in the throughput phases")
+	flag.StringVar(&o.mitmdump, "mitmdump", "", "path to mitmdump; empty: no mitmdump column")
+	flag.BoolVar(&o.jsonOut, "json", false, "also print the results as JSON after the table")
+	flag.Int64Var(&o.blobMiB, "blob-mib", 256, "size of the streamed body in MiB")
+	flag.BoolVar(&o.keepTemp, "keep-temp", false, "keep the temp dir (daemon log, home) for debugging")
+	flag.Parse()
+	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "bench: want --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --blob-mib ≥ 1 and no arguments")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// env is what run sets up before measuring: the upstream, the daemon, the
+// optional mitmdump and the targets to drive.
+type env struct {
+	dir     string
+	up      *upstream
+	d       *daemon
+	m       *mitm
+	targets []target
+	notes   []string
+}
+
+// run sets everything up, measures, tears down and prints the report.
+func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	dir, err := os.MkdirTemp("", "aileron-bench-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	if o.keepTemp {
+		fmt.Fprintln(stderr, "bench: keeping temp dir", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	e, err := setup(ctx, o, dir, stderr)
+	if e != nil {
+		defer e.up.close()
+		if e.m != nil {
+			defer e.m.stop(5 * time.Second)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	res := measure(ctx, o, e, stderr)
+	if err := ctx.Err(); err != nil {
+		_ = e.d.stop(5 * time.Second)
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	res.Notes = append(res.Notes, e.notes...)
+	if err := e.d.stop(20 * time.Second); err != nil {
+		res.Notes = append(res.Notes, "daemon shutdown: "+err.Error())
+	}
+	printReport(stdout, o, res)
+	if o.jsonOut {
+		if err := printJSON(stdout, res); err != nil {
+			return err
+		}
+	}
+	if res.failed {
+		return errPhaseFailed
+	}
+	return nil
+}
+
+// setup starts the upstream, the daemon (with the bench connector and one
+// session) and, when asked, mitmdump, and checks one request per target.
+// The returned env is non-nil whenever the upstream was started, so the
+// caller can tear it down.
+func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, error) {
+	pki, err := newUpstreamPKI(net.ParseIP(upstreamIP))
+	if err != nil {
+		return nil, err
+	}
+	rootPath := filepath.Join(dir, "upstream-root.pem")
+	if err := os.WriteFile(rootPath, pki.rootPEM, 0o600); err != nil {
+		return nil, fmt.Errorf("write upstream root: %w", err)
+	}
+	up, err := startUpstream(upstreamIP, pki, o.blobMiB<<20)
+	if err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir, up: up}
+	fmt.Fprintf(stderr, "bench: upstream https://%s, starting %s daemon\n", up.addr, o.aileron)
+	if e.d, err = startDaemon(ctx, o.aileron, dir, rootPath, up.addr, upstreamIP); err != nil {
+		return e, err
+	}
+	ail, err := aileronTarget(ctx, e.d, up.addr)
+	if err != nil {
+		_ = e.d.stop(5 * time.Second)
+		return e, fmt.Errorf("%w\n%s", err, e.d.logTail(20))
+	}
+	e.targets = []target{{name: "direct", roots: pki.rootPool}, ail}
+	if o.mitmdump != "" {
+		e.addMitm(ctx, o.mitmdump, rootPath, stderr)
+	}
+	if err := e.check(ctx); err != nil {
+		_ = e.d.stop(5 * time.Second)
+		return e, fmt.Errorf("%w\n%s", err, e.d.logTail(20))
+	}
+	return e, nil
+}
+
+// aileronTarget installs the bench connector and creates a session.
+func aileronTarget(ctx context.Context, d *daemon, upstreamAddr string) (target, error) {
+	if err := d.installSpec(ctx, upstreamAddr); err != nil {
+		return target{}, err
+	}
+	s, err := d.createSession(ctx)
+	if err != nil {
+		return target{}, err
+	}
+	proxyURL, err := url.Parse(s.ProxyURL)
+	if err != nil || proxyURL.Host == "" {
+		return target{}, fmt.Errorf("session proxy_url is not a URL (%v)", err)
+	}
+	caPEM, err := os.ReadFile(s.CACertPath)
+	if err != nil {
+		return target{}, fmt.Errorf("session ca_cert_path: %w", err)
+	}
+	pool, err := loadPool(caPEM, s.CACertPath)
+	if err != nil {
+		return target{}, err
+	}
+	return target{name: "aileron", proxy: proxyURL, roots: pool}, nil
+}
+
+// addMitm starts mitmdump and adds it as a target; a failure becomes a
+// note and the bench carries on without the mitmdump column.
+func (e *env) addMitm(ctx context.Context, path, rootPath string, stderr io.Writer) {
+	fmt.Fprintln(stderr, "bench: starting", path)
+	m, err := startMitm(ctx, path, e.dir, rootPath)
+	if err != nil {
+		e.notes = append(e.notes, "mitmdump skipped: "+err.Error())
+		return
+	}
+	caPEM, err := os.ReadFile(m.caPath)
+	if err == nil {
+		var pool *x509.CertPool
+		if pool, err = loadPool(caPEM, m.caPath); err == nil {
+			e.m = m
+			e.targets = append(e.targets, target{name: "mitmdump", proxy: &url.URL{Scheme: "http", Host: m.addr}, roots: pool})
+			return
+		}
+	}
+	m.stop(5 * time.Second)
+	e.notes = append(e.notes, "mitmdump skipped: "+err.Error())
+}
+
+// check makes one request per target. A failing direct or aileron target is
+// an error; a failing mitmdump is dropped with a note. It also notes an
+// aileron response without the contract's X-Aileron-Audit-Id header.
+func (e *env) check(ctx context.Context) error {
+	kept := e.targets[:0]
+	for _, t := range e.targets {
+		hdr, err := checkOne(ctx, t, e.up.itemURL(1))
+		if err == nil {
+			if t.name == "aileron" && hdr.Get("X-Aileron-Audit-Id") == "" {
+				e.notes = append(e.notes, "contract: an allowed response through aileron lacks the X-Aileron-Audit-Id header")
+			}
+			kept = append(kept, t)
+			continue
+		}
+		if t.name != "mitmdump" {
+			return fmt.Errorf("%s: first request failed: %w", t.name, err)
+		}
+		e.notes = append(e.notes, "mitmdump skipped: first request failed: "+err.Error())
+		e.m.stop(5 * time.Second)
+		e.m = nil
+	}
+	e.targets = kept
+	return nil
+}
+
+// checkOne GETs url through t and returns the response header; a status
+// other than 200 is an error carrying the start of the body.
+func checkOne(ctx context.Context, t target, url string) (http.Header, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := t.client(1, true)
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 400))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: status %d: %s", url, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return resp.Header, nil
+}
+
+// measure runs every phase, each phase for every target in turn, so the
+// targets of one row are measured close together in time.
+func measure(ctx context.Context, o options, e *env, stderr io.Writer) results {
+	res := results{
+		Duration: o.duration.String(), Warmup: o.warmup.String(), Concurrency: o.conc,
+		BlobBytes: o.blobMiB << 20, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		Upstream: "https://" + e.up.addr,
+	}
+	urls := make([]string, 64)
+	for i := range urls {
+		urls[i] = e.up.itemURL(i + 1)
+	}
+	res.Targets = make([]targetResult, len(e.targets))
+	for i, t := range e.targets {
+		res.Targets[i].Name = t.name
+	}
+	phase := func(name string, f func(t target, r *targetResult)) {
+		for i, t := range e.targets {
+			if ctx.Err() != nil {
+				return
+			}
+			fmt.Fprintf(stderr, "bench: %-14s %s\n", name, t.name)
+			f(t, &res.Targets[i])
+		}
+	}
+	phase("keep-alive", func(t target, r *targetResult) {
+		r.KeepAlive = runThroughput(ctx, t.client(o.conc, true), urls, o.conc, o.warmup, o.duration)
+	})
+	phase("new-connection", func(t target, r *targetResult) {
+		r.NewConn = runThroughput(ctx, t.client(o.conc, false), urls, o.conc, o.warmup, o.duration)
+	})
+	phase("latency", func(t target, r *targetResult) {
+		r.Latency = runLatency(ctx, t.client(1, true), urls, o.warmup, o.duration)
+	})
+	phase("stream", func(t target, r *targetResult) {
+		r.Stream = runStream(ctx, t.client(1, true), urls[0], e.up.blobURL(), e.up.blobSize)
+	})
+	e.recordRSS(&res)
+	res.finish()
+	return res
+}
+
+// recordRSS reads the proxies' peak RSS after the run.
+func (e *env) recordRSS(res *results) {
+	for i := range res.Targets {
+		pid := 0
+		switch res.Targets[i].Name {
+		case "aileron":
+			pid = e.d.cmd.Process.Pid
+		case "mitmdump":
+			pid = e.m.cmd.Process.Pid
+		}
+		if pid == 0 {
+			continue
+		}
+		kib, err := peakRSSKiB(pid)
+		if err != nil {
+			res.Notes = append(res.Notes, res.Targets[i].Name+": "+err.Error())
+			continue
+		}
+		res.Targets[i].PeakRSSKiB = kib
+	}
+}

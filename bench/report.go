@@ -1,0 +1,287 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+)
+
+// Design budgets from DESIGN.md §5, for the aileron column only.
+const (
+	budgetKeepAlive   = 0.50 // keep-alive req/s through aileron ÷ direct, at least
+	budgetNewConn     = 0.60 // new-connection req/s through aileron ÷ direct, at least
+	budgetAddedP50Ms  = 0.25 // aileron p50 − direct p50 at one client, at most (ms)
+	directTargetName  = "direct"
+	aileronTargetName = "aileron"
+)
+
+// targetResult is every phase's figures for one target.
+type targetResult struct {
+	Name       string           `json:"name"`
+	KeepAlive  throughputResult `json:"keep_alive"`
+	NewConn    throughputResult `json:"new_connection"`
+	Latency    latencyResult    `json:"latency"`
+	Stream     streamResult     `json:"stream"`
+	PeakRSSKiB int64            `json:"peak_rss_kib,omitempty"`
+}
+
+// budgetResult is one §5 budget checked against the aileron column.
+type budgetResult struct {
+	Name   string  `json:"name"`
+	Limit  float64 `json:"limit"`
+	Value  float64 `json:"value"`
+	Status string  `json:"status"` // PASS, MISS, or ERR when the figure is missing
+}
+
+// results is the whole run, as printed and as --json emits it.
+type results struct {
+	Duration    string         `json:"duration_per_phase"`
+	Warmup      string         `json:"warmup_per_phase"`
+	Concurrency int            `json:"concurrency"`
+	BlobBytes   int64          `json:"blob_bytes"`
+	GOMAXPROCS  int            `json:"gomaxprocs"`
+	NumCPU      int            `json:"num_cpu"`
+	Upstream    string         `json:"upstream"`
+	Targets     []targetResult `json:"targets"`
+	Budgets     []budgetResult `json:"budgets"`
+	Notes       []string       `json:"notes,omitempty"`
+	failed      bool           // a direct or aileron phase had errors
+}
+
+// byName returns the named target's results, or nil.
+func (r *results) byName(name string) *targetResult {
+	for i := range r.Targets {
+		if r.Targets[i].Name == name {
+			return &r.Targets[i]
+		}
+	}
+	return nil
+}
+
+// finish evaluates the budgets and turns phase errors into notes.
+func (r *results) finish() {
+	for _, t := range r.Targets {
+		for _, pe := range []struct {
+			phase string
+			n     int64
+			first string
+		}{
+			{"keep-alive", t.KeepAlive.Errors, t.KeepAlive.FirstErr},
+			{"new-connection", t.NewConn.Errors, t.NewConn.FirstErr},
+			{"latency", t.Latency.Errors, t.Latency.FirstErr},
+			{"stream", t.Stream.Errors, t.Stream.FirstErr},
+		} {
+			if pe.n == 0 {
+				continue
+			}
+			r.Notes = append(r.Notes, fmt.Sprintf("%s %s: %d failed requests; first: %s", t.Name, pe.phase, pe.n, pe.first))
+			if t.Name != "mitmdump" {
+				r.failed = true
+			}
+		}
+	}
+	d, a := r.byName(directTargetName), r.byName(aileronTargetName)
+	if d == nil || a == nil {
+		return
+	}
+	r.Budgets = []budgetResult{
+		atLeast("keep-alive ratio", budgetKeepAlive, ratio(a.KeepAlive.ReqPerSec, d.KeepAlive.ReqPerSec), a.KeepAlive.Errors+d.KeepAlive.Errors),
+		atLeast("new-connection ratio", budgetNewConn, ratio(a.NewConn.ReqPerSec, d.NewConn.ReqPerSec), a.NewConn.Errors+d.NewConn.Errors),
+		atMost("added p50 latency ms", budgetAddedP50Ms, a.Latency.P50ms-d.Latency.P50ms, a.Latency.Errors+d.Latency.Errors, a.Latency.Samples*d.Latency.Samples),
+	}
+}
+
+func atLeast(name string, limit, v float64, errs int64) budgetResult {
+	b := budgetResult{Name: name, Limit: limit, Value: v, Status: "PASS"}
+	switch {
+	case errs > 0 || v == 0:
+		b.Status = "ERR"
+	case v < limit:
+		b.Status = "MISS"
+	}
+	return b
+}
+
+func atMost(name string, limit, v float64, errs int64, samples int) budgetResult {
+	b := budgetResult{Name: name, Limit: limit, Value: v, Status: "PASS"}
+	switch {
+	case errs > 0 || samples == 0:
+		b.Status = "ERR"
+	case v > limit:
+		b.Status = "MISS"
+	}
+	return b
+}
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// printReport writes the table: one row per phase, one value column per
+// target, each proxy followed by its ratio against direct.
+func printReport(w io.Writer, o options, r results) {
+	fmt.Fprintf(w, "\naileron bench: %s per phase after %s warm-up, %d clients, GOMAXPROCS %d, upstream %s\n",
+		r.Duration, r.Warmup, r.Concurrency, r.GOMAXPROCS, r.Upstream)
+	fmt.Fprintln(w, "ratios: throughput = proxy ÷ direct (1.00 = as fast as direct); latency = proxy ÷ direct (×, lower is better)")
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	direct := r.byName(directTargetName)
+	proxies := make([]*targetResult, 0, 2)
+	header := "phase\tdirect"
+	for i := range r.Targets {
+		if t := &r.Targets[i]; t.Name != directTargetName {
+			proxies = append(proxies, t)
+			header += "\t" + t.Name + "\tratio"
+		}
+	}
+	fmt.Fprintln(tw, header+"\tbudget")
+	if direct == nil {
+		_ = tw.Flush()
+		return
+	}
+	rows := tableRows(o, r)
+	for _, row := range rows {
+		line := row.label + "\t" + row.direct(direct)
+		for _, p := range proxies {
+			line += "\t" + row.value(p, direct) + "\t" + row.ratio(p, direct)
+		}
+		fmt.Fprintln(tw, line+"\t"+row.budget)
+	}
+	_ = tw.Flush()
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+// row is one line of the table and how to render each cell.
+type row struct {
+	label  string
+	direct func(d *targetResult) string
+	value  func(p, d *targetResult) string
+	ratio  func(p, d *targetResult) string
+	budget string
+}
+
+// tableRows defines the table's rows.
+func tableRows(o options, r results) []row {
+	dash := func(*targetResult, *targetResult) string { return "-" }
+	budget := func(name string) string {
+		for _, b := range r.Budgets {
+			if b.Name == name {
+				prefix := "≥"
+				if b.Name == "added p50 latency ms" {
+					prefix = "≤"
+				}
+				return prefix + strconv.FormatFloat(b.Limit, 'f', 2, 64) + " " + b.Status
+			}
+		}
+		return "-"
+	}
+	throughput := func(label string, get func(*targetResult) throughputResult, bname string) row {
+		return row{
+			label:  label,
+			direct: func(d *targetResult) string { return reqs(get(d)) },
+			value:  func(p, _ *targetResult) string { return reqs(get(p)) },
+			ratio: func(p, d *targetResult) string {
+				return frac(ratio(get(p).ReqPerSec, get(d).ReqPerSec), get(p).Errors+get(d).Errors)
+			},
+			budget: budget(bname),
+		}
+	}
+	latency := func(label string, get func(latencyResult) float64) row {
+		return row{
+			label:  label,
+			direct: func(d *targetResult) string { return msec(d.Latency, get(d.Latency)) },
+			value:  func(p, _ *targetResult) string { return msec(p.Latency, get(p.Latency)) },
+			ratio: func(p, d *targetResult) string {
+				if p.Latency.Samples == 0 || d.Latency.Samples == 0 {
+					return "-"
+				}
+				return strconv.FormatFloat(ratio(get(p.Latency), get(d.Latency)), 'f', 2, 64) + "x"
+			},
+			budget: "-",
+		}
+	}
+	return []row{
+		throughput(fmt.Sprintf("keep-alive req/s (c=%d)", o.conc), func(t *targetResult) throughputResult { return t.KeepAlive }, "keep-alive ratio"),
+		throughput(fmt.Sprintf("new-conn req/s (c=%d)", o.conc), func(t *targetResult) throughputResult { return t.NewConn }, "new-connection ratio"),
+		latency("latency p50 ms (c=1)", func(l latencyResult) float64 { return l.P50ms }),
+		latency("latency p99 ms (c=1)", func(l latencyResult) float64 { return l.P99ms }),
+		{
+			label:  "added p50 ms (c=1)",
+			direct: func(*targetResult) string { return "-" },
+			value: func(p, d *targetResult) string {
+				if p.Latency.Samples == 0 || d.Latency.Samples == 0 {
+					return "ERR"
+				}
+				return strconv.FormatFloat(p.Latency.P50ms-d.Latency.P50ms, 'f', 3, 64)
+			},
+			ratio:  dash,
+			budget: budget("added p50 latency ms"),
+		},
+		{
+			label:  fmt.Sprintf("stream %d MiB MB/s", o.blobMiB),
+			direct: func(d *targetResult) string { return mbps(d.Stream) },
+			value:  func(p, _ *targetResult) string { return mbps(p.Stream) },
+			ratio: func(p, d *targetResult) string {
+				return frac(ratio(p.Stream.MBps, d.Stream.MBps), p.Stream.Errors+d.Stream.Errors)
+			},
+			budget: "-",
+		},
+		{
+			label:  "peak RSS MiB (VmHWM)",
+			direct: func(*targetResult) string { return "-" },
+			value: func(p, _ *targetResult) string {
+				if p.PeakRSSKiB == 0 {
+					return "?"
+				}
+				return strconv.FormatFloat(float64(p.PeakRSSKiB)/1024, 'f', 1, 64)
+			},
+			ratio:  dash,
+			budget: "-",
+		},
+	}
+}
+
+func reqs(t throughputResult) string {
+	if t.Requests == 0 {
+		return "ERR"
+	}
+	return strconv.FormatFloat(t.ReqPerSec, 'f', 0, 64)
+}
+
+func msec(l latencyResult, v float64) string {
+	if l.Samples == 0 {
+		return "ERR"
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func mbps(s streamResult) string {
+	if s.Errors > 0 {
+		return "ERR"
+	}
+	return strconv.FormatFloat(s.MBps, 'f', 0, 64)
+}
+
+func frac(v float64, errs int64) string {
+	if errs > 0 && v == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// printJSON writes r as indented JSON.
+func printJSON(w io.Writer, r results) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("json output: %w", err)
+	}
+	return nil
+}

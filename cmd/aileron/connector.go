@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/controlplane"
+)
+
+func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("want a subcommand: install, list, verify or remove")
+	}
+	sub, rest := args[0], args[1:]
+	fs := newFlags("connector "+sub, "connector "+sub+" …", stderr)
+	_, cfgFile := clientFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON (list, verify)")
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	c := newClient(cfg)
+	switch sub {
+	case "install":
+		if fs.NArg() != 1 {
+			return usagef("want one PATH: a spec file or a package directory")
+		}
+		return connectorInstall(cfg, c, fs.Arg(0), stdout)
+	case "list":
+		return connectorList(cfg, c, *asJSON, stdout)
+	case "verify":
+		return connectorVerify(cfg, c, *asJSON, stdout)
+	case "remove":
+		if fs.NArg() != 1 {
+			return usagef("want one reference FQN@VERSION, e.g. github://acme/google@1.2.3")
+		}
+		return connectorRemove(cfg, c, fs.Arg(0), stdout)
+	}
+	return usagef("unknown subcommand %q: want install, list, verify or remove", sub)
+}
+
+// offlineStore is the store the daemon would use, for when it is not
+// running: changes take effect at its next start.
+func offlineStore(cfg *config.Config) *controlplane.Store {
+	return &controlplane.Store{Dir: filepath.Join(cfg.Home, "store")}
+}
+
+func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, stdout io.Writer) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	inst, err := c.InstallConnector(context.Background(), abs)
+	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+		st := offlineStore(cfg)
+		active, _ := st.Load()
+		if inst, err = st.Install(abs, active); err == nil {
+			fmt.Fprintln(stdout, "(daemon not running: installed into the store; it takes effect when the daemon starts)")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "installed %s@%s sha256:%s\n", inst.FQN, inst.Version, inst.Hash)
+	return nil
+}
+
+func connectorList(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
+	list, err := c.ListConnectors(context.Background())
+	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+		list, err = offlineStore(cfg).List()
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, list)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONNECTOR\tVERSION\tACTIVE\tHASH")
+	for _, i := range list {
+		active := ""
+		if i.Active {
+			active = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\tsha256:%s\n", i.FQN, i.Version, active, i.Hash)
+	}
+	return tw.Flush()
+}
+
+func connectorVerify(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
+	probs, err := c.VerifyConnectors(context.Background())
+	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+		probs, err = offlineStore(cfg).Verify(), nil
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := printJSON(stdout, probs); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range probs {
+			fmt.Fprintf(stdout, "%s (sha256:%s): %s\n", p.Ref, p.Hash, p.Err)
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%d package(s) failed verification; reinstall them from a trusted source or remove them", len(probs))
+	}
+	if !asJSON {
+		fmt.Fprintln(stdout, "all installed packages match their content hashes")
+	}
+	return nil
+}
+
+func connectorRemove(cfg *config.Config, c *controlplane.Client, ref string, stdout io.Writer) error {
+	err := c.RemoveConnector(context.Background(), ref)
+	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+		err = offlineStore(cfg).Remove(ref)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "removed %s\n", ref)
+	return nil
+}

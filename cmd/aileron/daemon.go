@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
+)
+
+func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error {
+	fs := newFlags("daemon", "daemon [--config FILE] [--listen ADDR] [--home DIR]", stderr)
+	cfgFile := fs.String("config", "", "YAML config file (default: embedded defaults only)")
+	fs.String("listen", "", "proxy listen address host:port (config proxy.listen)")
+	fs.String("home", "", "state directory (config home; env AILERON_HOME)")
+	fs.String("log-level", "", "debug, info, warn or error (config log.level)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := config.Load(config.Options{File: *cfgFile, Flags: fs, FlagKeys: map[string]string{
+		"listen": "proxy.listen", "home": "home", "log-level": "log.level",
+	}})
+	if err != nil {
+		return err
+	}
+	logger := newLogger(stderr, cfg.Log.Level)
+	d, err := newDaemon(cfg, &logger)
+	if err != nil {
+		return err
+	}
+	return d.run()
+}
+
+func newLogger(w io.Writer, level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// daemon is the wired process: control plane, policy and data plane.
+type daemon struct {
+	cfg      *config.Config
+	log      *zerolog.Logger
+	store    *controlplane.Store
+	sessions *controlplane.Sessions
+	policy   policy.Holder
+	proxy    *dataplane.Proxy
+	reloadMu sync.Mutex
+}
+
+func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return nil, fmt.Errorf("home %s: %w", cfg.Home, err)
+	}
+	d := &daemon{cfg: cfg, log: log}
+	logf := func(format string, args ...any) { log.Info().Msgf(format, args...) }
+	d.store = &controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), Logf: logf}
+	d.sessions = &controlplane.Sessions{
+		Dir:        filepath.Join(cfg.Home, "sessions"),
+		KeyFile:    filepath.Join(cfg.Home, "keys", "session.key"),
+		DefaultTTL: cfg.Sessions.DefaultTTL,
+	}
+	if err := d.reload(); err != nil {
+		return nil, err
+	}
+	roots, err := upstreamRoots(cfg.Upstream.CAFiles)
+	if err != nil {
+		return nil, err
+	}
+	d.proxy = &dataplane.Proxy{
+		Sessions: d.sessions,
+		Policy:   &d.policy,
+		Guard:    newGuard(cfg),
+		RootCAs:  roots,
+		Log:      log,
+		Timeouts: dataplane.Timeouts{
+			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
+			Idle: cfg.Proxy.IdleTimeout, TunnelIdle: cfg.Proxy.TunnelIdleTimeout,
+			MaxHeader: cfg.Proxy.MaxHeaderBytes, UpstreamTLS: cfg.Upstream.TLSHandshakeTimeout,
+			UpstreamHdr: cfg.Upstream.ResponseHeaderTimeout,
+		},
+	}
+	return d, nil
+}
+
+// reload recompiles the policy from the store and swaps it in. A bad or
+// tampered package is logged and left out; the others stay in force.
+func (d *daemon) reload() error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	srcs, errs := d.store.Load()
+	rules := make([]policy.PassthroughRule, 0, len(d.cfg.Proxy.Passthrough))
+	for _, r := range d.cfg.Proxy.Passthrough {
+		rules = append(rules, policy.PassthroughRule{Host: r.Host, Port: r.Port})
+	}
+	pol, cerrs := policy.Compile(srcs, rules)
+	for _, err := range append(errs, cerrs...) {
+		d.log.Error().Str("event", "store.load_failed").Msg(err.Error())
+	}
+	d.policy.Store(pol)
+	d.log.Info().Str("event", "policy.loaded").Int("connectors", len(srcs)-len(cerrs)).Msg("policy compiled")
+	return nil
+}
+
+func newGuard(cfg *config.Config) *dataplane.Guard {
+	g := &dataplane.Guard{DialTimeout: cfg.Upstream.DialTimeout, Resolve: map[string]netip.AddrPort{}}
+	for k, v := range cfg.Upstream.Resolve {
+		if ap, err := netip.ParseAddrPort(v); err == nil { // validated at load
+			g.Resolve[k] = ap
+		}
+	}
+	for _, s := range cfg.Egress.AllowCIDRs {
+		if p, err := netip.ParsePrefix(s); err == nil { // validated at load
+			g.Allow = append(g.Allow, p)
+		}
+	}
+	return g
+}
+
+// upstreamRoots is the system roots plus the configured extra roots.
+func upstreamRoots(files []string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("upstream.ca_files: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("upstream.ca_files: %s holds no PEM certificate", f)
+		}
+	}
+	return pool, nil
+}
+
+// run listens, serves until SIGTERM or SIGINT, then drains.
+func (d *daemon) run() error {
+	pl, err := net.Listen("tcp", d.cfg.Proxy.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy.listen %s: %w (is another daemon running? change proxy.listen or --listen)", d.cfg.Proxy.Listen, err)
+	}
+	d.sessions.ProxyURLHost = d.cfg.Proxy.Advertise
+	if d.sessions.ProxyURLHost == "" {
+		d.sessions.ProxyURLHost = pl.Addr().String()
+	}
+	if err := d.sessions.Open(); err != nil {
+		_ = pl.Close()
+		return err
+	}
+	al, err := controlplane.ListenUnix(d.cfg.Admin.Socket)
+	if err != nil {
+		_ = pl.Close()
+		return err
+	}
+	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload,
+		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) }}
+	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- d.proxy.Serve(pl) }()
+	go func() { errc <- adminSrv.Serve(al) }()
+	if err := d.writeState(pl.Addr().String()); err != nil {
+		return err
+	}
+	d.log.Info().Str("event", "daemon.started").Str("proxy", pl.Addr().String()).
+		Str("admin_socket", d.cfg.Admin.Socket).Str("home", d.cfg.Home).Msg("aileron daemon ready")
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				_ = d.reload()
+				continue
+			}
+			return d.shutdown(adminSrv)
+		case <-sweep.C:
+			d.sessions.Sweep()
+		case err := <-errc:
+			if errors.Is(err, http.ErrServerClosed) {
+				continue
+			}
+			_ = d.shutdown(adminSrv)
+			return err
+		}
+	}
+}
+
+func (d *daemon) shutdown(admin *http.Server) error {
+	d.log.Info().Str("event", "daemon.stopping").Dur("timeout", d.cfg.Proxy.ShutdownTimeout).Msg("draining")
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
+	defer cancel()
+	err := errors.Join(d.proxy.Shutdown(ctx), admin.Shutdown(ctx))
+	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))
+	_ = os.Remove(d.cfg.Admin.Socket)
+	return err
+}
+
+// writeState publishes where the daemon listens, for scripts and tests.
+func (d *daemon) writeState(proxyAddr string) error {
+	b, err := json.Marshal(map[string]any{
+		"pid": os.Getpid(), "proxy_addr": proxyAddr, "admin_socket": d.cfg.Admin.Socket,
+	})
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(d.cfg.Home, "daemon.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,89 @@
+// Command aileron is Aileron's daemon and its command-line client.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+)
+
+const usage = `aileron: the egress appliance for agent sandboxes.
+
+Usage:
+  aileron daemon [--config FILE] [--listen ADDR]        run the proxy and control plane
+  aileron session create [--name N] [--ttl D] [--connector FQN]... [--json]
+  aileron session env ID                                 shell exports for a sandbox
+  aileron session list [--json] | delete ID
+  aileron connector install PATH                         a spec file or a package directory
+  aileron connector list [--json] | verify | remove FQN@VERSION
+  aileron config print [--config FILE]                   the effective configuration
+  aileron config defaults                                the embedded defaults, as YAML
+  aileron help [COMMAND]
+
+Every command takes --home DIR (default $AILERON_HOME, else ~/.aileron).
+Run "aileron COMMAND --help" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches a command line and returns the exit code: 0 success,
+// 1 failure, 2 usage error.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmds := map[string]func([]string, io.Reader, io.Writer, io.Writer) error{
+		"daemon":    cmdDaemon,
+		"session":   cmdSession,
+		"connector": cmdConnector,
+		"config":    cmdConfig,
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "aileron: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	err := cmd(args[1:], stdin, stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "aileron %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "aileron %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// usageError is a command line that cannot be run as written.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// newFlags returns a flag set that prints its usage to stderr on --help.
+func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: aileron %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}

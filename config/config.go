@@ -1,0 +1,201 @@
+// Package config loads the daemon's configuration: embedded defaults, then an
+// optional YAML file, then AILERON_* environment variables, then flags. Every
+// value is validated once, at load, and an error names the key and says how to
+// fix it.
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/providers/structs"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// Defaults returns the embedded default configuration file, as shipped.
+func Defaults() []byte { return append([]byte(nil), defaultsYAML...) }
+
+// Config is the daemon's effective configuration.
+type Config struct {
+	Home     string   `koanf:"home"`
+	Proxy    Proxy    `koanf:"proxy"`
+	Admin    Admin    `koanf:"admin"`
+	Upstream Upstream `koanf:"upstream"`
+	Egress   Egress   `koanf:"egress"`
+	Sessions Sessions `koanf:"sessions"`
+	Log      Log      `koanf:"log"`
+}
+
+// Proxy configures the sandbox-facing listener.
+type Proxy struct {
+	Listen            string        `koanf:"listen"`
+	Advertise         string        `koanf:"advertise"`
+	Passthrough       []Passthrough `koanf:"passthrough"`
+	HandshakeTimeout  time.Duration `koanf:"handshake_timeout"`
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+	IdleTimeout       time.Duration `koanf:"idle_timeout"`
+	TunnelIdleTimeout time.Duration `koanf:"tunnel_idle_timeout"`
+	MaxHeaderBytes    int           `koanf:"max_header_bytes"`
+	ShutdownTimeout   time.Duration `koanf:"shutdown_timeout"`
+}
+
+// Passthrough lets CONNECTs to matching hosts through as raw tunnels.
+type Passthrough struct {
+	Host string `koanf:"host"`
+	Port int    `koanf:"port"`
+}
+
+// Admin configures the control-plane API.
+type Admin struct {
+	Socket string `koanf:"socket"`
+}
+
+// Upstream configures how the proxy reaches the far side.
+type Upstream struct {
+	Resolve               map[string]string `koanf:"resolve"`
+	CAFiles               []string          `koanf:"ca_files"`
+	DialTimeout           time.Duration     `koanf:"dial_timeout"`
+	TLSHandshakeTimeout   time.Duration     `koanf:"tls_handshake_timeout"`
+	ResponseHeaderTimeout time.Duration     `koanf:"response_header_timeout"`
+}
+
+// Egress configures the SSRF guard.
+type Egress struct {
+	AllowCIDRs []string `koanf:"allow_cidrs"`
+}
+
+// Sessions configures session defaults.
+type Sessions struct {
+	DefaultTTL time.Duration `koanf:"default_ttl"`
+}
+
+// Log configures the daemon's own log.
+type Log struct {
+	Level string `koanf:"level"`
+}
+
+// Options says where Load reads from. The zero value reads the defaults and
+// the process environment only.
+type Options struct {
+	// File is a YAML file; empty means none.
+	File string
+	// Flags are applied last; only flags the user changed override, and only
+	// those named in FlagKeys (flag name → config key, e.g. "listen" →
+	// "proxy.listen").
+	Flags    *pflag.FlagSet
+	FlagKeys map[string]string
+	// Environ is the environment; nil means os.Environ().
+	Environ []string
+}
+
+// Load builds the effective configuration. Every failure names the source
+// or key at fault.
+func Load(opts Options) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider(defaultsYAML), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config: embedded defaults: %w", err)
+	}
+	if opts.File != "" {
+		if err := k.Load(file.Provider(opts.File), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config: %s: %w (the file must be YAML; see `aileron config defaults`)", opts.File, err)
+		}
+	}
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	if err := k.Load(env.Provider(".", env.Opt{
+		Prefix:        "AILERON_",
+		TransformFunc: envKey,
+		EnvironFunc:   func() []string { return environ },
+	}), nil); err != nil {
+		return nil, fmt.Errorf("config: environment: %w", err)
+	}
+	if opts.Flags != nil {
+		cb := func(f *pflag.Flag) (string, any) {
+			return opts.FlagKeys[f.Name], posflag.FlagVal(opts.Flags, f)
+		}
+		if err := k.Load(posflag.ProviderWithFlag(opts.Flags, ".", k, cb), nil); err != nil {
+			return nil, fmt.Errorf("config: flags: %w", err)
+		}
+	}
+	var c Config
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.finish(environ); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// envKey maps AILERON_PROXY__LISTEN to proxy.listen. A value that looks like
+// a YAML list or map (starting with [ or {) is parsed as one.
+func envKey(k, v string) (string, any) {
+	key := strings.ToLower(strings.TrimPrefix(k, "AILERON_"))
+	key = strings.ReplaceAll(key, "__", ".")
+	if t := strings.TrimSpace(v); strings.HasPrefix(t, "[") || strings.HasPrefix(t, "{") {
+		if parsed, err := yaml.Parser().Unmarshal([]byte("v: " + t)); err == nil {
+			return key, parsed["v"]
+		}
+	}
+	return key, v
+}
+
+// finish fills derived defaults and validates.
+func (c *Config) finish(environ []string) error {
+	if c.Home == "" {
+		home, err := defaultHome(environ)
+		if err != nil {
+			return err
+		}
+		c.Home = home
+	}
+	abs, err := filepath.Abs(c.Home)
+	if err != nil {
+		return fmt.Errorf("config: home: %w", err)
+	}
+	c.Home = abs
+	if c.Admin.Socket == "" {
+		c.Admin.Socket = filepath.Join(c.Home, "admin.sock")
+	}
+	return c.Validate()
+}
+
+func defaultHome(environ []string) (string, error) {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok && v != "" {
+			return filepath.Join(v, ".aileron"), nil
+		}
+	}
+	dir, err := os.UserHomeDir()
+	if err != nil {
+		return "", errors.New("config: home: cannot find a home directory; set AILERON_HOME or home: in the config file")
+	}
+	return filepath.Join(dir, ".aileron"), nil
+}
+
+// YAML renders the effective configuration as YAML, in the file format
+// Load reads. No value in Config is secret today; a secret added later must
+// be masked here.
+func (c *Config) YAML() ([]byte, error) {
+	k := koanf.New(".")
+	if err := k.Load(structs.Provider(*c, "koanf"), nil); err != nil {
+		return nil, err
+	}
+	return k.Marshal(yaml.Parser())
+}

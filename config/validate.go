@@ -1,0 +1,131 @@
+package config
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Validate checks every value. The error names the key, the bad value and
+// the fix; all problems are reported at once, one per line.
+func (c *Config) Validate() error {
+	var probs []string
+	add := func(key, format string, args ...any) {
+		probs = append(probs, fmt.Sprintf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if _, err := netip.ParseAddrPort(c.Proxy.Listen); err != nil {
+		if _, _, err2 := net.SplitHostPort(c.Proxy.Listen); err2 != nil {
+			add("proxy.listen", "%q is not host:port; write e.g. \"127.0.0.1:9080\"", c.Proxy.Listen)
+		}
+	}
+	if c.Proxy.Advertise != "" {
+		if _, _, err := net.SplitHostPort(c.Proxy.Advertise); err != nil {
+			add("proxy.advertise", "%q is not host:port; write e.g. \"10.0.0.5:9080\"", c.Proxy.Advertise)
+		}
+	}
+	for i, r := range c.Proxy.Passthrough {
+		key := fmt.Sprintf("proxy.passthrough[%d]", i)
+		if err := checkGlob(r.Host); err != "" {
+			add(key+".host", "%q %s", r.Host, err)
+		}
+		if r.Port < 1 || r.Port > 65535 {
+			add(key+".port", "%d is not a TCP port (1-65535); passthrough rules name one port, e.g. 443", r.Port)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   int64
+	}{
+		{"proxy.handshake_timeout", int64(c.Proxy.HandshakeTimeout)},
+		{"proxy.read_header_timeout", int64(c.Proxy.ReadHeaderTimeout)},
+		{"proxy.idle_timeout", int64(c.Proxy.IdleTimeout)},
+		{"proxy.tunnel_idle_timeout", int64(c.Proxy.TunnelIdleTimeout)},
+		{"proxy.shutdown_timeout", int64(c.Proxy.ShutdownTimeout)},
+		{"upstream.dial_timeout", int64(c.Upstream.DialTimeout)},
+		{"upstream.tls_handshake_timeout", int64(c.Upstream.TLSHandshakeTimeout)},
+		{"upstream.response_header_timeout", int64(c.Upstream.ResponseHeaderTimeout)},
+		{"sessions.default_ttl", int64(c.Sessions.DefaultTTL)},
+	} {
+		if d.v <= 0 {
+			add(d.key, "must be a positive duration such as \"10s\" or \"5m\"")
+		}
+	}
+	if c.Proxy.MaxHeaderBytes < 4096 || c.Proxy.MaxHeaderBytes > 1<<20 {
+		add("proxy.max_header_bytes", "%d is out of range; use 4096..1048576", c.Proxy.MaxHeaderBytes)
+	}
+	probs = append(probs, c.validateUpstream()...)
+	for i, s := range c.Egress.AllowCIDRs {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			probs = append(probs, fmt.Sprintf("config: egress.allow_cidrs[%d]: %q is not a CIDR; write e.g. \"10.20.0.0/16\" or \"192.0.2.7/32\"", i, s))
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if len(probs) > 0 {
+		return &Error{Problems: probs}
+	}
+	return nil
+}
+
+func (c *Config) validateUpstream() []string {
+	var probs []string
+	keys := make([]string, 0, len(c.Upstream.Resolve))
+	for k := range c.Upstream.Resolve {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := c.Upstream.Resolve[k]
+		key := fmt.Sprintf("upstream.resolve[%q]", k)
+		if h, p, err := net.SplitHostPort(k); err != nil || h == "" || !validPort(p) {
+			probs = append(probs, fmt.Sprintf("config: %s: the key must be host:port, e.g. \"api.example.com:443\"", key))
+		}
+		if _, err := netip.ParseAddrPort(v); err != nil {
+			probs = append(probs, fmt.Sprintf("config: %s: %q is not ip:port; the target must be an IP literal and port, e.g. \"192.0.2.7:8443\"", key, v))
+		}
+	}
+	for i, f := range c.Upstream.CAFiles {
+		key := fmt.Sprintf("upstream.ca_files[%d]", i)
+		b, err := os.ReadFile(f)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("config: %s: cannot read %q: %v", key, f, err))
+			continue
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			probs = append(probs, fmt.Sprintf("config: %s: %q holds no PEM certificate", key, f))
+		}
+	}
+	return probs
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
+}
+
+// checkGlob returns "" for an exact host or a leading "*." wildcard.
+func checkGlob(h string) string {
+	if h == "" {
+		return "is empty; write a host such as \"api.github.com\" or \"*.github.com\""
+	}
+	rest := strings.TrimPrefix(h, "*.")
+	if strings.ContainsAny(rest, "*/:@?# ") {
+		return "is not a host glob: only a leading \"*.\" wildcard is allowed, with no scheme, port or path"
+	}
+	return ""
+}
+
+// Error lists every configuration problem found.
+type Error struct {
+	Problems []string
+}
+
+func (e *Error) Error() string { return strings.Join(e.Problems, "\n") }

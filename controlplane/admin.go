@@ -1,0 +1,296 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// maxAdminBody bounds an admin API request body.
+const maxAdminBody = 1 << 20
+
+// Admin serves the daemon's admin API (normally on a 0600 unix socket, see
+// ListenUnix): health, sessions and the connector store. Every error answer
+// is one JSON envelope {"error":{"class","reason","message"}} with a fitting
+// status, produced by writeError alone.
+//
+// Store mutations (install, remove) are serialised by Admin, which is what
+// makes Store.Install's conflict check against the active specs race-free.
+type Admin struct {
+	// Store is the connector store. Required for the /v1/connectors routes.
+	Store *Store
+	// Sessions is the session manager. Required for the /v1/sessions routes.
+	Sessions *Sessions
+	// OnStoreChange runs after every successful install or removal, normally
+	// to recompile and swap the policy. Its failure is reported to the caller
+	// (the store change itself stays). Nil means no-op.
+	OnStoreChange func() error
+	// Logf receives unexpected (500) failures. Nil discards them.
+	Logf func(format string, args ...any)
+
+	storeMu sync.Mutex
+}
+
+// InstallRequest is the body of POST /v1/connectors.
+type InstallRequest struct {
+	// Path is an absolute path, on the daemon's machine, to a spec file or a
+	// package directory.
+	Path string `json:"path"`
+}
+
+// RemoveRequest is the body of POST /v1/connectors/remove.
+type RemoveRequest struct {
+	// Ref is FQN@VERSION.
+	Ref string `json:"ref"`
+}
+
+// sessionList, connectorList and problemList are the list answers; wrapping
+// the arrays in objects leaves room for more fields.
+type (
+	sessionList struct {
+		Sessions []SessionInfo `json:"sessions"`
+	}
+	connectorList struct {
+		Connectors []Installed `json:"connectors"`
+	}
+	problemList struct {
+		OK       bool      `json:"ok"`
+		Problems []Problem `json:"problems"`
+	}
+	healthStatus struct {
+		Status string `json:"status"`
+	}
+)
+
+// Handler returns the admin API:
+//
+//	GET    /v1/health
+//	POST   /v1/sessions              CreateRequest → 201 SessionInfo (with proxy_url)
+//	GET    /v1/sessions              → {"sessions":[SessionInfo…]} (no proxy_url)
+//	GET    /v1/sessions/{id}         → SessionInfo (with proxy_url)
+//	DELETE /v1/sessions/{id}         → 204
+//	GET    /v1/connectors            → {"connectors":[Installed…]}
+//	POST   /v1/connectors            InstallRequest → 201 Installed
+//	POST   /v1/connectors/remove     RemoveRequest → 204
+//	POST   /v1/connectors/verify     → {"ok":bool,"problems":[Problem…]}
+//
+// Removal is a POST with the reference in the body because references
+// contain "://", which does not survive in a URL path.
+func (a *Admin) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, healthStatus{Status: "ok"})
+	})
+	mux.HandleFunc("POST /v1/sessions", a.createSession)
+	mux.HandleFunc("GET /v1/sessions", a.listSessions)
+	mux.HandleFunc("GET /v1/sessions/{id}", a.getSession)
+	mux.HandleFunc("DELETE /v1/sessions/{id}", a.deleteSession)
+	mux.HandleFunc("GET /v1/connectors", a.listConnectors)
+	mux.HandleFunc("POST /v1/connectors", a.installConnector)
+	mux.HandleFunc("POST /v1/connectors/remove", a.removeConnector)
+	mux.HandleFunc("POST /v1/connectors/verify", a.verifyConnectors)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, fmt.Errorf("%w: no admin API route %s %s", errNoRoute, r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (a *Admin) createSession(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	if err := decodeBody(r, &req); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	info, err := a.Sessions.Create(req)
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, info)
+}
+
+func (a *Admin) listSessions(w http.ResponseWriter, r *http.Request) {
+	list, err := a.Sessions.List()
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionList{Sessions: list})
+}
+
+func (a *Admin) getSession(w http.ResponseWriter, r *http.Request) {
+	info, err := a.Sessions.Get(r.PathValue("id"))
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := a.Sessions.Delete(r.PathValue("id")); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) listConnectors(w http.ResponseWriter, r *http.Request) {
+	list, err := a.Store.List()
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, connectorList{Connectors: list})
+}
+
+func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
+	var req InstallRequest
+	if err := decodeBody(r, &req); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	if !filepath.IsAbs(req.Path) {
+		a.writeError(w, fmt.Errorf("%w: path %q is not absolute; the daemon resolves it on its own machine", ErrInvalidArgument, req.Path))
+		return
+	}
+	var inst Installed
+	err := a.changeStore(func() error {
+		// Load's refusals are the daemon's to report; a refused package is
+		// simply not active, so it cannot conflict.
+		active, _ := a.Store.Load()
+		var err error
+		inst, err = a.Store.Install(req.Path, active)
+		return err
+	})
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, inst)
+}
+
+func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
+	var req RemoveRequest
+	if err := decodeBody(r, &req); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	if err := a.changeStore(func() error { return a.Store.Remove(req.Ref) }); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) verifyConnectors(w http.ResponseWriter, r *http.Request) {
+	problems := a.Store.Verify()
+	writeJSON(w, http.StatusOK, problemList{OK: len(problems) == 0, Problems: append([]Problem{}, problems...)})
+}
+
+// changeStore runs one store mutation under storeMu, then OnStoreChange.
+// A reload failure wraps errReload.
+func (a *Admin) changeStore(change func() error) error {
+	a.storeMu.Lock()
+	defer a.storeMu.Unlock()
+	if err := change(); err != nil {
+		return err
+	}
+	if a.OnStoreChange == nil {
+		return nil
+	}
+	if err := a.OnStoreChange(); err != nil {
+		return fmt.Errorf("%w: the store changed but the daemon could not reload its policy: %w", errReload, err)
+	}
+	return nil
+}
+
+// Errors only the admin API produces.
+var (
+	errNoRoute = errors.New("not found")
+	errReload  = errors.New("policy reload failed")
+)
+
+// decodeBody reads one JSON object from r's body (at most maxAdminBody
+// bytes, no unknown fields, nothing after it). Failures wrap
+// ErrInvalidArgument.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, ErrInvalidArgument) {
+			return err
+		}
+		return fmt.Errorf("%w: request body: %v", ErrInvalidArgument, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: request body: more than one JSON value", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// writeJSON answers with status and v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// errorBody is the admin API's error envelope.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+// errorDetail is the inside of the envelope.
+type errorDetail struct {
+	Class   string `json:"class"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// errorClass maps one sentinel to its answer.
+type errorClass struct {
+	target        error
+	status        int
+	class, reason string
+}
+
+// adminErrorClasses is consulted in order; the first sentinel err wraps wins.
+func adminErrorClasses() []errorClass {
+	return []errorClass{
+		{ErrInvalidSpec, http.StatusBadRequest, "invalid_request", "invalid_spec"},
+		{ErrInvalidPackage, http.StatusBadRequest, "invalid_request", "invalid_package"},
+		{ErrInvalidArgument, http.StatusBadRequest, "invalid_request", "invalid_argument"},
+		{ErrConflict, http.StatusConflict, "conflict", "conflict"},
+		{ErrNotFound, http.StatusNotFound, "not_found", "not_found"},
+		{errNoRoute, http.StatusNotFound, "not_found", "no_route"},
+		{ErrTampered, http.StatusInternalServerError, "internal", "integrity_failure"},
+		{errReload, http.StatusInternalServerError, "internal", "policy_reload_failed"},
+		{ErrNotOpen, http.StatusServiceUnavailable, "unavailable", "not_ready"},
+	}
+}
+
+// writeError is the admin API's single error path: it classifies err by the
+// sentinel it wraps and answers with the JSON envelope. Anything unclassified
+// is a 500 and is logged.
+func (a *Admin) writeError(w http.ResponseWriter, err error) {
+	c := errorClass{status: http.StatusInternalServerError, class: "internal", reason: "internal_error"}
+	for _, k := range adminErrorClasses() {
+		if errors.Is(err, k.target) {
+			c = k
+			break
+		}
+	}
+	if c.status >= 500 && a.Logf != nil {
+		a.Logf("admin: %s: %v", c.reason, err)
+	}
+	writeJSON(w, c.status, errorBody{Error: errorDetail{Class: c.class, Reason: c.reason, Message: strings.TrimSpace(err.Error())}})
+}

@@ -1,0 +1,195 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+)
+
+// maxAnswer bounds how much of an admin API answer the client reads.
+const maxAnswer = 16 << 20
+
+// Client speaks the admin API over the daemon's unix socket. The zero value
+// is not usable: set Socket. A Client is safe for concurrent use.
+//
+// Every method fails wrapping ErrDaemonUnreachable when nothing answers on
+// Socket, and returns an *APIError when the daemon answers with an error.
+type Client struct {
+	// Socket is the admin socket path, normally $AILERON_HOME/admin.sock.
+	Socket string
+	// HTTPClient overrides the transport (tests). Nil means a client that
+	// dials Socket.
+	HTTPClient *http.Client
+}
+
+// APIError is an error answer from the admin API.
+type APIError struct {
+	Status  int
+	Class   string
+	Reason  string
+	Message string
+}
+
+// Error returns the daemon's message and its reason.
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s (%s, HTTP %d)", e.Message, e.Reason, e.Status)
+}
+
+// Health checks that the daemon answers.
+func (c *Client) Health(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/v1/health", nil, nil)
+}
+
+// CreateSession creates a session; the answer includes its ProxyURL.
+func (c *Client) CreateSession(ctx context.Context, req CreateRequest) (SessionInfo, error) {
+	var info SessionInfo
+	err := c.do(ctx, http.MethodPost, "/v1/sessions", req, &info)
+	return info, err
+}
+
+// ListSessions lists live sessions (without ProxyURL).
+func (c *Client) ListSessions(ctx context.Context) ([]SessionInfo, error) {
+	var out sessionList
+	err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &out)
+	return out.Sessions, err
+}
+
+// GetSession returns one session with its ProxyURL.
+func (c *Client) GetSession(ctx context.Context, id string) (SessionInfo, error) {
+	var info SessionInfo
+	err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &info)
+	return info, err
+}
+
+// DeleteSession ends a session.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)
+}
+
+// InstallConnector installs the spec file or package directory at path,
+// made absolute against the current directory first (the daemon runs on the
+// same machine).
+func (c *Client) InstallConnector(ctx context.Context, path string) (Installed, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Installed{}, fmt.Errorf("%w: %q: %v", ErrInvalidArgument, path, err)
+	}
+	var inst Installed
+	err = c.do(ctx, http.MethodPost, "/v1/connectors", InstallRequest{Path: abs}, &inst)
+	return inst, err
+}
+
+// ListConnectors lists installed connector versions.
+func (c *Client) ListConnectors(ctx context.Context) ([]Installed, error) {
+	var out connectorList
+	err := c.do(ctx, http.MethodGet, "/v1/connectors", nil, &out)
+	return out.Connectors, err
+}
+
+// RemoveConnector uninstalls ref (FQN@VERSION).
+func (c *Client) RemoveConnector(ctx context.Context, ref string) error {
+	return c.do(ctx, http.MethodPost, "/v1/connectors/remove", RemoveRequest{Ref: ref}, nil)
+}
+
+// VerifyConnectors re-checks every installed package; an empty result means
+// all are intact.
+func (c *Client) VerifyConnectors(ctx context.Context) ([]Problem, error) {
+	var out problemList
+	err := c.do(ctx, http.MethodPost, "/v1/connectors/verify", nil, &out)
+	return out.Problems, err
+}
+
+// do sends one request with body (JSON, if non-nil) and decodes a 2xx answer
+// into out (if non-nil).
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encoding admin request: %w", err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://aileron"+path, rd)
+	if err != nil {
+		return fmt.Errorf("building admin request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = c.unixClient()
+		defer hc.CloseIdleConnections()
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var de *dialError
+		if errors.As(err, &de) {
+			return fmt.Errorf("%w: is `aileron daemon` running? socket: %s: %v", ErrDaemonUnreachable, c.Socket, de.err)
+		}
+		return fmt.Errorf("admin API %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("admin API %s %s: reading answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return decodeAPIError(resp.StatusCode, data)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("admin API %s %s: decoding answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// decodeAPIError turns an error answer into an *APIError, tolerating a body
+// that is not the envelope.
+func decodeAPIError(status int, data []byte) *APIError {
+	var env errorBody
+	if err := json.Unmarshal(data, &env); err == nil && env.Error.Message != "" {
+		return &APIError{Status: status, Class: env.Error.Class, Reason: env.Error.Reason, Message: env.Error.Message}
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &APIError{Status: status, Class: "unknown", Reason: "unexpected_answer", Message: msg}
+}
+
+// dialError marks a failure to reach the socket at all.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// unixClient returns an HTTP client whose every connection dials Socket.
+func (c *Client) unixClient() *http.Client {
+	var d net.Dialer
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, "unix", c.Socket)
+			if err != nil {
+				return nil, &dialError{err: err}
+			}
+			return conn, nil
+		},
+		DisableCompression: true,
+		Proxy:              nil,
+	}}
+}

@@ -1,0 +1,291 @@
+package controlplane
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aileronhq/aileron/ca"
+)
+
+// Session files and formats.
+const (
+	// sessionFile is the session record inside Dir/<id>.
+	sessionFile = "session.json"
+	// bundleFile is the session CA followed by the system roots.
+	bundleFile = "ca-bundle.pem"
+	// sessionKeySize is the session key's length in bytes.
+	sessionKeySize = 32
+	// tokenSize is the token's length in bytes before base64url (192 bits).
+	tokenSize = 24
+	// sessionIDPrefix starts every session id.
+	sessionIDPrefix = "s_"
+	// sessionIDChars is the number of random base32 characters after it.
+	sessionIDChars = 20
+	// base32Lower is the RFC 4648 base32 alphabet in lower case.
+	base32Lower = "abcdefghijklmnopqrstuvwxyz234567"
+	// creatingPrefix marks a session directory still being written.
+	creatingPrefix = ".creating-"
+	// maxRecordSize bounds how much of session.json is read.
+	maxRecordSize = 1 << 20
+)
+
+// defaultSystemRoots lists well-known system CA bundle locations.
+func defaultSystemRoots() []string {
+	return []string{
+		"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Alpine, Arch
+		"/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL, CentOS
+		"/etc/ssl/ca-bundle.pem",             // openSUSE
+		"/etc/ssl/cert.pem",                  // macOS, BSDs, Alpine
+	}
+}
+
+// newSessionID returns "s_" and 20 random lower-case base32 characters
+// (100 bits).
+func newSessionID() (string, error) {
+	var b [sessionIDChars]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating session id: %w", err)
+	}
+	for i := range b {
+		b[i] = base32Lower[b[i]&31] // 32 divides 256: no bias
+	}
+	return sessionIDPrefix + string(b[:]), nil
+}
+
+// validSessionID reports whether id has the form newSessionID produces, so it
+// is safe to use as a directory name.
+func validSessionID(id string) bool {
+	rest, ok := strings.CutPrefix(id, sessionIDPrefix)
+	if !ok || len(rest) != sessionIDChars {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if strings.IndexByte(base32Lower, rest[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// deriveToken returns the session's token: base64url (no padding) of
+// HMAC-SHA256(key, id) truncated to 192 bits.
+func deriveToken(key []byte, id string) string {
+	mac := hmac.New(sha256.New, key)
+	io.WriteString(mac, id)
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:tokenSize])
+}
+
+// loadOrCreateKey reads the session key at path, first creating it (32
+// random bytes, mode 0600, parent directory 0700) if it does not exist.
+func loadOrCreateKey(path string) ([]byte, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := createKey(path); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+	}
+	info, err := os.Lstat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading session key: %w", err)
+	}
+	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: session key %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s)",
+			ErrInsecureFile, path, info.Mode(), path)
+	}
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading session key: %w", err)
+	}
+	if len(key) != sessionKeySize {
+		return nil, fmt.Errorf("%w: session key %s is %d bytes, want %d; restore it from a backup "+
+			"(deleting it makes every existing session unusable)", ErrCorruptState, path, len(key), sessionKeySize)
+	}
+	return key, nil
+}
+
+// createKey writes a new random session key to path, failing with
+// fs.ErrExist if another process created it first.
+func createKey(path string) (err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating session key directory: %w", err)
+	}
+	key := make([]byte, sessionKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("generating session key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	if _, err := f.Write(key); err != nil {
+		return fmt.Errorf("writing session key: %w", err)
+	}
+	return f.Sync()
+}
+
+// loadAll reads every session directory under s.Dir. Expired sessions and
+// leftovers of interrupted creations are deleted; unloadable ones are
+// logged and skipped.
+func (s *Sessions) loadAll(key []byte) (map[string]*sessionEntry, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading sessions directory: %w", err)
+	}
+	now := s.now()
+	live := make(map[string]*sessionEntry, len(entries))
+	for _, de := range entries {
+		name := de.Name()
+		dir := filepath.Join(s.Dir, name)
+		switch {
+		case strings.HasPrefix(name, creatingPrefix):
+			os.RemoveAll(dir)
+			continue
+		case !de.IsDir() || !validSessionID(name):
+			continue
+		}
+		e, err := s.loadSession(key, name, now)
+		switch {
+		case errors.Is(err, errExpired):
+			os.RemoveAll(dir)
+			s.logf("session: expired %s removed", name)
+		case err != nil:
+			s.logf("session: skipping %s: %v (`aileron session delete %s` removes it)", dir, err, name)
+		default:
+			live[name] = e
+		}
+	}
+	return live, nil
+}
+
+// errExpired marks a session record found expired by loadSession.
+var errExpired = errors.New("session expired")
+
+// loadSession reads Dir/<id>: the record and, unless the session has expired
+// by now (errExpired), the CA. Content failures wrap ErrCorruptState.
+func (s *Sessions) loadSession(key []byte, id string, now time.Time) (*sessionEntry, error) {
+	dir := filepath.Join(s.Dir, id)
+	data, err := readBounded(filepath.Join(dir, sessionFile), maxRecordSize)
+	if err != nil {
+		return nil, err
+	}
+	var rec sessionRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptState, sessionFile, err)
+	}
+	if rec.ID != id {
+		return nil, fmt.Errorf("%w: %s: id %q does not match its directory", ErrCorruptState, sessionFile, rec.ID)
+	}
+	raw, err := hex.DecodeString(rec.TokenSHA256)
+	if err != nil || len(raw) != sha256.Size {
+		return nil, fmt.Errorf("%w: %s: token_sha256 is not a hex SHA-256", ErrCorruptState, sessionFile)
+	}
+	var tokenHash [sha256.Size]byte
+	copy(tokenHash[:], raw)
+	if derived := sha256.Sum256([]byte(deriveToken(key, id))); derived != tokenHash {
+		return nil, fmt.Errorf("%w: the session was created with a different session key", ErrCorruptState)
+	}
+	if !now.Before(rec.ExpiresAt) {
+		return nil, errExpired
+	}
+	authority, err := ca.LoadDir(dir, ca.Options{Now: s.Now})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptState, err)
+	}
+	return newEntry(rec, tokenHash, authority), nil
+}
+
+// readBounded reads at most limit bytes of the file at p, failing if it is
+// longer.
+func readBounded(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorruptState, p, limit)
+	}
+	return data, nil
+}
+
+// writeSession writes a session's directory: staged as Dir/.creating-<id>
+// (mode 0700) with the CA, the CA bundle and session.json, then renamed to
+// Dir/<id> so that a crash never leaves a half-written session behind.
+func (s *Sessions) writeSession(rec sessionRecord, authority *ca.Authority) error {
+	tmp := filepath.Join(s.Dir, creatingPrefix+rec.ID)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("creating session directory: %w", err)
+	}
+	err := s.fillSessionDir(tmp, rec, authority)
+	if err == nil {
+		err = os.Chmod(tmp, 0o700)
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.Dir, rec.ID))
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("writing session %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// fillSessionDir writes the CA, the bundle and the record into dir.
+func (s *Sessions) fillSessionDir(dir string, rec sessionRecord, authority *ca.Authority) error {
+	if err := authority.Save(dir); err != nil {
+		return err
+	}
+	bundle := authority.CertPEM()
+	if roots := s.systemRoots(); roots != nil {
+		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+		bundle = append(bundle, roots...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, bundleFile), bundle, 0o644); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, sessionFile), append(data, '\n'), 0o600)
+}
+
+// systemRoots returns the content of the first readable system CA bundle, or
+// nil if there is none.
+func (s *Sessions) systemRoots() []byte {
+	candidates := s.SystemRoots
+	if candidates == nil {
+		candidates = defaultSystemRoots()
+	}
+	for _, p := range candidates {
+		if data, err := os.ReadFile(p); err == nil && len(data) > 0 {
+			return data
+		}
+	}
+	return nil
+}

@@ -1,0 +1,379 @@
+package controlplane
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/ca"
+	"github.com/aileronhq/aileron/dataplane"
+)
+
+// sessionsAt returns an opened Sessions rooted at home, with a fake system
+// roots file and the given clock.
+func sessionsAt(t *testing.T, home string, clock *fakeClock) *Sessions {
+	t.Helper()
+	roots := writeFile(t, home, "roots.pem", []byte("-----BEGIN CERTIFICATE-----\nSYSTEM\n-----END CERTIFICATE-----\n"))
+	s := &Sessions{
+		Dir:          filepath.Join(home, "sessions"),
+		KeyFile:      filepath.Join(home, "keys", "session.key"),
+		ProxyURLHost: "127.0.0.1:9080",
+		Now:          clock.Now,
+		SystemRoots:  []string{filepath.Join(home, "absent.pem"), roots},
+		Logf:         t.Logf,
+	}
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// proxyCreds splits a ProxyURL into its id and token.
+func proxyCreds(t *testing.T, proxyURL string) (id, token string) {
+	t.Helper()
+	u, err := url.Parse(proxyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ = u.User.Password()
+	if u.Scheme != "http" || u.Host != "127.0.0.1:9080" || u.Path != "" {
+		t.Errorf("ProxyURL %q is not http://ID:TOKEN@127.0.0.1:9080", proxyURL)
+	}
+	return u.User.Username(), token
+}
+
+func mode(t *testing.T, p string) os.FileMode {
+	t.Helper()
+	info, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Mode().Perm()
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	home := t.TempDir()
+	clock := newFakeClock()
+	s := sessionsAt(t, home, clock)
+	info, err := s.Create(CreateRequest{Name: "agent 1", TTL: 2 * time.Hour, Connectors: []string{googleFQN, googleFQN}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^s_[a-z2-7]{20}$`).MatchString(info.ID) {
+		t.Errorf("id %q", info.ID)
+	}
+	id, token := proxyCreds(t, info.ProxyURL)
+	if id != info.ID || !regexp.MustCompile(`^[A-Za-z0-9_-]{32}$`).MatchString(token) {
+		t.Errorf("ProxyURL credentials %q:%q", id, token)
+	}
+	if !info.CreatedAt.Equal(clock.Now()) || !info.ExpiresAt.Equal(clock.Now().Add(2*time.Hour)) ||
+		info.Name != "agent 1" || len(info.Connectors) != 1 {
+		t.Errorf("info = %+v", info)
+	}
+
+	dir := filepath.Join(home, "sessions", info.ID)
+	modes := map[string]os.FileMode{
+		dir: 0o700, filepath.Join(home, "keys", "session.key"): 0o600,
+		filepath.Join(dir, "ca-key.pem"): 0o600, filepath.Join(dir, sessionFile): 0o600,
+	}
+	for p, want := range modes {
+		if got := mode(t, p); got != want {
+			t.Errorf("%s: mode %v, want %v", p, got, want)
+		}
+	}
+	record, _ := os.ReadFile(filepath.Join(dir, sessionFile))
+	if bytes.Contains(record, []byte(token)) {
+		t.Error("session.json contains the token")
+	}
+	certPEM, _ := os.ReadFile(info.CACertPath)
+	bundle, _ := os.ReadFile(info.CABundlePath)
+	if !bytes.HasPrefix(bundle, certPEM) || !bytes.HasSuffix(bundle, []byte("SYSTEM\n-----END CERTIFICATE-----\n")) {
+		t.Errorf("ca-bundle.pem is not the session CA followed by the system roots:\n%s", bundle)
+	}
+
+	got, err := s.Get(info.ID)
+	if err != nil || got.ProxyURL != info.ProxyURL {
+		t.Errorf("Get = %+v, %v", got, err)
+	}
+	list, err := s.List()
+	if err != nil || len(list) != 1 || list[0].ID != info.ID || list[0].ProxyURL != "" {
+		t.Errorf("List = %+v, %v (want one entry without proxy_url)", list, err)
+	}
+
+	if err := s.Delete(info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("session dir still there: %v", err)
+	}
+	for _, err := range []error{s.Delete(info.ID), s.Delete("../../etc"), func() error { _, err := s.Get(info.ID); return err }()} {
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("after delete: %v, want ErrNotFound", err)
+		}
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	clock := newFakeClock()
+	s := sessionsAt(t, t.TempDir(), clock)
+	live, _ := s.Create(CreateRequest{TTL: time.Hour, Connectors: []string{linearFQN}})
+	liveID, liveToken := proxyCreds(t, live.ProxyURL)
+	gone, _ := s.Create(CreateRequest{TTL: time.Hour})
+	goneID, goneToken := proxyCreds(t, gone.ProxyURL)
+	if err := s.Delete(goneID); err != nil {
+		t.Fatal(err)
+	}
+	short, _ := s.Create(CreateRequest{TTL: time.Minute})
+	shortID, shortToken := proxyCreds(t, short.ProxyURL)
+	clock.Advance(time.Minute)
+
+	sess, err := s.Authenticate(liveID, liveToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.ID != liveID || sess.CA == nil || len(sess.Connectors) != 1 || sess.Connectors[0] != linearFQN {
+		t.Errorf("session = %+v", sess)
+	}
+	tests := []struct{ name, id, token string }{
+		{"wrong token", liveID, shortToken},
+		{"token with extra byte", liveID, liveToken + "A"},
+		{"empty token", liveID, ""},
+		{"unknown session", "s_aaaaaaaaaaaaaaaaaaaa", liveToken},
+		{"deleted session", goneID, goneToken},
+		{"expired session", shortID, shortToken},
+	}
+	for _, tt := range tests {
+		sess, err := s.Authenticate(tt.id, tt.token)
+		if sess != nil || !errors.Is(err, dataplane.ErrProxyAuth) {
+			t.Errorf("%s: Authenticate = %v, %v; want ErrProxyAuth", tt.name, sess, err)
+		}
+		if tt.token != "" && strings.Contains(err.Error(), tt.token) {
+			t.Errorf("%s: error %q contains the token", tt.name, err)
+		}
+	}
+}
+
+func TestSessionsSurviveReopen(t *testing.T) {
+	home := t.TempDir()
+	clock := newFakeClock()
+	first := sessionsAt(t, home, clock)
+	info, err := first.Create(CreateRequest{Name: "keep", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := first.Authenticate(proxyCreds(t, info.ProxyURL))
+
+	second := sessionsAt(t, home, clock)
+	got, err := second.Get(info.ID)
+	if err != nil || got.ProxyURL != info.ProxyURL || got.Name != "keep" || !got.ExpiresAt.Equal(info.ExpiresAt) {
+		t.Fatalf("Get after reopen = %+v, %v; want the same session and token", got, err)
+	}
+	after, err := second.Authenticate(proxyCreds(t, info.ProxyURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after.CA.CertPEM(), before.CA.CertPEM()) {
+		t.Error("the session CA changed across reopen")
+	}
+}
+
+func TestOpenSkipsUnusableSessions(t *testing.T) {
+	home := t.TempDir()
+	clock := newFakeClock()
+	s := sessionsAt(t, home, clock)
+	keep, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
+	corrupt, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
+	expired, _ := s.Create(CreateRequest{TTL: time.Hour})
+	writeFile(t, filepath.Join(home, "sessions", corrupt.ID), sessionFile, []byte("{"))
+	os.Mkdir(filepath.Join(home, "sessions", creatingPrefix+"s_x"), 0o700)
+	clock.Advance(2 * time.Hour)
+
+	s2 := sessionsAt(t, home, clock)
+	list, _ := s2.List()
+	if len(list) != 1 || list[0].ID != keep.ID {
+		t.Fatalf("List after reopen = %+v, want only %s", list, keep.ID)
+	}
+	for _, gone := range []string{expired.ID, creatingPrefix + "s_x"} {
+		if _, err := os.Stat(filepath.Join(home, "sessions", gone)); !os.IsNotExist(err) {
+			t.Errorf("%s not cleaned up: %v", gone, err)
+		}
+	}
+	// A session Open could not load can still be deleted.
+	if err := s2.Delete(corrupt.ID); err != nil {
+		t.Errorf("Delete(corrupt) = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "sessions", corrupt.ID)); !os.IsNotExist(err) {
+		t.Errorf("corrupt session dir still there: %v", err)
+	}
+}
+
+func TestReplacedKeyInvalidatesSessions(t *testing.T) {
+	home := t.TempDir()
+	clock := newFakeClock()
+	s := sessionsAt(t, home, clock)
+	info, _ := s.Create(CreateRequest{})
+	os.Remove(s.KeyFile)
+	s2 := sessionsAt(t, home, clock)
+	if _, err := s2.Get(info.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get = %v; a session whose token cannot be derived must not load", err)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	clock := newFakeClock()
+	s := sessionsAt(t, t.TempDir(), clock)
+	short, _ := s.Create(CreateRequest{TTL: time.Hour})
+	long, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
+	clock.Advance(2 * time.Hour)
+	if _, err := s.Get(short.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(expired) = %v, want ErrNotFound", err)
+	}
+	if n := s.Sweep(); n != 1 {
+		t.Errorf("Sweep = %d, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, short.ID)); !os.IsNotExist(err) {
+		t.Errorf("expired session dir still there: %v", err)
+	}
+	if _, err := s.Authenticate(proxyCreds(t, long.ProxyURL)); err != nil {
+		t.Errorf("live session after Sweep: %v", err)
+	}
+}
+
+func TestOpenKeyFileChecks(t *testing.T) {
+	tests := []struct {
+		name  string
+		key   []byte
+		perm  os.FileMode
+		want  error
+		fixed string
+	}{
+		{"readable by others", make([]byte, 32), 0o644, ErrInsecureFile, "chmod 600"},
+		{"wrong size", []byte("short"), 0o600, ErrCorruptState, "want 32"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			key := writeFile(t, home, "keys/session.key", tt.key)
+			os.Chmod(key, tt.perm)
+			s := &Sessions{Dir: filepath.Join(home, "sessions"), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
+			if err := s.Open(); !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.fixed) {
+				t.Errorf("Open = %v, want %v mentioning %q", err, tt.want, tt.fixed)
+			}
+		})
+	}
+}
+
+func TestCreateValidation(t *testing.T) {
+	clock := newFakeClock()
+	s := sessionsAt(t, t.TempDir(), clock)
+	bad := []CreateRequest{
+		{Name: strings.Repeat("n", MaxSessionNameLen+1)},
+		{Name: "line\nbreak"},
+		{Name: "bad\xffutf8"},
+		{TTL: -time.Hour},
+		{TTL: time.Millisecond},
+		{TTL: MaxSessionTTL + time.Hour},
+		{Connectors: []string{"gmail"}},
+		{Connectors: []string{googleFQN + "@1.2.3"}},
+	}
+	for _, req := range bad {
+		if _, err := s.Create(req); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Create(%+v) = %v, want ErrInvalidArgument", req, err)
+		}
+	}
+	info, err := s.Create(CreateRequest{})
+	if err != nil || !info.ExpiresAt.Equal(clock.Now().Add(DefaultSessionTTL)) || info.Connectors != nil {
+		t.Errorf("Create(default) = %+v, %v", info, err)
+	}
+	s.DefaultTTL = 30 * time.Minute
+	if info, _ := s.Create(CreateRequest{}); !info.ExpiresAt.Equal(clock.Now().Add(30 * time.Minute)) {
+		t.Errorf("DefaultTTL ignored: %+v", info)
+	}
+}
+
+func TestSessionsBeforeOpen(t *testing.T) {
+	s := &Sessions{Dir: t.TempDir(), KeyFile: filepath.Join(t.TempDir(), "k"), ProxyURLHost: "h:1"}
+	if _, err := s.Create(CreateRequest{}); !errors.Is(err, ErrNotOpen) {
+		t.Errorf("Create = %v", err)
+	}
+	if _, err := s.List(); !errors.Is(err, ErrNotOpen) {
+		t.Errorf("List = %v", err)
+	}
+	if _, err := s.Authenticate("s_aaaaaaaaaaaaaaaaaaaa", "x"); !errors.Is(err, dataplane.ErrProxyAuth) {
+		t.Errorf("Authenticate = %v", err)
+	}
+	if err := (&Sessions{}).Open(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Open without fields = %v", err)
+	}
+}
+
+func TestTokenDerivationIsStable(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	a, b := deriveToken(key, "s_aaaaaaaaaaaaaaaaaaaa"), deriveToken(key, "s_aaaaaaaaaaaaaaaaaaaa")
+	c := deriveToken(key, "s_baaaaaaaaaaaaaaaaaaa")
+	d := deriveToken(bytes.Repeat([]byte{8}, 32), "s_aaaaaaaaaaaaaaaaaaaa")
+	if a != b || a == c || a == d || len(a) != 32 {
+		t.Errorf("tokens %q %q %q %q", a, b, c, d)
+	}
+}
+
+func TestSessionCAIsUsable(t *testing.T) {
+	s := sessionsAt(t, t.TempDir(), newFakeClock())
+	info, _ := s.Create(CreateRequest{TTL: time.Hour})
+	a, err := ca.LoadDir(filepath.Dir(info.CACertPath), ca.Options{Now: newFakeClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Certificate().NotAfter.After(info.ExpiresAt) {
+		t.Errorf("CA expires %v, before the session (%v)", a.Certificate().NotAfter, info.ExpiresAt)
+	}
+	if !strings.Contains(a.Certificate().Subject.CommonName, info.ID) {
+		t.Errorf("CA subject %q does not name the session", a.Certificate().Subject.CommonName)
+	}
+}
+
+func TestCreateRequestJSON(t *testing.T) {
+	var req CreateRequest
+	if err := json.Unmarshal([]byte(`{"name":"n","ttl":"90m","connectors":["github://a/b"]}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.Name != "n" || req.TTL != 90*time.Minute || len(req.Connectors) != 1 {
+		t.Errorf("decoded %+v", req)
+	}
+	out, _ := json.Marshal(req)
+	if string(out) != `{"name":"n","ttl":"1h30m0s","connectors":["github://a/b"]}` {
+		t.Errorf("encoded %s", out)
+	}
+	for _, bad := range []string{`{"ttl":"forever"}`, `{"ttl":3600}`, `{"nmae":"typo"}`} {
+		if err := json.Unmarshal([]byte(bad), &req); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Unmarshal(%s) = %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}
+
+func FuzzCreateRequestJSON(f *testing.F) {
+	for _, s := range []string{`{"name":"n","ttl":"90m","connectors":["github://a/b"]}`, `{}`, `{"ttl":"-1h"}`, `[]`, `{"ttl":null}`} {
+		f.Add([]byte(s))
+	}
+	s := &Sessions{}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req CreateRequest
+		if err := req.UnmarshalJSON(data); err != nil {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
+			}
+			return
+		}
+		ttl, err := s.validate(&req)
+		if err == nil && (ttl < time.Second || ttl > MaxSessionTTL) {
+			t.Fatalf("validate accepted ttl %v", ttl)
+		}
+	})
+}

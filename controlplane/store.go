@@ -1,0 +1,461 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// Store is the content-addressed connector store under $AILERON_HOME/store.
+//
+// Layout: Dir/connectors/sha256/<hex>/ holds one package, named by its
+// HashPackage hash; Dir/tmp/ stages installs; Dir/index.json maps each
+// connector FQN to its installed versions and the active one; Dir/.lock
+// serialises index updates across goroutines and processes (flock).
+// Packages are immutable once placed: the same bytes always land in the same
+// directory, and several versions (and connectors) may share one.
+//
+// A Store's methods are safe for concurrent use, also by several processes on
+// the same Dir.
+type Store struct {
+	// Dir is the store root, normally $AILERON_HOME/store. Required.
+	Dir string
+	// Logf receives one line per install, removal, repair and refused
+	// package. Nil discards them.
+	Logf func(format string, args ...any)
+	// Now stamps installs. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Installed describes one installed connector version.
+type Installed struct {
+	FQN     string `json:"fqn"`
+	Version string `json:"version"`
+	// Hash is the package's HashPackage hash (lower-case hex SHA-256).
+	Hash string `json:"hash"`
+	// Dir is the package directory in the store.
+	Dir string `json:"dir"`
+	// Active is true for the version the policy enforces for its FQN.
+	Active      bool      `json:"active"`
+	InstalledAt time.Time `json:"installed_at"`
+}
+
+// Ref returns the connector reference FQN@VERSION.
+func (i Installed) Ref() string { return i.FQN + "@" + i.Version }
+
+// Problem is one failed check found by Verify.
+type Problem struct {
+	// Ref is the FQN@VERSION concerned; empty when the index itself failed.
+	Ref  string `json:"ref"`
+	Hash string `json:"hash,omitempty"`
+	Err  string `json:"error"`
+}
+
+// Install adds the connector package at path to the store and makes its
+// version the active one for its FQN. path is either a spec file (the package
+// is then that file alone, stored as aileron.connector.v1.json) or a package
+// directory with aileron.connector.v1.json at its root.
+//
+// active is the set of specs currently enforced; the new spec is compiled
+// together with those of other FQNs and refused if it conflicts with one of
+// them. Callers must serialise Install calls that pass active (Admin does).
+//
+// Reinstalling identical content is a no-op apart from making that version
+// active again, and repairs a damaged copy in the store. Errors: a spec that
+// does not parse wraps ErrInvalidSpec and keeps the parser's message (file,
+// JSON path, rule); a bad path or package content wraps ErrInvalidArgument or
+// ErrInvalidPackage; a conflict with another connector, or the same version
+// already installed with different content, wraps ErrConflict.
+func (s *Store) Install(path string, active []policy.Source) (Installed, error) {
+	if err := s.checkDir(); err != nil {
+		return Installed{}, err
+	}
+	staging, err := s.newStaging()
+	if err != nil {
+		return Installed{}, err
+	}
+	defer os.RemoveAll(staging)
+	pkg := filepath.Join(staging, "pkg")
+	origin, err := stagePackage(path, pkg)
+	if err != nil {
+		return Installed{}, err
+	}
+	src, err := readStagedPackage(pkg, origin)
+	if err != nil {
+		return Installed{}, err
+	}
+	if err := checkConflicts(src, active); err != nil {
+		return Installed{}, err
+	}
+	var inst Installed
+	err = s.locked(func() error {
+		inst, err = s.commitInstall(src, pkg, staging)
+		return err
+	})
+	if err != nil {
+		return Installed{}, err
+	}
+	s.logf("store: installed %s (sha256 %s) from %s", inst.Ref(), inst.Hash, origin)
+	return inst, nil
+}
+
+// newStaging creates a private staging directory under Dir/tmp.
+func (s *Store) newStaging() (string, error) {
+	tmp := filepath.Join(s.Dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return "", fmt.Errorf("creating store staging directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(tmp, "install-")
+	if err != nil {
+		return "", fmt.Errorf("creating store staging directory: %w", err)
+	}
+	return dir, nil
+}
+
+// stagePackage copies the package at path (spec file or directory) into pkg
+// and returns the path to name the spec by in messages. Failures wrap
+// ErrInvalidArgument (path unusable) or ErrInvalidPackage (content).
+func stagePackage(path, pkg string) (origin string, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: connector package path %q: %v", ErrInvalidArgument, path, err)
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("%w: connector package %s: %v", ErrInvalidArgument, abs, err)
+	}
+	info, err := os.Stat(resolved)
+	if err != nil {
+		return "", fmt.Errorf("%w: connector package %s: %v", ErrInvalidArgument, abs, err)
+	}
+	switch {
+	case info.Mode().IsRegular():
+		return abs, copyPackageFile(resolved, filepath.Join(pkg, SpecFileName))
+	case !info.IsDir():
+		return "", fmt.Errorf("%w: %s is neither a spec file nor a package directory", ErrInvalidArgument, abs)
+	}
+	files, err := scanPackage(resolved)
+	if err != nil {
+		return "", err
+	}
+	origin = filepath.Join(abs, SpecFileName)
+	if !slices.ContainsFunc(files, func(f pkgFile) bool { return f.rel == SpecFileName }) {
+		return "", fmt.Errorf("%w: %s not found; a package directory needs %s at its root", ErrInvalidPackage, origin, SpecFileName)
+	}
+	for _, f := range files {
+		src := filepath.Join(resolved, filepath.FromSlash(f.rel))
+		if err := copyPackageFile(src, filepath.Join(pkg, filepath.FromSlash(f.rel))); err != nil {
+			return "", err
+		}
+	}
+	return origin, nil
+}
+
+// readStagedPackage hashes the staged package and parses its spec (the bytes
+// that were hashed), naming the spec origin in parse errors.
+func readStagedPackage(pkg, origin string) (policy.Source, error) {
+	hash, data, err := hashPackageSpec(pkg)
+	if err != nil {
+		return policy.Source{}, err
+	}
+	if data == nil {
+		return policy.Source{}, fmt.Errorf("%w: %s not found; a package directory needs %s at its root",
+			ErrInvalidPackage, origin, SpecFileName)
+	}
+	spec, err := parseSpec(origin, data)
+	if err != nil {
+		return policy.Source{}, err
+	}
+	return policy.Source{Spec: spec, Hash: hash, Origin: origin}, nil
+}
+
+// parseSpec parses a spec with policy.ParseSpec and checks the version is
+// strict SemVer. Failures wrap ErrInvalidSpec and keep the parser's error
+// (and its message) intact.
+func parseSpec(file string, data []byte) (*policy.Spec, error) {
+	spec, err := policy.ParseSpec(file, data)
+	if err != nil {
+		return nil, specError{err}
+	}
+	if err := policy.CheckSemVer(spec.Connector.Version); err != nil {
+		return nil, specError{fmt.Errorf("%s: $.connector.version: %w", file, err)}
+	}
+	return spec, nil
+}
+
+// specError marks a spec parse failure with ErrInvalidSpec while keeping the
+// underlying error's message and chain.
+type specError struct{ err error }
+
+func (e specError) Error() string   { return e.err.Error() }
+func (e specError) Unwrap() []error { return []error{ErrInvalidSpec, e.err} }
+
+// checkConflicts compiles src together with the active specs of other FQNs
+// and reports the conflicts that src adds (conflicts already present among
+// the active specs are not src's fault). The error wraps ErrConflict and the
+// compiler's errors, which name both sides.
+func checkConflicts(src policy.Source, active []policy.Source) error {
+	fqn := src.Spec.Connector.FQN
+	others := make([]policy.Source, 0, len(active)+1)
+	for _, a := range active {
+		if a.Spec != nil && a.Spec.Connector.FQN != fqn {
+			others = append(others, a)
+		}
+	}
+	_, before := policy.Compile(others, nil)
+	_, after := policy.Compile(append(others, src), nil)
+	if len(after) <= len(before) {
+		return nil
+	}
+	seen := map[string]int{}
+	for _, e := range before {
+		seen[e.Error()]++
+	}
+	var added []error
+	for _, e := range after {
+		if seen[e.Error()] > 0 {
+			seen[e.Error()]--
+			continue
+		}
+		added = append(added, e)
+	}
+	return fmt.Errorf("%w: %s@%s cannot be installed next to the active connectors: %w",
+		ErrConflict, fqn, src.Spec.Connector.Version, errors.Join(added...))
+}
+
+// commitInstall places the staged package and records it in the index. It
+// runs under the store lock.
+func (s *Store) commitInstall(src policy.Source, pkg, staging string) (Installed, error) {
+	fqn, version := src.Spec.Connector.FQN, src.Spec.Connector.Version
+	ix, err := s.readIndex()
+	if err != nil {
+		return Installed{}, err
+	}
+	c := ix.Connectors[fqn]
+	if c != nil {
+		if e, ok := c.Versions[version]; ok && e.Hash != src.Hash {
+			return Installed{}, fmt.Errorf("%w: %s@%s is already installed with different content (sha256 %s, new %s); "+
+				"a version's content never changes: bump connector.version, or `aileron connector remove %s@%s` first",
+				ErrConflict, fqn, version, e.Hash, src.Hash, fqn, version)
+		}
+	}
+	if err := s.place(pkg, src.Hash, staging); err != nil {
+		return Installed{}, err
+	}
+	if c == nil {
+		c = &indexConnector{Versions: map[string]indexVersion{}}
+		ix.Connectors[fqn] = c
+	}
+	e, ok := c.Versions[version]
+	if !ok {
+		e = indexVersion{Hash: src.Hash, InstalledAt: s.now().UTC().Round(0)}
+		c.Versions[version] = e
+	}
+	c.Active = version
+	if err := s.writeIndex(ix); err != nil {
+		return Installed{}, err
+	}
+	return Installed{FQN: fqn, Version: version, Hash: src.Hash, Dir: s.packageDir(src.Hash), Active: true, InstalledAt: e.InstalledAt}, nil
+}
+
+// place renames the staged package into Dir/connectors/sha256/<hash>. If a
+// directory is already there and intact, the staged copy is dropped; if it is
+// damaged, it is replaced. It runs under the store lock.
+func (s *Store) place(pkg, hash, staging string) error {
+	final := s.packageDir(hash)
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return fmt.Errorf("creating store directory: %w", err)
+	}
+	if _, err := os.Lstat(final); err == nil {
+		got, herr := HashPackage(final)
+		if herr == nil && got == hash {
+			return nil
+		}
+		s.logf("store: %s was damaged (%v); replacing it with the package being installed", final, describeMismatch(got, herr))
+		if err := os.Rename(final, filepath.Join(staging, "damaged")); err != nil {
+			return fmt.Errorf("moving damaged package %s aside: %w", final, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("inspecting %s: %w", final, err)
+	}
+	if err := os.Rename(pkg, final); err != nil {
+		return fmt.Errorf("moving package into the store: %w", err)
+	}
+	return nil
+}
+
+// describeMismatch explains why a package directory failed its hash check.
+func describeMismatch(got string, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "its content hash is now " + got
+}
+
+// List returns every installed connector version, sorted by FQN and then by
+// SemVer precedence. Failures reading the index wrap ErrCorruptState or are
+// I/O errors.
+func (s *Store) List() ([]Installed, error) {
+	if err := s.checkDir(); err != nil {
+		return nil, err
+	}
+	ix, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	var out []Installed
+	for fqn, c := range ix.Connectors {
+		for v, e := range c.Versions {
+			out = append(out, Installed{FQN: fqn, Version: v, Hash: e.Hash, Dir: s.packageDir(e.Hash),
+				Active: v == c.Active, InstalledAt: e.InstalledAt})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].FQN != out[j].FQN {
+			return out[i].FQN < out[j].FQN
+		}
+		return compareVersions(out[i].Version, out[j].Version) < 0
+	})
+	return out, nil
+}
+
+// Remove uninstalls the connector version ref (FQN@VERSION, strict SemVer).
+// If it was the active version, the highest remaining version becomes
+// active. The package directory is deleted unless another version still
+// refers to the same hash. A malformed ref wraps ErrInvalidArgument; a
+// version that is not installed wraps ErrNotFound.
+func (s *Store) Remove(ref string) error {
+	if err := s.checkDir(); err != nil {
+		return err
+	}
+	fqn, version, err := parseRef(ref)
+	if err != nil {
+		return err
+	}
+	var newActive string
+	err = s.locked(func() error {
+		ix, err := s.readIndex()
+		if err != nil {
+			return err
+		}
+		c := ix.Connectors[fqn]
+		if c == nil {
+			return fmt.Errorf("%w: connector %s is not installed (see `aileron connector list`)", ErrNotFound, fqn)
+		}
+		e, ok := c.Versions[version]
+		if !ok {
+			return fmt.Errorf("%w: %s is not installed; installed versions of %s: %s",
+				ErrNotFound, ref, fqn, strings.Join(sortedVersions(c), ", "))
+		}
+		delete(c.Versions, version)
+		switch {
+		case len(c.Versions) == 0:
+			delete(ix.Connectors, fqn)
+		case c.Active == version:
+			vs := sortedVersions(c)
+			c.Active = vs[len(vs)-1]
+			newActive = c.Active
+		}
+		if err := s.writeIndex(ix); err != nil {
+			return err
+		}
+		if hashInUse(ix, e.Hash) {
+			return nil
+		}
+		return s.deletePackage(e.Hash)
+	})
+	if err != nil {
+		return err
+	}
+	s.logf("store: removed %s", ref)
+	if newActive != "" {
+		s.logf("store: %s@%s is now the active version", fqn, newActive)
+	}
+	return nil
+}
+
+// sortedVersions returns c's versions in ascending SemVer order.
+func sortedVersions(c *indexConnector) []string {
+	vs := make([]string, 0, len(c.Versions))
+	for v := range c.Versions {
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(i, j int) bool { return compareVersions(vs[i], vs[j]) < 0 })
+	return vs
+}
+
+// hashInUse reports whether any index entry refers to hash.
+func hashInUse(ix *storeIndex, hash string) bool {
+	for _, c := range ix.Connectors {
+		for _, e := range c.Versions {
+			if e.Hash == hash {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// deletePackage removes a package directory: first renamed out of the store
+// (so no half-deleted package is ever visible), then deleted.
+func (s *Store) deletePackage(hash string) error {
+	staging, err := s.newStaging()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(staging)
+	err = os.Rename(s.packageDir(hash), filepath.Join(staging, "removed"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing package %s: %w", s.packageDir(hash), err)
+	}
+	return nil
+}
+
+// locked runs fn holding the store lock (Dir/.lock).
+func (s *Store) locked(fn func() error) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating store directory: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(s.Dir, ".lock"))
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer unlock()
+	return fn()
+}
+
+// checkDir refuses a Store without a Dir.
+func (s *Store) checkDir() error {
+	if s.Dir == "" {
+		return fmt.Errorf("%w: Store.Dir is empty; set it to $AILERON_HOME/store", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// packageDir is Dir/connectors/sha256/<hash>.
+func (s *Store) packageDir(hash string) string {
+	return filepath.Join(s.Dir, "connectors", "sha256", hash)
+}
+
+// now returns the install clock's time.
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// logf writes to Logf if set.
+func (s *Store) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}

@@ -1,0 +1,721 @@
+package controlplane
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+const (
+	googleFQN = "github://acme/aileron-connector-google"
+	linearFQN = "github://acme/aileron-connector-linear"
+)
+
+// fixture reads one of the policy package's realistic specs.
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "policy", "testdata", "specs", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// edit decodes a spec, applies fn to its generic form and re-encodes it.
+func edit(t *testing.T, data []byte, fn func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	fn(m)
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// withVersion returns the spec with connector.version set to v.
+func withVersion(t *testing.T, data []byte, v string) []byte {
+	return edit(t, data, func(m map[string]any) { m["connector"].(map[string]any)["version"] = v })
+}
+
+// writeFile writes data to dir/name (creating parents) and returns the path.
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// fakeClock is a settable clock safe for concurrent use.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// logBuffer collects Logf lines.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuffer) Logf(format string, args ...any) {
+	l.mu.Lock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func newStore(t *testing.T) (*Store, *logBuffer) {
+	logs := &logBuffer{}
+	return &Store{Dir: filepath.Join(t.TempDir(), "store"), Logf: logs.Logf, Now: newFakeClock().Now}, logs
+}
+
+// install installs path against the store's own active set, as Admin does.
+func install(t *testing.T, s *Store, path string) Installed {
+	t.Helper()
+	active, _ := s.Load()
+	inst, err := s.Install(path, active)
+	if err != nil {
+		t.Fatalf("Install(%s): %v", path, err)
+	}
+	return inst
+}
+
+// refs renders List as "FQN@VERSION[*]" strings, * marking the active one.
+func refs(t *testing.T, s *Store) []string {
+	t.Helper()
+	list, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, in := range list {
+		r := in.Ref()
+		if in.Active {
+			r += "*"
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestInstallSpecFile(t *testing.T) {
+	s, _ := newStore(t)
+	data := fixture(t, "gmail")
+	src := writeFile(t, t.TempDir(), "google.json", data)
+	inst := install(t, s, src)
+
+	if inst.FQN != googleFQN || inst.Version != "1.2.3" || !inst.Active || inst.InstalledAt.IsZero() {
+		t.Errorf("Installed = %+v", inst)
+	}
+	want := filepath.Join(s.Dir, "connectors", "sha256", inst.Hash)
+	if inst.Dir != want {
+		t.Errorf("Dir = %s, want %s", inst.Dir, want)
+	}
+	entries, err := os.ReadDir(inst.Dir)
+	if err != nil || len(entries) != 1 || entries[0].Name() != SpecFileName {
+		t.Fatalf("package dir holds %v (%v), want just %s", entries, err, SpecFileName)
+	}
+	got, _ := os.ReadFile(filepath.Join(inst.Dir, SpecFileName))
+	if !bytes.Equal(got, data) {
+		t.Error("stored spec differs from the installed file")
+	}
+	if h, err := HashPackage(inst.Dir); err != nil || h != inst.Hash {
+		t.Errorf("HashPackage = %s, %v; want %s", h, err, inst.Hash)
+	}
+	srcs, errs := s.Load()
+	if len(errs) != 0 || len(srcs) != 1 {
+		t.Fatalf("Load = %d sources, errors %v", len(srcs), errs)
+	}
+	if srcs[0].Hash != inst.Hash || srcs[0].Origin != filepath.Join(inst.Dir, SpecFileName) || srcs[0].Spec.Connector.FQN != googleFQN {
+		t.Errorf("Load source = %+v", srcs[0])
+	}
+	if p := s.Verify(); p != nil {
+		t.Errorf("Verify = %v", p)
+	}
+}
+
+func TestInstallPackageDir(t *testing.T) {
+	s, _ := newStore(t)
+	pkg := t.TempDir()
+	writeFile(t, pkg, SpecFileName, fixture(t, "gmail"))
+	writeFile(t, pkg, "manifest.toml", []byte("[connector]\nname = \"github://acme/aileron-connector-google\"\n"))
+	writeFile(t, pkg, "actions/send/run.sh", []byte("#!/bin/sh\necho hi\n"))
+	writeFile(t, pkg, ".DS_Store", []byte("junk"))
+	os.Chmod(filepath.Join(pkg, "actions/send/run.sh"), 0o755)
+	inst := install(t, s, pkg)
+
+	for _, name := range []string{SpecFileName, "manifest.toml", "actions/send/run.sh", ".DS_Store"} {
+		want, _ := os.ReadFile(filepath.Join(pkg, name))
+		got, err := os.ReadFile(filepath.Join(inst.Dir, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: stored copy differs (%v)", name, err)
+		}
+	}
+	if info, err := os.Stat(filepath.Join(inst.Dir, "actions/send/run.sh")); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("executable lost its mode: %v %v", info.Mode(), err)
+	}
+	// Hidden files are part of the package and of its hash.
+	os.Remove(filepath.Join(pkg, ".DS_Store"))
+	if h, _ := HashPackage(pkg); h == inst.Hash {
+		t.Error("removing .DS_Store did not change the hash")
+	}
+	// An empty temp dir under tmp/ is all staging leaves behind.
+	if left, _ := os.ReadDir(filepath.Join(s.Dir, "tmp")); len(left) != 0 {
+		t.Errorf("staging left %v", left)
+	}
+}
+
+func TestHashPackageCanonicalStream(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a/b", []byte("B"))
+	writeFile(t, dir, "a.txt", []byte("hello"))
+	writeFile(t, dir, "Z", nil)
+	os.MkdirAll(filepath.Join(dir, "empty"), 0o755)
+	// Byte-wise order of slash paths: "Z" < "a.txt" < "a/b" ('.' < '/').
+	stream := "Z\x000\x00" + "a.txt\x005\x00hello" + "a/b\x001\x00B"
+	sum := sha256.Sum256([]byte(stream))
+	got, err := HashPackage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("HashPackage = %s, want %s", got, want)
+	}
+}
+
+func TestReinstallIsIdempotent(t *testing.T) {
+	s, _ := newStore(t)
+	clock := newFakeClock()
+	s.Now = clock.Now
+	src := writeFile(t, t.TempDir(), "google.json", fixture(t, "gmail"))
+	first := install(t, s, src)
+	clock.Advance(time.Hour)
+	second := install(t, s, src)
+	if second.Hash != first.Hash || !second.InstalledAt.Equal(first.InstalledAt) {
+		t.Errorf("reinstall = %+v, first = %+v", second, first)
+	}
+	if got := refs(t, s); len(got) != 1 {
+		t.Errorf("List = %v", got)
+	}
+	pkgs, _ := os.ReadDir(filepath.Join(s.Dir, "connectors", "sha256"))
+	if len(pkgs) != 1 {
+		t.Errorf("store holds %d packages", len(pkgs))
+	}
+}
+
+func TestReinstallRepairsDamagedPackage(t *testing.T) {
+	s, logs := newStore(t)
+	src := writeFile(t, t.TempDir(), "google.json", fixture(t, "gmail"))
+	inst := install(t, s, src)
+	writeFile(t, inst.Dir, "extra", []byte("x"))
+	install(t, s, src)
+	if p := s.Verify(); p != nil {
+		t.Errorf("Verify after repair = %v", p)
+	}
+	if !strings.Contains(logs.String(), "damaged") {
+		t.Errorf("repair not logged: %s", logs)
+	}
+}
+
+func TestVersionsSideBySide(t *testing.T) {
+	s, _ := newStore(t)
+	dir := t.TempDir()
+	gmail := fixture(t, "gmail")
+	v123 := writeFile(t, dir, "v123.json", gmail)
+	v130 := writeFile(t, dir, "v130.json", withVersion(t, gmail, "1.3.0"))
+	v200rc := writeFile(t, dir, "v200rc.json", withVersion(t, gmail, "2.0.0-rc.1"))
+	v1100 := writeFile(t, dir, "v1100.json", withVersion(t, gmail, "1.10.0"))
+
+	steps := []struct {
+		do   func() error
+		want []string
+	}{
+		{func() error { install(t, s, v123); return nil }, []string{googleFQN + "@1.2.3*"}},
+		{func() error { install(t, s, v130); return nil }, []string{googleFQN + "@1.2.3", googleFQN + "@1.3.0*"}},
+		{func() error { install(t, s, v123); return nil }, []string{googleFQN + "@1.2.3*", googleFQN + "@1.3.0"}},
+		{func() error { install(t, s, v1100); install(t, s, v200rc); return nil },
+			[]string{googleFQN + "@1.2.3", googleFQN + "@1.3.0", googleFQN + "@1.10.0", googleFQN + "@2.0.0-rc.1*"}},
+		// Removing the active version activates the highest remaining one.
+		{func() error { return s.Remove(googleFQN + "@2.0.0-rc.1") },
+			[]string{googleFQN + "@1.2.3", googleFQN + "@1.3.0", googleFQN + "@1.10.0*"}},
+		// Removing an inactive version leaves the active one alone.
+		{func() error { return s.Remove(googleFQN + "@1.2.3") }, []string{googleFQN + "@1.3.0", googleFQN + "@1.10.0*"}},
+		{func() error { s.Remove(googleFQN + "@1.3.0"); return s.Remove(googleFQN + "@1.10.0") }, nil},
+	}
+	for i, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := refs(t, s); strings.Join(got, " ") != strings.Join(st.want, " ") {
+			t.Fatalf("step %d: List = %v, want %v", i, got, st.want)
+		}
+		srcs, errs := s.Load()
+		if wantN := min(len(st.want), 1); len(errs) != 0 || len(srcs) != wantN {
+			t.Fatalf("step %d: Load = %d sources (want %d), %v", i, len(srcs), wantN, errs)
+		}
+		for _, src := range srcs {
+			if want := src.Spec.Connector.FQN + "@" + src.Spec.Connector.Version + "*"; !contains(st.want, want) {
+				t.Errorf("step %d: Load returned %s, not the active version", i, want)
+			}
+		}
+	}
+	if pkgs, _ := os.ReadDir(filepath.Join(s.Dir, "connectors", "sha256")); len(pkgs) != 0 {
+		t.Errorf("removed packages left %d directories", len(pkgs))
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSameVersionDifferentContentConflicts(t *testing.T) {
+	s, _ := newStore(t)
+	dir := t.TempDir()
+	gmail := fixture(t, "gmail")
+	install(t, s, writeFile(t, dir, "a.json", gmail))
+	changed := edit(t, gmail, func(m map[string]any) {
+		m["tools"].([]any)[0].(map[string]any)["description"] = "changed"
+	})
+	_, err := s.Install(writeFile(t, dir, "b.json", changed), nil)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "bump connector.version") {
+		t.Fatalf("err = %v, want ErrConflict asking for a version bump", err)
+	}
+	if pkgs, _ := os.ReadDir(filepath.Join(s.Dir, "connectors", "sha256")); len(pkgs) != 1 {
+		t.Errorf("refused install left a package behind: %d packages", len(pkgs))
+	}
+}
+
+func TestRemoveErrors(t *testing.T) {
+	s, _ := newStore(t)
+	install(t, s, writeFile(t, t.TempDir(), "g.json", fixture(t, "gmail")))
+	tests := []struct {
+		ref     string
+		want    error
+		message string
+	}{
+		{"", ErrInvalidArgument, "no @VERSION"},
+		{googleFQN, ErrInvalidArgument, "no @VERSION"},
+		{googleFQN + "@latest", ErrInvalidArgument, "SemVer"},
+		{googleFQN + "@v1.2.3", ErrInvalidArgument, "SemVer"},
+		{googleFQN + "@1.2", ErrInvalidArgument, "SemVer"},
+		{"gmail@1.2.3", ErrInvalidArgument, "scheme"},
+		{"ftp://acme/x@1.2.3", ErrInvalidArgument, "scheme"},
+		{"github://acme/other@1.2.3", ErrNotFound, "not installed"},
+		{googleFQN + "@9.9.9", ErrNotFound, "installed versions of " + googleFQN + ": 1.2.3"},
+	}
+	for _, tt := range tests {
+		err := s.Remove(tt.ref)
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.message) {
+			t.Errorf("Remove(%q) = %v, want %v mentioning %q", tt.ref, err, tt.want, tt.message)
+		}
+	}
+	if got := refs(t, s); len(got) != 1 {
+		t.Errorf("failed removals changed the store: %v", got)
+	}
+}
+
+func TestTamperedPackage(t *testing.T) {
+	tamper := map[string]func(t *testing.T, dir string){
+		"edit a byte": func(t *testing.T, dir string) {
+			p := filepath.Join(dir, SpecFileName)
+			data, _ := os.ReadFile(p)
+			i := bytes.Index(data, []byte("Search"))
+			data[i] = 's'
+			os.WriteFile(p, data, 0o644)
+		},
+		"add a file":    func(t *testing.T, dir string) { writeFile(t, dir, "actions/evil.sh", []byte("curl evil")) },
+		"delete a file": func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, "manifest.toml")) },
+		"delete the spec": func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, SpecFileName))
+		},
+		"add a symlink": func(t *testing.T, dir string) {
+			os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
+		},
+		"remove the package": func(t *testing.T, dir string) { os.RemoveAll(dir) },
+	}
+	for name, fn := range tamper {
+		t.Run(name, func(t *testing.T) {
+			s, logs := newStore(t)
+			pkg := t.TempDir()
+			writeFile(t, pkg, SpecFileName, fixture(t, "gmail"))
+			writeFile(t, pkg, "manifest.toml", []byte("name = 'google'\n"))
+			google := install(t, s, pkg)
+			linear := install(t, s, writeFile(t, t.TempDir(), "linear.json", fixture(t, "linear")))
+
+			fn(t, google.Dir)
+
+			problems := s.Verify()
+			if len(problems) != 1 || problems[0].Ref != google.Ref() || problems[0].Hash != google.Hash {
+				t.Fatalf("Verify = %+v, want one problem for %s", problems, google.Ref())
+			}
+			srcs, errs := s.Load()
+			if len(srcs) != 1 || srcs[0].Spec.Connector.FQN != linearFQN || srcs[0].Hash != linear.Hash {
+				t.Errorf("Load returned %d sources, want only %s", len(srcs), linearFQN)
+			}
+			if len(errs) != 1 || !errors.Is(errs[0], ErrTampered) || !strings.Contains(errs[0].Error(), google.Ref()) {
+				t.Errorf("Load errors = %v, want one ErrTampered naming %s", errs, google.Ref())
+			}
+			if !strings.Contains(logs.String(), "REFUSING connector "+google.Ref()) {
+				t.Errorf("refusal not logged: %s", logs)
+			}
+		})
+	}
+}
+
+func TestVerifyFindsUnparsableSpec(t *testing.T) {
+	// A package whose hash still matches but whose spec no longer parses (as
+	// after an upgrade to a stricter parser), simulated by re-pointing the
+	// index at a re-hashed, edited copy.
+	s, _ := newStore(t)
+	inst := install(t, s, writeFile(t, t.TempDir(), "g.json", fixture(t, "gmail")))
+	writeFile(t, inst.Dir, SpecFileName, []byte(`{"schema_version": "aileron.connector.v0"}`))
+	hash, err := HashPackage(inst.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(inst.Dir, s.packageDir(hash))
+	ix, _ := s.readIndex()
+	ix.Connectors[googleFQN].Versions["1.2.3"] = indexVersion{Hash: hash}
+	if err := s.writeIndex(ix); err != nil {
+		t.Fatal(err)
+	}
+	problems := s.Verify()
+	if len(problems) != 1 || !strings.Contains(problems[0].Err, "schema_version") {
+		t.Fatalf("Verify = %+v, want the parse error", problems)
+	}
+	_, errs := s.Load()
+	if len(errs) != 1 || !errors.Is(errs[0], ErrInvalidSpec) {
+		t.Errorf("Load errors = %v, want ErrInvalidSpec", errs)
+	}
+}
+
+func TestInstallRefusesBadPackages(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"symlink", func(t *testing.T, dir string) {
+			os.Symlink(filepath.Join(dir, SpecFileName), filepath.Join(dir, "alias.json"))
+		}, "symlink"},
+		{"symlinked directory", func(t *testing.T, dir string) {
+			os.Symlink(t.TempDir(), filepath.Join(dir, "actions"))
+		}, "symlink"},
+		{"fifo", func(t *testing.T, dir string) {
+			if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
+				t.Skip(err)
+			}
+		}, "special file"},
+		{"file over 64 MiB", func(t *testing.T, dir string) {
+			sparse(t, filepath.Join(dir, "big.bin"), MaxPackageFileSize+1)
+		}, "at most"},
+		{"package over 256 MiB", func(t *testing.T, dir string) {
+			for i := range 5 {
+				sparse(t, filepath.Join(dir, fmt.Sprintf("part%d.bin", i)), 60<<20)
+			}
+		}, "256 MiB"},
+		{"no spec", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, SpecFileName)) }, "needs " + SpecFileName},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newStore(t)
+			dir := t.TempDir()
+			writeFile(t, dir, SpecFileName, fixture(t, "gmail"))
+			tt.setup(t, dir)
+			_, err := s.Install(dir, nil)
+			if !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Install = %v, want ErrInvalidPackage mentioning %q", err, tt.want)
+			}
+			if got := refs(t, s); len(got) != 0 {
+				t.Errorf("refused package was indexed: %v", got)
+			}
+		})
+	}
+}
+
+// sparse creates a file of the given size without writing its bytes.
+func sparse(t *testing.T, p string, size int64) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInstallBadPaths(t *testing.T) {
+	s, _ := newStore(t)
+	dir := t.TempDir()
+	for _, p := range []string{filepath.Join(dir, "missing.json"), "/dev/null"} {
+		if _, err := s.Install(p, nil); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Install(%s) = %v, want ErrInvalidArgument", p, err)
+		}
+	}
+	// A symlink given as the path itself is followed: it is the user's choice.
+	spec := writeFile(t, dir, "g.json", fixture(t, "gmail"))
+	link := filepath.Join(dir, "link.json")
+	os.Symlink(spec, link)
+	if _, err := s.Install(link, nil); err != nil {
+		t.Errorf("Install(symlink to spec) = %v", err)
+	}
+}
+
+func TestInstallBadSpecKeepsLocation(t *testing.T) {
+	s, _ := newStore(t)
+	bad := edit(t, fixture(t, "gmail"), func(m map[string]any) {
+		op := m["tools"].([]any)[0].(map[string]any)["operations"].([]any)[1].(map[string]any)
+		op["hosts"] = []any{"https://gmail.googleapis.com"}
+	})
+	tests := []struct {
+		name string
+		path func(dir string) string
+		file func(dir string) string
+	}{
+		{"spec file", func(dir string) string { return writeFile(t, dir, "google.json", bad) },
+			func(dir string) string { return filepath.Join(dir, "google.json") }},
+		{"package dir", func(dir string) string { writeFile(t, dir, SpecFileName, bad); return dir },
+			func(dir string) string { return filepath.Join(dir, SpecFileName) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := s.Install(tt.path(dir), nil)
+			if !errors.Is(err, ErrInvalidSpec) || !errors.Is(err, policy.ErrInvalidSpec) {
+				t.Fatalf("Install = %v, want ErrInvalidSpec", err)
+			}
+			var ve *policy.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Install = %v, want a *policy.ValidationError inside", err)
+			}
+			if ve.File != tt.file(dir) || ve.Path != "$.tools[0].operations[1].hosts[0]" {
+				t.Errorf("error names %s %s, want %s $.tools[0].operations[1].hosts[0]", ve.File, ve.Path, tt.file(dir))
+			}
+			if !strings.HasPrefix(err.Error(), tt.file(dir)+": $.tools[0].operations[1].hosts[0]: ") {
+				t.Errorf("message %q does not start with the file and JSON path", err)
+			}
+		})
+	}
+}
+
+func TestInstallConflicts(t *testing.T) {
+	s, _ := newStore(t)
+	dir := t.TempDir()
+	install(t, s, writeFile(t, dir, "google.json", fixture(t, "gmail")))
+
+	// Another connector whose tool is also called "google".
+	clash := edit(t, fixture(t, "linear"), func(m map[string]any) {
+		m["tools"].([]any)[0].(map[string]any)["name"] = "google"
+	})
+	clashPath := writeFile(t, dir, "clash.json", clash)
+	active, _ := s.Load()
+	_, err := s.Install(clashPath, active)
+	if !errors.Is(err, ErrConflict) || !errors.Is(err, policy.ErrConflict) {
+		t.Fatalf("Install = %v, want ErrConflict", err)
+	}
+	for _, want := range []string{linearFQN, googleFQN, clashPath} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("conflict error %q does not name %s", err, want)
+		}
+	}
+	if got := refs(t, s); len(got) != 1 {
+		t.Errorf("conflicting spec was installed: %v", got)
+	}
+
+	// A new version of the same connector replaces it: no conflict with itself.
+	install(t, s, writeFile(t, dir, "google2.json", withVersion(t, fixture(t, "gmail"), "1.3.0")))
+
+	// Conflicts already among the active specs do not block unrelated installs.
+	active, _ = s.Load()
+	dup := edit(t, fixture(t, "gmail"), func(m map[string]any) {
+		m["connector"].(map[string]any)["fqn"] = "github://other/google-fork"
+	})
+	dupSrc, err := readStagedPackageFrom(t, dup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active = append(active, dupSrc) // clashes with the google connector
+	if _, err := s.Install(writeFile(t, dir, "linear.json", fixture(t, "linear")), active); err != nil {
+		t.Errorf("unrelated install refused because of an existing conflict: %v", err)
+	}
+}
+
+// readStagedPackageFrom parses spec data into a policy.Source.
+func readStagedPackageFrom(t *testing.T, data []byte) (policy.Source, error) {
+	spec, err := policy.ParseSpec("fork.json", data)
+	if err != nil {
+		return policy.Source{}, err
+	}
+	return policy.Source{Spec: spec, Hash: "fork", Origin: "fork.json"}, nil
+}
+
+func TestConcurrentInstalls(t *testing.T) {
+	s, _ := newStore(t)
+	dir := t.TempDir()
+	var paths []string
+	for i := range 6 {
+		v := fmt.Sprintf("1.%d.0", i)
+		paths = append(paths,
+			writeFile(t, dir, "g"+v+".json", withVersion(t, fixture(t, "gmail"), v)),
+			writeFile(t, dir, "l"+v+".json", withVersion(t, fixture(t, "linear"), v)))
+	}
+	paths = append(paths, paths[0], paths[1]) // identical content, concurrently
+	var wg sync.WaitGroup
+	errs := make(chan error, len(paths))
+	for _, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Install(p, nil)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	got := refs(t, s)
+	if len(got) != 12 {
+		t.Errorf("List = %v, want 12 versions", got)
+	}
+	if p := s.Verify(); p != nil {
+		t.Errorf("Verify = %v", p)
+	}
+	if srcs, errs := s.Load(); len(srcs) != 2 || len(errs) != 0 {
+		t.Errorf("Load = %d sources, %v", len(srcs), errs)
+	}
+}
+
+func TestCorruptIndex(t *testing.T) {
+	tests := map[string]string{
+		"syntax":         `{`,
+		"schema":         `{"schema":"v0","connectors":{}}`,
+		"hash traversal": `{"schema":"aileron.store.index.v1","connectors":{"github://a/b":{"active":"1.0.0","versions":{"1.0.0":{"hash":"../../../etc"}}}}}`,
+		"active missing": `{"schema":"aileron.store.index.v1","connectors":{"github://a/b":{"active":"2.0.0","versions":{"1.0.0":{"hash":"` + strings.Repeat("a", 64) + `"}}}}}`,
+		"bad version":    `{"schema":"aileron.store.index.v1","connectors":{"github://a/b":{"active":"1.0","versions":{"1.0":{"hash":"` + strings.Repeat("a", 64) + `"}}}}}`,
+	}
+	for name, content := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newStore(t)
+			writeFile(t, s.Dir, "index.json", []byte(content))
+			if _, err := s.List(); !errors.Is(err, ErrCorruptState) {
+				t.Errorf("List = %v, want ErrCorruptState", err)
+			}
+			if _, errs := s.Load(); len(errs) != 1 || !errors.Is(errs[0], ErrCorruptState) {
+				t.Errorf("Load errors = %v", errs)
+			}
+			if p := s.Verify(); len(p) != 1 || p[0].Ref != "" {
+				t.Errorf("Verify = %v", p)
+			}
+		})
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	// Ascending precedence, from semver.org §11.
+	order := []string{"1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
+		"1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.0+build.1", "1.2.0", "1.10.0", "2.0.0", "10.0.0"}
+	for i := range order {
+		for j := range order {
+			got := compareVersions(order[i], order[j])
+			if want := compareInt(i, j); got != want {
+				t.Errorf("compareVersions(%s, %s) = %d, want %d", order[i], order[j], got, want)
+			}
+		}
+	}
+}
+
+func FuzzParseRef(f *testing.F) {
+	for _, s := range []string{"github://acme/x@1.2.3", "github://acme/x@1.2.3-rc.1+b", "x@", "@1.2.3", "a@b@1.0.0", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		fqn, version, err := parseRef(ref)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("parseRef(%q) error %v does not wrap ErrInvalidArgument", ref, err)
+			}
+			return
+		}
+		if fqn+"@"+version != ref || policy.CheckFQN(fqn) != nil || policy.CheckSemVer(version) != nil {
+			t.Fatalf("parseRef(%q) = %q, %q", ref, fqn, version)
+		}
+		if compareVersions(version, version) != 0 {
+			t.Fatalf("compareVersions(%q, itself) != 0", version)
+		}
+	})
+}
+
+func FuzzDecodeIndex(f *testing.F) {
+	f.Add([]byte(`{"schema":"aileron.store.index.v1","connectors":{"github://a/b":{"active":"1.0.0","versions":{"1.0.0":{"hash":"` + strings.Repeat("a", 64) + `","installed_at":"2026-01-01T00:00:00Z"}}}}}`))
+	f.Add([]byte(`{"schema":"aileron.store.index.v1","connectors":{"github://a/b":null}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ix, err := decodeIndex("index.json", data)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptState) {
+				t.Fatalf("error %v does not wrap ErrCorruptState", err)
+			}
+			return
+		}
+		for fqn, c := range ix.Connectors {
+			for v, e := range c.Versions {
+				if !isHexHash(e.Hash) || policy.CheckSemVer(v) != nil || policy.CheckFQN(fqn) != nil {
+					t.Fatalf("accepted entry %s@%s → %q", fqn, v, e.Hash)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,842 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrMalformedRequest is wrapped by every error a FramingGuard reports for a
+// request whose HTTP/1.1 framing it refuses: from Read, from Write after the
+// rejection was sent, and in the error handed to FramingOptions.Reject.
+var ErrMalformedRequest = errors.New("malformed request framing")
+
+// FramingOptions configures NewFramingGuard. The zero value is ready to use.
+type FramingOptions struct {
+	// MaxHeaderBytes bounds a request head (request line, header lines and
+	// the empty line, plus any leading empty lines) and a chunked body's
+	// trailer section. Zero or negative means 64 KiB. A larger head is
+	// answered with 431 instead of 400.
+	MaxHeaderBytes int
+	// Reject, if set, is called once with the violation (an error wrapping
+	// ErrMalformedRequest whose text says what was wrong) so the caller can
+	// log or audit it. It runs on the reading goroutine and must not block
+	// for long. Nil means nothing is called.
+	Reject func(err error)
+}
+
+const (
+	defaultMaxHeaderBytes = 64 << 10
+	initialGuardBuf       = 4 << 10
+	maxChunkLine          = 4 << 10 // chunk-size line incl. extensions and CRLF, as net/http
+	lingerTimeout         = 500 * time.Millisecond
+	lingerMaxBytes        = 256 << 10
+)
+
+type guardState uint8
+
+const (
+	stHead      guardState = iota // a request head starts at buf[d]
+	stBody                        // remain Content-Length bytes to pass
+	stChunkLine                   // a chunk-size line starts at buf[d]
+	stChunkData                   // remain chunk-data bytes to pass
+	stChunkCRLF                   // the CRLF closing chunk data starts at buf[d]
+	stTrailer                     // a trailer line (or the final empty line) starts at buf[d]
+	stRaw                         // protocol switched: everything passes unchecked
+	stFailed                      // a violation was found; Read returns err
+)
+
+// framingGuard is the net.Conn returned by NewFramingGuard.
+//
+// Read side: buf[r:d] has been validated and may be returned to the reader,
+// buf[d:w] has been read from the connection but not validated yet. While a
+// head or a chunk/trailer line is incomplete its bytes stay in buf[d:w]; body
+// bytes pass straight through into the caller's slice once buf is drained.
+// A single Read never returns bytes of two different requests, so the server
+// sees a request's last head byte only after it has finished the previous
+// request (which is what makes the tunnel detection below sound).
+//
+// Write side: after the last head byte of a CONNECT or Upgrade request is
+// delivered, Write watches the response status line(s); a 101 (or a 2xx to
+// CONNECT) means the server switched protocols, and the rest of the client
+// stream is passed raw. Any other final status means the next client bytes
+// are another HTTP request and are validated as such.
+type framingGuard struct {
+	net.Conn
+	reject   func(error)
+	maxHead  int
+	bufLimit int
+
+	rmu          sync.Mutex // serialises Read
+	buf          []byte
+	r, d, w      int
+	ls, scan     int // line state: start of the current line, where the '\n' search resumes
+	state        guardState
+	remain       int64 // bytes left in the Content-Length body or the current chunk
+	head         headInfo
+	skipped      int // leading empty-line bytes dropped before the current head
+	trailerBytes int
+	tunnel       bool // the current message is a CONNECT or Upgrade request
+	tunnelNext   bool // the previous message was; the next bytes may be non-HTTP
+	headEnd      int  // buf index where the released, undelivered head ends, or -1
+	sniffOnEnd   bool // start watching responses once that head is delivered
+	sniffCONNECT bool
+	curServed    bool  // the server has the current request's whole head
+	served       int   // request heads fully delivered so far
+	delivered    int64 // bytes returned by Read so far
+	err          error // sticky; set with state stFailed
+
+	onMessageEnd func(end int64) // test hook: stream offset where a request ended
+
+	watch       atomic.Bool // Write must take wmu: sniffing, or a rejection was sent
+	wmu         sync.Mutex  // guards the fields below
+	sniff       respSniffer
+	pendingResp []byte // rejection response not written yet
+	rejectSent  bool
+	lingered    bool
+}
+
+// NewFramingGuard wraps a client connection and checks each HTTP/1.1 request
+// head (and chunked body framing) before net/http sees it. It holds a head
+// back until the whole head is validated, then passes it and the body through
+// without buffering bodies; at most MaxHeaderBytes plus 4 KiB is buffered.
+//
+// It rejects: Content-Length together with Transfer-Encoding; more than one
+// Content-Length or Transfer-Encoding header; a Content-Length that is not
+// plain digits; a Transfer-Encoding other than exactly "chunked", or any
+// Transfer-Encoding on HTTP/1.0; obsolete line folding; whitespace before a
+// header colon; a bare LF line ending; control characters other than HTAB;
+// a request line other than "METHOD SP target SP HTTP/1.x"; a head larger
+// than MaxHeaderBytes (431); malformed chunk-size lines, chunk terminators and
+// trailers. Leading empty lines (CRLF) before a request line are dropped.
+//
+// On a violation the guard sends a 400 (or 431) response carrying the JSON
+// error envelope and Connection: close, and Read returns a *net.OpError with
+// Op "read" wrapping ErrMalformedRequest, so http.Server closes the connection
+// quietly. The response is written at once when it cannot overtake another
+// response (first request on the connection, or a violation inside the
+// current request's body); otherwise at the next Read or at Close, after the
+// server has finished answering earlier pipelined requests. After it is
+// written, Write fails with an error wrapping ErrMalformedRequest, and Close
+// half-closes and drains the connection for up to 500 ms so the client reads
+// the response rather than a reset.
+//
+// After a CONNECT or Upgrade request whose response switches protocols (2xx
+// to CONNECT, 101 to Upgrade, as written through this conn), the rest of the
+// connection passes unchecked. Write, deadlines and addresses pass through.
+func NewFramingGuard(c net.Conn, opts FramingOptions) net.Conn {
+	maxHead := opts.MaxHeaderBytes
+	if maxHead <= 0 {
+		maxHead = defaultMaxHeaderBytes
+	}
+	return &framingGuard{
+		Conn:     c,
+		reject:   opts.Reject,
+		maxHead:  maxHead,
+		bufLimit: max(maxHead, maxChunkLine),
+		headEnd:  -1,
+	}
+}
+
+// Read returns validated request bytes; see NewFramingGuard.
+func (g *framingGuard) Read(p []byte) (int, error) {
+	g.rmu.Lock()
+	defer g.rmu.Unlock()
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if g.err != nil {
+			g.flushReject()
+			return 0, g.err
+		}
+		if g.r < g.d {
+			return g.deliver(p), nil
+		}
+		if g.d == g.w && g.passthrough() {
+			return g.readDirect(p)
+		}
+		if err := g.advance(); err != nil {
+			return 0, err
+		}
+		if g.r < g.d || (g.d == g.w && g.passthrough()) {
+			continue
+		}
+		if n, err := g.fill(); err != nil || n == 0 {
+			return 0, err
+		}
+	}
+}
+
+// Write passes p to the connection, watching response status lines while a
+// tunnel decision is pending. After a rejection was sent it fails instead.
+func (g *framingGuard) Write(p []byte) (int, error) {
+	if g.watch.Load() {
+		g.wmu.Lock()
+		if g.rejectSent {
+			g.wmu.Unlock()
+			return 0, fmt.Errorf("%w: the connection was already answered with a rejection", ErrMalformedRequest)
+		}
+		// Fed before the bytes leave, so a client reacting to a 101 can never
+		// be seen before the switch is recorded.
+		g.sniff.feed(p)
+		g.wmu.Unlock()
+	}
+	return g.Conn.Write(p)
+}
+
+// Close sends a pending rejection, lingers briefly after one (half-close and
+// drain, so the client is not reset before reading it) and closes the conn.
+func (g *framingGuard) Close() error {
+	g.wmu.Lock()
+	linger := (g.pendingResp != nil || g.rejectSent) && !g.lingered
+	g.lingered = g.lingered || linger
+	g.wmu.Unlock()
+	if linger {
+		g.flushReject()
+		if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		_ = g.Conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+		_, _ = io.CopyN(io.Discard, g.Conn, lingerMaxBytes)
+	}
+	return g.Conn.Close()
+}
+
+func (g *framingGuard) passthrough() bool {
+	return g.state == stRaw || g.state == stBody || g.state == stChunkData
+}
+
+// deliver copies validated bytes out of buf.
+func (g *framingGuard) deliver(p []byte) int {
+	n := copy(p, g.buf[g.r:g.d])
+	g.r += n
+	g.delivered += int64(n)
+	if g.headEnd >= 0 && g.r >= g.headEnd {
+		g.headEnd = -1
+		g.curServed = true
+		g.served++
+		if g.sniffOnEnd {
+			g.setSniff(true)
+		}
+	}
+	if g.r == g.w { // drained: rewind (no partial line can be pending here)
+		g.r, g.d, g.w, g.ls, g.scan = 0, 0, 0, 0, 0
+		if g.state == stRaw {
+			g.buf = nil
+		}
+	}
+	return n
+}
+
+// readDirect reads body or tunnel bytes from the connection straight into p.
+func (g *framingGuard) readDirect(p []byte) (int, error) {
+	if g.state != stRaw && int64(len(p)) > g.remain {
+		p = p[:g.remain]
+	}
+	n, err := g.Conn.Read(p)
+	g.delivered += int64(n)
+	if g.state != stRaw && n > 0 {
+		g.remain -= int64(n)
+		if g.remain == 0 {
+			g.bodyDone()
+		}
+	}
+	return n, err
+}
+
+// fill reads more bytes into buf[w:], first making room when buf is full.
+// It must only be called with r == d.
+func (g *framingGuard) fill() (int, error) {
+	switch {
+	case g.buf == nil:
+		g.buf = make([]byte, min(initialGuardBuf, g.bufLimit))
+	case g.w < len(g.buf):
+	case g.d > 0:
+		n := copy(g.buf, g.buf[g.d:g.w])
+		g.ls -= g.d
+		g.scan -= g.d
+		g.r, g.d, g.w = 0, 0, n
+	case len(g.buf) < g.bufLimit:
+		nb := make([]byte, min(2*len(g.buf), g.bufLimit))
+		copy(nb, g.buf[:g.w])
+		g.buf = nb
+	default: // unreachable: every line state rejects before the buffer fills
+		return 0, g.fail(http.StatusRequestHeaderFieldsTooLarge, "request framing exceeds the buffer; send shorter lines")
+	}
+	n, err := g.Conn.Read(g.buf[g.w:])
+	g.w += n
+	if n > 0 {
+		return n, nil // a sticky error (EOF, timeout) will come back on the next read
+	}
+	return 0, err
+}
+
+// advance validates buffered bytes, moving d forward as far as the current
+// request allows. It stops at the end of a request until r catches up.
+func (g *framingGuard) advance() error {
+	for g.state != stHead || g.r == g.d {
+		var ok bool
+		var err error
+		switch g.state {
+		case stHead:
+			ok, err = g.stepHead()
+		case stBody, stChunkData:
+			if ok = g.d < g.w; ok {
+				n := min(int64(g.w-g.d), g.remain)
+				g.d += int(n)
+				if g.remain -= n; g.remain == 0 {
+					g.bodyDone()
+				}
+			}
+		case stChunkCRLF:
+			if ok = g.w-g.d >= 2; ok {
+				if g.buf[g.d] != '\r' || g.buf[g.d+1] != '\n' {
+					return g.fail(http.StatusBadRequest, "chunk data is not followed by CRLF; the chunk size does not match the data")
+				}
+				g.d += 2
+				g.lineState(stChunkLine)
+			}
+		case stChunkLine:
+			ok, err = g.stepChunkLine()
+		case stTrailer:
+			ok, err = g.stepTrailer()
+		case stRaw:
+			ok = g.d < g.w
+			g.d = g.w
+		}
+		if err != nil || !ok {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *framingGuard) lineState(s guardState) {
+	g.state = s
+	g.ls, g.scan = g.d, g.d
+}
+
+// nextLine returns the next complete line (through '\n') starting at ls.
+func (g *framingGuard) nextLine() ([]byte, bool) {
+	i := bytes.IndexByte(g.buf[g.scan:g.w], '\n')
+	if i < 0 {
+		g.scan = g.w
+		return nil, false
+	}
+	end := g.scan + i + 1
+	line := g.buf[g.ls:end]
+	g.ls, g.scan = end, end
+	return line, true
+}
+
+// stepHead consumes one head line; at the empty line it validates the head
+// as a whole and releases it.
+func (g *framingGuard) stepHead() (bool, error) {
+	if g.tunnelNext && g.decideTunnel() {
+		return true, nil
+	}
+	line, ok := g.nextLine()
+	size := g.ls - g.d + g.skipped
+	if !ok {
+		size = g.w - g.d + g.skipped
+	}
+	if size > g.maxHead || (!ok && size >= g.maxHead) {
+		return false, g.fail(http.StatusRequestHeaderFieldsTooLarge,
+			fmt.Sprintf("request head exceeds %d bytes; send fewer or shorter headers", g.maxHead))
+	}
+	if !ok {
+		return false, nil
+	}
+	content, msg := lineContent(line)
+	if msg != "" {
+		return false, g.fail(http.StatusBadRequest, msg)
+	}
+	switch {
+	case g.head.lines == 0 && len(content) == 0: // RFC 9112 §2.2: ignore leading empty lines
+		g.skipped += len(line)
+		g.r, g.d = g.ls, g.ls
+	case g.head.lines == 0:
+		msg = g.head.requestLine(content)
+	case len(content) > 0:
+		msg = g.head.field(content)
+	default:
+		if msg = g.head.finish(); msg == "" {
+			g.releaseHead()
+		}
+	}
+	if msg != "" {
+		return false, g.fail(http.StatusBadRequest, msg)
+	}
+	return true, nil
+}
+
+// decideTunnel runs at the start of the request after a CONNECT or Upgrade
+// request and reports whether the connection switched to raw pass-through.
+func (g *framingGuard) decideTunnel() bool {
+	g.wmu.Lock()
+	res := g.sniff.result
+	g.wmu.Unlock()
+	switch res {
+	case sniffSwitched:
+		g.state = stRaw
+		g.tunnelNext = false
+		g.head, g.skipped = headInfo{}, 0
+		g.setSniff(false)
+		return true
+	case sniffRefused:
+		g.tunnelNext = false
+		g.setSniff(false)
+		return false
+	}
+	// Nothing conclusive written yet. A byte that cannot begin an HTTP request
+	// for net/http (not a token char, CR or LF) is tunnel data from a client
+	// that did not wait for the response; anything else is parsed as HTTP
+	// until the response says otherwise.
+	if g.head.lines == 0 && g.skipped == 0 && g.ls == g.d && g.d < g.w {
+		if c := g.buf[g.d]; !isTchar(c) && c != '\r' && c != '\n' {
+			g.state = stRaw
+			g.tunnelNext = false
+			g.setSniff(false)
+			return true
+		}
+	}
+	return false
+}
+
+func (g *framingGuard) releaseHead() {
+	h := g.head
+	g.d = g.ls
+	if g.tunnelNext {
+		g.tunnelNext = false
+		g.setSniff(false)
+	}
+	g.tunnel = h.connect || h.upgrade
+	g.headEnd, g.curServed, g.sniffOnEnd, g.sniffCONNECT = g.d, false, g.tunnel, h.connect
+	g.head, g.skipped = headInfo{}, 0
+	switch {
+	case h.te:
+		g.lineState(stChunkLine)
+	case h.cl > 0:
+		g.state, g.remain = stBody, h.cl
+	default:
+		g.endMessage()
+	}
+}
+
+func (g *framingGuard) bodyDone() {
+	if g.state == stBody {
+		g.endMessage()
+		return
+	}
+	g.state = stChunkCRLF
+}
+
+func (g *framingGuard) endMessage() {
+	g.lineState(stHead)
+	g.tunnelNext, g.tunnel = g.tunnel, false
+	if g.onMessageEnd != nil {
+		g.onMessageEnd(g.delivered + int64(g.d-g.r))
+	}
+}
+
+func (g *framingGuard) stepChunkLine() (bool, error) {
+	line, ok := g.nextLine()
+	if (!ok && g.w-g.d >= maxChunkLine) || len(line) > maxChunkLine {
+		return false, g.fail(http.StatusBadRequest, fmt.Sprintf("chunk-size line is longer than %d bytes", maxChunkLine))
+	}
+	if !ok {
+		return false, nil
+	}
+	size, msg := parseChunkLine(line)
+	if msg != "" {
+		return false, g.fail(http.StatusBadRequest, msg)
+	}
+	g.d = g.ls
+	if size == 0 {
+		g.state, g.trailerBytes = stTrailer, 0
+	} else {
+		g.state, g.remain = stChunkData, size
+	}
+	return true, nil
+}
+
+func (g *framingGuard) stepTrailer() (bool, error) {
+	line, ok := g.nextLine()
+	size := g.trailerBytes + len(line)
+	if !ok {
+		size = g.trailerBytes + g.w - g.d
+	}
+	if size > g.maxHead || (!ok && size >= g.maxHead) {
+		return false, g.fail(http.StatusBadRequest,
+			fmt.Sprintf("chunked trailer section exceeds %d bytes; send fewer trailers", g.maxHead))
+	}
+	if !ok {
+		return false, nil
+	}
+	g.trailerBytes = size
+	content, msg := lineContent(line)
+	if msg == "" && len(content) > 0 {
+		_, _, msg = splitField(content)
+	}
+	if msg != "" {
+		return false, g.fail(http.StatusBadRequest, "in chunked trailer: "+msg)
+	}
+	g.d = g.ls
+	if len(content) == 0 {
+		g.endMessage()
+	}
+	return true, nil
+}
+
+// fail records a violation, reports it and sends (or schedules) the
+// rejection response. It returns the error Read must return.
+func (g *framingGuard) fail(status int, msg string) error {
+	// Answer at once unless a response to an earlier request may still be
+	// on its way: only when the server has no request yet, or is reading
+	// this request's body (so it is done with earlier ones).
+	now := g.served == 0 || (g.state != stHead && g.curServed)
+	cause := fmt.Errorf("%w: %s", ErrMalformedRequest, msg)
+	g.state = stFailed
+	g.err = &net.OpError{Op: "read", Net: networkOf(g.Conn.LocalAddr()), Source: g.Conn.LocalAddr(), Addr: g.Conn.RemoteAddr(), Err: cause}
+	g.buf = nil
+	g.r, g.d, g.w = 0, 0, 0
+	g.wmu.Lock()
+	g.pendingResp = rejectResponse(status, msg)
+	g.wmu.Unlock()
+	if g.reject != nil {
+		g.reject(cause)
+	}
+	if now {
+		g.flushReject()
+	}
+	return g.err
+}
+
+// flushReject writes the pending rejection response, if any, with a bounded
+// write deadline, and makes later Writes fail.
+func (g *framingGuard) flushReject() {
+	g.wmu.Lock()
+	resp := g.pendingResp
+	if resp != nil {
+		g.pendingResp = nil
+		g.rejectSent = true
+		g.watch.Store(true)
+	}
+	g.wmu.Unlock()
+	if resp != nil {
+		_ = g.Conn.SetWriteDeadline(time.Now().Add(lingerTimeout))
+		_, _ = g.Conn.Write(resp)
+	}
+}
+
+// setSniff starts (fresh) or stops watching written status lines.
+func (g *framingGuard) setSniff(on bool) {
+	g.wmu.Lock()
+	g.sniff = respSniffer{active: on, connect: g.sniffCONNECT}
+	g.watch.Store(on || g.rejectSent)
+	g.wmu.Unlock()
+}
+
+func networkOf(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.Network()
+}
+
+// rejectResponse renders the rejection with the JSON error envelope.
+func rejectResponse(status int, msg string) []byte {
+	type detail struct {
+		Class   string `json:"class"`
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	}
+	reason := "malformed_request"
+	if status == http.StatusRequestHeaderFieldsTooLarge {
+		reason = "request_header_too_large"
+	}
+	body, _ := json.Marshal(struct { // cannot fail: plain strings
+		Error detail `json:"error"`
+	}{detail{Class: "bad_request", Reason: reason, Message: msg}})
+	body = append(body, '\n')
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+}
+
+type sniffResult uint8
+
+const (
+	sniffPending  sniffResult = iota
+	sniffSwitched             // 101, or 2xx to CONNECT
+	sniffRefused              // any other final status, or not a status line
+)
+
+// respSniffer classifies the response written after a CONNECT or Upgrade
+// request, skipping interim 1xx responses. It keeps 16 bytes of state.
+type respSniffer struct {
+	active, connect bool
+	skipping        bool // inside an interim response, looking for CRLFCRLF
+	n               int
+	line            [12]byte // "HTTP/1.1 101"
+	tail            uint32
+	result          sniffResult
+}
+
+func (s *respSniffer) feed(p []byte) {
+	for s.active && s.result == sniffPending && len(p) > 0 {
+		if s.skipping {
+			i := 0
+			for i < len(p) && s.tail != 0x0d0a0d0a {
+				s.tail = s.tail<<8 | uint32(p[i])
+				i++
+			}
+			p = p[i:]
+			if s.tail == 0x0d0a0d0a {
+				s.skipping, s.n, s.tail = false, 0, 0
+			}
+			continue
+		}
+		k := copy(s.line[s.n:], p)
+		s.n += k
+		p = p[k:]
+		if s.n == len(s.line) {
+			s.classify()
+		}
+	}
+}
+
+func (s *respSniffer) classify() {
+	l := s.line[:]
+	if string(l[:7]) != "HTTP/1." || !isDigit(l[7]) || l[8] != ' ' || !isDigit(l[9]) || !isDigit(l[10]) || !isDigit(l[11]) {
+		s.result = sniffRefused
+		return
+	}
+	code := int(l[9]-'0')*100 + int(l[10]-'0')*10 + int(l[11]-'0')
+	switch {
+	case code == http.StatusSwitchingProtocols, s.connect && code/100 == 2:
+		s.result = sniffSwitched
+	case code/100 == 1:
+		s.skipping = true
+	default:
+		s.result = sniffRefused
+	}
+}
+
+// headInfo collects what the framing checks need from one request head.
+type headInfo struct {
+	lines                    int
+	connect, http10, upgrade bool
+	clSeen, te               bool
+	cl                       int64
+}
+
+// requestLine checks "METHOD SP request-target SP HTTP/1.x".
+func (h *headInfo) requestLine(s []byte) string {
+	const bad = `request line is not "METHOD SP request-target SP HTTP/1.x"`
+	h.lines++
+	method, rest, ok1 := bytes.Cut(s, []byte{' '})
+	target, version, ok2 := bytes.Cut(rest, []byte{' '})
+	if !ok1 || !ok2 || len(method) == 0 || len(target) == 0 || len(version) != 8 ||
+		string(version[:7]) != "HTTP/1." || !isDigit(version[7]) {
+		return bad
+	}
+	for _, c := range method {
+		if !isTchar(c) {
+			return bad
+		}
+	}
+	for _, c := range target {
+		if c <= ' ' { // HTAB; other controls were refused already
+			return bad
+		}
+	}
+	h.connect = string(method) == http.MethodConnect
+	h.http10 = version[7] == '0'
+	return ""
+}
+
+// field checks one header line and records the framing headers.
+func (h *headInfo) field(s []byte) string {
+	h.lines++
+	name, value, msg := splitField(s)
+	if msg != "" {
+		return msg
+	}
+	switch {
+	case eqFold(name, "Content-Length"):
+		if h.clSeen {
+			return "request has more than one Content-Length header; send exactly one"
+		}
+		h.clSeen = true
+		n, ok := parseDecimal(value)
+		if !ok {
+			return "Content-Length is not a decimal number of at most 18 digits; send one plain byte count"
+		}
+		h.cl = n
+	case eqFold(name, "Transfer-Encoding"):
+		if h.te {
+			return "request has more than one Transfer-Encoding header; send exactly one"
+		}
+		h.te = true
+		if !eqFold(value, "chunked") {
+			return `Transfer-Encoding must be exactly "chunked"; other codings are not accepted`
+		}
+	case eqFold(name, "Upgrade"):
+		h.upgrade = true
+	}
+	return ""
+}
+
+// finish runs the checks that need the whole head.
+func (h *headInfo) finish() string {
+	switch {
+	case h.te && h.clSeen:
+		return "request has both Content-Length and Transfer-Encoding; send one of them"
+	case h.te && h.http10:
+		return "Transfer-Encoding is not allowed in an HTTP/1.0 request; use Content-Length"
+	}
+	return ""
+}
+
+// lineContent strips CRLF from a line and refuses bare LF and controls.
+func lineContent(line []byte) ([]byte, string) {
+	n := len(line)
+	if n < 2 || line[n-2] != '\r' {
+		return nil, "a line in the request ends with a bare LF; end every line with CRLF"
+	}
+	s := line[:n-2]
+	for _, c := range s {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return nil, fmt.Sprintf("request head contains control character 0x%02x; remove it", c)
+		}
+	}
+	return s, ""
+}
+
+// splitField splits "name: value", returning the value without surrounding
+// whitespace. Header values are never quoted in messages: they may be secret.
+func splitField(s []byte) (name, value []byte, msg string) {
+	if s[0] == ' ' || s[0] == '\t' {
+		return nil, nil, "header line starts with whitespace (obsolete line folding); put each header on one line"
+	}
+	i := 0
+	for i < len(s) && isTchar(s[i]) {
+		i++
+	}
+	switch {
+	case i == len(s):
+		return nil, nil, "header line has no colon; send \"Name: value\""
+	case s[i] == ' ' || s[i] == '\t':
+		return nil, nil, fmt.Sprintf("whitespace between header field name %q and the colon; remove it", s[:min(i, 64)])
+	case s[i] != ':' || i == 0:
+		return nil, nil, "header field name is empty or contains an invalid character"
+	}
+	return s[:i], bytes.Trim(s[i+1:], " \t"), ""
+}
+
+// parseChunkLine parses "1*HEXDIG [BWS ";" extension] CRLF".
+func parseChunkLine(line []byte) (int64, string) {
+	n := len(line)
+	if n < 2 || line[n-2] != '\r' {
+		return 0, "chunk-size line ends with a bare LF; end it with CRLF"
+	}
+	s := line[:n-2]
+	var size uint64
+	i := 0
+	for ; i < len(s) && unhex(s[i]) >= 0; i++ {
+		if i == 16 {
+			return 0, "chunk size has more than 16 hex digits"
+		}
+		size = size<<4 | uint64(unhex(s[i]))
+	}
+	if i == 0 {
+		return 0, "chunk size is not a hexadecimal number"
+	}
+	if size > math.MaxInt64 {
+		return 0, "chunk size is too large"
+	}
+	ext := bytes.TrimLeft(s[i:], " \t")
+	if len(s) > i && (len(ext) == 0 || ext[0] != ';') {
+		return 0, `chunk size is followed by something other than ";extension"`
+	}
+	for _, c := range ext {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return 0, fmt.Sprintf("chunk extension contains control character 0x%02x", c)
+		}
+	}
+	return int64(size), ""
+}
+
+// parseDecimal parses 1*DIGIT up to 18 digits (always fits in int64).
+func parseDecimal(s []byte) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range s {
+		if !isDigit(c) {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// RFC 9110 tchar as bit sets: tcharLo for bytes 0-63, tcharHi for 64-127.
+const (
+	tcharLo = 1<<'!' | 1<<'#' | 1<<'$' | 1<<'%' | 1<<'&' | 1<<'\'' | 1<<'*' | 1<<'+' | 1<<'-' | 1<<'.' |
+		(1<<10-1)<<'0'
+	tcharHi = (1<<26-1)<<('A'-64) | (1<<26-1)<<('a'-64) |
+		1<<('^'-64) | 1<<('_'-64) | 1<<('`'-64) | 1<<('|'-64) | 1<<('~'-64)
+)
+
+// isTchar reports whether c is an RFC 9110 token character.
+func isTchar(c byte) bool {
+	if c < 64 {
+		return uint64(tcharLo)>>c&1 == 1
+	}
+	return c < 128 && uint64(tcharHi)>>(c-64)&1 == 1
+}
+
+// eqFold compares ASCII case-insensitively.
+func eqFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

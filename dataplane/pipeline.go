@@ -1,0 +1,207 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// outbound is the per-request state the forwarding stage needs, carried in
+// the inbound request's context.
+type outbound struct {
+	rec      *Record
+	target   *url.URL
+	sentAt   time.Time
+	rejected bool
+}
+
+type outboundKey struct{}
+
+// serveInner is the one request path for every request inside an
+// intercepted tunnel: canonical target → policy.Decide → (approval, inject:
+// later stages) → record → forward → record.
+func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
+	t, ok := r.Context().Value(tunnelKey{}).(*tunnel)
+	if !ok {
+		writeRefusal(w, refusal{http.StatusInternalServerError, "internal", "internal", "request arrived without a tunnel"}, "")
+		return
+	}
+	rec := p.newRecord(r)
+	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
+	tgt, err := innerTarget(t, r)
+	rec.Path = tgt.logPath()
+	if err != nil {
+		p.refuse(w, rec, err)
+		return
+	}
+	d := p.Policy.Load().Decide(policy.Args{
+		Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
+		Path: tgt.path, Connectors: t.sess.Connectors,
+	})
+	if err := p.gate(d); err != nil {
+		p.refuse(w, rec, err)
+		return
+	}
+	rec.allowed(d)
+	if p.Recorder != nil {
+		if err := p.Recorder.Decided(rec); err != nil {
+			p.refuse(w, rec, &unavailableError{reason: "audit_unavailable", err: err})
+			return
+		}
+	}
+	out := &outbound{rec: rec, target: tgt.url(t.authority)}
+	cw := &countingWriter{ResponseWriter: w}
+	body := &countingBody{ReadCloser: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = body
+	}
+	p.rp.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), outboundKey{}, out)))
+	if !out.rejected {
+		rec.Status = cw.status
+	}
+	rec.BytesIn, rec.BytesOut = body.n, cw.n
+	p.finish(rec)
+}
+
+// gate turns a decision into nil (forward) or the refusal to send.
+func (p *Proxy) gate(d policy.Decision) error {
+	switch d.Verdict {
+	case policy.Allow:
+		return nil
+	case policy.AllowAfterApproval:
+		// The approval stage slots in here; until it exists, operations
+		// that need a human fail closed.
+		return deny(policy.ReasonApprovalPending, "%s needs a human's approval and this daemon has no approval stage enabled", d.Op.Spec.Name)
+	default:
+		return &DenyError{Reason: d.Reason, Message: d.Message}
+	}
+}
+
+// refuse answers the client with err's envelope and records the refusal.
+func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error) {
+	ref := classify(err)
+	rec.refused(ref)
+	writeRefusal(w, ref, rec.AuditID)
+	p.finish(rec)
+}
+
+// rewrite builds the outbound copy. ReverseProxy has already removed
+// hop-by-hop headers, Proxy-Authorization and X-Forwarded-*; the credential
+// stage writes only to pr.Out, after this.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	out, _ := pr.In.Context().Value(outboundKey{}).(*outbound)
+	if out == nil {
+		return
+	}
+	pr.Out.URL = out.target
+	pr.Out.Host = ""
+	pr.Out.Header.Del("X-Aileron-Audit-Id")
+	out.sentAt = time.Now()
+}
+
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	if out, _ := resp.Request.Context().Value(outboundKey{}).(*outbound); out != nil {
+		out.rec.Upstream = resp.StatusCode
+		out.rec.UpstreamD = time.Since(out.sentAt)
+		resp.Header.Set("X-Aileron-Audit-Id", out.rec.AuditID)
+	}
+	return nil
+}
+
+// upstreamFailed answers a failed upstream exchange with the envelope; the
+// raw error goes to the log only.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	out, _ := r.Context().Value(outboundKey{}).(*outbound)
+	if out == nil {
+		writeRefusal(w, classify(err), "")
+		return
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		out.rejected = true
+		out.rec.Reason, out.rec.Message = "client_gone", "client closed the connection"
+		return
+	}
+	ref := classify(&upstreamError{Authority: out.target.Host, Err: err})
+	out.rejected = true
+	out.rec.Status = ref.Status
+	out.rec.Reason = string(ref.Reason)
+	out.rec.Message = ref.Message + " (" + err.Error() + ")"
+	writeRefusal(w, ref, out.rec.AuditID)
+}
+
+// handlePlain answers plain-HTTP proxy requests (absolute-form http:// URLs
+// sent to the proxy without CONNECT). They are authenticated like any
+// request, then refused: upstream traffic always uses verified TLS.
+func (p *Proxy) handlePlain(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	rec := p.newRecord(r)
+	rec.Path = "/"
+	if a, err := policy.ParseAuthority(r.URL.Host, 80); err == nil {
+		rec.Host, rec.Port = a.Host, a.Port
+	}
+	var err error
+	if sess, aerr := p.authenticate(r); aerr != nil {
+		err = aerr
+	} else {
+		rec.Session = sess.ID
+		err = deny(policy.ReasonInsecureScheme, "plain-HTTP requests are not forwarded; use https://%s (through HTTPS_PROXY) instead", r.URL.Host)
+	}
+	ref := classify(err)
+	rec.refused(ref)
+	p.finish(rec)
+	return r, refusalResponse(r, ref, rec.AuditID)
+}
+
+// unavailableError is a pipeline stage that could not do its job; the
+// request is refused with 503 rather than forwarded without it.
+type unavailableError struct {
+	reason string
+	err    error
+}
+
+func (e *unavailableError) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// countingWriter counts the response bytes and keeps Flush and Hijack
+// reachable through Unwrap (http.ResponseController).
+type countingWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (w *countingWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
+}

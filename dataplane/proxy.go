@@ -1,0 +1,217 @@
+// Package dataplane is Aileron's forward proxy: it authenticates the
+// session, terminates the sandbox's TLS with the session's CA, decides every
+// inner request against the compiled policy, and forwards allowed requests
+// over verified TLS through an SSRF-safe dialer. Every request, whichever way
+// it arrives, goes through one pipeline (pipeline.go).
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+	"github.com/rs/zerolog"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// Timeouts bound how long the proxy waits on a client. Zero fields take the
+// defaults in parentheses.
+type Timeouts struct {
+	Handshake   time.Duration // CONNECT accepted → TLS handshake done (10 s)
+	ReadHeader  time.Duration // request line and headers (10 s)
+	Idle        time.Duration // keep-alive with no request (90 s)
+	TunnelIdle  time.Duration // passthrough tunnel or WebSocket with no bytes (5 min)
+	MaxHeader   int           // request head size (64 KiB)
+	UpstreamTLS time.Duration // upstream TLS handshake (10 s)
+	UpstreamHdr time.Duration // upstream response headers (60 s)
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&t.Handshake, 10*time.Second)
+	def(&t.ReadHeader, 10*time.Second)
+	def(&t.Idle, 90*time.Second)
+	def(&t.TunnelIdle, 5*time.Minute)
+	def(&t.UpstreamTLS, 10*time.Second)
+	def(&t.UpstreamHdr, 60*time.Second)
+	if t.MaxHeader <= 0 {
+		t.MaxHeader = 64 << 10
+	}
+	return t
+}
+
+// Proxy is the data plane. Set the fields, then call Serve. Sessions and
+// Policy are required; every other nil field has the documented default.
+type Proxy struct {
+	// Sessions authenticates Proxy-Authorization.
+	Sessions Sessions
+	// Policy holds the compiled policy; swapping it takes effect on the next
+	// request.
+	Policy *policy.Holder
+	// Guard dials upstreams; nil means a Guard with no overrides and no
+	// allowed special-purpose addresses.
+	Guard *Guard
+	// RootCAs verifies upstream certificates; nil means the system roots.
+	RootCAs *x509.CertPool
+	// Recorder receives one record per decision; nil records nothing beyond
+	// the log line.
+	Recorder Recorder
+	// Log receives the canonical line per request and errors; nil discards.
+	Log *zerolog.Logger
+	// Timeouts bound client-side waits.
+	Timeouts Timeouts
+
+	once      sync.Once
+	initErr   error
+	t         Timeouts
+	log       zerolog.Logger
+	outer     *http.Server
+	inner     *http.Server
+	tunnels   *chanListener
+	transport *http.Transport
+	rp        *httputil.ReverseProxy
+	raw       sync.WaitGroup // passthrough tunnels
+	rawMu     sync.Mutex
+	rawConns  map[net.Conn]struct{}
+	closing   chan struct{}
+}
+
+// Serve accepts proxy clients on l until Shutdown. It returns
+// http.ErrServerClosed after Shutdown.
+func (p *Proxy) Serve(l net.Listener) error {
+	if err := p.init(); err != nil {
+		return err
+	}
+	if ap, err := netip.ParseAddrPort(l.Addr().String()); err == nil {
+		p.Guard.AddSelf(ap)
+	}
+	return p.outer.Serve(&guardedListener{Listener: l, max: p.t.MaxHeader, reject: p.logMalformed})
+}
+
+// Shutdown stops accepting, lets in-flight requests finish until ctx ends,
+// then closes every remaining connection, tunnels included.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	if err := p.init(); err != nil {
+		return err
+	}
+	close(p.closing)
+	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx))
+	if err != nil {
+		_ = p.outer.Close()
+		_ = p.inner.Close()
+	}
+	p.closeRaw()
+	p.transport.CloseIdleConnections()
+	p.raw.Wait()
+	return err
+}
+
+func (p *Proxy) init() error {
+	p.once.Do(func() { p.initErr = p.build() })
+	return p.initErr
+}
+
+func (p *Proxy) build() error {
+	if p.Sessions == nil || p.Policy == nil {
+		return errors.New("dataplane: Proxy.Sessions and Proxy.Policy are required")
+	}
+	p.t = p.Timeouts.withDefaults()
+	p.log = zerolog.Nop()
+	if p.Log != nil {
+		p.log = *p.Log
+	}
+	if p.Guard == nil {
+		p.Guard = &Guard{}
+	}
+	tr, err := p.newTransport()
+	if err != nil {
+		return err
+	}
+	p.transport = tr
+	p.rawConns = make(map[net.Conn]struct{})
+	p.closing = make(chan struct{})
+	p.tunnels = newChanListener()
+	p.rp = p.newReverseProxy()
+	errLog := log.New(io.Discard, "", 0)
+	p.inner = &http.Server{
+		Handler:           http.HandlerFunc(p.serveInner),
+		ReadHeaderTimeout: p.t.ReadHeader,
+		IdleTimeout:       p.t.Idle,
+		MaxHeaderBytes:    p.t.MaxHeader,
+		ConnContext:       tunnelContext,
+		ErrorLog:          errLog,
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	go func() { _ = p.inner.Serve(p.tunnels) }()
+	p.outer = &http.Server{
+		Handler:           p.newGoproxy(),
+		ReadHeaderTimeout: p.t.ReadHeader,
+		IdleTimeout:       p.t.Idle,
+		MaxHeaderBytes:    p.t.MaxHeader,
+		ErrorLog:          errLog,
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	return nil
+}
+
+// newGoproxy wires goproxy as the outer dispatcher, replacing each of its
+// defaults: no environment proxies, no skip-verify transport, no bundled CA,
+// no built-in MITM loop. CONNECTs are handed to handleConnect; plain-HTTP
+// proxy requests to handlePlain; anything else gets a 400 envelope.
+func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = log.New(io.Discard, "", 0)
+	gp.Verbose = false
+	gp.Tr = p.transport
+	gp.ConnectDial = nil
+	gp.ConnectDialWithReq = nil
+	gp.CertStore = nil
+	gp.AllowHTTP2 = false
+	gp.KeepHeader = false
+	gp.NonproxyHandler = http.HandlerFunc(p.serveNonProxy)
+	gp.OnRequest().HandleConnectFunc(p.handleConnect)
+	gp.OnRequest().DoFunc(p.handlePlain)
+	return gp
+}
+
+func (p *Proxy) serveNonProxy(w http.ResponseWriter, r *http.Request) {
+	writeRefusal(w, refusal{http.StatusBadRequest, "bad_request", policy.ReasonBadRequest,
+		"this is Aileron's proxy port: send requests through it as a proxy (HTTPS_PROXY=proxy_url), not to it"}, "")
+}
+
+func (p *Proxy) trackRaw(c net.Conn, add bool) {
+	p.rawMu.Lock()
+	defer p.rawMu.Unlock()
+	if add {
+		p.rawConns[c] = struct{}{}
+	} else {
+		delete(p.rawConns, c)
+	}
+}
+
+func (p *Proxy) closeRaw() {
+	p.rawMu.Lock()
+	defer p.rawMu.Unlock()
+	for c := range p.rawConns {
+		_ = c.Close()
+	}
+}
+
+func (p *Proxy) logMalformed(err error) {
+	p.log.Warn().Str("event", "proxy.malformed_request").Str("reason", "malformed_request").Msg(err.Error())
+}

@@ -1,0 +1,103 @@
+package dataplane
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// Record is everything the proxy knows about one decision: the canonical log
+// line and the audit event are both rendered from it. It never holds header
+// values, query strings, bodies or credentials.
+type Record struct {
+	AuditID   string        `json:"audit_id"`
+	Time      time.Time     `json:"time"`
+	Event     string        `json:"event"`
+	Session   string        `json:"session,omitempty"`
+	Client    string        `json:"client,omitempty"`
+	Method    string        `json:"method,omitempty"`
+	Host      string        `json:"host,omitempty"`
+	Port      int           `json:"port,omitempty"`
+	Path      string        `json:"path,omitempty"`
+	Verdict   string        `json:"decision"`
+	Reason    string        `json:"reason"`
+	FQN       string        `json:"connector,omitempty"`
+	Version   string        `json:"connector_version,omitempty"`
+	Hash      string        `json:"connector_hash,omitempty"`
+	Tool      string        `json:"tool,omitempty"`
+	Operation string        `json:"operation,omitempty"`
+	Status    int           `json:"status,omitempty"`
+	Upstream  int           `json:"upstream_status,omitempty"`
+	BytesIn   int64         `json:"bytes_in"`
+	BytesOut  int64         `json:"bytes_out"`
+	Duration  time.Duration `json:"-"`
+	UpstreamD time.Duration `json:"-"`
+	Message   string        `json:"-"` // the client-facing sentence; logged, not audited
+}
+
+// Recorder receives decisions. Decided runs before an allowed request is
+// forwarded; an error refuses the request (fail closed). Completed runs once
+// the exchange ends.
+type Recorder interface {
+	Decided(r *Record) error
+	Completed(r *Record)
+}
+
+func newAuditID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "a_" + hex.EncodeToString(b[:])
+}
+
+func (p *Proxy) newRecord(r *http.Request) *Record {
+	rec := &Record{AuditID: newAuditID(), Time: time.Now(), Event: "connector.proxy.rejected"}
+	if r != nil {
+		rec.Client = r.RemoteAddr
+		rec.Method = r.Method
+	}
+	return rec
+}
+
+// refused fills the decision fields of a refusal.
+func (rec *Record) refused(ref refusal) {
+	rec.Event = "connector.proxy.rejected"
+	rec.Verdict = policy.Deny.String()
+	rec.Reason = string(ref.Reason)
+	rec.Status = ref.Status
+	rec.Message = ref.Message
+}
+
+// allowed fills the decision fields of an allowed request.
+func (rec *Record) allowed(d policy.Decision) {
+	rec.Event = "connector.proxy.proxied"
+	rec.Verdict = d.Verdict.String()
+	rec.Reason = string(d.Reason)
+	if op := d.Op; op != nil {
+		rec.FQN, rec.Version, rec.Hash, rec.Tool = op.FQN, op.Version, op.Hash, op.Tool
+		rec.Operation = op.Spec.Name
+	}
+}
+
+// finish writes the canonical log line and hands the record to the Recorder.
+func (p *Proxy) finish(rec *Record) {
+	rec.Duration = time.Since(rec.Time)
+	ev := p.log.Info()
+	if rec.Verdict == policy.Deny.String() {
+		ev = p.log.Warn()
+	}
+	ev.Str("event", rec.Event).Str("audit_id", rec.AuditID).Str("session", rec.Session).
+		Str("method", rec.Method).Str("host", rec.Host).Int("port", rec.Port).Str("path", rec.Path).
+		Str("decision", rec.Verdict).Str("reason", rec.Reason).
+		Str("connector", rec.FQN).Str("tool", rec.Tool).Str("operation", rec.Operation).
+		Int("status", rec.Status).Int("upstream_status", rec.Upstream).
+		Int64("bytes_in", rec.BytesIn).Int64("bytes_out", rec.BytesOut).
+		Float64("duration_ms", float64(rec.Duration.Microseconds())/1000).
+		Float64("upstream_ms", float64(rec.UpstreamD.Microseconds())/1000).
+		Msg(rec.Message)
+	if p.Recorder != nil {
+		p.Recorder.Completed(rec)
+	}
+}

@@ -1,0 +1,36 @@
+package dataplane
+
+import (
+	"errors"
+
+	"github.com/aileronhq/aileron/ca"
+)
+
+// ErrProxyAuth is wrapped by every Sessions.Authenticate failure: an unknown,
+// deleted or expired session, a wrong token, or an empty one. The proxy maps it
+// to 407 Proxy Authentication Required and never says which of these it was.
+var ErrProxyAuth = errors.New("proxy authentication failed")
+
+// Session is what the data plane needs to know about an authenticated session.
+// Values are immutable once returned by Sessions.Authenticate.
+type Session struct {
+	// ID is the session's public identifier (the user part of the proxy URL).
+	ID string
+	// Name is the optional human label given at creation.
+	Name string
+	// CA signs the leaf certificates presented to this session's clients.
+	CA *ca.Authority
+	// Connectors lists the connector FQNs the session may use. Nil means every
+	// installed connector.
+	Connectors []string
+}
+
+// Sessions authenticates the credentials a client presents in
+// Proxy-Authorization. The data plane declares it; the control plane
+// implements it.
+type Sessions interface {
+	// Authenticate returns the live session whose id and token match. Every
+	// failure wraps ErrProxyAuth. Implementations compare tokens in constant
+	// time and never accept an empty token.
+	Authenticate(id, token string) (*Session, error)
+}

@@ -1,0 +1,92 @@
+package dataplane
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// target is an inner request's target exactly as the client sent it.
+type target struct {
+	path  string // escaped path, as sent
+	query string // raw query, as sent; never logged or audited
+}
+
+// logPath is the path for logs: as sent, cut to a sane length.
+func (t target) logPath() string {
+	if len(t.path) > 512 {
+		return t.path[:512] + "…"
+	}
+	return t.path
+}
+
+// url is the outbound URL: the CONNECT authority, the path and query
+// byte-for-byte as the client sent them (RawPath keeps the escaping).
+func (t target) url(a policy.Authority) *url.URL {
+	u := &url.URL{Scheme: "https", Host: a.Host, RawQuery: t.query}
+	if strings.Contains(a.Host, ":") {
+		u.Host = "[" + a.Host + "]"
+	}
+	if a.Port != 443 {
+		u.Host += ":" + strconv.Itoa(a.Port)
+	}
+	if p, err := url.PathUnescape(t.path); err == nil {
+		u.Path, u.RawPath = p, t.path
+	} else {
+		u.Path = t.path
+	}
+	return u
+}
+
+// innerTarget splits r's request target and checks that every name the
+// request carries for its destination agrees with the tunnel's CONNECT
+// authority: the Host header, an absolute-form target, and the TLS SNI
+// (checked at handshake). It never normalises: a path that is not canonical
+// is refused, not cleaned. Errors are *DenyError.
+func innerTarget(t *tunnel, r *http.Request) (target, error) {
+	uri := r.RequestURI
+	var tgt target
+	rest := uri
+	if !strings.HasPrefix(uri, "/") {
+		scheme, after, ok := strings.Cut(uri, "://")
+		if !ok || !strings.EqualFold(scheme, "https") {
+			return tgt, deny(policy.ReasonBadRequest, "request target %q is neither a path nor an https:// URL", clip(uri))
+		}
+		end := strings.IndexAny(after, "/?#")
+		if end < 0 {
+			end = len(after)
+		}
+		a, err := policy.ParseAuthority(after[:end], 443)
+		if err != nil || a != t.authority {
+			return tgt, deny(policy.ReasonAuthorityMismatch, "absolute-form target names %q but the tunnel was opened to %s", clip(after[:end]), t.authority)
+		}
+		rest = after[end:]
+		if rest == "" || rest[0] == '?' {
+			rest = "/" + rest
+		}
+	}
+	tgt.path, tgt.query, _ = strings.Cut(rest, "?")
+	if h, err := policy.ParseAuthority(r.Host, 443); err != nil || h != t.authority {
+		return tgt, deny(policy.ReasonAuthorityMismatch, "Host header %q does not match the CONNECT target %s", clip(r.Host), t.authority)
+	}
+	if t.sni != "" && t.sni != t.authority.Host {
+		return tgt, deny(policy.ReasonAuthorityMismatch, "TLS SNI %q does not match the CONNECT target %s", t.sni, t.authority)
+	}
+	if strings.ContainsRune(tgt.path, '#') {
+		return tgt, deny(policy.ReasonNonCanonicalPath, "path %q contains '#'", clip(tgt.path))
+	}
+	if err := policy.CheckPath(tgt.path); err != nil {
+		return tgt, deny(policy.ReasonNonCanonicalPath, "path %q is not canonical (%v); send the path in its plain form without dot segments, empty segments or encoded separators", clip(tgt.path), err)
+	}
+	return tgt, nil
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

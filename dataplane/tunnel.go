@@ -1,0 +1,249 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// tunnel is what every request inside one CONNECT shares: who asked, for
+// which authority, and what the TLS handshake said.
+type tunnel struct {
+	sess      *Session
+	authority policy.Authority // canonical CONNECT target
+	sni       string           // canonical SNI; "" when the client sent none
+	id        string           // tunnel id for logs
+	client    string           // client address
+}
+
+type tunnelKey struct{}
+
+// tunnelConn carries its tunnel to the inner server's handlers.
+type tunnelConn struct {
+	net.Conn
+	t *tunnel
+}
+
+func tunnelContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tunnelConn); ok {
+		return context.WithValue(ctx, tunnelKey{}, tc.t)
+	}
+	return ctx
+}
+
+// authenticate identifies the session from Proxy-Authorization. Every
+// failure wraps ErrProxyAuth.
+func (p *Proxy) authenticate(r *http.Request) (*Session, error) {
+	h := r.Header.Get("Proxy-Authorization")
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return nil, ErrProxyAuth
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return nil, ErrProxyAuth
+	}
+	id, token, ok := strings.Cut(string(raw), ":")
+	if !ok || id == "" || token == "" {
+		return nil, ErrProxyAuth
+	}
+	s, err := p.Sessions.Authenticate(id, token)
+	if err != nil {
+		return nil, errors.Join(ErrProxyAuth, err)
+	}
+	return s, nil
+}
+
+// handleConnect decides a CONNECT: authenticate, canonicalise the
+// authority, then intercept (MITM), tunnel (passthrough) or refuse.
+func (p *Proxy) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	rec := p.newRecord(ctx.Req)
+	reject := func(err error) (*goproxy.ConnectAction, string) {
+		ref := classify(err)
+		rec.refused(ref)
+		p.finish(rec)
+		ctx.Resp = refusalResponse(ctx.Req, ref, rec.AuditID)
+		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, host
+	}
+	sess, err := p.authenticate(ctx.Req)
+	if err != nil {
+		return reject(err)
+	}
+	rec.Session = sess.ID
+	auth, err := policy.ParseAuthority(host, 443)
+	if err != nil {
+		return reject(deny(policy.ReasonBadRequest, "CONNECT target %q is not host:port: %v", host, err))
+	}
+	rec.Host, rec.Port = auth.Host, auth.Port
+	d := p.Policy.Load().DecideConnect(auth.Host, auth.Port, sess.Connectors)
+	t := &tunnel{sess: sess, authority: auth, id: rec.AuditID, client: ctx.Req.RemoteAddr}
+	switch d.Verdict {
+	case policy.Allow:
+		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+			p.intercept(c, t)
+		}}, host
+	case policy.Passthrough:
+		rec.Event, rec.Verdict, rec.Reason = "sandbox.proxy.passthrough", d.Verdict.String(), string(d.Reason)
+		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+			p.passthrough(c, t, rec)
+		}}, host
+	default:
+		return reject(&DenyError{Reason: d.Reason, Message: d.Message})
+	}
+}
+
+// intercept answers the CONNECT, completes TLS with a leaf from the
+// session's CA within the handshake timeout, checks that SNI agrees with the
+// CONNECT authority, and hands the connection to the inner server.
+func (p *Proxy) intercept(c net.Conn, t *tunnel) {
+	_ = c.SetDeadline(time.Now().Add(p.t.Handshake))
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		_ = c.Close()
+		return
+	}
+	var sniErr error
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if hello.ServerName != "" {
+				sni, err := policy.CanonicalHost(hello.ServerName)
+				if err != nil || sni != t.authority.Host {
+					sniErr = deny(policy.ReasonAuthorityMismatch, "TLS SNI %q does not match the CONNECT host %q", hello.ServerName, t.authority.Host)
+					return nil, sniErr
+				}
+				t.sni = sni
+			}
+			return t.sess.CA.Leaf(t.authority.Host)
+		},
+	}
+	tc := tls.Server(c, cfg)
+	if err := tc.Handshake(); err != nil {
+		p.log.Info().Str("event", "proxy.handshake_failed").Str("session", t.sess.ID).
+			Str("host", t.authority.Host).Str("reason", handshakeReason(sniErr)).Msg(err.Error())
+		_ = c.Close()
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.logMalformed})
+	if !p.tunnels.push(&tunnelConn{Conn: guarded, t: t}) {
+		_ = c.Close()
+	}
+}
+
+func handshakeReason(sniErr error) string {
+	if sniErr != nil {
+		return string(policy.ReasonAuthorityMismatch)
+	}
+	return "tls_handshake_failed"
+}
+
+// passthrough relays raw bytes between the client and the vetted upstream,
+// closing both when either side stays silent for the tunnel idle timeout.
+func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
+	p.raw.Add(1)
+	defer p.raw.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), p.t.UpstreamTLS+p.Guard.dialTimeout())
+	up, err := p.Guard.DialContext(ctx, "tcp", t.authority.String())
+	cancel()
+	if err != nil {
+		ref := classify(&upstreamError{Authority: t.authority.String(), Err: err})
+		rec.refused(ref)
+		p.finish(rec)
+		resp := refusalResponse(nil, ref, rec.AuditID)
+		_ = resp.Write(c)
+		_ = c.Close()
+		return
+	}
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		_ = c.Close()
+		_ = up.Close()
+		return
+	}
+	p.trackRaw(c, true)
+	p.trackRaw(up, true)
+	defer p.trackRaw(c, false)
+	defer p.trackRaw(up, false)
+	in, out := splice(&idleConn{Conn: c, idle: p.t.TunnelIdle}, &idleConn{Conn: up, idle: p.t.TunnelIdle})
+	rec.BytesIn, rec.BytesOut, rec.Status = in, out, http.StatusOK
+	p.finish(rec)
+}
+
+// splice copies both ways until either side ends, then closes both.
+func splice(client, upstream net.Conn) (fromClient, toClient int64) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fromClient, _ = io.Copy(upstream, client)
+		_ = upstream.Close()
+		_ = client.Close()
+	}()
+	toClient, _ = io.Copy(client, upstream)
+	_ = client.Close()
+	_ = upstream.Close()
+	wg.Wait()
+	return fromClient, toClient
+}
+
+// chanListener feeds intercepted connections to the inner http.Server.
+type chanListener struct {
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener() *chanListener {
+	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+// guardedListener puts a FramingGuard on every accepted client connection.
+type guardedListener struct {
+	net.Listener
+	max    int
+	reject func(error)
+}
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return NewFramingGuard(c, FramingOptions{MaxHeaderBytes: l.max, Reject: l.reject}), nil
+}

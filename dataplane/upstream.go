@@ -1,0 +1,81 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+)
+
+// newTransport builds the one upstream transport: verified TLS against
+// RootCAs (system roots by default), the SSRF guard as dialer, no proxy from
+// the environment, no transparent compression (the client's Accept-Encoding
+// goes through untouched and bodies are relayed as sent).
+func (p *Proxy) newTransport() (*http.Transport, error) {
+	roots := p.RootCAs
+	if roots == nil {
+		sys, err := x509.SystemCertPool()
+		if err != nil {
+			return nil, err
+		}
+		roots = sys
+	}
+	idle := p.t.TunnelIdle
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := p.Guard.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &idleConn{Conn: c, idle: idle}, nil
+		},
+		TLSClientConfig: &tls.Config{
+			RootCAs:    roots,
+			MinVersion: tls.VersionTLS12,
+		},
+		TLSHandshakeTimeout:   p.t.UpstreamTLS,
+		ResponseHeaderTimeout: p.t.UpstreamHdr,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}, nil
+}
+
+// newReverseProxy builds the forwarding stage shared by every request. The
+// per-request outbound target travels in the request context (see
+// pipeline.go); ReverseProxy strips hop-by-hop headers, Proxy-Authorization
+// and client-sent X-Forwarded-* before rewrite runs, streams bodies both
+// ways, flushes event streams as they arrive, and relays protocol upgrades.
+func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      p.transport,
+		FlushInterval:  -1,
+		ErrorLog:       nil,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamFailed,
+	}
+}
+
+// idleConn closes a connection that moves no byte either way for idle.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Read(b []byte) (int, error) {
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	return c.Conn.Read(b)
+}
+
+func (c *idleConn) Write(b []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
+	return c.Conn.Write(b)
+}

@@ -1,0 +1,298 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clientResult is one HTTP response as a client program saw it.
+type clientResult struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// clientFunc sends one request through the session's proxy with a real
+// client. body "" means no body; otherwise it is JSON.
+type clientFunc func(t *testing.T, s *session, method, url, body string) clientResult
+
+func realClients() []struct {
+	name string
+	do   clientFunc
+} {
+	return []struct {
+		name string
+		do   clientFunc
+	}{
+		{"curl", curlDo},
+		{"python_urllib", func(t *testing.T, s *session, m, u, b string) clientResult { return pythonDo(t, s, "urllib", m, u, b) }},
+		{"python_requests", func(t *testing.T, s *session, m, u, b string) clientResult {
+			return pythonDo(t, s, "requests", m, u, b)
+		}},
+		{"node", nodeDo},
+		{"go", func(t *testing.T, s *session, m, u, b string) clientResult {
+			st, h, body := goDo(t, goClient(t, s), m, u, b)
+			return clientResult{Status: st, Header: h, Body: body}
+		}},
+	}
+}
+
+// TestClients drives every real client through the proxy: allowed calls on a
+// templated path, a JSON POST, a multi-host API (one host on port 8443), and
+// a denial.
+func TestClients(t *testing.T) {
+	d := theSuite.mainDaemon(t)
+	s := d.newSession(t, "--name", "clients")
+	up := theSuite.up
+
+	gmail := mustSpec(t, "gmail")
+	gmailGet := gmail.findOp(t, "a GET on a templated path", func(op specOp) bool {
+		return op.Method == http.MethodGet && strings.Contains(op.Path, "{") && strings.HasPrefix(op.Path, "/gmail/v1/users/me/messages/")
+	})
+	linear := mustSpec(t, "linear")
+	graphql := linear.findOp(t, "POST /graphql", func(op specOp) bool { return op.Method == http.MethodPost && op.Path == "/graphql" })
+	regional := mustSpec(t, "regional")
+	regOp := regional.findOp(t, "an operation on several hosts, one with port 8443", func(op specOp) bool {
+		return len(op.Hosts) >= 2 && hostWithPort(op.Hosts, "8443") != "" && hostWithPort(op.Hosts, "") != ""
+	})
+
+	for _, c := range realClients() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Run("templated_get_allowed", func(t *testing.T) {
+				id := "msg-" + c.name
+				path := concretePath(gmailGet.Path, id)
+				r := c.do(t, s, http.MethodGet, urlFor(gmailGet.Hosts[0], path), "")
+				assertAllowed(t, r)
+				if !strings.Contains(string(r.Body), "hello from fake gmail") || !strings.Contains(string(r.Body), id) {
+					t.Errorf("body is not the upstream's answer for %s: %s", path, trunc(r.Body))
+				}
+				if n := up.Hits(hostOnly(authority(gmailGet.Hosts[0])), path); n != 1 {
+					t.Errorf("upstream saw %d requests for %s, want 1", n, path)
+				}
+			})
+			t.Run("graphql_post_allowed", func(t *testing.T) {
+				body := `{"query":"{ viewer { id name } }","variables":{"client":"` + c.name + `"}}`
+				r := c.do(t, s, http.MethodPost, urlFor(graphql.Hosts[0], "/graphql"), body)
+				assertAllowed(t, r)
+				var got struct {
+					Data       map[string]any `json:"data"`
+					BodySHA256 string         `json:"body_sha256"`
+				}
+				if err := json.Unmarshal(r.Body, &got); err != nil || got.Data == nil {
+					t.Fatalf("body is not the upstream's GraphQL answer (%v): %s", err, trunc(r.Body))
+				}
+				sum := sha256.Sum256([]byte(body))
+				if got.BodySHA256 != hex.EncodeToString(sum[:]) {
+					t.Errorf("upstream received a different body: sha256 %s, sent %x", got.BodySHA256, sum)
+				}
+			})
+			t.Run("regional_two_hosts", func(t *testing.T) {
+				for _, h := range []string{hostWithPort(regOp.Hosts, ""), hostWithPort(regOp.Hosts, "8443")} {
+					path := concretePath(regOp.Path, "r-"+c.name)
+					body := ""
+					if regOp.Method == http.MethodPost || regOp.Method == http.MethodPut || regOp.Method == http.MethodPatch {
+						body = `{"region":"test"}`
+					}
+					r := c.do(t, s, regOp.Method, urlFor(h, path), body)
+					assertAllowed(t, r)
+					var echo echoReply
+					if err := json.Unmarshal(r.Body, &echo); err != nil {
+						t.Fatalf("%s: body is not the upstream echo (%v): %s", h, err, trunc(r.Body))
+					}
+					if echo.Path != path || echo.Method != regOp.Method {
+						t.Errorf("%s: upstream saw %s %s, want %s %s", h, echo.Method, echo.Path, regOp.Method, path)
+					}
+					if wantHost := strings.TrimSuffix(h, ":443"); !strings.EqualFold(echo.Host, wantHost) {
+						t.Errorf("%s: upstream saw Host %q, want %q", h, echo.Host, wantHost)
+					}
+					if echo.ProxyAuthorization {
+						t.Errorf("%s: Proxy-Authorization reached the upstream", h)
+					}
+				}
+			})
+			t.Run("denied_no_matching_operation", func(t *testing.T) {
+				path := "/gmail/v1/users/me/aileron-denied-" + c.name
+				r := c.do(t, s, http.MethodGet, urlFor(gmailGet.Hosts[0], path), "")
+				assertDenial(t, c.name, r.Status, r.Body, http.StatusForbidden, "capability_denied", "no_matching_operation")
+				if n := up.Hits(hostOnly(authority(gmailGet.Hosts[0])), path); n != 0 {
+					t.Errorf("denied request reached the upstream %d times", n)
+				}
+			})
+		})
+	}
+	t.Run("curl_verbose_shows_session_ca", func(t *testing.T) {
+		caCert := s.caCert(t)
+		_, stderr, err := runWithEnv(t, s, "curl", "-v", "-sS", "-o", "/dev/null", "--max-time", "60",
+			urlFor(gmailGet.Hosts[0], concretePath(gmailGet.Path, "verbose")))
+		if err != nil {
+			t.Fatalf("curl -v: %v\n%s", err, stderr)
+		}
+		var issuer string
+		for _, line := range strings.Split(stderr, "\n") {
+			if strings.Contains(line, "issuer:") {
+				issuer = line
+			}
+		}
+		if issuer == "" {
+			t.Fatalf("curl -v printed no issuer line:\n%s", stderr)
+		}
+		if !strings.Contains(issuer, caCert.Subject.CommonName) || strings.Contains(issuer, "Aileron Test Upstream Root") {
+			t.Errorf("leaf issuer %q is not the session CA %q", strings.TrimSpace(issuer), caCert.Subject.CommonName)
+		}
+	})
+	if n := up.proxyAuth.Load(); n != 0 {
+		t.Errorf("%d requests reached the upstream carrying Proxy-Authorization", n)
+	}
+}
+
+// hostWithPort returns the first host entry with the given explicit port, or
+// (port "") the first without one.
+func hostWithPort(hosts []string, port string) string {
+	for _, h := range hosts {
+		i := strings.LastIndex(h, ":")
+		has := i >= 0 && !strings.Contains(h, "]")
+		if port == "" && (!has || h[i+1:] == "443") {
+			return h
+		}
+		if port != "" && has && h[i+1:] == port {
+			return h
+		}
+	}
+	return ""
+}
+
+func assertAllowed(t *testing.T, r clientResult) {
+	t.Helper()
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d, want 200; body: %s", r.Status, trunc(r.Body))
+	}
+	if r.Header.Get("X-Aileron-Audit-Id") == "" {
+		t.Errorf("allowed response lacks X-Aileron-Audit-Id; headers: %v", r.Header)
+	}
+}
+
+// sessionEnv returns the session's `session env` lines, fetched once.
+func (s *session) sessionEnv(t *testing.T) string {
+	t.Helper()
+	if s.envText == "" {
+		s.envText = s.env(t)
+	}
+	return s.envText
+}
+
+// runWithEnv runs argv under sh after eval'ing `aileron session env`.
+func runWithEnv(t *testing.T, s *session, argv ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	requireTool(t, argv[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // hang guard only
+	defer cancel()
+	script := s.sessionEnv(t) + "\nexec \"$@\"\n"
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", script, "sh"}, argv...)...)
+	cmd.Env = cleanEnv(t.TempDir())
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+func curlDo(t *testing.T, s *session, method, url, body string) clientResult {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"curl", "-sS", "--max-time", "60", "-X", method, "-o", filepath.Join(dir, "body"),
+		"-D", filepath.Join(dir, "headers"), "-w", "%{http_code}"}
+	if body != "" {
+		args = append(args, "-H", "Content-Type: application/json", "--data-binary", body)
+	}
+	out, errOut, err := runWithEnv(t, s, append(args, url)...)
+	if err != nil {
+		t.Fatalf("curl %s %s: %v\nstdout: %s\nstderr: %s", method, url, err, out, errOut)
+	}
+	hdr, _ := os.ReadFile(filepath.Join(dir, "headers"))
+	b, _ := os.ReadFile(filepath.Join(dir, "body"))
+	status, h := parseLastHeaderBlock(string(hdr))
+	if code, _ := strconv.Atoi(strings.TrimSpace(out)); code != status {
+		t.Fatalf("curl reported status %q but its header dump says %d:\n%s", out, status, hdr)
+	}
+	return clientResult{Status: status, Header: h, Body: b}
+}
+
+// parseLastHeaderBlock parses the final response head in a curl -D dump (the
+// first blocks are the proxy's CONNECT answer).
+func parseLastHeaderBlock(raw string) (int, http.Header) {
+	var last string
+	for _, blk := range strings.Split(strings.ReplaceAll(raw, "\r\n", "\n"), "\n\n") {
+		if strings.TrimSpace(blk) != "" {
+			last = strings.TrimSpace(blk)
+		}
+	}
+	h := http.Header{}
+	lines := strings.Split(last, "\n")
+	status := 0
+	if f := strings.Fields(lines[0]); len(f) >= 2 {
+		status, _ = strconv.Atoi(f[1])
+	}
+	for _, l := range lines[1:] {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+		}
+	}
+	return status, h
+}
+
+// scriptResult is what client.py and client.js print.
+type scriptResult struct {
+	Status  int            `json:"status"`
+	Headers map[string]any `json:"headers"`
+	Body    string         `json:"body"`
+	Stage   string         `json:"stage"`
+	Error   string         `json:"error"`
+}
+
+func runScript(t *testing.T, s *session, argv ...string) clientResult {
+	t.Helper()
+	out, errOut, err := runWithEnv(t, s, argv...)
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", strings.Join(argv, " "), err, out, errOut)
+	}
+	var r scriptResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%s printed invalid JSON (%v): %q\nstderr: %s", argv[0], err, out, errOut)
+	}
+	if r.Error != "" {
+		t.Fatalf("%s got no HTTP response: %s", strings.Join(argv, " "), r.Error)
+	}
+	h := http.Header{}
+	for k, v := range r.Headers {
+		h.Add(k, fmt.Sprint(v))
+	}
+	return clientResult{Status: r.Status, Header: h, Body: []byte(r.Body)}
+}
+
+func pythonDo(t *testing.T, s *session, mode, method, url, body string) clientResult {
+	t.Helper()
+	requireTool(t, "/usr/bin/python3")
+	if mode == "requests" {
+		if out, err := exec.Command("/usr/bin/python3", "-c", "import requests").CombinedOutput(); err != nil {
+			t.Fatalf("/usr/bin/python3 cannot import requests (%v: %s): run `make test`, which installs python3-requests via scripts/test-deps.sh", err, out)
+		}
+	}
+	script := filepath.Join(theSuite.root, "integration", "testdata", "clients", "client.py")
+	return runScript(t, s, "/usr/bin/python3", "-B", script, mode, method, url, body)
+}
+
+func nodeDo(t *testing.T, s *session, method, url, body string) clientResult {
+	t.Helper()
+	script := filepath.Join(theSuite.root, "integration", "testdata", "clients", "client.js")
+	return runScript(t, s, "/usr/bin/node", script, method, url, body)
+}

@@ -1,0 +1,268 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Verdict is the closed set of outcomes of a decision. The zero value is
+// Deny.
+type Verdict uint8
+
+// Verdicts.
+const (
+	Deny Verdict = iota
+	Allow
+	AllowAfterApproval
+	Passthrough
+)
+
+// String returns "deny", "allow", "allow_after_approval" or "passthrough"
+// ("invalid_verdict(N)" for values outside the set).
+func (v Verdict) String() string {
+	switch v {
+	case Deny:
+		return "deny"
+	case Allow:
+		return "allow"
+	case AllowAfterApproval:
+		return "allow_after_approval"
+	case Passthrough:
+		return "passthrough"
+	}
+	return "invalid_verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// MarshalText renders the String form, for JSON and logs.
+func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+// Reason is the machine-readable reason of a decision.
+type Reason string
+
+// Reasons. Policy decisions use the first group; the others are for the
+// pipeline stages that deny after policy (proxy auth, approval,
+// credentials, upstream) so every component speaks one vocabulary.
+const (
+	ReasonMatched               Reason = "operation_matched"
+	ReasonHostMatched           Reason = "host_matched"
+	ReasonPassthroughRule       Reason = "passthrough_rule"
+	ReasonNoMatchingOperation   Reason = "no_matching_operation"
+	ReasonHostNotAllowed        Reason = "host_not_allowed"
+	ReasonNonCanonicalPath      Reason = "non_canonical_path"
+	ReasonConnectorNotInSession Reason = "connector_not_in_session"
+	ReasonBadRequest            Reason = "bad_request"
+	ReasonAuthorityMismatch     Reason = "authority_mismatch"
+	ReasonPrivateAddress        Reason = "private_address"
+	ReasonApprovalDenied        Reason = "approval_denied"
+	ReasonApprovalPending       Reason = "approval_pending"
+	ReasonCredentialUnavailable Reason = "credential_unavailable"
+	ReasonInsecureScheme        Reason = "insecure_scheme"
+	ReasonUpstreamUnavailable   Reason = "upstream_unavailable"
+	ReasonUpstreamTimeout       Reason = "upstream_timeout"
+	ReasonUpstreamTLS           Reason = "upstream_tls_failed"
+	ReasonProxyAuth             Reason = "proxy_auth_required"
+)
+
+// Args describes one inner request to decide on.
+type Args struct {
+	// Method is the request method as sent (case-sensitive).
+	Method string
+	// Host is the canonical host (see CanonicalHost), without port. A
+	// non-canonical host simply matches nothing.
+	Host string
+	// Port is the destination port, 1-65535.
+	Port int
+	// Path is the escaped path as sent, without the query.
+	Path string
+	// Connectors is the session's scope: the FQNs it may use. Nil means
+	// every installed connector; an empty, non-nil slice means none.
+	Connectors []string
+}
+
+// Decision is the outcome of Decide or DecideConnect.
+type Decision struct {
+	Verdict Verdict
+	Reason  Reason
+	// Message is a bounded human sentence for the client; empty on Allow.
+	Message string
+	// Op is the matched operation (nil unless Allow or AllowAfterApproval
+	// from Decide).
+	Op *Operation
+	// Params holds the path template values of the match, unescaped; nil
+	// when the operation's path has no variables.
+	Params map[string]string
+}
+
+// maxMessage bounds Decision.Message.
+const maxMessage = 512
+
+func deny(r Reason, msg string) Decision {
+	return Decision{Verdict: Deny, Reason: r, Message: bound(msg)}
+}
+
+func bound(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage - len("…")
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // do not split a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// Decide decides one inner request. It re-checks the path (CheckPath) and
+// the method itself, and never trusts the caller: a bad method, host or
+// port is bad_request, a non-canonical path non_canonical_path; a
+// host:port no in-scope operation names is host_not_allowed (or
+// connector_not_in_session when only out-of-scope connectors name it); a
+// known host with no matching method and path is no_matching_operation. A
+// match is Allow, or AllowAfterApproval when the operation's approval is
+// "required". Decide does not allocate unless it denies or the matched
+// pattern has variables. A nil *Policy denies everything.
+func (p *Policy) Decide(a Args) Decision {
+	if !isToken(a.Method) || a.Host == "" || a.Port < 1 || a.Port > 65535 {
+		return deny(ReasonBadRequest, fmt.Sprintf("request has an invalid method %s, host %s or port %d", quote(a.Method), quote(a.Host), a.Port))
+	}
+	if err := CheckPath(a.Path); err != nil {
+		return deny(ReasonNonCanonicalPath, err.Error()+"; send the path in canonical form")
+	}
+	var e *hostEntry
+	if p != nil {
+		e = p.hosts[Authority{Host: a.Host, Port: a.Port}]
+	}
+	if e == nil {
+		return deny(ReasonHostNotAllowed, p.unknownHostMessage(a.Host, a.Port, a.Connectors))
+	}
+	if !anyInScope(e.fqns, a.Connectors) {
+		return deny(ReasonConnectorNotInSession, fmt.Sprintf("%s is served by %s, which this session may not use",
+			Authority{a.Host, a.Port}, strings.Join(p.refs(e.fqns), ", ")))
+	}
+	var r *route
+	if root := e.methods[a.Method]; root != nil {
+		r = root.match(a.Path[1:], a.Connectors)
+	}
+	if r == nil {
+		return deny(ReasonNoMatchingOperation, p.noMatchMessage(e, a))
+	}
+	d := Decision{Verdict: Allow, Reason: ReasonMatched, Op: r.op, Params: r.op.pat.params(a.Path)}
+	if r.op.RequiresApproval() {
+		d.Verdict = AllowAfterApproval
+	}
+	return d
+}
+
+// DecideConnect classifies a CONNECT target (canonical host, port) for a
+// session scope. Allow means intercept: an operation of an in-scope
+// connector names host:port. Passthrough means a passthrough rule matches
+// and no installed spec names the host on any port. Otherwise it denies
+// with host_not_allowed, or connector_not_in_session when only out-of-scope
+// connectors name host:port. A nil *Policy denies everything.
+func (p *Policy) DecideConnect(host string, port int, connectors []string) Decision {
+	if host == "" || port < 1 || port > 65535 {
+		return deny(ReasonBadRequest, fmt.Sprintf("CONNECT target has an invalid host %s or port %d", quote(host), port))
+	}
+	auth := Authority{Host: host, Port: port}
+	if p == nil {
+		return deny(ReasonHostNotAllowed, fmt.Sprintf("CONNECT to %s is not allowed: no connector is installed", auth))
+	}
+	if e := p.hosts[auth]; e != nil {
+		if anyInScope(e.fqns, connectors) {
+			return Decision{Verdict: Allow, Reason: ReasonHostMatched}
+		}
+		return deny(ReasonConnectorNotInSession, fmt.Sprintf("CONNECT to %s is not allowed: it is served by %s, which this session may not use",
+			auth, strings.Join(p.refs(e.fqns), ", ")))
+	}
+	if _, claimed := p.ports[host]; !claimed {
+		for i := range p.rules {
+			if p.rules[i].matches(host, port) {
+				return Decision{Verdict: Passthrough, Reason: ReasonPassthroughRule}
+			}
+		}
+	}
+	return deny(ReasonHostNotAllowed, "CONNECT to "+p.unknownHostMessage(host, port, connectors))
+}
+
+// anyInScope reports whether any of fqns is in scope (nil scope = all).
+func anyInScope(fqns, scope []string) bool {
+	if scope == nil {
+		return len(fqns) > 0
+	}
+	for _, f := range fqns {
+		for _, s := range scope {
+			if f == s {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refs renders connectors as fqn@version.
+func (p *Policy) refs(fqns []string) []string {
+	out := make([]string, len(fqns))
+	for i, f := range fqns {
+		out[i] = f + "@" + p.versions[f]
+	}
+	return out
+}
+
+func (p *Policy) unknownHostMessage(host string, port int, scope []string) string {
+	auth := Authority{Host: host, Port: port}
+	var ports []string
+	if p != nil {
+		for _, n := range p.ports[host] {
+			if anyInScope(p.hosts[Authority{host, n}].fqns, scope) {
+				ports = append(ports, strconv.Itoa(n))
+			}
+		}
+	}
+	if len(ports) > 0 {
+		return fmt.Sprintf("%s is not allowed: connectors in this session use this host only on port %s", auth, strings.Join(ports, ", "))
+	}
+	return fmt.Sprintf("%s is not allowed: no connector in this session names this host and no passthrough rule allows it", auth)
+}
+
+func (p *Policy) noMatchMessage(e *hostEntry, a Args) string {
+	var conns []string
+	var b strings.Builder
+	listed := 0
+	for _, r := range e.routes {
+		if !inScope(r, a.Connectors) {
+			continue
+		}
+		conns = appendUnique(conns, r.op.FQN)
+		if b.Len() < maxMessage {
+			if listed > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(r.method + " " + r.op.Spec.Path)
+			listed++
+		}
+	}
+	path := a.Path
+	if len(path) > 200 {
+		path = path[:200] + "…"
+	}
+	return fmt.Sprintf("%s %s on %s matches no operation of %s; operations for this host: %s",
+		a.Method, path, Authority{a.Host, a.Port}, strings.Join(p.refs(conns), ", "), b.String())
+}
+
+// Operations lists every compiled operation, in source order and spec
+// order, including operations that are not routable.
+func (p *Policy) Operations() []*Operation {
+	if p == nil {
+		return nil
+	}
+	return append([]*Operation(nil), p.ops...)
+}
+
+// Lookup finds an operation by connector FQN, tool name and operation name.
+func (p *Policy) Lookup(fqn, tool, op string) (*Operation, bool) {
+	if p == nil {
+		return nil, false
+	}
+	o, ok := p.byName[opKey{fqn, tool, op}]
+	return o, ok
+}

@@ -1,0 +1,269 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxSpecSize is the largest spec document ParseSpec reads, in bytes.
+const MaxSpecSize = 4 << 20
+
+// maxJSONDepth bounds nesting so a hostile document cannot recurse deeply.
+const maxJSONDepth = 64
+
+// ParseSpec decodes and fully validates one aileron.connector.v1 document.
+// file names the document in error messages. Unknown fields are tolerated
+// for forward compatibility; wrong JSON types, duplicate keys, keys that
+// differ from a known field only in case, invalid UTF-8 and documents over
+// MaxSpecSize are errors. On failure it returns every problem found, joined
+// with errors.Join; each is a *ValidationError wrapping ErrInvalidSpec
+// (use errors.As / errors.Is).
+func ParseSpec(file string, data []byte) (*Spec, error) {
+	p := &problems{file: file}
+	if len(data) > MaxSpecSize {
+		p.add("$", ruleSize, fmt.Sprintf("spec is %d bytes, larger than the %d-byte limit; split the connector or trim descriptions", len(data), MaxSpecSize))
+		return nil, p.err()
+	}
+	if !utf8.Valid(data) {
+		p.add("$", ruleJSON, "spec is not valid UTF-8; save the file as UTF-8")
+		return nil, p.err()
+	}
+	tree, ok := readDocument(data, p)
+	if !ok {
+		return nil, p.err()
+	}
+	checkShape(tree, specShape(), "$", p)
+	if len(p.errs) > 0 {
+		return nil, p.err()
+	}
+	var s Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		p.add("$", ruleJSON, "cannot decode spec: "+err.Error())
+		return nil, p.err()
+	}
+	if err := s.Validate(file); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// readDocument parses data into a generic tree (objects as map[string]any,
+// numbers as json.Number), rejecting syntax errors, duplicate keys, excess
+// depth and trailing data.
+func readDocument(data []byte, p *problems) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := readValue(dec, "$", 0)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = fmt.Errorf("unexpected data after the top-level JSON value at %s", position(data, dec.InputOffset()))
+		}
+	}
+	if err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			ve.File = p.file
+			p.errs = append(p.errs, ve)
+			return nil, false
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			err = fmt.Errorf("%s at %s", se.Error(), position(data, se.Offset))
+		} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errors.New("unexpected end of JSON input; the document is truncated")
+		}
+		p.add("$", ruleJSON, "invalid JSON: "+err.Error())
+		return nil, false
+	}
+	if _, isObj := v.(map[string]any); !isObj {
+		p.add("$", ruleJSONType, "the document must be a JSON object")
+		return nil, false
+	}
+	return v, true
+}
+
+// position renders a byte offset as "line L, column C".
+func position(data []byte, off int64) string {
+	if off < 0 || off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	before := data[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := int(off) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+func readValue(dec *json.Decoder, path string, depth int) (any, error) {
+	if depth > maxJSONDepth {
+		return nil, &ValidationError{Path: path, Rule: ruleJSON, Message: fmt.Sprintf("JSON nesting is deeper than %d levels", maxJSONDepth)}
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	d, isDelim := tok.(json.Delim)
+	if !isDelim {
+		return tok, nil
+	}
+	switch d {
+	case '{':
+		m := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			kp := path + "." + k
+			if _, dup := m[k]; dup {
+				return nil, &ValidationError{Path: kp, Rule: ruleJSONDuplicate, Message: fmt.Sprintf("key %s appears twice in the same object; keep one", quote(k))}
+			}
+			v, err := readValue(dec, kp, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[k] = v
+		}
+		_, err = dec.Token()
+		return m, err
+	case '[':
+		var a []any
+		for i := 0; dec.More(); i++ {
+			v, err := readValue(dec, idx(path, i), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err = dec.Token()
+		return a, err
+	}
+	return nil, fmt.Errorf("unexpected %q", rune(d))
+}
+
+type shapeKind uint8
+
+const (
+	shString shapeKind = iota
+	shBool
+	shArray
+	shObject
+	shStringOrObject
+)
+
+// shape describes the JSON types the schema expects at one position.
+type shape struct {
+	kind   shapeKind
+	fields map[string]*shape
+	elem   *shape
+}
+
+func specShape() *shape {
+	str := &shape{kind: shString}
+	boolean := &shape{kind: shBool}
+	obj := func(f map[string]*shape) *shape { return &shape{kind: shObject, fields: f} }
+	arr := func(e *shape) *shape { return &shape{kind: shArray, elem: e} }
+	input := obj(map[string]*shape{"name": str, "type": str, "required": boolean, "description": str})
+	audit := obj(map[string]*shape{"name": str, "source": str, "redact": str})
+	cred := &shape{kind: shStringOrObject, fields: map[string]*shape{
+		"kind": str, "header": str, "format": str, "query": str, "service": str}}
+	op := obj(map[string]*shape{
+		"name": str, "summary": str, "description": str, "method": str, "path": str,
+		"hosts": arr(str), "idempotency": str, "approval": str, "credential": cred,
+		"inputs": arr(input), "audit": arr(audit),
+	})
+	tool := obj(map[string]*shape{"name": str, "description": str, "operations": arr(op)})
+	return obj(map[string]*shape{
+		"schema_version": str,
+		"connector":      obj(map[string]*shape{"fqn": str, "version": str}),
+		"tools":          arr(tool),
+	})
+}
+
+func (s *shape) describe() string {
+	switch s.kind {
+	case shString:
+		return "a string"
+	case shBool:
+		return "true or false"
+	case shArray:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(s.elem.describe(), "a "), "an ") + "s"
+	case shObject:
+		return "an object"
+	}
+	return "a string or an object"
+}
+
+func jsonTypeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "null"
+}
+
+// checkShape reports every value whose JSON type differs from the schema.
+// JSON null is accepted anywhere and means "absent".
+func checkShape(v any, s *shape, path string, p *problems) {
+	if v == nil {
+		return
+	}
+	ok := false
+	switch t := v.(type) {
+	case string:
+		ok = s.kind == shString || s.kind == shStringOrObject
+		if ok && s.kind == shStringOrObject && t == "" {
+			// Credential is the only string-or-object field; "" would
+			// otherwise decode to "no credential".
+			p.add(path, ruleCredentialKind, "credential is an empty string; use "+credentialKindsList+", or remove the field")
+		}
+	case bool:
+		ok = s.kind == shBool
+	case []any:
+		if ok = s.kind == shArray; ok {
+			for i, e := range t {
+				checkShape(e, s.elem, idx(path, i), p)
+			}
+		}
+	case map[string]any:
+		if ok = s.kind == shObject || s.kind == shStringOrObject; ok {
+			checkFields(t, s, path, p)
+		}
+	}
+	if !ok {
+		p.add(path, ruleJSONType, fmt.Sprintf("expected %s, got %s", s.describe(), jsonTypeName(v)))
+	}
+}
+
+func checkFields(m map[string]any, s *shape, path string, p *problems) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if fs, known := s.fields[k]; known {
+			checkShape(m[k], fs, path+"."+k, p)
+			continue
+		}
+		for name := range s.fields {
+			if strings.EqualFold(name, k) {
+				p.add(path+"."+k, ruleJSONCase, fmt.Sprintf("field names are case-sensitive: write %s, not %s", quote(name), quote(k)))
+			}
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// SchemaVersion is the only schema_version this package accepts.
+const SchemaVersion = "aileron.connector.v1"
+
+// Approval values of OperationSpec.Approval. The empty string means
+// ApprovalNone.
+const (
+	ApprovalRequired = "required"
+	ApprovalNone     = "none"
+)
+
+// Idempotency values of OperationSpec.Idempotency. The empty string means
+// the spec does not say.
+const (
+	Idempotent    = "idempotent"
+	NotIdempotent = "not_idempotent"
+)
+
+// Credential kinds (Credential.Kind).
+const (
+	CredentialOAuth2    = "oauth2"
+	CredentialAPIKey    = "api_key"
+	CredentialBearer    = "bearer"
+	CredentialBasic     = "basic"
+	CredentialAWSSigV4  = "aws_sigv4"
+	credentialKindsList = "oauth2, api_key, bearer, basic or aws_sigv4"
+)
+
+// Redaction modes of AuditField.Redact.
+const (
+	RedactKeep = "keep"
+	RedactHash = "hash"
+	RedactDrop = "drop"
+)
+
+// Spec is one aileron.connector.v1 document. Values returned by ParseSpec
+// have passed every validation rule; treat them as read-only.
+type Spec struct {
+	SchemaVersion string    `json:"schema_version"`
+	Connector     Connector `json:"connector"`
+	Tools         []Tool    `json:"tools"`
+}
+
+// Connector identifies the package a spec belongs to.
+type Connector struct {
+	// FQN is scheme://owner/repo[/subpath], scheme github, gitlab, hub or local.
+	FQN string `json:"fqn"`
+	// Version is a strict SemVer MAJOR.MINOR.PATCH[-pre][+build].
+	Version string `json:"version"`
+}
+
+// Tool groups operations under one command name.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Operations  []OperationSpec `json:"operations"`
+}
+
+// OperationSpec is one operation as written in a spec. An operation without
+// Method, Path or Hosts is valid but never matches a proxied request.
+type OperationSpec struct {
+	Name        string `json:"name"`
+	Summary     string `json:"summary,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Method is an upper-case HTTP method token such as "GET".
+	Method string `json:"method,omitempty"`
+	// Path is a pattern such as "/gmail/v1/users/me/messages/{id}".
+	Path string `json:"path,omitempty"`
+	// Hosts are host or host:port entries (port 443 when absent).
+	Hosts []string `json:"hosts,omitempty"`
+	// Idempotency is Idempotent, NotIdempotent or empty.
+	Idempotency string `json:"idempotency,omitempty"`
+	// Approval is ApprovalRequired, ApprovalNone or empty (= none).
+	Approval string `json:"approval,omitempty"`
+	// Credential is the zero value when the operation needs none.
+	Credential Credential   `json:"credential,omitzero"`
+	Inputs     []Input      `json:"inputs,omitempty"`
+	Audit      []AuditField `json:"audit,omitempty"`
+}
+
+// RequiresApproval reports whether the operation's approval is "required".
+func (o *OperationSpec) RequiresApproval() bool { return o.Approval == ApprovalRequired }
+
+// Credential says which credential kind an operation needs and, optionally,
+// where it goes. In JSON it is either the kind alone ("oauth2") or an object
+// {"kind":…, "header":…, "format":…, "query":…, "service":…}.
+type Credential struct {
+	// Kind is one of the Credential* constants; empty means no credential.
+	Kind string `json:"kind"`
+	// Header names the request header that carries the credential.
+	Header string `json:"header,omitempty"`
+	// Format renders the header value, e.g. "Bearer {token}" or "{key}".
+	Format string `json:"format,omitempty"`
+	// Query names a query parameter that carries the credential instead.
+	Query string `json:"query,omitempty"`
+	// Service is the AWS service name signed for (aws_sigv4 only).
+	Service string `json:"service,omitempty"`
+}
+
+// IsZero reports whether no credential is declared.
+func (c Credential) IsZero() bool { return c == Credential{} }
+
+// credentialObject has Credential's fields without its methods.
+type credentialObject struct {
+	Kind    string `json:"kind"`
+	Header  string `json:"header,omitempty"`
+	Format  string `json:"format,omitempty"`
+	Query   string `json:"query,omitempty"`
+	Service string `json:"service,omitempty"`
+}
+
+// UnmarshalJSON accepts a kind string or an object. JSON null leaves c
+// unchanged. Any other JSON type is an error.
+func (c *Credential) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	switch {
+	case bytes.Equal(data, []byte("null")):
+		return nil
+	case len(data) > 0 && data[0] == '"':
+		var kind string
+		if err := json.Unmarshal(data, &kind); err != nil {
+			return err
+		}
+		*c = Credential{Kind: kind}
+		return nil
+	case len(data) > 0 && data[0] == '{':
+		var o credentialObject
+		if err := json.Unmarshal(data, &o); err != nil {
+			return err
+		}
+		*c = Credential(o)
+		return nil
+	}
+	return fmt.Errorf("credential must be a kind string or an object, got %s", quote(string(data)))
+}
+
+// MarshalJSON writes the short string form when only Kind is set.
+func (c Credential) MarshalJSON() ([]byte, error) {
+	if c.Header == "" && c.Format == "" && c.Query == "" && c.Service == "" {
+		return json.Marshal(c.Kind)
+	}
+	return json.Marshal(credentialObject(c))
+}
+
+// Input documents one argument of an operation.
+type Input struct {
+	Name string `json:"name"`
+	// Type is a JSON Schema primitive: string, integer, number, boolean,
+	// array or object. Empty means string.
+	Type        string `json:"type,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// AuditField names a request value copied into the audit event after
+// redaction.
+type AuditField struct {
+	Name string `json:"name"`
+	// Source is "query.NAME", "body.NAME[.NAME…]" or "path.VAR" where VAR is
+	// a template variable of the operation's path.
+	Source string `json:"source"`
+	// Redact is RedactKeep, RedactHash or RedactDrop.
+	Redact string `json:"redact"`
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the real clients the integration tests drive through the proxy:
+# curl, /usr/bin/python3 with python3-requests, Node (/usr/bin/node) and the
+# system CA bundle. Idempotent: when everything is present it prints one line
+# and exits without touching apt. Run by `make test` before `go test`.
+set -euo pipefail
+
+missing=()
+
+have_cmd() { [ -x "$1" ] || command -v "$1" >/dev/null 2>&1; }
+
+have_cmd curl || missing+=(curl)
+[ -x /usr/bin/python3 ] || missing+=(python3)
+if [ -x /usr/bin/python3 ]; then
+	/usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || missing+=(python3-requests)
+else
+	missing+=(python3-requests)
+fi
+[ -x /usr/bin/node ] || missing+=(nodejs)
+[ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "test-deps: curl, python3 (+requests), node and ca-certificates present"
+	exit 0
+fi
+
+echo "test-deps: installing: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		sudo="sudo"
+	else
+		echo "test-deps: need root (or sudo) to apt-get install: ${missing[*]}" >&2
+		exit 1
+	fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "test-deps: installed: ${missing[*]}"
