@@ -164,14 +164,45 @@ func (d *daemon) cli(ctx context.Context, args ...string) ([]byte, error) {
 }
 
 // installSpec writes the bench connector spec for upstreamAddr into the
-// home and installs it.
-func (d *daemon) installSpec(ctx context.Context, upstreamAddr string) error {
+// home and installs it. The note is non-empty when the CLI's output differs
+// from the contract's `installed FQN@VERSION sha256:HEX`.
+func (d *daemon) installSpec(ctx context.Context, upstreamAddr string) (note string, err error) {
 	path := filepath.Join(d.home, "bench-connector.json")
 	if err := os.WriteFile(path, fmt.Appendf(nil, benchSpec, upstreamAddr), 0o600); err != nil {
-		return fmt.Errorf("write connector spec: %w", err)
+		return "", fmt.Errorf("write connector spec: %w", err)
 	}
-	_, err := d.cli(ctx, "connector", "install", path)
-	return err
+	out, err := d.cli(ctx, "connector", "install", path)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(string(out), "installed local://bench/items@1.0.0 sha256:") {
+		note = fmt.Sprintf("contract: `aileron connector install` printed %q, want \"installed local://bench/items@1.0.0 sha256:HEX\"",
+			strings.TrimSpace(string(out)))
+	}
+	return note, nil
+}
+
+// checkNotes compares daemon.json with the process the bench started and
+// counts warning and error lines in the daemon's log.
+func (d *daemon) checkNotes() []string {
+	var notes []string
+	if d.info.PID != d.cmd.Process.Pid {
+		notes = append(notes, fmt.Sprintf("contract: daemon.json pid is %d, the daemon process is %d", d.info.PID, d.cmd.Process.Pid))
+	}
+	b, _ := os.ReadFile(d.logPath)
+	var n int
+	var first string
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
+			if n++; n == 1 {
+				first = strings.TrimSpace(line)
+			}
+		}
+	}
+	if n > 0 {
+		notes = append(notes, fmt.Sprintf("daemon logged %d warning/error lines; first: %s", n, first))
+	}
+	return notes
 }
 
 // createSession runs `aileron session create --json` and checks the fields
@@ -253,4 +284,39 @@ func peakRSSKiB(pid int) (int64, error) {
 		return strconv.ParseInt(fields[0], 10, 64)
 	}
 	return 0, fmt.Errorf("peak RSS: no VmHWM line in /proc/%d/status", pid)
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's utime and stime; it
+// is 100 on every mainstream Linux build.
+const clockTicks = 100
+
+// procCPU reads the user+system CPU time of pid (all threads) from
+// /proc/PID/stat, at 1/clockTicks resolution.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("cpu time: %w", err)
+	}
+	// Fields after the parenthesised command name: state is field 3, utime
+	// and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("cpu time: unexpected /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("cpu time: unexpected /proc/%d/stat", pid)
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// selfCPU is this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

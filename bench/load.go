@@ -23,6 +23,18 @@ type target struct {
 	name  string
 	proxy *url.URL
 	roots *x509.CertPool
+	pid   int // the proxy process, 0 for direct
+}
+
+// cpu returns the CPU time used so far by the bench process (clients and
+// upstream) plus the proxy process, if any. Errors read as zero.
+func (t target) cpu() time.Duration {
+	d := selfCPU()
+	if t.pid != 0 {
+		p, _ := procCPU(t.pid)
+		d += p
+	}
+	return d
 }
 
 // client builds a fresh HTTP/1.1 client for t. keepAlive false makes every
@@ -98,6 +110,12 @@ type throughputResult struct {
 	ReqPerSec float64 `json:"req_per_sec"`
 	Errors    int64   `json:"errors"`
 	FirstErr  string  `json:"first_error,omitempty"`
+	// CPUPerReqUs is the CPU time (user+system) of the bench process plus
+	// the proxy process per successful request in the measured window, µs.
+	CPUPerReqUs float64 `json:"cpu_per_req_us"`
+	// UpstreamConns is how many connections the upstream accepted during
+	// the phase, warm-up included (direct: one per client connection).
+	UpstreamConns int64 `json:"upstream_conns"`
 }
 
 // paddedCounter keeps each worker's counter on its own cache line.
@@ -107,8 +125,8 @@ type paddedCounter struct {
 }
 
 // runThroughput runs conc workers issuing GETs over urls back to back; it
-// counts completions during [warmup, warmup+dur).
-func runThroughput(ctx context.Context, c *http.Client, urls []string, conc int, warmup, dur time.Duration) throughputResult {
+// counts completions and the CPU time cpu reports during [warmup, warmup+dur).
+func runThroughput(ctx context.Context, c *http.Client, cpu func() time.Duration, urls []string, conc int, warmup, dur time.Duration) throughputResult {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	counters := make([]paddedCounter, conc)
@@ -135,14 +153,17 @@ func runThroughput(ctx context.Context, c *http.Client, urls []string, conc int,
 		return s
 	}
 	sleepCtx(ctx, warmup)
-	s0, t0 := sum(), time.Now()
+	s0, t0, cpu0 := sum(), time.Now(), cpu()
 	sleepCtx(ctx, dur)
-	s1, t1 := sum(), time.Now()
+	s1, t1, cpu1 := sum(), time.Now(), cpu()
 	cancel()
 	wg.Wait()
 	c.CloseIdleConnections()
 	r := throughputResult{Requests: s1 - s0, Seconds: t1.Sub(t0).Seconds()}
 	r.ReqPerSec = float64(r.Requests) / r.Seconds
+	if r.Requests > 0 {
+		r.CPUPerReqUs = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(r.Requests)
+	}
 	r.Errors, r.FirstErr = errs.snapshot()
 	return r
 }

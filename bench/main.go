@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -80,6 +81,7 @@ type env struct {
 
 // run sets everything up, measures, tears down and prints the report.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	loadStart := loadAverage()
 	dir, err := os.MkdirTemp("", "aileron-bench-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
@@ -107,6 +109,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	res.Notes = append(res.Notes, e.notes...)
 	if err := e.d.stop(20 * time.Second); err != nil {
 		res.Notes = append(res.Notes, "daemon shutdown: "+err.Error())
+	}
+	res.Notes = append(res.Notes, e.d.checkNotes()...)
+	if busy := float64(max(1, runtime.NumCPU()/2)); loadStart > busy {
+		res.Notes = append(res.Notes, fmt.Sprintf("load average was %.1f on %d CPUs before the bench started: "+
+			"other processes competed for the CPU, so the figures are noisy", loadStart, runtime.NumCPU()))
 	}
 	printReport(stdout, o, res)
 	if o.jsonOut {
@@ -142,7 +149,7 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 	if e.d, err = startDaemon(ctx, o.aileron, dir, rootPath, up.addr, upstreamIP); err != nil {
 		return e, err
 	}
-	ail, err := aileronTarget(ctx, e.d, up.addr)
+	ail, err := e.aileronTarget(ctx)
 	if err != nil {
 		_ = e.d.stop(5 * time.Second)
 		return e, fmt.Errorf("%w\n%s", err, e.d.logTail(20))
@@ -159,11 +166,15 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 }
 
 // aileronTarget installs the bench connector and creates a session.
-func aileronTarget(ctx context.Context, d *daemon, upstreamAddr string) (target, error) {
-	if err := d.installSpec(ctx, upstreamAddr); err != nil {
+func (e *env) aileronTarget(ctx context.Context) (target, error) {
+	note, err := e.d.installSpec(ctx, e.up.addr)
+	if err != nil {
 		return target{}, err
 	}
-	s, err := d.createSession(ctx)
+	if note != "" {
+		e.notes = append(e.notes, note)
+	}
+	s, err := e.d.createSession(ctx)
 	if err != nil {
 		return target{}, err
 	}
@@ -179,7 +190,7 @@ func aileronTarget(ctx context.Context, d *daemon, upstreamAddr string) (target,
 	if err != nil {
 		return target{}, err
 	}
-	return target{name: "aileron", proxy: proxyURL, roots: pool}, nil
+	return target{name: "aileron", proxy: proxyURL, roots: pool, pid: e.d.cmd.Process.Pid}, nil
 }
 
 // addMitm starts mitmdump and adds it as a target; a failure becomes a
@@ -196,7 +207,7 @@ func (e *env) addMitm(ctx context.Context, path, rootPath string, stderr io.Writ
 		var pool *x509.CertPool
 		if pool, err = loadPool(caPEM, m.caPath); err == nil {
 			e.m = m
-			e.targets = append(e.targets, target{name: "mitmdump", proxy: &url.URL{Scheme: "http", Host: m.addr}, roots: pool})
+			e.targets = append(e.targets, target{name: "mitmdump", proxy: &url.URL{Scheme: "http", Host: m.addr}, roots: pool, pid: m.cmd.Process.Pid})
 			return
 		}
 	}
@@ -278,10 +289,14 @@ func measure(ctx context.Context, o options, e *env, stderr io.Writer) results {
 		}
 	}
 	phase("keep-alive", func(t target, r *targetResult) {
-		r.KeepAlive = runThroughput(ctx, t.client(o.conc, true), urls, o.conc, o.warmup, o.duration)
+		c0 := e.up.conns.Load()
+		r.KeepAlive = runThroughput(ctx, t.client(o.conc, true), t.cpu, urls, o.conc, o.warmup, o.duration)
+		r.KeepAlive.UpstreamConns = e.up.conns.Load() - c0
 	})
 	phase("new-connection", func(t target, r *targetResult) {
-		r.NewConn = runThroughput(ctx, t.client(o.conc, false), urls, o.conc, o.warmup, o.duration)
+		c0 := e.up.conns.Load()
+		r.NewConn = runThroughput(ctx, t.client(o.conc, false), t.cpu, urls, o.conc, o.warmup, o.duration)
+		r.NewConn.UpstreamConns = e.up.conns.Load() - c0
 	})
 	phase("latency", func(t target, r *targetResult) {
 		r.Latency = runLatency(ctx, t.client(1, true), urls, o.warmup, o.duration)
@@ -314,4 +329,18 @@ func (e *env) recordRSS(res *results) {
 		}
 		res.Targets[i].PeakRSSKiB = kib
 	}
+}
+
+// loadAverage is the 1-minute load average, or 0 when unknown.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

@@ -86,6 +86,10 @@ func (r *results) finish() {
 	if d == nil || a == nil {
 		return
 	}
+	if ka := a.KeepAlive; ka.UpstreamConns > int64(4*r.Concurrency) {
+		r.Notes = append(r.Notes, fmt.Sprintf("aileron keep-alive: the upstream accepted %d connections for %d clients "+
+			"(direct: %d): the daemon does not reuse upstream connections", ka.UpstreamConns, r.Concurrency, d.KeepAlive.UpstreamConns))
+	}
 	r.Budgets = []budgetResult{
 		atLeast("keep-alive ratio", budgetKeepAlive, ratio(a.KeepAlive.ReqPerSec, d.KeepAlive.ReqPerSec), a.KeepAlive.Errors+d.KeepAlive.Errors),
 		atLeast("new-connection ratio", budgetNewConn, ratio(a.NewConn.ReqPerSec, d.NewConn.ReqPerSec), a.NewConn.Errors+d.NewConn.Errors),
@@ -128,7 +132,7 @@ func ratio(a, b float64) float64 {
 func printReport(w io.Writer, o options, r results) {
 	fmt.Fprintf(w, "\naileron bench: %s per phase after %s warm-up, %d clients, GOMAXPROCS %d, upstream %s\n",
 		r.Duration, r.Warmup, r.Concurrency, r.GOMAXPROCS, r.Upstream)
-	fmt.Fprintln(w, "ratios: throughput = proxy ÷ direct (1.00 = as fast as direct); latency = proxy ÷ direct (×, lower is better)")
+	fmt.Fprintln(w, "ratios: throughput = proxy ÷ direct (1.00 = as fast as direct); CPU and latency = proxy ÷ direct (×, lower is better)")
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	direct := r.byName(directTargetName)
 	proxies := make([]*targetResult, 0, 2)
@@ -193,6 +197,26 @@ func tableRows(o options, r results) []row {
 			budget: budget(bname),
 		}
 	}
+	cpuRow := func(label string, get func(*targetResult) throughputResult) row {
+		cell := func(t *targetResult) string {
+			if get(t).Requests == 0 {
+				return "ERR"
+			}
+			return strconv.FormatFloat(get(t).CPUPerReqUs, 'f', 0, 64)
+		}
+		return row{
+			label:  label,
+			direct: cell,
+			value:  func(p, _ *targetResult) string { return cell(p) },
+			ratio: func(p, d *targetResult) string {
+				if get(p).CPUPerReqUs == 0 || get(d).CPUPerReqUs == 0 {
+					return "-"
+				}
+				return strconv.FormatFloat(get(p).CPUPerReqUs/get(d).CPUPerReqUs, 'f', 2, 64) + "x"
+			},
+			budget: "-",
+		}
+	}
 	latency := func(label string, get func(latencyResult) float64) row {
 		return row{
 			label:  label,
@@ -210,6 +234,8 @@ func tableRows(o options, r results) []row {
 	return []row{
 		throughput(fmt.Sprintf("keep-alive req/s (c=%d)", o.conc), func(t *targetResult) throughputResult { return t.KeepAlive }, "keep-alive ratio"),
 		throughput(fmt.Sprintf("new-conn req/s (c=%d)", o.conc), func(t *targetResult) throughputResult { return t.NewConn }, "new-connection ratio"),
+		cpuRow("CPU µs/req keep-alive", func(t *targetResult) throughputResult { return t.KeepAlive }),
+		cpuRow("CPU µs/req new-conn", func(t *targetResult) throughputResult { return t.NewConn }),
 		latency("latency p50 ms (c=1)", func(l latencyResult) float64 { return l.P50ms }),
 		latency("latency p99 ms (c=1)", func(l latencyResult) float64 { return l.P99ms }),
 		{

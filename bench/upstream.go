@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,7 @@ type upstream struct {
 	srv      *http.Server
 	addr     string // "127.0.0.2:PORT"
 	blobSize int64
+	conns    *atomic.Int64 // TCP connections accepted so far
 }
 
 // startUpstream listens on ip:0 with the PKI's leaf and serves until close.
@@ -35,8 +37,14 @@ func startUpstream(ip string, pki *upstreamPKI, blobSize int64) (*upstream, erro
 	mux.HandleFunc("GET /v1/blob", func(w http.ResponseWriter, _ *http.Request) {
 		serveBlob(w, chunk, blobSize)
 	})
+	conns := new(atomic.Int64)
 	srv := &http.Server{
-		Handler:           mux,
+		Handler: mux,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		},
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pki.leaf}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		// New-connection phases end by cancelling in-flight handshakes;
@@ -44,7 +52,7 @@ func startUpstream(ip string, pki *upstreamPKI, blobSize int64) (*upstream, erro
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	return &upstream{srv: srv, addr: ln.Addr().String(), blobSize: blobSize}, nil
+	return &upstream{srv: srv, addr: ln.Addr().String(), blobSize: blobSize, conns: conns}, nil
 }
 
 // close stops the server and drops every connection.

@@ -133,16 +133,18 @@ func TestSerialsAreLongAndUnique(t *testing.T) {
 	for i := range 5 {
 		a := newCA(t, ca.Options{})
 		serials := []string{a.Certificate().SerialNumber.String()}
-		if n := a.Certificate().SerialNumber.BitLen(); n < 120 {
-			t.Errorf("root %d serial has %d bits, want >= 120", i, n)
+		// The contract is >= 120 bits; the implementation fixes the top bit, so
+		// every serial has exactly 128 and a short one is caught at once.
+		if n := a.Certificate().SerialNumber.BitLen(); n != 128 {
+			t.Errorf("root %d serial has %d bits, want 128", i, n)
 		}
 		for _, host := range []string{"a.example", "b.example", "10.0.0.1", "c.example"} {
 			c, err := a.Leaf(host)
 			if err != nil {
 				t.Fatalf("Leaf(%q): %v", host, err)
 			}
-			if n := c.Leaf.SerialNumber.BitLen(); n < 120 {
-				t.Errorf("leaf %q serial has %d bits, want >= 120", host, n)
+			if n := c.Leaf.SerialNumber.BitLen(); n != 128 {
+				t.Errorf("leaf %q serial has %d bits, want 128", host, n)
 			}
 			if c.Leaf.SerialNumber.Sign() <= 0 {
 				t.Errorf("leaf %q serial %v is not positive", host, c.Leaf.SerialNumber)

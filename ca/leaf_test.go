@@ -107,6 +107,7 @@ func TestLeafValidityInsideCA(t *testing.T) {
 		{"CA outlives leaf", 30 * day, 2 * day, 3 * day, 5 * day, 3*day - time.Minute},
 		{"CA expires before leaf validity", time.Hour, 0, 0, time.Hour, -time.Minute},
 		{"CA expires mid-leaf after a while", 10 * day, 7 * day, 5 * day, 10 * day, 5*day - time.Minute},
+		{"clock stepped back inside the CA window", 0, 0, -30 * time.Second, 7*day - 30*time.Second, -time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -241,7 +241,7 @@ func (s *Sessions) validate(req *CreateRequest) (time.Duration, error) {
 		ttl = DefaultSessionTTL
 	}
 	if ttl < time.Second || ttl > MaxSessionTTL {
-		return 0, fmt.Errorf("%w: session ttl %v is out of range; use between 1s and %v", ErrInvalidArgument, req.TTL, MaxSessionTTL)
+		return 0, fmt.Errorf("%w: session ttl %v is out of range; use between 1s and %v", ErrInvalidArgument, ttl, MaxSessionTTL)
 	}
 	var conns []string
 	seen := map[string]bool{}

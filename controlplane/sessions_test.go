@@ -377,3 +377,30 @@ func FuzzCreateRequestJSON(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkAuthenticate(b *testing.B) {
+	home := b.TempDir()
+	s := &Sessions{Dir: filepath.Join(home, "sessions"), KeyFile: filepath.Join(home, "session.key"),
+		ProxyURLHost: "127.0.0.1:9080", SystemRoots: []string{}}
+	if err := s.Open(); err != nil {
+		b.Fatal(err)
+	}
+	for range 100 {
+		if _, err := s.Create(CreateRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	info, _ := s.Create(CreateRequest{})
+	u, _ := url.Parse(info.ProxyURL)
+	id := u.User.Username()
+	token, _ := u.User.Password()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Authenticate(id, token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -160,15 +160,12 @@ func stagePackage(path, pkg string) (origin string, err error) {
 }
 
 // readStagedPackage hashes the staged package and parses its spec (the bytes
-// that were hashed), naming the spec origin in parse errors.
+// that were hashed; stagePackage guarantees the file exists), naming the spec
+// origin in parse errors.
 func readStagedPackage(pkg, origin string) (policy.Source, error) {
 	hash, data, err := hashPackageSpec(pkg)
 	if err != nil {
 		return policy.Source{}, err
-	}
-	if data == nil {
-		return policy.Source{}, fmt.Errorf("%w: %s not found; a package directory needs %s at its root",
-			ErrInvalidPackage, origin, SpecFileName)
 	}
 	spec, err := parseSpec(origin, data)
 	if err != nil {

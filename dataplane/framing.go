@@ -677,7 +677,7 @@ func (h *headInfo) field(s []byte) string {
 			return "request has more than one Content-Length header; send exactly one"
 		}
 		h.clSeen = true
-		n, ok := parseDecimal(value)
+		n, ok := parseDecimal(trimOWS(value))
 		if !ok {
 			return "Content-Length is not a decimal number of at most 18 digits; send one plain byte count"
 		}
@@ -687,7 +687,7 @@ func (h *headInfo) field(s []byte) string {
 			return "request has more than one Transfer-Encoding header; send exactly one"
 		}
 		h.te = true
-		if !eqFold(value, "chunked") {
+		if !eqFold(trimOWS(value), "chunked") {
 			return `Transfer-Encoding must be exactly "chunked"; other codings are not accepted`
 		}
 	case eqFold(name, "Upgrade"):
@@ -722,8 +722,7 @@ func lineContent(line []byte) ([]byte, string) {
 	return s, ""
 }
 
-// splitField splits "name: value", returning the value without surrounding
-// whitespace. Header values are never quoted in messages: they may be secret.
+// splitField splits "name: value" (the value keeps its whitespace). Header values are never quoted in messages: they may be secret.
 func splitField(s []byte) (name, value []byte, msg string) {
 	if s[0] == ' ' || s[0] == '\t' {
 		return nil, nil, "header line starts with whitespace (obsolete line folding); put each header on one line"
@@ -740,7 +739,18 @@ func splitField(s []byte) (name, value []byte, msg string) {
 	case s[i] != ':' || i == 0:
 		return nil, nil, "header field name is empty or contains an invalid character"
 	}
-	return s[:i], bytes.Trim(s[i+1:], " \t"), ""
+	return s[:i], s[i+1:], ""
+}
+
+// trimOWS removes leading and trailing spaces and tabs.
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // parseChunkLine parses "1*HEXDIG [BWS ";" extension] CRLF".
@@ -764,7 +774,10 @@ func parseChunkLine(line []byte) (int64, string) {
 	if size > math.MaxInt64 {
 		return 0, "chunk size is too large"
 	}
-	ext := bytes.TrimLeft(s[i:], " \t")
+	ext := s[i:]
+	for len(ext) > 0 && (ext[0] == ' ' || ext[0] == '\t') {
+		ext = ext[1:]
+	}
 	if len(s) > i && (len(ext) == 0 || ext[0] != ';') {
 		return 0, `chunk size is followed by something other than ";extension"`
 	}

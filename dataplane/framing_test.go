@@ -416,7 +416,8 @@ func FuzzFramingGuard(f *testing.F) {
 		"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n\x16\x03" + get("/x"),
 		"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: x\r\n\r\n" + postBody,
 		"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1;a\r\nx\r\n0\r\nT: 1\r\n\r\n" + get("/t"),
-		"POST / HTTP/1.0\r\nContent-Length: 0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\nX: a\tb\r\n\r\n"}
+		"POST / HTTP/1.0\r\nContent-Length: 0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\nX: a\tb\r\n\r\n",
+		"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}
 	for i, s := range seeds {
 		f.Add([]byte(s), uint8(i*37))
 	}
@@ -479,6 +480,45 @@ func checkGuardAgainstNetHTTP(t *testing.T, data []byte, chunk int) {
 	if len(goEnds) > len(ends) && g.state != stRaw {
 		t.Fatalf("net/http parsed %d requests, guard only ended %d; stream %q", len(goEnds), len(ends), out)
 	}
+	// Each request the guard delimited, parsed on its own, must not make
+	// net/http read past its end (the guard ended it early) nor leave bytes
+	// over (late). Other net/http errors are fine: it is stricter about URLs,
+	// hosts and header values.
+	prev := int64(0)
+	for i, end := range ends {
+		if end < prev || end > int64(len(out)) {
+			t.Fatalf("request %d ends at %d after %d, stream length %d", i, end, prev, len(out))
+		}
+		seg := &segReader{b: out[prev:end]}
+		br := bufio.NewReader(seg)
+		req, err := http.ReadRequest(br)
+		if err == nil {
+			_, err = io.Copy(io.Discard, req.Body)
+		}
+		switch {
+		case seg.past:
+			t.Fatalf("guard ended request %d early: net/http wants more (%v); request %q", i, err, out[prev:end])
+		case err == nil && br.Buffered()+len(seg.b) > 0:
+			t.Fatalf("guard ended request %d late: %d bytes left over; request %q", i, br.Buffered()+len(seg.b), out[prev:end])
+		}
+		prev = end
+	}
+}
+
+// segReader serves b and records whether anyone asked for more.
+type segReader struct {
+	b    []byte
+	past bool
+}
+
+func (s *segReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		s.past = true
+		return 0, io.ErrUnexpectedEOF
+	}
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	return n, nil
 }
 
 type countReader struct {

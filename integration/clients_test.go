@@ -48,111 +48,157 @@ func realClients() []struct {
 	}
 }
 
+// clientsFixture is what TestClients' scenarios share.
+type clientsFixture struct {
+	s                      *session
+	gmailGet, graphql, reg specOp
+}
+
 // TestClients drives every real client through the proxy: allowed calls on a
 // templated path, a JSON POST, a multi-host API (one host on port 8443), and
 // a denial.
 func TestClients(t *testing.T) {
 	d := theSuite.mainDaemon(t)
-	s := d.newSession(t, "--name", "clients")
-	up := theSuite.up
-
-	gmail := mustSpec(t, "gmail")
-	gmailGet := gmail.findOp(t, "a GET on a templated path", func(op specOp) bool {
-		return op.Method == http.MethodGet && strings.Contains(op.Path, "{") && strings.HasPrefix(op.Path, "/gmail/v1/users/me/messages/")
+	f := &clientsFixture{s: d.newSession(t, "--name", "clients")}
+	f.gmailGet = gmailMessageGet(t)
+	f.graphql = mustSpec(t, "linear").findOp(t, "POST /graphql", func(op specOp) bool {
+		return op.Method == http.MethodPost && op.Path == "/graphql"
 	})
-	linear := mustSpec(t, "linear")
-	graphql := linear.findOp(t, "POST /graphql", func(op specOp) bool { return op.Method == http.MethodPost && op.Path == "/graphql" })
-	regional := mustSpec(t, "regional")
-	regOp := regional.findOp(t, "an operation on several hosts, one with port 8443", func(op specOp) bool {
-		return len(op.Hosts) >= 2 && hostWithPort(op.Hosts, "8443") != "" && hostWithPort(op.Hosts, "") != ""
-	})
+	f.reg = regionalOp(t)
 
+	t.Run("session_env_complete", f.sessionEnvComplete)
 	for _, c := range realClients() {
 		t.Run(c.name, func(t *testing.T) {
-			t.Run("templated_get_allowed", func(t *testing.T) {
-				id := "msg-" + c.name
-				path := concretePath(gmailGet.Path, id)
-				r := c.do(t, s, http.MethodGet, urlFor(gmailGet.Hosts[0], path), "")
-				assertAllowed(t, r)
-				if !strings.Contains(string(r.Body), "hello from fake gmail") || !strings.Contains(string(r.Body), id) {
-					t.Errorf("body is not the upstream's answer for %s: %s", path, trunc(r.Body))
-				}
-				if n := up.Hits(hostOnly(authority(gmailGet.Hosts[0])), path); n != 1 {
-					t.Errorf("upstream saw %d requests for %s, want 1", n, path)
-				}
-			})
-			t.Run("graphql_post_allowed", func(t *testing.T) {
-				body := `{"query":"{ viewer { id name } }","variables":{"client":"` + c.name + `"}}`
-				r := c.do(t, s, http.MethodPost, urlFor(graphql.Hosts[0], "/graphql"), body)
-				assertAllowed(t, r)
-				var got struct {
-					Data       map[string]any `json:"data"`
-					BodySHA256 string         `json:"body_sha256"`
-				}
-				if err := json.Unmarshal(r.Body, &got); err != nil || got.Data == nil {
-					t.Fatalf("body is not the upstream's GraphQL answer (%v): %s", err, trunc(r.Body))
-				}
-				sum := sha256.Sum256([]byte(body))
-				if got.BodySHA256 != hex.EncodeToString(sum[:]) {
-					t.Errorf("upstream received a different body: sha256 %s, sent %x", got.BodySHA256, sum)
-				}
-			})
-			t.Run("regional_two_hosts", func(t *testing.T) {
-				for _, h := range []string{hostWithPort(regOp.Hosts, ""), hostWithPort(regOp.Hosts, "8443")} {
-					path := concretePath(regOp.Path, "r-"+c.name)
-					body := ""
-					if regOp.Method == http.MethodPost || regOp.Method == http.MethodPut || regOp.Method == http.MethodPatch {
-						body = `{"region":"test"}`
-					}
-					r := c.do(t, s, regOp.Method, urlFor(h, path), body)
-					assertAllowed(t, r)
-					var echo echoReply
-					if err := json.Unmarshal(r.Body, &echo); err != nil {
-						t.Fatalf("%s: body is not the upstream echo (%v): %s", h, err, trunc(r.Body))
-					}
-					if echo.Path != path || echo.Method != regOp.Method {
-						t.Errorf("%s: upstream saw %s %s, want %s %s", h, echo.Method, echo.Path, regOp.Method, path)
-					}
-					if wantHost := strings.TrimSuffix(h, ":443"); !strings.EqualFold(echo.Host, wantHost) {
-						t.Errorf("%s: upstream saw Host %q, want %q", h, echo.Host, wantHost)
-					}
-					if echo.ProxyAuthorization {
-						t.Errorf("%s: Proxy-Authorization reached the upstream", h)
-					}
-				}
-			})
-			t.Run("denied_no_matching_operation", func(t *testing.T) {
-				path := "/gmail/v1/users/me/aileron-denied-" + c.name
-				r := c.do(t, s, http.MethodGet, urlFor(gmailGet.Hosts[0], path), "")
-				assertDenial(t, c.name, r.Status, r.Body, http.StatusForbidden, "capability_denied", "no_matching_operation")
-				if n := up.Hits(hostOnly(authority(gmailGet.Hosts[0])), path); n != 0 {
-					t.Errorf("denied request reached the upstream %d times", n)
-				}
-			})
+			t.Run("templated_get_allowed", func(t *testing.T) { f.templatedGet(t, c.name, c.do) })
+			t.Run("graphql_post_allowed", func(t *testing.T) { f.graphqlPost(t, c.name, c.do) })
+			t.Run("regional_two_hosts", func(t *testing.T) { f.regionalTwoHosts(t, c.name, c.do) })
+			t.Run("denied_no_matching_operation", func(t *testing.T) { f.denied(t, c.name, c.do) })
 		})
 	}
-	t.Run("curl_verbose_shows_session_ca", func(t *testing.T) {
-		caCert := s.caCert(t)
-		_, stderr, err := runWithEnv(t, s, "curl", "-v", "-sS", "-o", "/dev/null", "--max-time", "60",
-			urlFor(gmailGet.Hosts[0], concretePath(gmailGet.Path, "verbose")))
-		if err != nil {
-			t.Fatalf("curl -v: %v\n%s", err, stderr)
-		}
-		var issuer string
-		for _, line := range strings.Split(stderr, "\n") {
-			if strings.Contains(line, "issuer:") {
-				issuer = line
-			}
-		}
-		if issuer == "" {
-			t.Fatalf("curl -v printed no issuer line:\n%s", stderr)
-		}
-		if !strings.Contains(issuer, caCert.Subject.CommonName) || strings.Contains(issuer, "Aileron Test Upstream Root") {
-			t.Errorf("leaf issuer %q is not the session CA %q", strings.TrimSpace(issuer), caCert.Subject.CommonName)
-		}
-	})
-	if n := up.proxyAuth.Load(); n != 0 {
+	t.Run("curl_verbose_shows_session_ca", f.curlVerboseIssuer)
+	if n := theSuite.up.proxyAuth.Load(); n != 0 {
 		t.Errorf("%d requests reached the upstream carrying Proxy-Authorization", n)
+	}
+}
+
+// gmailMessageGet is the Gmail spec's GET on /gmail/v1/users/me/messages/{…}.
+func gmailMessageGet(t *testing.T) specOp {
+	t.Helper()
+	return mustSpec(t, "gmail").findOp(t, "a GET on a templated messages path", func(op specOp) bool {
+		return op.Method == http.MethodGet && strings.HasPrefix(op.Path, "/gmail/v1/users/me/messages/") && strings.Contains(op.Path, "{")
+	})
+}
+
+// regionalOp is a regional-spec operation served on a default-port host and
+// on a host with port 8443.
+func regionalOp(t *testing.T) specOp {
+	t.Helper()
+	return mustSpec(t, "regional").findOp(t, "an operation on several hosts, one with port 8443", func(op specOp) bool {
+		return hostWithPort(op.Hosts, "8443") != "" && hostWithPort(op.Hosts, "") != ""
+	})
+}
+
+func (f *clientsFixture) sessionEnvComplete(t *testing.T) {
+	env := f.s.sessionEnv(t)
+	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "NO_PROXY",
+		"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO"} {
+		if !strings.Contains(env, "export "+k+"=") {
+			t.Errorf("session env lacks export %s=…:\n%s", k, env)
+		}
+	}
+	bundle, err := os.ReadFile(f.s.CABundlePath)
+	if err != nil {
+		t.Fatalf("ca_bundle_path: %v", err)
+	}
+	ca, _ := os.ReadFile(f.s.CACertPath)
+	if n := strings.Count(string(bundle), "BEGIN CERTIFICATE"); n < 2 || !strings.Contains(string(bundle), strings.TrimSpace(string(ca))) {
+		t.Errorf("ca-bundle.pem holds %d certificates and must hold the session CA plus the system roots", n)
+	}
+}
+
+func (f *clientsFixture) templatedGet(t *testing.T, name string, do clientFunc) {
+	id := "msg-" + name
+	path := concretePath(f.gmailGet.Path, id)
+	r := do(t, f.s, http.MethodGet, urlFor(f.gmailGet.Hosts[0], path), "")
+	assertAllowed(t, r)
+	if !strings.Contains(string(r.Body), "hello from fake gmail") || !strings.Contains(string(r.Body), id) {
+		t.Errorf("body is not the upstream's answer for %s: %s", path, trunc(r.Body))
+	}
+	if n := theSuite.up.Hits(hostOnly(authority(f.gmailGet.Hosts[0])), path); n != 1 {
+		t.Errorf("upstream saw %d requests for %s, want 1", n, path)
+	}
+}
+
+func (f *clientsFixture) graphqlPost(t *testing.T, name string, do clientFunc) {
+	body := `{"query":"{ viewer { id name } }","variables":{"client":"` + name + `"}}`
+	r := do(t, f.s, http.MethodPost, urlFor(f.graphql.Hosts[0], "/graphql"), body)
+	assertAllowed(t, r)
+	var got struct {
+		Data       map[string]any `json:"data"`
+		BodySHA256 string         `json:"body_sha256"`
+	}
+	if err := json.Unmarshal(r.Body, &got); err != nil || got.Data == nil {
+		t.Fatalf("body is not the upstream's GraphQL answer (%v): %s", err, trunc(r.Body))
+	}
+	sum := sha256.Sum256([]byte(body))
+	if got.BodySHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("upstream received a different body: sha256 %s, sent %x", got.BodySHA256, sum)
+	}
+}
+
+func (f *clientsFixture) regionalTwoHosts(t *testing.T, name string, do clientFunc) {
+	op := f.reg
+	for _, h := range []string{hostWithPort(op.Hosts, ""), hostWithPort(op.Hosts, "8443")} {
+		path := concretePath(op.Path, "r-"+name)
+		body := ""
+		if op.Method == http.MethodPost || op.Method == http.MethodPut || op.Method == http.MethodPatch {
+			body = `{"region":"test"}`
+		}
+		r := do(t, f.s, op.Method, urlFor(h, path), body)
+		assertAllowed(t, r)
+		var echo echoReply
+		if err := json.Unmarshal(r.Body, &echo); err != nil {
+			t.Fatalf("%s: body is not the upstream echo (%v): %s", h, err, trunc(r.Body))
+		}
+		if echo.Path != path || echo.Method != op.Method {
+			t.Errorf("%s: upstream saw %s %s, want %s %s", h, echo.Method, echo.Path, op.Method, path)
+		}
+		if wantHost := strings.TrimSuffix(h, ":443"); !strings.EqualFold(echo.Host, wantHost) {
+			t.Errorf("%s: upstream saw Host %q, want %q", h, echo.Host, wantHost)
+		}
+		if echo.ProxyAuthorization {
+			t.Errorf("%s: Proxy-Authorization reached the upstream", h)
+		}
+	}
+}
+
+func (f *clientsFixture) denied(t *testing.T, name string, do clientFunc) {
+	path := "/gmail/v1/users/me/aileron-denied-" + name
+	r := do(t, f.s, http.MethodGet, urlFor(f.gmailGet.Hosts[0], path), "")
+	assertDenial(t, name, r.Status, r.Body, http.StatusForbidden, "capability_denied", "no_matching_operation")
+	if n := theSuite.up.Hits(hostOnly(authority(f.gmailGet.Hosts[0])), path); n != 0 {
+		t.Errorf("denied request reached the upstream %d times", n)
+	}
+}
+
+func (f *clientsFixture) curlVerboseIssuer(t *testing.T) {
+	caCert := f.s.caCert(t)
+	_, stderr, err := runWithEnv(t, f.s, "curl", "-v", "-sS", "-o", "/dev/null", "--max-time", "60",
+		urlFor(f.gmailGet.Hosts[0], concretePath(f.gmailGet.Path, "verbose")))
+	if err != nil {
+		t.Fatalf("curl -v: %v\n%s", err, stderr)
+	}
+	var issuer string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, "issuer:") {
+			issuer = line
+		}
+	}
+	if issuer == "" {
+		t.Fatalf("curl -v printed no issuer line:\n%s", stderr)
+	}
+	if !strings.Contains(issuer, caCert.Subject.CommonName) || strings.Contains(issuer, "Aileron Test Upstream Root") {
+		t.Errorf("leaf issuer %q is not the session CA %q", strings.TrimSpace(issuer), caCert.Subject.CommonName)
 	}
 }
 

@@ -2,71 +2,50 @@ package integration
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 )
 
-// TestDenials exercises each deny reason once through the shared daemon and
-// checks the status, the envelope and that the upstream was never reached.
+// TestDenials exercises each policy deny reason once through the shared
+// daemon and checks the status, the envelope and that the upstream was never
+// reached.
 func TestDenials(t *testing.T) {
-	d := theSuite.mainDaemon(t)
-	s := d.newSession(t, "--name", "denials")
-	up := theSuite.up
-	gmail := mustSpec(t, "gmail")
-	gmailGet := gmail.findOp(t, "a GET on a templated messages path", func(op specOp) bool {
-		return op.Method == http.MethodGet && strings.HasPrefix(op.Path, "/gmail/v1/users/me/messages/") && strings.Contains(op.Path, "{")
-	})
-	gmailHost := hostOnly(authority(gmailGet.Hosts[0]))
-	gmailAuth := authority(gmailGet.Hosts[0])
-	mitm := tlsOpts{SNI: gmailHost, Roots: s.caPool(t)}
-
-	// unmoved fails t if the upstream saw any request for host during fn.
-	unmoved := func(t *testing.T, host string, fn func()) {
-		t.Helper()
-		before := up.HostHits(host)
-		fn()
-		if after := up.HostHits(host); after != before {
-			t.Errorf("upstream %s saw %d request(s) during a denied exchange", host, after-before)
-		}
-	}
-
+	f := newAdvFixture(t, "denials")
+	op := gmailMessageGet(t)
 	t.Run("host_not_allowed_at_connect", func(t *testing.T) {
-		before := up.Total()
-		_, o := rawConnect(t, d.ProxyAddr, "not-allowed.example.net:443", s.auth(t))
+		before := theSuite.up.Total()
+		_, o := rawConnect(t, f.d.ProxyAddr, "not-allowed.example.net:443", f.auth)
 		assertDenial(t, "CONNECT not-allowed.example.net:443", o.Status, o.Body, http.StatusForbidden, "capability_denied", "host_not_allowed")
-		if up.Total() != before {
+		if theSuite.up.Total() != before {
 			t.Errorf("upstream saw a request")
 		}
 	})
 	t.Run("no_matching_operation", func(t *testing.T) {
-		c := goClient(t, s)
-		unmoved(t, gmailHost, func() {
-			st, _, body := goDo(t, c, http.MethodGet, urlFor(gmailGet.Hosts[0], "/gmail/v1/users/me/aileron-deny-nomatch"), "")
+		c := goClient(t, f.s)
+		assertQuiet(t, []string{f.gmailHost}, func() {
+			st, _, body := goDo(t, c, http.MethodGet, urlFor(op.Hosts[0], "/gmail/v1/users/me/aileron-deny-nomatch"), "")
 			assertDenial(t, "unknown path", st, body, http.StatusForbidden, "capability_denied", "no_matching_operation")
-			st, _, body = goDo(t, c, http.MethodDelete, urlFor(gmailGet.Hosts[0], concretePath(gmailGet.Path, "wrong-method")), "")
+			st, _, body = goDo(t, c, http.MethodDelete, urlFor(op.Hosts[0], concretePath(op.Path, "wrong-method")), "")
 			assertDenial(t, "DELETE on a GET-only path", st, body, http.StatusForbidden, "capability_denied", "no_matching_operation")
 		})
 	})
 	t.Run("non_canonical_path", func(t *testing.T) {
-		unmoved(t, gmailHost, func() {
-			o := rawExchange(t, d.ProxyAddr, s.auth(t), gmailAuth, mitm, getReq("/gmail/v1/users/me/messages/%2e%2e/x", gmailHost))
+		assertQuiet(t, []string{f.gmailHost}, func() {
+			o := rawExchange(t, f.d.ProxyAddr, f.auth, f.gmailAuth, f.mitm, getReq("/gmail/v1/users/me/messages/%2e%2e/x", f.gmailHost))
 			assertDenial(t, o.String(), o.Status, o.Body, http.StatusForbidden, "capability_denied", "non_canonical_path")
 		})
 	})
 	t.Run("authority_mismatch", func(t *testing.T) {
-		unmoved(t, "api.linear.app", func() {
-			unmoved(t, gmailHost, func() {
-				o := rawExchange(t, d.ProxyAddr, s.auth(t), gmailAuth, mitm, getReq(concretePath(gmailGet.Path, "mismatch"), "api.linear.app"))
-				assertDenial(t, o.String(), o.Status, o.Body, http.StatusForbidden, "capability_denied", "authority_mismatch")
-			})
+		assertQuiet(t, []string{f.gmailHost, "api.linear.app"}, func() {
+			o := rawExchange(t, f.d.ProxyAddr, f.auth, f.gmailAuth, f.mitm, getReq(f.okPath, "api.linear.app"))
+			assertDenial(t, o.String(), o.Status, o.Body, http.StatusForbidden, "capability_denied", "authority_mismatch")
 		})
 	})
 	t.Run("connector_not_in_session", func(t *testing.T) {
-		scoped := d.newSession(t, "--name", "scoped", "--connector", "local://test/stream")
-		unmoved(t, gmailHost, func() {
-			o := rawExchange(t, d.ProxyAddr, scoped.auth(t), gmailAuth, tlsOpts{SNI: gmailHost, Roots: scoped.caPool(t)},
-				getReq(concretePath(gmailGet.Path, "out-of-scope"), gmailHost))
+		scoped := f.d.newSession(t, "--name", "scoped", "--connector", "local://test/stream")
+		assertQuiet(t, []string{f.gmailHost}, func() {
+			o := rawExchange(t, f.d.ProxyAddr, scoped.auth(t), f.gmailAuth, tlsOpts{SNI: f.gmailHost, Roots: scoped.caPool(t)},
+				getReq(concretePath(op.Path, "out-of-scope"), f.gmailHost))
 			assertDenial(t, o.String(), o.Status, o.Body, http.StatusForbidden, "capability_denied", "connector_not_in_session")
 		})
 		// The scoped session still reaches its own connector.
@@ -76,32 +55,37 @@ func TestDenials(t *testing.T) {
 		}
 	})
 	t.Run("insecure_scheme", func(t *testing.T) {
-		unmoved(t, gmailHost, func() {
-			st, _, body := goDo(t, goClient(t, s), http.MethodGet, "http://"+gmailHost+concretePath(gmailGet.Path, "plain-http"), "")
+		assertQuiet(t, []string{f.gmailHost}, func() {
+			st, _, body := goDo(t, goClient(t, f.s), http.MethodGet, "http://"+f.gmailHost+f.okPath, "")
 			assertDenial(t, "plain http:// proxy request", st, body, http.StatusForbidden, "capability_denied", "insecure_scheme")
 		})
 	})
-	t.Run("upstream_tls_failed", func(t *testing.T) {
-		c := goClient(t, s)
-		for name, port := range badTLSPorts() {
-			t.Run(name, func(t *testing.T) {
-				bad := theSuite.badTLS[name]
-				st, _, body := goDo(t, c, http.MethodGet, "https://stream.example.com:"+port+"/echo/"+name, "")
-				assertDenial(t, name+" upstream certificate", st, body, http.StatusBadGateway, "upstream_error", "upstream_tls_failed")
-				if n := bad.Total(); n != 0 {
-					t.Errorf("the %s upstream served %d request(s) despite its certificate", name, n)
-				}
-			})
-		}
-	})
-	t.Run("proxy_auth", func(t *testing.T) {
-		testProxyAuth(t, d, s, gmailAuth, gmailHost)
-	})
 }
 
-func testProxyAuth(t *testing.T, d *daemon, s *session, gmailAuth, gmailHost string) {
+// TestUpstreamTLSFailed: upstreams whose certificate is untrusted, for
+// another name, or expired are answered 502 upstream_tls_failed.
+func TestUpstreamTLSFailed(t *testing.T) {
+	d := theSuite.mainDaemon(t)
+	c := goClient(t, d.newSession(t, "--name", "upstream-tls"))
+	for name, port := range badTLSPorts() {
+		t.Run(name, func(t *testing.T) {
+			bad := theSuite.badTLS[name]
+			st, _, body := goDo(t, c, http.MethodGet, "https://stream.example.com:"+port+"/echo/"+name, "")
+			assertDenial(t, name+" upstream certificate", st, body, http.StatusBadGateway, "upstream_error", "upstream_tls_failed")
+			if n := bad.Total(); n != 0 {
+				t.Errorf("the %s upstream served %d request(s) despite its certificate", name, n)
+			}
+		})
+	}
+}
+
+// TestProxyAuth: every way of not presenting a live session's credentials is
+// answered 407 with a Basic challenge and the envelope.
+func TestProxyAuth(t *testing.T) {
+	f := newAdvFixture(t, "proxy-auth")
+	d := f.d
 	deleted := d.newSession(t, "--name", "to-delete")
-	if tun, o := rawConnect(t, d.ProxyAddr, gmailAuth, deleted.auth(t)); tun == nil {
+	if tun, o := rawConnect(t, d.ProxyAddr, f.gmailAuth, deleted.auth(t)); tun == nil {
 		t.Fatalf("fresh session refused before delete: %s", o)
 	} else {
 		_ = tun.Close()
@@ -115,7 +99,7 @@ func testProxyAuth(t *testing.T, d *daemon, s *session, gmailAuth, gmailHost str
 	// Wait until the session's own expiry time has passed.
 	time.Sleep(time.Until(expired.ExpiresAt.Add(200 * time.Millisecond)))
 
-	id := s.proxyURL(t).User.Username()
+	id := f.s.proxyURL(t).User.Username()
 	cases := []struct{ name, auth string }{
 		{"no_credentials", ""},
 		{"wrong_token", basicAuth(id, "not-the-token")},
@@ -127,23 +111,21 @@ func testProxyAuth(t *testing.T, d *daemon, s *session, gmailAuth, gmailHost str
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := theSuite.up.HostHits(gmailHost)
-			tun, o := rawConnect(t, d.ProxyAddr, gmailAuth, tc.auth)
-			if tun != nil {
-				_ = tun.Close()
-				t.Fatalf("CONNECT accepted with %s", tc.name)
-			}
-			assertDenial(t, tc.name, o.Status, o.Body, http.StatusProxyAuthRequired, "proxy_auth", "proxy_auth_required")
-			if got := o.Header.Get("Proxy-Authenticate"); got != `Basic realm="aileron"` {
-				t.Errorf("Proxy-Authenticate = %q, want %q", got, `Basic realm="aileron"`)
-			}
-			if theSuite.up.HostHits(gmailHost) != before {
-				t.Errorf("upstream reached")
-			}
+			assertQuiet(t, []string{f.gmailHost}, func() {
+				tun, o := rawConnect(t, d.ProxyAddr, f.gmailAuth, tc.auth)
+				if tun != nil {
+					_ = tun.Close()
+					t.Fatalf("CONNECT accepted with %s", tc.name)
+				}
+				assertDenial(t, tc.name, o.Status, o.Body, http.StatusProxyAuthRequired, "proxy_auth", "proxy_auth_required")
+				if got := o.Header.Get("Proxy-Authenticate"); got != `Basic realm="aileron"` {
+					t.Errorf("Proxy-Authenticate = %q, want %q", got, `Basic realm="aileron"`)
+				}
+			})
 		})
 	}
 	t.Run("plain_http_without_credentials", func(t *testing.T) {
-		o := rawPlain(t, d.ProxyAddr, "GET http://"+gmailHost+"/gmail/v1/users/me/messages HTTP/1.1\r\nHost: "+gmailHost+"\r\n\r\n")
+		o := rawPlain(t, d.ProxyAddr, "GET http://"+f.gmailHost+"/gmail/v1/users/me/messages HTTP/1.1\r\nHost: "+f.gmailHost+"\r\n\r\n")
 		assertDenial(t, "plain http request without credentials", o.Status, o.Body, http.StatusProxyAuthRequired, "proxy_auth", "proxy_auth_required")
 	})
 }

@@ -69,6 +69,12 @@ func runMain(m *testing.M) int {
 	}
 	theSuite = s
 	code := m.Run()
+	if s.main != nil {
+		if err := s.main.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: the shared daemon did not exit cleanly on SIGTERM: %v\n", err)
+			code = 1
+		}
+	}
 	if code != 0 {
 		s.dumpLogs()
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"strings"
 	"testing"
 	"time"
 )
@@ -18,10 +17,7 @@ func TestKeepAliveEveryRequestDecided(t *testing.T) {
 	d := theSuite.mainDaemon(t)
 	s := d.newSession(t, "--name", "keepalive")
 	up := theSuite.up
-	gmail := mustSpec(t, "gmail")
-	op := gmail.findOp(t, "a GET on a templated messages path", func(op specOp) bool {
-		return op.Method == http.MethodGet && strings.HasPrefix(op.Path, "/gmail/v1/users/me/messages/") && strings.Contains(op.Path, "{")
-	})
+	op := gmailMessageGet(t)
 	host := hostOnly(authority(op.Hosts[0]))
 	steps := []struct {
 		path   string

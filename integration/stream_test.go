@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -39,8 +40,14 @@ func TestSSEEventsArriveOneAtATime(t *testing.T) {
 	respCh := make(chan result, 1)
 	c := goClient(t, s)
 	c.Timeout = 0 // the stream is long-lived; eventWait bounds each step
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://stream.example.com/sse?n=%d&gate=%s", n, gateID), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() {
-		resp, err := c.Get(fmt.Sprintf("https://stream.example.com/sse?n=%d&gate=%s", n, gateID))
+		resp, err := c.Do(req)
 		respCh <- result{resp, err}
 	}()
 
@@ -83,27 +90,37 @@ func TestSSEEventsArriveOneAtATime(t *testing.T) {
 			}
 			body, br = r.resp.Body, bufio.NewReader(r.resp.Body)
 		}
-		evCh := make(chan string, 1)
-		errCh := make(chan error, 1)
-		go func() {
-			ev, err := readSSEEvent(br)
-			if err != nil {
-				errCh <- err
-				return
-			}
-			evCh <- ev
-		}()
-		select {
-		case ev := <-evCh:
-			if want := fmt.Sprintf("event %d", k); ev != want {
-				t.Fatalf("got SSE data %q, want %q", ev, want)
-			}
-		case err := <-errCh:
-			t.Fatalf("reading event %d: %v", k, err)
-		case <-time.After(eventWait):
-			_ = body.Close()
-			t.Fatalf("event %d was sent by the upstream but not delivered while it held back event %d: the proxy buffers the stream", k, k+1)
+		if err := nextEvent(br, body, fmt.Sprintf("event %d", k)); err != nil {
+			t.Fatalf("event %d: %v", k, err)
 		}
+	}
+}
+
+// nextEvent reads one SSE event and checks its data. If none arrives within
+// eventWait it closes body and reports that the proxy buffers the stream.
+func nextEvent(br *bufio.Reader, body io.Closer, want string) error {
+	type ev struct {
+		data string
+		err  error
+	}
+	ch := make(chan ev, 1)
+	go func() {
+		d, err := readSSEEvent(br)
+		ch <- ev{d, err}
+	}()
+	select {
+	case e := <-ch:
+		if e.err != nil {
+			return fmt.Errorf("read: %w", e.err)
+		}
+		if e.data != want {
+			return fmt.Errorf("got SSE data %q, want %q", e.data, want)
+		}
+		return nil
+	case <-time.After(eventWait):
+		_ = body.Close()
+		<-ch
+		return fmt.Errorf("sent by the upstream but not delivered while the upstream held back the next one: the proxy buffers the stream")
 	}
 }
 
@@ -222,6 +239,22 @@ func TestWebSocketEcho(t *testing.T) {
 	if resp.Header.Get("X-Aileron-Audit-Id") == "" {
 		t.Errorf("101 response lacks X-Aileron-Audit-Id")
 	}
+	t.Run("upgrade_on_unlisted_path_denied", func(t *testing.T) {
+		before := theSuite.up.HostHits("ws.example.com")
+		c, resp, err := dialer.Dial("wss://ws.example.com/ws-not-in-spec", nil)
+		if err == nil {
+			_ = c.Close()
+			t.Fatalf("WebSocket upgrade on a path no operation lists was let through")
+		}
+		if resp == nil {
+			t.Fatalf("no HTTP answer to the denied upgrade: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		assertDenial(t, "denied upgrade", resp.StatusCode, b, http.StatusForbidden, "capability_denied", "no_matching_operation")
+		if theSuite.up.HostHits("ws.example.com") != before {
+			t.Errorf("the denied upgrade reached the upstream")
+		}
+	})
 	big := bytes.Repeat([]byte{0, 1, 2, 0xfe, 0xff}, 200_000)
 	msgs := []struct {
 		typ  int
@@ -268,6 +301,22 @@ func TestPassthroughTunnel(t *testing.T) {
 	if n := theSuite.up.Hits("passthrough.example.org", "/echo/passthrough") - before; n != 1 {
 		t.Errorf("upstream saw %d requests through the tunnel, want 1", n)
 	}
+	t.Run("needs_session_auth", func(t *testing.T) {
+		tun, o := rawConnect(t, d.ProxyAddr, "passthrough.example.org:443", "")
+		if tun != nil {
+			_ = tun.Close()
+			t.Fatalf("passthrough CONNECT without credentials was tunnelled")
+		}
+		assertDenial(t, "passthrough without credentials", o.Status, o.Body, http.StatusProxyAuthRequired, "proxy_auth", "proxy_auth_required")
+	})
+	t.Run("other_port_not_allowed", func(t *testing.T) {
+		tun, o := rawConnect(t, d.ProxyAddr, "passthrough.example.org:8443", s.auth(t))
+		if tun != nil {
+			_ = tun.Close()
+			t.Fatalf("CONNECT passthrough.example.org:8443 was tunnelled; the rule is for port 443 only")
+		}
+		assertDenial(t, "passthrough host on another port", o.Status, o.Body, http.StatusForbidden, "capability_denied", "host_not_allowed")
+	})
 }
 
 func peerIssuers(o outcome) []string {

@@ -84,7 +84,7 @@ type passRule struct {
 // for concurrent use.
 type Policy struct {
 	hosts    map[Authority]*hostEntry
-	ports    map[string][]int    // host name → ports any operation names it on
+	ports    map[string][]int // host name → ports any operation names it on
 	rules    []passRule
 	ops      []*Operation
 	byName   map[opKey]*Operation
@@ -202,23 +202,23 @@ func (b *builder) routes(spec *Spec, hash, origin string) []*route {
 	for i := range spec.Tools {
 		t := &spec.Tools[i]
 		for j := range t.Operations {
-			os := &t.Operations[j]
-			op := &Operation{FQN: spec.Connector.FQN, Version: spec.Connector.Version, Hash: hash, Tool: t.Name, Spec: os, Origin: origin}
-			if os.Path != "" {
-				op.pat, _, _ = parsePattern(os.Path)
+			ospec := &t.Operations[j]
+			op := &Operation{FQN: spec.Connector.FQN, Version: spec.Connector.Version, Hash: hash, Tool: t.Name, Spec: ospec, Origin: origin}
+			if ospec.Path != "" {
+				op.pat, _, _ = parsePattern(ospec.Path)
 			}
-			for _, h := range os.Hosts {
+			for _, h := range ospec.Hosts {
 				if a, rule, _ := parseHostEntry(h); rule == "" {
 					op.Hosts = append(op.Hosts, a)
 				}
 			}
 			jpath := idx(idx("$.tools", i)+".operations", j)
-			if os.Method == "" || op.pat == nil || len(op.Hosts) == 0 {
+			if ospec.Method == "" || op.pat == nil || len(op.Hosts) == 0 {
 				out = append(out, &route{op: op, jpath: jpath}) // listed, never matched
 				continue
 			}
 			for _, a := range op.Hosts {
-				out = append(out, &route{op: op, method: os.Method, auth: a, jpath: jpath})
+				out = append(out, &route{op: op, method: ospec.Method, auth: a, jpath: jpath})
 			}
 		}
 	}

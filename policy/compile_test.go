@@ -19,7 +19,9 @@ func mkOp(name, method, path string, hosts ...string) OperationSpec {
 	return OperationSpec{Name: name, Method: method, Path: path, Hosts: hosts}
 }
 
-func src(s *Spec, origin string) Source { return Source{Spec: s, Hash: "sha256:" + origin, Origin: origin} }
+func src(s *Spec, origin string) Source {
+	return Source{Spec: s, Hash: "sha256:" + origin, Origin: origin}
+}
 
 // accepted lists the FQNs of the compiled operations' connectors.
 func accepted(p *Policy) map[string]bool {
@@ -30,17 +32,19 @@ func accepted(p *Policy) map[string]bool {
 	return m
 }
 
-func TestCompileConflicts(t *testing.T) {
-	a := mkSpec("github://acme/a", "alpha", mkOp("get", "GET", "/v1/items/{id}", "api.example.com", "api2.example.com"))
-	cases := []struct {
-		name       string
-		second     *Spec
-		wantRule   string
-		wantPath   string
-		wantSent   error
-		wantInMsg  []string
-		secondKept bool
-	}{
+// conflictCase is a second source compiled after a fixed first one.
+type conflictCase struct {
+	name       string
+	second     *Spec
+	wantRule   string
+	wantPath   string
+	wantSent   error
+	wantInMsg  []string
+	secondKept bool
+}
+
+func conflictCases() []conflictCase {
+	return []conflictCase{
 		{
 			name:     "tool name clash across specs",
 			second:   mkSpec("github://acme/b", "alpha", mkOp("x", "GET", "/other", "other.example.com")),
@@ -60,8 +64,12 @@ func TestCompileConflicts(t *testing.T) {
 			wantInMsg: []string{"api2.example.com:443"},
 		},
 		{
-			name:     "same fqn twice",
-			second:   func() *Spec { s := mkSpec("github://acme/a", "gamma", mkOp("x", "GET", "/x", "x.example.com")); s.Connector.Version = "2.0.0"; return s }(),
+			name: "same fqn twice",
+			second: func() *Spec {
+				s := mkSpec("github://acme/a", "gamma", mkOp("x", "GET", "/x", "x.example.com"))
+				s.Connector.Version = "2.0.0"
+				return s
+			}(),
 			wantRule: ruleConnectorDup, wantPath: "$.connector.fqn", wantSent: ErrConflict,
 			wantInMsg: []string{"github://acme/a", "a.json", "1.0.0", "2.0.0"},
 		},
@@ -79,6 +87,11 @@ func TestCompileConflicts(t *testing.T) {
 		{name: "other method is no conflict", second: mkSpec("github://acme/b", "beta", mkOp("del", "DELETE", "/v1/items/{id}", "api.example.com")), secondKept: true},
 		{name: "trailing slash is no conflict", second: mkSpec("github://acme/b", "beta", mkOp("get", "GET", "/v1/items/{id}/", "api.example.com")), secondKept: true},
 	}
+}
+
+func TestCompileConflicts(t *testing.T) {
+	a := mkSpec("github://acme/a", "alpha", mkOp("get", "GET", "/v1/items/{id}", "api.example.com", "api2.example.com"))
+	cases := conflictCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			third := mkSpec("github://acme/c", "charlie", mkOp("ok", "GET", "/c", "c.example.com"))

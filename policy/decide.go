@@ -136,8 +136,8 @@ func (p *Policy) Decide(a Args) Decision {
 		return deny(ReasonHostNotAllowed, p.unknownHostMessage(a.Host, a.Port, a.Connectors))
 	}
 	if !anyInScope(e.fqns, a.Connectors) {
-		return deny(ReasonConnectorNotInSession, fmt.Sprintf("%s is served by %s, which this session may not use",
-			Authority{a.Host, a.Port}, strings.Join(p.refs(e.fqns), ", ")))
+		return deny(ReasonConnectorNotInSession, fmt.Sprintf("%s is served only by connectors this session may not use; ask the session owner to add the connector",
+			Authority{a.Host, a.Port}))
 	}
 	var r *route
 	if root := e.methods[a.Method]; root != nil {
@@ -171,8 +171,8 @@ func (p *Policy) DecideConnect(host string, port int, connectors []string) Decis
 		if anyInScope(e.fqns, connectors) {
 			return Decision{Verdict: Allow, Reason: ReasonHostMatched}
 		}
-		return deny(ReasonConnectorNotInSession, fmt.Sprintf("CONNECT to %s is not allowed: it is served by %s, which this session may not use",
-			auth, strings.Join(p.refs(e.fqns), ", ")))
+		return deny(ReasonConnectorNotInSession, fmt.Sprintf("CONNECT to %s is not allowed: it is served only by connectors this session may not use; ask the session owner to add the connector",
+			auth))
 	}
 	if _, claimed := p.ports[host]; !claimed {
 		for i := range p.rules {

@@ -6,18 +6,21 @@ import (
 	"testing"
 )
 
-func TestDecide(t *testing.T) {
-	p := testPolicy(t)
-	const gmail, linear = "gmail.googleapis.com", "api.linear.app"
-	cases := []struct {
-		name       string
-		args       Args
-		verdict    Verdict
-		reason     Reason
-		op         string // "tool/op" when matched
-		params     map[string]string
-		msgContain []string
-	}{
+const gmail, linear = "gmail.googleapis.com", "api.linear.app"
+
+// decideCase is one request and the decision expected for it.
+type decideCase struct {
+	name       string
+	args       Args
+	verdict    Verdict
+	reason     Reason
+	op         string // "tool/op" when matched
+	params     map[string]string
+	msgContain []string
+}
+
+func gmailDecideCases() []decideCase {
+	return []decideCase{
 		{name: "gmail search", args: Args{Method: "GET", Host: gmail, Port: 443, Path: "/gmail/v1/users/me/messages"},
 			verdict: Allow, reason: ReasonMatched, op: "google/gmail.messages.search"},
 		{name: "gmail get", args: Args{Method: "GET", Host: gmail, Port: 443, Path: "/gmail/v1/users/me/messages/18c2f3a9"},
@@ -50,6 +53,11 @@ func TestDecide(t *testing.T) {
 			verdict: Deny, reason: ReasonNonCanonicalPath},
 		{name: "gmail other port", args: Args{Method: "GET", Host: gmail, Port: 8443, Path: "/gmail/v1/users/me/messages"},
 			verdict: Deny, reason: ReasonHostNotAllowed, msgContain: []string{"only on port 443"}},
+	}
+}
+
+func otherDecideCases() []decideCase {
+	return []decideCase{
 		{name: "linear graphql", args: Args{Method: "POST", Host: linear, Port: 443, Path: "/graphql"},
 			verdict: Allow, reason: ReasonMatched, op: "linear/graphql"},
 		{name: "linear GET graphql", args: Args{Method: "GET", Host: linear, Port: 443, Path: "/graphql"},
@@ -85,6 +93,11 @@ func TestDecide(t *testing.T) {
 		{name: "port zero", args: Args{Method: "GET", Host: gmail, Path: "/"}, verdict: Deny, reason: ReasonBadRequest},
 		{name: "empty host", args: Args{Method: "GET", Port: 443, Path: "/"}, verdict: Deny, reason: ReasonBadRequest},
 	}
+}
+
+func TestDecide(t *testing.T) {
+	p := testPolicy(t)
+	cases := append(gmailDecideCases(), otherDecideCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := p.Decide(tc.args)
@@ -148,6 +161,9 @@ func TestDecideScope(t *testing.T) {
 			d := p.Decide(a)
 			if d.Verdict != tc.v || d.Reason != tc.reason {
 				t.Errorf("Decide = %v/%s (%s), want %v/%s", d.Verdict, d.Reason, d.Message, tc.v, tc.reason)
+			}
+			if strings.Contains(d.Message, fqnGoogle) && tc.v == Deny {
+				t.Errorf("denial names a connector outside the session: %s", d.Message)
 			}
 		})
 	}

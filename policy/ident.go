@@ -209,3 +209,20 @@ func checkMethod(m string) (rule, msg string) {
 	}
 	return "", ""
 }
+
+// ParseRef splits a connector reference "FQN@VERSION" (such as
+// "github://acme/aileron-connector-google@1.2.3") and checks both parts
+// with CheckFQN and CheckSemVer. Every failure wraps ErrInvalidSpec.
+func ParseRef(ref string) (fqn, version string, err error) {
+	fqn, version, ok := strings.Cut(ref, "@")
+	if !ok {
+		return "", "", fmt.Errorf("%w: reference %s has no \"@VERSION\"; write e.g. \"github://acme/aileron-connector-google@1.2.3\"", ErrInvalidSpec, quote(ref))
+	}
+	if err := CheckFQN(fqn); err != nil {
+		return "", "", err
+	}
+	if err := CheckSemVer(version); err != nil {
+		return "", "", err
+	}
+	return fqn, version, nil
+}

@@ -120,7 +120,7 @@ func readValue(dec *json.Decoder, path string, depth int) (any, error) {
 				return nil, err
 			}
 			k, _ := kt.(string)
-			kp := path + "." + k
+			kp := keyPath(path, k)
 			if _, dup := m[k]; dup {
 				return nil, &ValidationError{Path: kp, Rule: ruleJSONDuplicate, Message: fmt.Sprintf("key %s appears twice in the same object; keep one", quote(k))}
 			}
@@ -257,13 +257,23 @@ func checkFields(m map[string]any, s *shape, path string, p *problems) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if fs, known := s.fields[k]; known {
-			checkShape(m[k], fs, path+"."+k, p)
+			checkShape(m[k], fs, keyPath(path, k), p)
 			continue
 		}
 		for name := range s.fields {
 			if strings.EqualFold(name, k) {
-				p.add(path+"."+k, ruleJSONCase, fmt.Sprintf("field names are case-sensitive: write %s, not %s", quote(name), quote(k)))
+				p.add(keyPath(path, k), ruleJSONCase, fmt.Sprintf("field names are case-sensitive: write %s, not %s", quote(name), quote(k)))
 			}
 		}
 	}
+}
+
+// keyPath appends an object key to a JSON path: ".key" for plain keys,
+// `["key"]` (Go-quoted, bounded) for anything else, so hostile keys cannot
+// smuggle control characters into messages.
+func keyPath(path, k string) string {
+	if isIdent(k) {
+		return path + "." + k
+	}
+	return path + "[" + quote(k) + "]"
 }

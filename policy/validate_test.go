@@ -26,25 +26,32 @@ func TestParseSpecTestdata(t *testing.T) {
 	}
 }
 
-// TestValidationRules covers every rule: each case breaks one thing in an
-// otherwise valid spec and names the JSON path and rule expected.
-func TestValidationRules(t *testing.T) {
-	const op0, op1 = "$.tools[0].operations[0]", "$.tools[0].operations[1]"
-	set := func(k string, v any) func(map[string]any) {
-		return func(s map[string]any) { op(s, 0)[k] = v }
-	}
-	host := func(h string) func(map[string]any) { return set("hosts", []any{h}) }
-	fqn := func(f string) func(map[string]any) {
-		return func(s map[string]any) { s["connector"].(map[string]any)["fqn"] = f }
-	}
-	version := func(v string) func(map[string]any) {
-		return func(s map[string]any) { s["connector"].(map[string]any)["version"] = v }
-	}
-	cases := []struct {
-		name       string
-		mutate     func(map[string]any)
-		path, rule string
-	}{
+const op0, op1 = "$.tools[0].operations[0]", "$.tools[0].operations[1]"
+
+// ruleCase breaks one thing in an otherwise valid spec and names the JSON
+// path and rule expected.
+type ruleCase struct {
+	name       string
+	mutate     func(map[string]any)
+	path, rule string
+}
+
+func set(k string, v any) func(map[string]any) {
+	return func(s map[string]any) { op(s, 0)[k] = v }
+}
+
+func host(h string) func(map[string]any) { return set("hosts", []any{h}) }
+
+func fqn(f string) func(map[string]any) {
+	return func(s map[string]any) { s["connector"].(map[string]any)["fqn"] = f }
+}
+
+func version(v string) func(map[string]any) {
+	return func(s map[string]any) { s["connector"].(map[string]any)["version"] = v }
+}
+
+func identityCases() []ruleCase {
+	return []ruleCase{
 		{"schema version", func(s map[string]any) { s["schema_version"] = "aileron.connector.v2" }, "$.schema_version", ruleSchemaVersion},
 		{"schema version missing", func(s map[string]any) { delete(s, "schema_version") }, "$.schema_version", ruleSchemaVersion},
 		{"fqn empty", fqn(""), "$.connector.fqn", ruleFQN},
@@ -69,6 +76,11 @@ func TestValidationRules(t *testing.T) {
 		{"version empty build", version("1.2.3+"), "$.connector.version", ruleSemVer},
 		{"version empty", version(""), "$.connector.version", ruleSemVer},
 		{"version date", version("2026.04.29"), "$.connector.version", ruleSemVer},
+	}
+}
+
+func nameCases() []ruleCase {
+	return []ruleCase{
 		{"no tools", func(s map[string]any) { s["tools"] = []any{} }, "$.tools", ruleToolsEmpty},
 		{"tool without operations", func(s map[string]any) { tool0(s)["operations"] = []any{} }, "$.tools[0].operations", ruleOperationsEmpty},
 		{"tool name empty", func(s map[string]any) { tool0(s)["name"] = "" }, "$.tools[0].name", ruleNameEmpty},
@@ -101,6 +113,11 @@ func TestValidationRules(t *testing.T) {
 		}, op0 + ".audit[0].source", ruleAuditPathVar},
 		{"audit redact unknown", set("audit", []any{map[string]any{"name": "a", "source": "query.q", "redact": "mask"}}), op0 + ".audit[0].redact", ruleAuditRedact},
 		{"audit redact missing", set("audit", []any{map[string]any{"name": "a", "source": "query.q"}}), op0 + ".audit[0].redact", ruleAuditRedact},
+	}
+}
+
+func hostCases() []ruleCase {
+	return []ruleCase{
 		{"host scheme", host("https://gmail.googleapis.com/path"), op0 + ".hosts[0]", ruleHostScheme},
 		{"host path", host("gmail.googleapis.com/gmail"), op0 + ".hosts[0]", ruleHostPath},
 		{"host query", host("gmail.googleapis.com?alt=json"), op0 + ".hosts[0]", ruleHostQuery},
@@ -126,6 +143,11 @@ func TestValidationRules(t *testing.T) {
 		{"host ipv4 bracketed", host("[192.0.2.1]"), op0 + ".hosts[0]", ruleHostChars},
 		{"host ipv6 zone", host("[fe80::1%25eth0]"), op0 + ".hosts[0]", ruleHostChars},
 		{"host duplicate", set("hosts", []any{"api.example.com", "API.example.com:443"}), op0 + ".hosts[1]", ruleHostDuplicate},
+	}
+}
+
+func pathCases() []ruleCase {
+	return []ruleCase{
 		{"method lower", set("method", "get"), op0 + ".method", ruleMethodCase},
 		{"method space", set("method", "GE T"), op0 + ".method", ruleMethodToken},
 		{"method colon", set("method", "GET:"), op0 + ".method", ruleMethodToken},
@@ -152,6 +174,11 @@ func TestValidationRules(t *testing.T) {
 		{"path template mixed suffix", set("path", "/v1/{b}.json"), op0 + ".path", rulePathTemplateMix},
 		{"path stray brace", set("path", "/v1/a}"), op0 + ".path", rulePathTemplateMix},
 		{"path too long", set("path", "/"+strings.Repeat("a", maxPatternLen)), op0 + ".path", rulePathLength},
+	}
+}
+
+func miscCases() []ruleCase {
+	return []ruleCase{
 		{"approval unknown", set("approval", "maybe"), op0 + ".approval", ruleApproval},
 		{"idempotency unknown", set("idempotency", "sometimes"), op0 + ".idempotency", ruleIdempotency},
 		{"credential kind string", set("credential", "password"), op0 + ".credential", ruleCredentialKind},
@@ -183,6 +210,14 @@ func TestValidationRules(t *testing.T) {
 		{"key case variant", func(s map[string]any) { op(s, 0)["Method"] = "DELETE" }, op0 + ".Method", ruleJSONCase},
 		{"credential key case variant", set("credential", map[string]any{"kind": "api_key", "HEADER": "X-Key"}), op0 + ".credential.HEADER", ruleJSONCase},
 	}
+}
+
+// TestValidationRules covers every rule of the schema, one case each.
+func TestValidationRules(t *testing.T) {
+	var cases []ruleCase
+	for _, g := range [][]ruleCase{identityCases(), nameCases(), hostCases(), pathCases(), miscCases()} {
+		cases = append(cases, g...)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := baseSpec()
@@ -211,7 +246,9 @@ func TestValidSpecVariants(t *testing.T) {
 		{"semver prerelease", func(s map[string]any) { s["connector"].(map[string]any)["version"] = "2.0.0-rc.1" }},
 		{"semver build", func(s map[string]any) { s["connector"].(map[string]any)["version"] = "1.2.0+sha.abc" }},
 		{"semver both", func(s map[string]any) { s["connector"].(map[string]any)["version"] = "1.0.0-alpha.0.x-y+001" }},
-		{"fqn subpath", func(s map[string]any) { s["connector"].(map[string]any)["fqn"] = "hub://aileron/integrations/connectors/slack" }},
+		{"fqn subpath", func(s map[string]any) {
+			s["connector"].(map[string]any)["fqn"] = "hub://aileron/integrations/connectors/slack"
+		}},
 		{"fqn local", func(s map[string]any) { s["connector"].(map[string]any)["fqn"] = "local://me/my_conn.v2" }},
 		{"unknown fields tolerated", func(s map[string]any) { s["x-extra"] = []any{1, 2}; op(s, 0)["retries"] = 3 }},
 		{"trailing slash path", set1("path", "/v1/items/")},
@@ -233,7 +270,10 @@ func TestValidSpecVariants(t *testing.T) {
 		{"credential null", set("credential", nil)},
 		{"literal beats template", func(s map[string]any) { op(s, 1)["path"] = "/v1/items/special" }},
 		{"same path other method", func(s map[string]any) { op(s, 1)["path"] = "/v1/items/{id}"; op(s, 1)["method"] = "DELETE" }},
-		{"same path other port", func(s map[string]any) { op(s, 1)["path"] = "/v1/items/{id}"; op(s, 1)["hosts"] = []any{"api.example.com:8443"} }},
+		{"same path other port", func(s map[string]any) {
+			op(s, 1)["path"] = "/v1/items/{id}"
+			op(s, 1)["hosts"] = []any{"api.example.com:8443"}
+		}},
 		{"single vs multi", func(s map[string]any) { op(s, 1)["path"] = "/v1/items/{rest...}" }},
 	}
 	for _, tc := range cases {
@@ -258,6 +298,7 @@ func TestParseSpecRawDocuments(t *testing.T) {
 		{"duplicate key", strings.Replace(valid, `"method":"GET"`, `"method":"GET","method":"DELETE"`, 1), "$.tools[0].operations[0].method", ruleJSONDuplicate},
 		{"invalid utf8", "{\"schema_version\": \"\xff\"}", "$", ruleJSON},
 		{"too large", `{"x":"` + strings.Repeat("a", MaxSpecSize) + `"}`, "$", ruleSize},
+		{"duplicate odd key", `{"a\nb":1,"a\nb":2}`, `$["a\nb"]`, ruleJSONDuplicate},
 		{"too deep", strings.Repeat("[", 100) + strings.Repeat("]", 100), "$" + strings.Repeat("[0]", maxJSONDepth+1), ruleJSON},
 	}
 	for _, tc := range cases {
@@ -325,6 +366,19 @@ func TestCredentialJSONForms(t *testing.T) {
 	for _, bad := range []string{`7`, `true`, `["oauth2"]`} {
 		if err := c.UnmarshalJSON([]byte(bad)); err == nil {
 			t.Errorf("UnmarshalJSON(%s) accepted", bad)
+		}
+	}
+}
+
+func TestParseRef(t *testing.T) {
+	fqn, v, err := ParseRef("github://acme/aileron-connector-google@2.0.0-rc.1+b.5")
+	if err != nil || fqn != "github://acme/aileron-connector-google" || v != "2.0.0-rc.1+b.5" {
+		t.Errorf("ParseRef = %q, %q, %v", fqn, v, err)
+	}
+	for _, bad := range []string{"", "github://acme/x", "github://acme/x@", "github://acme/x@latest", "github://acme/x@^1.0.0",
+		"github://acme/x@v1.0.0", "github://acme/x@1.0.0@2.0.0", "ftp://acme/x@1.0.0", "@1.0.0"} {
+		if _, _, err := ParseRef(bad); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("ParseRef(%q) = %v, want ErrInvalidSpec", bad, err)
 		}
 	}
 }

@@ -1,0 +1,104 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "aileron.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultsNeedNoFile(t *testing.T) {
+	home := t.TempDir()
+	c, err := Load(Options{Environ: []string{"AILERON_HOME=" + home}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy.Listen != "127.0.0.1:9080" || c.Home != home || c.Admin.Socket != filepath.Join(home, "admin.sock") {
+		t.Errorf("defaults: %+v", c)
+	}
+	if c.Proxy.HandshakeTimeout != 10*time.Second || len(c.Egress.AllowCIDRs) != 0 || len(c.Upstream.Resolve) != 0 {
+		t.Errorf("defaults weaken nothing and bound handshakes: %+v", c)
+	}
+}
+
+func TestPrecedenceFileEnvFlags(t *testing.T) {
+	file := write(t, "proxy:\n  listen: 127.0.0.1:7000\n  passthrough: [{host: '*.github.com', port: 443}]\nupstream:\n  resolve: {'api.example.com:443': '192.0.2.7:8443'}\n")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String("listen", "", "")
+	fs.String("unrelated", "", "")
+	env := []string{"HOME=" + t.TempDir(), "AILERON_PROXY__IDLE_TIMEOUT=3m", `AILERON_EGRESS__ALLOW_CIDRS=["10.1.0.0/16"]`}
+	c, err := Load(Options{File: file, Environ: env, Flags: fs, FlagKeys: map[string]string{"listen": "proxy.listen"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy.Listen != "127.0.0.1:7000" || c.Proxy.IdleTimeout != 3*time.Minute {
+		t.Errorf("file/env: %+v", c.Proxy)
+	}
+	if len(c.Egress.AllowCIDRs) != 1 || c.Egress.AllowCIDRs[0] != "10.1.0.0/16" {
+		t.Errorf("env list: %v", c.Egress.AllowCIDRs)
+	}
+	if c.Upstream.Resolve["api.example.com:443"] != "192.0.2.7:8443" || c.Proxy.Passthrough[0].Host != "*.github.com" {
+		t.Errorf("file maps/lists: %+v %+v", c.Upstream, c.Proxy.Passthrough)
+	}
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:7001"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(Options{File: file, Environ: env, Flags: fs, FlagKeys: map[string]string{"listen": "proxy.listen"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy.Listen != "127.0.0.1:7001" {
+		t.Errorf("flag did not win: %s", c.Proxy.Listen)
+	}
+}
+
+func TestInvalidValuesNameTheKey(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"proxy: {listen: nonsense}", "proxy.listen"},
+		{"proxy: {passthrough: [{host: 'https://x.com/', port: 443}]}", "proxy.passthrough[0].host"},
+		{"proxy: {passthrough: [{host: 'x.com', port: 70000}]}", "proxy.passthrough[0].port"},
+		{"proxy: {handshake_timeout: -1s}", "proxy.handshake_timeout"},
+		{"upstream: {resolve: {'api.example.com': '1.2.3.4:443'}}", `upstream.resolve["api.example.com"]`},
+		{"upstream: {resolve: {'api.example.com:443': 'example.net:443'}}", "is not ip:port"},
+		{"upstream: {ca_files: [/nonexistent/root.pem]}", "upstream.ca_files[0]"},
+		{"egress: {allow_cidrs: [10.0.0.0]}", "egress.allow_cidrs[0]"},
+		{"log: {level: loud}", "log.level"},
+		{"proxy: [1, 2", "aileron.yaml"},
+	} {
+		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want mention of %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestYAMLRoundTrips(t *testing.T) {
+	home := t.TempDir()
+	c, err := Load(Options{Environ: []string{"AILERON_HOME=" + home}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Load(Options{File: write(t, string(b)), Environ: []string{"HOME=/nonexistent"}})
+	if err != nil {
+		t.Fatalf("printed config does not load back: %v\n%s", err, b)
+	}
+	if again.Home != home || again.Proxy.TunnelIdleTimeout != c.Proxy.TunnelIdleTimeout {
+		t.Errorf("round trip changed values:\n%s", b)
+	}
+}
