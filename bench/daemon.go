@@ -61,7 +61,9 @@ const benchSpec = `{
 `
 
 // benchConfig is the daemon config: an ephemeral proxy port, the bench root
-// trusted upstream, the upstream's loopback address let through the SSRF guard.
+// trusted upstream, the upstream's loopback address let through the SSRF
+// guard, and the log level (warn by default; the daemon currently writes
+// allowed requests' audit lines at info, so warn leaves them out).
 const benchConfig = `proxy:
   listen: 127.0.0.1:0
 upstream:
@@ -69,19 +71,19 @@ upstream:
 egress:
   allow_cidrs: ["%s/32"]
 log:
-  level: warn
+  level: %s
 `
 
 // startDaemon writes the config and spec under dir, starts the daemon and
 // waits for daemon.json. On failure the daemon is stopped and the error
 // carries the tail of its log.
-func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamAddr, upstreamIP string) (*daemon, error) {
+func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamIP, logLevel string) (*daemon, error) {
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("daemon: create AILERON_HOME %s: %w", home, err)
 	}
 	cfgPath := filepath.Join(dir, "aileron.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, benchConfig, rootPath, upstreamIP), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, benchConfig, rootPath, upstreamIP, logLevel), 0o600); err != nil {
 		return nil, fmt.Errorf("daemon: write config: %w", err)
 	}
 	d := &daemon{bin: bin, home: home, logPath: filepath.Join(dir, "daemon.log"), exited: make(chan struct{})}

@@ -42,6 +42,7 @@ type options struct {
 	jsonOut  bool
 	blobMiB  int64
 	keepTemp bool
+	logLevel string
 }
 
 func main() {
@@ -53,6 +54,7 @@ func main() {
 	flag.StringVar(&o.mitmdump, "mitmdump", "", "path to mitmdump; empty: no mitmdump column")
 	flag.BoolVar(&o.jsonOut, "json", false, "also print the results as JSON after the table")
 	flag.Int64Var(&o.blobMiB, "blob-mib", 256, "size of the streamed body in MiB")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "daemon log.level; info also writes a line per allowed request")
 	flag.BoolVar(&o.keepTemp, "keep-temp", false, "keep the temp dir (daemon log, home) for debugging")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
@@ -146,7 +148,7 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 	}
 	e := &env{dir: dir, up: up}
 	fmt.Fprintf(stderr, "bench: upstream https://%s, starting %s daemon\n", up.addr, o.aileron)
-	if e.d, err = startDaemon(ctx, o.aileron, dir, rootPath, up.addr, upstreamIP); err != nil {
+	if e.d, err = startDaemon(ctx, o.aileron, dir, rootPath, upstreamIP, o.logLevel); err != nil {
 		return e, err
 	}
 	ail, err := e.aileronTarget(ctx)

@@ -173,104 +173,124 @@ type row struct {
 
 // tableRows defines the table's rows.
 func tableRows(o options, r results) []row {
-	dash := func(*targetResult, *targetResult) string { return "-" }
-	budget := func(name string) string {
-		for _, b := range r.Budgets {
-			if b.Name == name {
-				prefix := "≥"
-				if b.Name == "added p50 latency ms" {
-					prefix = "≤"
-				}
-				return prefix + strconv.FormatFloat(b.Limit, 'f', 2, 64) + " " + b.Status
+	ka := func(t *targetResult) throughputResult { return t.KeepAlive }
+	nc := func(t *targetResult) throughputResult { return t.NewConn }
+	return []row{
+		throughputRow(fmt.Sprintf("keep-alive req/s (c=%d)", o.conc), ka, r.budgetCell("keep-alive ratio")),
+		throughputRow(fmt.Sprintf("new-conn req/s (c=%d)", o.conc), nc, r.budgetCell("new-connection ratio")),
+		cpuRow("CPU µs/req keep-alive", ka),
+		cpuRow("CPU µs/req new-conn", nc),
+		latencyRow("latency p50 ms (c=1)", func(l latencyResult) float64 { return l.P50ms }),
+		latencyRow("latency p99 ms (c=1)", func(l latencyResult) float64 { return l.P99ms }),
+		addedRow(r.budgetCell("added p50 latency ms")),
+		streamRow(fmt.Sprintf("stream %d MiB MB/s", o.blobMiB)),
+		rssRow(),
+	}
+}
+
+// budgetCell renders the named budget as "≥0.50 PASS", or "-".
+func (r results) budgetCell(name string) string {
+	for _, b := range r.Budgets {
+		if b.Name == name {
+			prefix := "≥"
+			if b.Name == "added p50 latency ms" {
+				prefix = "≤"
 			}
-		}
-		return "-"
-	}
-	throughput := func(label string, get func(*targetResult) throughputResult, bname string) row {
-		return row{
-			label:  label,
-			direct: func(d *targetResult) string { return reqs(get(d)) },
-			value:  func(p, _ *targetResult) string { return reqs(get(p)) },
-			ratio: func(p, d *targetResult) string {
-				return frac(ratio(get(p).ReqPerSec, get(d).ReqPerSec), get(p).Errors+get(d).Errors)
-			},
-			budget: budget(bname),
+			return prefix + strconv.FormatFloat(b.Limit, 'f', 2, 64) + " " + b.Status
 		}
 	}
-	cpuRow := func(label string, get func(*targetResult) throughputResult) row {
-		cell := func(t *targetResult) string {
-			if get(t).Requests == 0 {
+	return "-"
+}
+
+func dash(*targetResult, *targetResult) string { return "-" }
+
+func throughputRow(label string, get func(*targetResult) throughputResult, budget string) row {
+	return row{
+		label:  label,
+		direct: func(d *targetResult) string { return reqs(get(d)) },
+		value:  func(p, _ *targetResult) string { return reqs(get(p)) },
+		ratio: func(p, d *targetResult) string {
+			return frac(ratio(get(p).ReqPerSec, get(d).ReqPerSec), get(p).Errors+get(d).Errors)
+		},
+		budget: budget,
+	}
+}
+
+func cpuRow(label string, get func(*targetResult) throughputResult) row {
+	cell := func(t *targetResult) string {
+		if get(t).Requests == 0 {
+			return "ERR"
+		}
+		return strconv.FormatFloat(get(t).CPUPerReqUs, 'f', 0, 64)
+	}
+	return row{
+		label:  label,
+		direct: cell,
+		value:  func(p, _ *targetResult) string { return cell(p) },
+		ratio: func(p, d *targetResult) string {
+			if get(p).CPUPerReqUs == 0 || get(d).CPUPerReqUs == 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(get(p).CPUPerReqUs/get(d).CPUPerReqUs, 'f', 2, 64) + "x"
+		},
+		budget: "-",
+	}
+}
+
+func latencyRow(label string, get func(latencyResult) float64) row {
+	return row{
+		label:  label,
+		direct: func(d *targetResult) string { return msec(d.Latency, get(d.Latency)) },
+		value:  func(p, _ *targetResult) string { return msec(p.Latency, get(p.Latency)) },
+		ratio: func(p, d *targetResult) string {
+			if p.Latency.Samples == 0 || d.Latency.Samples == 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(ratio(get(p.Latency), get(d.Latency)), 'f', 2, 64) + "x"
+		},
+		budget: "-",
+	}
+}
+
+func addedRow(budget string) row {
+	return row{
+		label:  "added p50 ms (c=1)",
+		direct: func(*targetResult) string { return "-" },
+		value: func(p, d *targetResult) string {
+			if p.Latency.Samples == 0 || d.Latency.Samples == 0 {
 				return "ERR"
 			}
-			return strconv.FormatFloat(get(t).CPUPerReqUs, 'f', 0, 64)
-		}
-		return row{
-			label:  label,
-			direct: cell,
-			value:  func(p, _ *targetResult) string { return cell(p) },
-			ratio: func(p, d *targetResult) string {
-				if get(p).CPUPerReqUs == 0 || get(d).CPUPerReqUs == 0 {
-					return "-"
-				}
-				return strconv.FormatFloat(get(p).CPUPerReqUs/get(d).CPUPerReqUs, 'f', 2, 64) + "x"
-			},
-			budget: "-",
-		}
+			return strconv.FormatFloat(p.Latency.P50ms-d.Latency.P50ms, 'f', 3, 64)
+		},
+		ratio:  dash,
+		budget: budget,
 	}
-	latency := func(label string, get func(latencyResult) float64) row {
-		return row{
-			label:  label,
-			direct: func(d *targetResult) string { return msec(d.Latency, get(d.Latency)) },
-			value:  func(p, _ *targetResult) string { return msec(p.Latency, get(p.Latency)) },
-			ratio: func(p, d *targetResult) string {
-				if p.Latency.Samples == 0 || d.Latency.Samples == 0 {
-					return "-"
-				}
-				return strconv.FormatFloat(ratio(get(p.Latency), get(d.Latency)), 'f', 2, 64) + "x"
-			},
-			budget: "-",
-		}
+}
+
+func streamRow(label string) row {
+	return row{
+		label:  label,
+		direct: func(d *targetResult) string { return mbps(d.Stream) },
+		value:  func(p, _ *targetResult) string { return mbps(p.Stream) },
+		ratio: func(p, d *targetResult) string {
+			return frac(ratio(p.Stream.MBps, d.Stream.MBps), p.Stream.Errors+d.Stream.Errors)
+		},
+		budget: "-",
 	}
-	return []row{
-		throughput(fmt.Sprintf("keep-alive req/s (c=%d)", o.conc), func(t *targetResult) throughputResult { return t.KeepAlive }, "keep-alive ratio"),
-		throughput(fmt.Sprintf("new-conn req/s (c=%d)", o.conc), func(t *targetResult) throughputResult { return t.NewConn }, "new-connection ratio"),
-		cpuRow("CPU µs/req keep-alive", func(t *targetResult) throughputResult { return t.KeepAlive }),
-		cpuRow("CPU µs/req new-conn", func(t *targetResult) throughputResult { return t.NewConn }),
-		latency("latency p50 ms (c=1)", func(l latencyResult) float64 { return l.P50ms }),
-		latency("latency p99 ms (c=1)", func(l latencyResult) float64 { return l.P99ms }),
-		{
-			label:  "added p50 ms (c=1)",
-			direct: func(*targetResult) string { return "-" },
-			value: func(p, d *targetResult) string {
-				if p.Latency.Samples == 0 || d.Latency.Samples == 0 {
-					return "ERR"
-				}
-				return strconv.FormatFloat(p.Latency.P50ms-d.Latency.P50ms, 'f', 3, 64)
-			},
-			ratio:  dash,
-			budget: budget("added p50 latency ms"),
+}
+
+func rssRow() row {
+	return row{
+		label:  "peak RSS MiB (VmHWM)",
+		direct: func(*targetResult) string { return "-" },
+		value: func(p, _ *targetResult) string {
+			if p.PeakRSSKiB == 0 {
+				return "?"
+			}
+			return strconv.FormatFloat(float64(p.PeakRSSKiB)/1024, 'f', 1, 64)
 		},
-		{
-			label:  fmt.Sprintf("stream %d MiB MB/s", o.blobMiB),
-			direct: func(d *targetResult) string { return mbps(d.Stream) },
-			value:  func(p, _ *targetResult) string { return mbps(p.Stream) },
-			ratio: func(p, d *targetResult) string {
-				return frac(ratio(p.Stream.MBps, d.Stream.MBps), p.Stream.Errors+d.Stream.Errors)
-			},
-			budget: "-",
-		},
-		{
-			label:  "peak RSS MiB (VmHWM)",
-			direct: func(*targetResult) string { return "-" },
-			value: func(p, _ *targetResult) string {
-				if p.PeakRSSKiB == 0 {
-					return "?"
-				}
-				return strconv.FormatFloat(float64(p.PeakRSSKiB)/1024, 'f', 1, 64)
-			},
-			ratio:  dash,
-			budget: "-",
-		},
+		ratio:  dash,
+		budget: "-",
 	}
 }
 

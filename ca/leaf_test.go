@@ -186,7 +186,8 @@ func TestLeafCache(t *testing.T) {
 			[]step{{"a.example", -1}, {"b.example", -1}, {"c.example", -1}, {"a.example", -1}, {"c.example", 2}},
 			ca.Stats{Hits: 1, Misses: 4, Mints: 4}},
 		{"use refreshes recency", 2,
-			[]step{{"a.example", -1}, {"b.example", -1}, {"a.example", 0}, {"c.example", -1}, {"a.example", 0}, {"b.example", -1}},
+			[]step{{"a.example", -1}, {"b.example", -1}, {"a.example", 0},
+				{"c.example", -1}, {"a.example", 0}, {"b.example", -1}},
 			ca.Stats{Hits: 2, Misses: 4, Mints: 4}},
 	}
 	for _, tt := range tests {

@@ -154,7 +154,8 @@ func TestLoadAcceptsKeyFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	// openssl ecparam -genkey writes an EC PARAMETERS block before the key.
-	params := pem.EncodeToMemory(&pem.Block{Type: "EC PARAMETERS", Bytes: []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07}})
+	p256OID := []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07}
+	params := pem.EncodeToMemory(&pem.Block{Type: "EC PARAMETERS", Bytes: p256OID})
 	tests := []struct {
 		name   string
 		keyPEM []byte
@@ -202,7 +203,8 @@ func TestLoadErrors(t *testing.T) {
 		wantMsgs    []string
 		wantExpired bool
 	}{
-		{"garbage certificate", []byte("hello"), keyA, []string{"certificate PEM", "no CERTIFICATE PEM block", "no PEM data"}, false},
+		{"garbage certificate", []byte("hello"), keyA,
+			[]string{"certificate PEM", "no CERTIFICATE PEM block", "no PEM data"}, false},
 		{"empty certificate", nil, keyA, []string{"certificate PEM", "no CERTIFICATE PEM block"}, false},
 		{"corrupt certificate block", corrupt, keyA, []string{"certificate PEM", "parsing the CERTIFICATE block"}, false},
 		{"garbage key", certA, []byte("hello"), []string{"key PEM", "no PRIVATE KEY"}, false},

@@ -28,9 +28,9 @@ func TestLeafWaitersJoinInflightMint(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { got[i], errs[i] = a.Leaf(host) })
 	}
-	// Every caller counts a miss before it either joins the flight or (if
-	// single-flight were broken) mints for itself; no channel can signal this.
-	for a.Stats().Misses < n {
+	// Every caller counts a hit or a miss before it joins the flight (or, were
+	// single-flight broken, mints or reads the cache); no channel can signal it.
+	for s := a.Stats(); s.Hits+s.Misses < n; s = a.Stats() {
 		runtime.Gosched()
 	}
 	a.runFlight(leader, host, netip.Addr{}, a.now())

@@ -2,9 +2,9 @@ package dataplane
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aileronhq/aileron/policy"
 	"io"
 	"math"
 	"net"
@@ -21,16 +21,15 @@ var ErrMalformedRequest = errors.New("malformed request framing")
 
 // FramingOptions configures NewFramingGuard. The zero value is ready to use.
 type FramingOptions struct {
-	// MaxHeaderBytes bounds a request head (request line, header lines and
-	// the empty line, plus any leading empty lines) and a chunked body's
-	// trailer section. Zero or negative means 64 KiB. A larger head is
-	// answered with 431 instead of 400.
+	// MaxHeaderBytes bounds a request head (with any leading empty lines) and
+	// a chunked trailer section. Zero or negative means 64 KiB. A larger head
+	// is answered with 431 instead of 400.
 	MaxHeaderBytes int
-	// Reject, if set, is called once with the violation (an error wrapping
-	// ErrMalformedRequest whose text says what was wrong) so the caller can
-	// log or audit it. It runs on the reading goroutine and must not block
-	// for long. Nil means nothing is called.
-	Reject func(err error)
+	// Reject, if set, is called once with the violation (wrapping
+	// ErrMalformedRequest; the text says what was wrong) to log or audit it,
+	// on the reading goroutine; the audit id it returns goes into the
+	// client's envelope. Nil means nothing is called and no id is sent.
+	Reject func(err error) (auditID string)
 }
 
 const (
@@ -54,24 +53,17 @@ const (
 	stFailed                      // a violation was found; Read returns err
 )
 
-// framingGuard is the net.Conn returned by NewFramingGuard.
-//
-// Read side: buf[r:d] has been validated and may be returned to the reader,
-// buf[d:w] has been read from the connection but not validated yet. While a
-// head or a chunk/trailer line is incomplete its bytes stay in buf[d:w]; body
-// bytes pass straight through into the caller's slice once buf is drained.
-// A single Read never returns bytes of two different requests, so the server
-// sees a request's last head byte only after it has finished the previous
-// request (which is what makes the tunnel detection below sound).
-//
-// Write side: after the last head byte of a CONNECT or Upgrade request is
-// delivered, Write watches the response status line(s); a 101 (or a 2xx to
-// CONNECT) means the server switched protocols, and the rest of the client
-// stream is passed raw. Any other final status means the next client bytes
-// are another HTTP request and are validated as such.
+// framingGuard is the net.Conn returned by NewFramingGuard. buf[r:d] is
+// validated and may be returned by Read; buf[d:w] is read but not validated
+// (an incomplete head or chunk/trailer line). Body bytes pass straight into
+// the caller's slice once buf is drained. One Read never returns bytes of two
+// requests, so http.Server gets a request's last head byte only after it has
+// answered the previous one; from then on Write watches the response to a
+// CONNECT or Upgrade request: 101 (2xx to CONNECT) switches to raw, any other
+// final status means the next bytes are another request.
 type framingGuard struct {
 	net.Conn
-	reject   func(error)
+	reject   func(error) string
 	maxHead  int
 	bufLimit int
 
@@ -84,11 +76,10 @@ type framingGuard struct {
 	head         headInfo
 	skipped      int // leading empty-line bytes dropped before the current head
 	trailerBytes int
-	tunnel       bool // the current message is a CONNECT or Upgrade request
-	tunnelNext   bool // the previous message was; the next bytes may be non-HTTP
-	headEnd      int  // buf index where the released, undelivered head ends, or -1
-	sniffOnEnd   bool // start watching responses once that head is delivered
-	sniffCONNECT bool
+	tunnel       bool  // the current request is CONNECT or Upgrade: watch its response
+	sniffCONNECT bool  // ... and it is a CONNECT
+	tunnelNext   bool  // the previous request was; the next bytes may be non-HTTP
+	headEnd      int   // buf index where the released, undelivered head ends, or -1
 	curServed    bool  // the server has the current request's whole head
 	served       int   // request heads fully delivered so far
 	delivered    int64 // bytes returned by Read so far
@@ -105,33 +96,28 @@ type framingGuard struct {
 }
 
 // NewFramingGuard wraps a client connection and checks each HTTP/1.1 request
-// head (and chunked body framing) before net/http sees it. It holds a head
-// back until the whole head is validated, then passes it and the body through
-// without buffering bodies; at most MaxHeaderBytes plus 4 KiB is buffered.
+// head and chunked framing before net/http sees it. A head is held back until
+// validated whole; bodies pass through unbuffered. At most MaxHeaderBytes
+// (at least 4 KiB) is buffered. Leading empty lines before a request are
+// dropped. It rejects: Content-Length with Transfer-Encoding; more than one
+// Content-Length or Transfer-Encoding; a Content-Length other than digits; a
+// Transfer-Encoding other than exactly "chunked", or any on HTTP/1.0;
+// obs-fold; whitespace before a colon; bare LF; controls other than HTAB; a
+// request line other than "METHOD SP target SP HTTP/1.x"; a head over
+// MaxHeaderBytes (431); bad chunk-size lines, chunk terminators, trailers.
 //
-// It rejects: Content-Length together with Transfer-Encoding; more than one
-// Content-Length or Transfer-Encoding header; a Content-Length that is not
-// plain digits; a Transfer-Encoding other than exactly "chunked", or any
-// Transfer-Encoding on HTTP/1.0; obsolete line folding; whitespace before a
-// header colon; a bare LF line ending; control characters other than HTAB;
-// a request line other than "METHOD SP target SP HTTP/1.x"; a head larger
-// than MaxHeaderBytes (431); malformed chunk-size lines, chunk terminators and
-// trailers. Leading empty lines (CRLF) before a request line are dropped.
+// On a violation it sends 400 (or 431) with the JSON error envelope and
+// Connection: close, and Read returns a *net.OpError (Op "read", so
+// http.Server closes quietly) wrapping ErrMalformedRequest. The response goes
+// out at once if it cannot overtake another (first request, or inside the
+// body the server is reading), else at the next Read or Close, once earlier
+// pipelined requests are answered. Then Write fails wrapping
+// ErrMalformedRequest, and Close half-closes and drains for up to 500 ms so
+// the client reads the response rather than a reset.
 //
-// On a violation the guard sends a 400 (or 431) response carrying the JSON
-// error envelope and Connection: close, and Read returns a *net.OpError with
-// Op "read" wrapping ErrMalformedRequest, so http.Server closes the connection
-// quietly. The response is written at once when it cannot overtake another
-// response (first request on the connection, or a violation inside the
-// current request's body); otherwise at the next Read or at Close, after the
-// server has finished answering earlier pipelined requests. After it is
-// written, Write fails with an error wrapping ErrMalformedRequest, and Close
-// half-closes and drains the connection for up to 500 ms so the client reads
-// the response rather than a reset.
-//
-// After a CONNECT or Upgrade request whose response switches protocols (2xx
-// to CONNECT, 101 to Upgrade, as written through this conn), the rest of the
-// connection passes unchecked. Write, deadlines and addresses pass through.
+// After a CONNECT or Upgrade request answered through this conn with 2xx
+// (CONNECT) or 101, the rest of the connection passes unchecked. Deadlines
+// and addresses pass through.
 func NewFramingGuard(c net.Conn, opts FramingOptions) net.Conn {
 	maxHead := opts.MaxHeaderBytes
 	if maxHead <= 0 {
@@ -185,9 +171,7 @@ func (g *framingGuard) Write(p []byte) (int, error) {
 			g.wmu.Unlock()
 			return 0, fmt.Errorf("%w: the connection was already answered with a rejection", ErrMalformedRequest)
 		}
-		// Fed before the bytes leave, so a client reacting to a 101 can never
-		// be seen before the switch is recorded.
-		g.sniff.feed(p)
+		g.sniff.feed(p) // before the bytes leave: a client's reaction cannot precede it
 		g.wmu.Unlock()
 	}
 	return g.Conn.Write(p)
@@ -202,13 +186,21 @@ func (g *framingGuard) Close() error {
 	g.wmu.Unlock()
 	if linger {
 		g.flushReject()
-		if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
+		_ = g.CloseWrite()
 		_ = g.Conn.SetReadDeadline(time.Now().Add(lingerTimeout))
 		_, _ = io.CopyN(io.Discard, g.Conn, lingerMaxBytes)
 	}
 	return g.Conn.Close()
+}
+
+// CloseWrite half-closes the underlying connection (as TCP and TLS conns
+// do), so http.Server and tunnels can signal EOF; it returns
+// errors.ErrUnsupported when the underlying conn cannot.
+func (g *framingGuard) CloseWrite() error {
+	if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
 }
 
 func (g *framingGuard) passthrough() bool {
@@ -224,7 +216,7 @@ func (g *framingGuard) deliver(p []byte) int {
 		g.headEnd = -1
 		g.curServed = true
 		g.served++
-		if g.sniffOnEnd {
+		if g.tunnel {
 			g.setSniff(true)
 		}
 	}
@@ -345,11 +337,11 @@ func (g *framingGuard) stepHead() (bool, error) {
 		return true, nil
 	}
 	line, ok := g.nextLine()
-	size := g.ls - g.d + g.skipped
+	end := g.ls
 	if !ok {
-		size = g.w - g.d + g.skipped
+		end = g.w + 1 // at least one more byte is needed
 	}
-	if size > g.maxHead || (!ok && size >= g.maxHead) {
+	if end-g.d+g.skipped > g.maxHead {
 		return false, g.fail(http.StatusRequestHeaderFieldsTooLarge,
 			fmt.Sprintf("request head exceeds %d bytes; send fewer or shorter headers", g.maxHead))
 	}
@@ -385,31 +377,21 @@ func (g *framingGuard) decideTunnel() bool {
 	g.wmu.Lock()
 	res := g.sniff.result
 	g.wmu.Unlock()
-	switch res {
-	case sniffSwitched:
+	// With nothing conclusive written yet, a first byte that cannot begin a
+	// request for net/http (not a token char, CR or LF) is tunnel data from
+	// a client that did not wait for the response; anything else is parsed
+	// as HTTP until the response says otherwise.
+	raw := res == sniffSwitched || (res == sniffPending && g.head.lines == 0 && g.skipped == 0 &&
+		g.ls == g.d && g.d < g.w && !isTchar(g.buf[g.d]) && g.buf[g.d] != '\r' && g.buf[g.d] != '\n')
+	if raw || res == sniffRefused {
+		g.tunnelNext = false
+		g.setSniff(false)
+	}
+	if raw {
 		g.state = stRaw
-		g.tunnelNext = false
 		g.head, g.skipped = headInfo{}, 0
-		g.setSniff(false)
-		return true
-	case sniffRefused:
-		g.tunnelNext = false
-		g.setSniff(false)
-		return false
 	}
-	// Nothing conclusive written yet. A byte that cannot begin an HTTP request
-	// for net/http (not a token char, CR or LF) is tunnel data from a client
-	// that did not wait for the response; anything else is parsed as HTTP
-	// until the response says otherwise.
-	if g.head.lines == 0 && g.skipped == 0 && g.ls == g.d && g.d < g.w {
-		if c := g.buf[g.d]; !isTchar(c) && c != '\r' && c != '\n' {
-			g.state = stRaw
-			g.tunnelNext = false
-			g.setSniff(false)
-			return true
-		}
-	}
-	return false
+	return raw
 }
 
 func (g *framingGuard) releaseHead() {
@@ -419,8 +401,8 @@ func (g *framingGuard) releaseHead() {
 		g.tunnelNext = false
 		g.setSniff(false)
 	}
-	g.tunnel = h.connect || h.upgrade
-	g.headEnd, g.curServed, g.sniffOnEnd, g.sniffCONNECT = g.d, false, g.tunnel, h.connect
+	g.tunnel, g.sniffCONNECT = h.connect || h.upgrade, h.connect
+	g.headEnd, g.curServed = g.d, false
 	g.head, g.skipped = headInfo{}, 0
 	switch {
 	case h.te:
@@ -442,7 +424,7 @@ func (g *framingGuard) bodyDone() {
 
 func (g *framingGuard) endMessage() {
 	g.lineState(stHead)
-	g.tunnelNext, g.tunnel = g.tunnel, false
+	g.tunnelNext = g.tunnel
 	if g.onMessageEnd != nil {
 		g.onMessageEnd(g.delivered + int64(g.d-g.r))
 	}
@@ -473,9 +455,9 @@ func (g *framingGuard) stepTrailer() (bool, error) {
 	line, ok := g.nextLine()
 	size := g.trailerBytes + len(line)
 	if !ok {
-		size = g.trailerBytes + g.w - g.d
+		size = g.trailerBytes + g.w - g.d + 1
 	}
-	if size > g.maxHead || (!ok && size >= g.maxHead) {
+	if size > g.maxHead {
 		return false, g.fail(http.StatusBadRequest,
 			fmt.Sprintf("chunked trailer section exceeds %d bytes; send fewer trailers", g.maxHead))
 	}
@@ -506,15 +488,19 @@ func (g *framingGuard) fail(status int, msg string) error {
 	now := g.served == 0 || (g.state != stHead && g.curServed)
 	cause := fmt.Errorf("%w: %s", ErrMalformedRequest, msg)
 	g.state = stFailed
-	g.err = &net.OpError{Op: "read", Net: networkOf(g.Conn.LocalAddr()), Source: g.Conn.LocalAddr(), Addr: g.Conn.RemoteAddr(), Err: cause}
-	g.buf = nil
-	g.r, g.d, g.w = 0, 0, 0
-	g.wmu.Lock()
-	g.pendingResp = rejectResponse(status, msg)
-	g.wmu.Unlock()
-	if g.reject != nil {
-		g.reject(cause)
+	oe := &net.OpError{Op: "read", Source: g.Conn.LocalAddr(), Addr: g.Conn.RemoteAddr(), Err: cause}
+	if oe.Source != nil {
+		oe.Net = oe.Source.Network()
 	}
+	g.err = oe
+	g.buf, g.r, g.d, g.w = nil, 0, 0, 0
+	auditID := ""
+	if g.reject != nil {
+		auditID = g.reject(cause)
+	}
+	g.wmu.Lock()
+	g.pendingResp = rejectResponse(status, msg, auditID)
+	g.wmu.Unlock()
 	if now {
 		g.flushReject()
 	}
@@ -526,11 +512,8 @@ func (g *framingGuard) fail(status int, msg string) error {
 func (g *framingGuard) flushReject() {
 	g.wmu.Lock()
 	resp := g.pendingResp
-	if resp != nil {
-		g.pendingResp = nil
-		g.rejectSent = true
-		g.watch.Store(true)
-	}
+	g.pendingResp, g.rejectSent = nil, g.rejectSent || resp != nil
+	g.watch.Store(g.rejectSent || g.sniff.active)
 	g.wmu.Unlock()
 	if resp != nil {
 		_ = g.Conn.SetWriteDeadline(time.Now().Add(lingerTimeout))
@@ -546,28 +529,13 @@ func (g *framingGuard) setSniff(on bool) {
 	g.wmu.Unlock()
 }
 
-func networkOf(a net.Addr) string {
-	if a == nil {
-		return ""
-	}
-	return a.Network()
-}
-
 // rejectResponse renders the rejection with the JSON error envelope.
-func rejectResponse(status int, msg string) []byte {
-	type detail struct {
-		Class   string `json:"class"`
-		Reason  string `json:"reason"`
-		Message string `json:"message"`
-	}
-	reason := "malformed_request"
+func rejectResponse(status int, msg, auditID string) []byte {
+	reason := policy.Reason("malformed_request")
 	if status == http.StatusRequestHeaderFieldsTooLarge {
 		reason = "request_header_too_large"
 	}
-	body, _ := json.Marshal(struct { // cannot fail: plain strings
-		Error detail `json:"error"`
-	}{detail{Class: "bad_request", Reason: reason, Message: msg}})
-	body = append(body, '\n')
+	body := marshalEnvelope(refusal{Status: status, Class: "bad_request", Reason: reason, Message: msg}, auditID)
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
 }
@@ -594,12 +562,10 @@ type respSniffer struct {
 func (s *respSniffer) feed(p []byte) {
 	for s.active && s.result == sniffPending && len(p) > 0 {
 		if s.skipping {
-			i := 0
-			for i < len(p) && s.tail != 0x0d0a0d0a {
-				s.tail = s.tail<<8 | uint32(p[i])
-				i++
+			for len(p) > 0 && s.tail != 0x0d0a0d0a {
+				s.tail = s.tail<<8 | uint32(p[0])
+				p = p[1:]
 			}
-			p = p[i:]
 			if s.tail == 0x0d0a0d0a {
 				s.skipping, s.n, s.tail = false, 0, 0
 			}
@@ -649,13 +615,8 @@ func (h *headInfo) requestLine(s []byte) string {
 		string(version[:7]) != "HTTP/1." || !isDigit(version[7]) {
 		return bad
 	}
-	for _, c := range method {
-		if !isTchar(c) {
-			return bad
-		}
-	}
-	for _, c := range target {
-		if c <= ' ' { // HTAB; other controls were refused already
+	for i, c := range s[:len(method)+1+len(target)] { // method: tchar; target: no SP/HTAB
+		if (i < len(method) && !isTchar(c)) || (i > len(method) && c <= ' ') {
 			return bad
 		}
 	}
@@ -707,7 +668,8 @@ func (h *headInfo) finish() string {
 	return ""
 }
 
-// lineContent strips CRLF from a line and refuses bare LF and controls.
+// lineContent strips CRLF from a head, trailer or chunk-size line and
+// refuses a bare LF and controls other than HTAB.
 func lineContent(line []byte) ([]byte, string) {
 	n := len(line)
 	if n < 2 || line[n-2] != '\r' {
@@ -716,13 +678,14 @@ func lineContent(line []byte) ([]byte, string) {
 	s := line[:n-2]
 	for _, c := range s {
 		if (c < ' ' && c != '\t') || c == 0x7f {
-			return nil, fmt.Sprintf("request head contains control character 0x%02x; remove it", c)
+			return nil, fmt.Sprintf("request contains control character 0x%02x; remove it", c)
 		}
 	}
 	return s, ""
 }
 
-// splitField splits "name: value" (the value keeps its whitespace). Header values are never quoted in messages: they may be secret.
+// splitField splits "name: value"; the value keeps its whitespace. Messages
+// never quote header values: they may be secret.
 func splitField(s []byte) (name, value []byte, msg string) {
 	if s[0] == ' ' || s[0] == '\t' {
 		return nil, nil, "header line starts with whitespace (obsolete line folding); put each header on one line"
@@ -755,11 +718,10 @@ func trimOWS(b []byte) []byte {
 
 // parseChunkLine parses "1*HEXDIG [BWS ";" extension] CRLF".
 func parseChunkLine(line []byte) (int64, string) {
-	n := len(line)
-	if n < 2 || line[n-2] != '\r' {
-		return 0, "chunk-size line ends with a bare LF; end it with CRLF"
+	s, msg := lineContent(line)
+	if msg != "" {
+		return 0, "in chunk-size line: " + msg
 	}
-	s := line[:n-2]
 	var size uint64
 	i := 0
 	for ; i < len(s) && unhex(s[i]) >= 0; i++ {
@@ -774,17 +736,8 @@ func parseChunkLine(line []byte) (int64, string) {
 	if size > math.MaxInt64 {
 		return 0, "chunk size is too large"
 	}
-	ext := s[i:]
-	for len(ext) > 0 && (ext[0] == ' ' || ext[0] == '\t') {
-		ext = ext[1:]
-	}
-	if len(s) > i && (len(ext) == 0 || ext[0] != ';') {
+	if ext := trimOWS(s[i:]); len(s) > i && (len(ext) == 0 || ext[0] != ';') {
 		return 0, `chunk size is followed by something other than ";extension"`
-	}
-	for _, c := range ext {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return 0, fmt.Sprintf("chunk extension contains control character 0x%02x", c)
-		}
 	}
 	return int64(size), ""
 }
@@ -805,13 +758,11 @@ func parseDecimal(s []byte) (int64, bool) {
 }
 
 func unhex(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
+	if isDigit(c) {
 		return int(c - '0')
-	case 'a' <= c && c <= 'f':
+	}
+	if c |= 0x20; 'a' <= c && c <= 'f' { // only 'A'-'F' and 'a'-'f' map here
 		return int(c-'a') + 10
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
 	}
 	return -1
 }
@@ -840,14 +791,8 @@ func eqFold(b []byte, s string) bool {
 		return false
 	}
 	for i := range b {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
+		// Unequal bytes must be the two cases of one letter.
+		if x, y := b[i]|0x20, s[i]|0x20; b[i] != s[i] && (x != y || x < 'a' || x > 'z') {
 			return false
 		}
 	}

@@ -42,10 +42,11 @@ type framingServer struct {
 func startFramingServer(t *testing.T, opts FramingOptions) *framingServer {
 	t.Helper()
 	s := &framingServer{}
-	opts.Reject = func(err error) {
+	opts.Reject = func(err error) string {
 		s.mu.Lock()
 		s.rejects = append(s.rejects, err)
 		s.mu.Unlock()
+		return "a_test"
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -147,64 +148,66 @@ const (
 		"5;name=value\r\nhello\r\n6;q=\"a b\"\r\n world\r\n0\r\nX-Sum: 1\r\nX-Other: two\r\n\r\n"
 )
 
-func get(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n" }
+func reqGET(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n" }
 
-func one(send string, want ...int) []framingExchange {
+func single(send string, want ...int) []framingExchange {
 	return []framingExchange{{send: send, want: want}}
 }
 
-func TestFramingGuardServer(t *testing.T) {
+type framingCase struct {
+	name   string
+	ex     []framingExchange
+	calls  []string // handler calls, in order
+	reject string   // message fragment of the final 400/431; "" = no rejection
+}
+
+func framingServerCases() []framingCase {
 	bigHead := "GET /big HTTP/1.1\r\nHost: t\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n"
-	tests := []struct {
-		name   string
-		ex     []framingExchange
-		calls  []string
-		reject string // message fragment of the final 400/431; "" = no rejection
-	}{
-		{name: "valid GET", ex: one(get("/a"), 200), calls: []string{"GET /a "}},
-		{name: "POST with Content-Length", ex: one(postBody, 200), calls: []string{"POST /p hello"}},
-		{name: "chunked with extensions and trailers", ex: one(chunked, 200), calls: []string{"POST /c hello world"}},
-		{name: "pipelined two requests", ex: one(get("/1")+get("/2"), 200, 200), calls: []string{"GET /1 ", "GET /2 "}},
-		{name: "keep-alive sequence", ex: []framingExchange{{postBody, []int{200}}, {chunked, []int{200}}, {get("/g"), []int{200}}},
+	return []framingCase{
+		{name: "valid GET", ex: single(reqGET("/a"), 200), calls: []string{"GET /a "}},
+		{name: "POST with Content-Length", ex: single(postBody, 200), calls: []string{"POST /p hello"}},
+		{name: "chunked with extensions and trailers", ex: single(chunked, 200), calls: []string{"POST /c hello world"}},
+		{name: "pipelined two requests", ex: single(reqGET("/1")+reqGET("/2"), 200, 200), calls: []string{"GET /1 ", "GET /2 "}},
+		{name: "keep-alive sequence", ex: []framingExchange{{postBody, []int{200}}, {chunked, []int{200}}, {reqGET("/g"), []int{200}}},
 			calls: []string{"POST /p hello", "POST /c hello world", "GET /g "}},
-		{name: "leading empty line tolerated", ex: one("\r\n"+get("/a"), 200), calls: []string{"GET /a "}},
-		{name: "HTTP/1.0 request", ex: one("GET /old HTTP/1.0\r\n\r\n", 200), calls: []string{"GET /old "}},
+		{name: "leading empty line tolerated", ex: single("\r\n"+reqGET("/a"), 200), calls: []string{"GET /a "}},
+		{name: "HTTP/1.0 request", ex: single("GET /old HTTP/1.0\r\n\r\n", 200), calls: []string{"GET /old "}},
 		{name: "request after Content-Length body is its own request",
-			ex: one(postBody+get("/admin"), 200, 200), calls: []string{"POST /p hello", "GET /admin "}},
+			ex: single(postBody+reqGET("/admin"), 200, 200), calls: []string{"POST /p hello", "GET /admin "}},
 		{name: "malformed request after body is rejected after the earlier response",
-			ex: one(postBody+clte, 200, 400), calls: []string{"POST /p hello"}, reject: "both Content-Length and Transfer-Encoding"},
-		{name: "keep-alive then malformed", ex: []framingExchange{{get("/a"), []int{200}}, {clte, []int{400}}},
+			ex: single(postBody+clte, 200, 400), calls: []string{"POST /p hello"}, reject: "both Content-Length and Transfer-Encoding"},
+		{name: "keep-alive then malformed", ex: []framingExchange{{reqGET("/a"), []int{200}}, {clte, []int{400}}},
 			calls: []string{"GET /a "}, reject: "both Content-Length and Transfer-Encoding; send one of them"},
-		{name: "CL and TE", ex: one(clte, 400), reject: "request has both Content-Length and Transfer-Encoding; send one of them"},
-		{name: "TE and CL", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", 400),
+		{name: "CL and TE", ex: single(clte, 400), reject: "request has both Content-Length and Transfer-Encoding; send one of them"},
+		{name: "TE and CL", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", 400),
 			reject: "both Content-Length and Transfer-Encoding"},
-		{name: "duplicate equal Content-Length", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello", 400),
+		{name: "duplicate equal Content-Length", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello", 400),
 			reject: "more than one Content-Length"},
-		{name: "Content-Length list", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5, 5\r\n\r\nhello", 400),
+		{name: "Content-Length list", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 5, 5\r\n\r\nhello", 400),
 			reject: "Content-Length is not a decimal number"},
-		{name: "Content-Length sign", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: +5\r\n\r\nhello", 400),
+		{name: "Content-Length sign", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: +5\r\n\r\nhello", 400),
 			reject: "Content-Length is not a decimal number"},
-		{name: "TE chunked, identity", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400),
+		{name: "TE chunked, identity", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400),
 			reject: `Transfer-Encoding must be exactly "chunked"`},
-		{name: "TE xchunked", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 400),
+		{name: "TE xchunked", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 400),
 			reject: `Transfer-Encoding must be exactly "chunked"`},
-		{name: "duplicate TE", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+		{name: "duplicate TE", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
 			reject: "more than one Transfer-Encoding"},
-		{name: "TE on HTTP/1.0", ex: one("POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+		{name: "TE on HTTP/1.0", ex: single("POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
 			reject: "not allowed in an HTTP/1.0 request"},
-		{name: "obs-fold", ex: one("GET /x HTTP/1.1\r\nHost: t\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\n\r\n", 400),
+		{name: "obs-fold", ex: single("GET /x HTTP/1.1\r\nHost: t\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\n\r\n", 400),
 			reject: "obsolete line folding"},
-		{name: "space before colon", ex: one("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400),
+		{name: "space before colon", ex: single("POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400),
 			reject: `whitespace between header field name "Transfer-Encoding" and the colon`},
-		{name: "bare LF", ex: one("GET /x HTTP/1.1\nHost: t\n\n", 400), reject: "bare LF"},
-		{name: "NUL in header", ex: one("GET /x HTTP/1.1\r\nHost: t\r\nX-A: a\x00b\r\n\r\n", 400), reject: "control character 0x00"},
-		{name: "bad request line", ex: one("GET /x  HTTP/1.1\r\nHost: t\r\n\r\n", 400), reject: "request line is not"},
-		{name: "HTTP/2 request line", ex: one("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400), reject: "request line is not"},
-		{name: "oversized head", ex: one(bigHead, 431), reject: "request head exceeds 65536 bytes"},
+		{name: "bare LF", ex: single("GET /x HTTP/1.1\nHost: t\n\n", 400), reject: "bare LF"},
+		{name: "NUL in header", ex: single("GET /x HTTP/1.1\r\nHost: t\r\nX-A: a\x00b\r\n\r\n", 400), reject: "control character 0x00"},
+		{name: "bad request line", ex: single("GET /x  HTTP/1.1\r\nHost: t\r\n\r\n", 400), reject: "request line is not"},
+		{name: "HTTP/2 request line", ex: single("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400), reject: "request line is not"},
+		{name: "oversized head", ex: single(bigHead, 431), reject: "request head exceeds 65536 bytes"},
 		// Sent in one write, the bad chunk arrives with the head, so the
 		// request is refused before the handler sees it.
-		{name: "bad chunk size", ex: one(chunkedHead+"5\r\nhello\r\nzz\r\n", 400), reject: "chunk size is not a hexadecimal number"},
-		{name: "chunk longer than its size", ex: one(chunkedHead+"3\r\nhello\r\n0\r\n\r\n", 400), reject: "chunk data is not followed by CRLF"},
+		{name: "bad chunk size", ex: single(chunkedHead+"5\r\nhello\r\nzz\r\n", 400), reject: "chunk size is not a hexadecimal number"},
+		{name: "chunk longer than its size", ex: single(chunkedHead+"3\r\nhello\r\n0\r\n\r\n", 400), reject: "chunk data is not followed by CRLF"},
 		// With Expect: 100-continue the client sends the body only once the
 		// handler reads it, so the violation is found mid-body.
 		{name: "bad chunk size while the handler reads",
@@ -216,13 +219,16 @@ func TestFramingGuardServer(t *testing.T) {
 				{"5\r\nhello\r\n0\r\nX-T : 1\r\n\r\n", []int{400}}},
 			calls: []string{"POST /e !malformed"}, reject: "in chunked trailer: whitespace between header field name"},
 		{name: "CONNECT refused then smuggled request",
-			ex:    one("CONNECT deny.example:443 HTTP/1.1\r\nHost: deny.example:443\r\n\r\n"+clte, 403, 400),
+			ex:    single("CONNECT deny.example:443 HTTP/1.1\r\nHost: deny.example:443\r\n\r\n"+clte, 403, 400),
 			calls: []string{"CONNECT deny.example:443 "}, reject: "both Content-Length and Transfer-Encoding"},
 		{name: "Upgrade refused then smuggled request",
-			ex:    one("GET /noup HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"+clte, 200, 400),
+			ex:    single("GET /noup HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"+clte, 200, 400),
 			calls: []string{"GET /noup "}, reject: "both Content-Length and Transfer-Encoding"},
 	}
-	for _, tc := range tests {
+}
+
+func TestFramingGuardServer(t *testing.T) {
+	for _, tc := range framingServerCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startFramingServer(t, FramingOptions{})
 			c, br := dialFraming(t, srv.addr)
@@ -372,15 +378,15 @@ func TestFramingGuardReadError(t *testing.T) {
 		wantOut string // all that passes; with wantErr, what passes is a prefix of it
 		wantErr string // "" = clean EOF
 	}{
-		{in: "\r\n\r\n" + get("/a"), wantOut: get("/a")},
-		{in: postBody + "\r\n" + get("/b") + "G", wantOut: postBody + get("/b")},
-		{in: get("/a") + clte, wantOut: get("/a"), wantErr: "both Content-Length"},
+		{in: "\r\n\r\n" + reqGET("/a"), wantOut: reqGET("/a")},
+		{in: postBody + "\r\n" + reqGET("/b") + "G", wantOut: postBody + reqGET("/b")},
+		{in: reqGET("/a") + clte, wantOut: reqGET("/a"), wantErr: "both Content-Length"},
 		{in: "GET /a HTTP/1.1\r\nHost: " + strings.Repeat("h", 600) + "\r\n\r\n", wantErr: "exceeds 512 bytes"},
 		{in: chunkedHead + "1\r\nx\r\n0\r\n" + strings.Repeat("X-T: 1\r\n", 70) + "\r\n",
 			wantOut: chunkedHead + "1\r\nx\r\n0\r\n" + strings.Repeat("X-T: 1\r\n", 64), wantErr: "trailer section exceeds 512 bytes"},
 		{in: chunkedHead + "1" + strings.Repeat(" ", 5000) + ";x\r\n", wantOut: chunkedHead, wantErr: "longer than 4096"},
-		{in: chunkedHead + "1\r\nx\r\n0\r\n" + strings.Repeat("X-T: 1\r\n", 63) + "\r\n" + get("/n"),
-			wantOut: chunkedHead + "1\r\nx\r\n0\r\n" + strings.Repeat("X-T: 1\r\n", 63) + "\r\n" + get("/n")},
+		{in: chunkedHead + "1\r\nx\r\n0\r\n" + strings.Repeat("X-T: 1\r\n", 63) + "\r\n" + reqGET("/n"),
+			wantOut: chunkedHead + "1\r\nx\r\n0\r\n" + strings.Repeat("X-T: 1\r\n", 63) + "\r\n" + reqGET("/n")},
 	}
 	for _, tc := range tests {
 		g := NewFramingGuard(&replayConn{r: bytes.NewReader([]byte(tc.in)), chunk: 7}, FramingOptions{MaxHeaderBytes: 512})
@@ -399,6 +405,68 @@ func TestFramingGuardReadError(t *testing.T) {
 	}
 }
 
+func TestRespSniffer(t *testing.T) {
+	tests := []struct {
+		written string
+		connect bool
+		want    sniffResult
+	}{
+		{"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", false, sniffSwitched},
+		{"HTTP/1.1 200 OK\r\n\r\n", false, sniffRefused},
+		{"HTTP/1.1 200 Connection established\r\n\r\n", true, sniffSwitched},
+		{"HTTP/1.0 204 No Content\r\n\r\n", true, sniffSwitched},
+		{"HTTP/1.1 407 Proxy Authentication Required\r\n", true, sniffRefused},
+		{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching Protocols\r\n\r\n", false, sniffSwitched},
+		{"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 403 Forbidden\r\n\r\n", true, sniffRefused},
+		{"HTTP/1.1 100 Continue\r\n", false, sniffPending},
+		{"HTTP/1.1 10", false, sniffPending},
+		{"<html>HTTP/1.1 101 </html>", false, sniffRefused},
+	}
+	for _, tc := range tests {
+		for _, step := range []int{1, 5, len(tc.written)} {
+			s := respSniffer{active: true, connect: tc.connect}
+			for w := []byte(tc.written); len(w) > 0; w = w[min(step, len(w)):] {
+				s.feed(w[:min(step, len(w))])
+			}
+			if s.result != tc.want {
+				t.Errorf("%q in writes of %d (connect=%v): result %d, want %d", tc.written, step, tc.connect, s.result, tc.want)
+			}
+		}
+	}
+}
+
+func TestFramingGuardCloseWrite(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	g := NewFramingGuard(a, FramingOptions{}).(*framingGuard)
+	if err := g.CloseWrite(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("CloseWrite over net.Pipe = %v, want errors.ErrUnsupported", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := NewFramingGuard(s, FramingOptions{}).(*framingGuard).CloseWrite(); err != nil {
+		t.Fatalf("CloseWrite over TCP: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second)) // safety net only
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("peer read after CloseWrite = %d, %v; want EOF", n, err)
+	}
+}
+
 func TestIsTchar(t *testing.T) {
 	const want = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	for c := 0; c < 256; c++ {
@@ -412,10 +480,10 @@ func TestIsTchar(t *testing.T) {
 // guard, that it buffers within its bound, and that wherever the guard ends a
 // request, net/http's parser ends it at the same byte.
 func FuzzFramingGuard(f *testing.F) {
-	seeds := []string{get("/a"), postBody + get("/b"), chunked + chunked, clte, "\r\n" + postBody,
-		"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n\x16\x03" + get("/x"),
+	seeds := []string{reqGET("/a"), postBody + reqGET("/b"), chunked + chunked, clte, "\r\n" + postBody,
+		"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n\x16\x03" + reqGET("/x"),
 		"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: x\r\n\r\n" + postBody,
-		"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1;a\r\nx\r\n0\r\nT: 1\r\n\r\n" + get("/t"),
+		"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1;a\r\nx\r\n0\r\nT: 1\r\n\r\n" + reqGET("/t"),
 		"POST / HTTP/1.0\r\nContent-Length: 0\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\nX: a\tb\r\n\r\n",
 		"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}
 	for i, s := range seeds {

@@ -131,9 +131,10 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error
 	}
 	ref := classify(&upstreamError{Authority: out.target.Host, Err: err})
 	out.rejected = true
-	out.rec.Status = ref.Status
-	out.rec.Reason = string(ref.Reason)
-	out.rec.Message = ref.Message + " (" + err.Error() + ")"
+	out.rec.refused(ref) // allowed by policy, refused on the way out (SSRF guard, TLS, dial)
+	if raw := err.Error(); raw != ref.Message {
+		out.rec.Message += " (" + raw + ")" // the raw error is for the log only
+	}
 	writeRefusal(w, ref, out.rec.AuditID)
 }
 

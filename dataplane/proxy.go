@@ -100,7 +100,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 	if ap, err := netip.ParseAddrPort(l.Addr().String()); err == nil {
 		p.Guard.AddSelf(ap)
 	}
-	return p.outer.Serve(&guardedListener{Listener: l, max: p.t.MaxHeader, reject: p.logMalformed})
+	return p.outer.Serve(&guardedListener{Listener: l, max: p.t.MaxHeader, reject: p.malformed(nil)})
 }
 
 // Shutdown stops accepting, lets in-flight requests finish until ctx ends,
@@ -212,6 +212,17 @@ func (p *Proxy) closeRaw() {
 	}
 }
 
-func (p *Proxy) logMalformed(err error) {
-	p.log.Warn().Str("event", "proxy.malformed_request").Str("reason", "malformed_request").Msg(err.Error())
+// malformed returns the framing guard's Reject hook: each refused request
+// is recorded like any other decision (with the tunnel's session and
+// authority when it arrived inside one) and its audit id goes to the client.
+func (p *Proxy) malformed(t *tunnel) func(error) string {
+	return func(err error) string {
+		rec := p.newRecord(nil)
+		if t != nil {
+			rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
+		}
+		rec.refused(classify(err))
+		p.finish(rec)
+		return rec.AuditID
+	}
 }

@@ -136,7 +136,7 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.logMalformed})
+	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.malformed(t)})
 	if !p.tunnels.push(&tunnelConn{Conn: guarded, t: t}) {
 		_ = c.Close()
 	}
@@ -237,7 +237,7 @@ func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{} }
 type guardedListener struct {
 	net.Listener
 	max    int
-	reject func(error)
+	reject func(error) string
 }
 
 func (l *guardedListener) Accept() (net.Conn, error) {

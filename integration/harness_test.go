@@ -456,6 +456,17 @@ func (d *daemon) cli(t *testing.T, args ...string) string {
 	return out
 }
 
+// install runs `connector install` for sp and checks its one-line answer
+// `installed FQN@VERSION sha256:HEX`.
+func (d *daemon) install(t *testing.T, sp *specFile) {
+	t.Helper()
+	out := strings.TrimSpace(d.cli(t, "connector", "install", sp.Path))
+	want := "installed " + sp.FQN + "@" + sp.Version + " sha256:"
+	if hexPart, ok := strings.CutPrefix(out, want); !ok || len(hexPart) != 64 {
+		t.Errorf("connector install %s printed %q, want %q followed by 64 hex digits", sp.Path, out, want)
+	}
+}
+
 // session is the JSON `aileron session create --json` prints.
 type session struct {
 	ID           string    `json:"id"`

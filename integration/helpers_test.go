@@ -142,8 +142,11 @@ func assertDenial(t *testing.T, what string, status int, body []byte, wantStatus
 	if env.Error.Class != wantClass || env.Error.Reason != wantReason {
 		t.Errorf("%s: envelope class/reason %q/%q, want %q/%q; body: %s", what, env.Error.Class, env.Error.Reason, wantClass, wantReason, trunc(body))
 	}
-	if env.Error.Message == "" || env.Error.AuditID == "" {
-		t.Errorf("%s: envelope lacks message or audit_id: %s", what, trunc(body))
+	if env.Error.Message == "" {
+		t.Errorf("%s: envelope lacks error.message: %s", what, trunc(body))
+	}
+	if env.Error.AuditID == "" {
+		t.Errorf("%s: envelope lacks error.audit_id (every denial is an audited decision): %s", what, trunc(body))
 	}
 }
 

@@ -78,7 +78,7 @@ func TestSSRFAndHandshake(t *testing.T) {
 	d := theSuite.startTestDaemon(t, ssrfConfig(self, targets),
 		[]string{"HTTPS_PROXY=" + dead, "HTTP_PROXY=" + dead, "ALL_PROXY=" + dead, "https_proxy=" + dead, "http_proxy=" + dead})
 	for _, name := range []string{"gmail", "linear", "regional"} {
-		d.cli(t, "connector", "install", mustSpec(t, name).Path)
+		d.install(t, mustSpec(t, name))
 	}
 	s := d.newSession(t, "--name", "ssrf")
 
