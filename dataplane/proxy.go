@@ -88,7 +88,7 @@ type Proxy struct {
 	raw       sync.WaitGroup // passthrough tunnels
 	rawMu     sync.Mutex
 	rawConns  map[net.Conn]struct{}
-	closing   chan struct{}
+	ids       *auditIDs
 }
 
 // Serve accepts proxy clients on l until Shutdown. It returns
@@ -109,7 +109,6 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	if err := p.init(); err != nil {
 		return err
 	}
-	close(p.closing)
 	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx))
 	if err != nil {
 		_ = p.outer.Close()
@@ -131,6 +130,7 @@ func (p *Proxy) build() error {
 		return errors.New("dataplane: Proxy.Sessions and Proxy.Policy are required")
 	}
 	p.t = p.Timeouts.withDefaults()
+	p.ids = newAuditIDs()
 	p.log = zerolog.Nop()
 	if p.Log != nil {
 		p.log = *p.Log
@@ -144,7 +144,6 @@ func (p *Proxy) build() error {
 	}
 	p.transport = tr
 	p.rawConns = make(map[net.Conn]struct{})
-	p.closing = make(chan struct{})
 	p.tunnels = newChanListener()
 	p.rp = p.newReverseProxy()
 	errLog := log.New(io.Discard, "", 0)

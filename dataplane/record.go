@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
@@ -46,14 +48,26 @@ type Recorder interface {
 	Completed(r *Record)
 }
 
-func newAuditID() string {
-	var b [12]byte
+// auditIDs hands out unique audit ids without a system call per request: a
+// random per-process prefix and a counter.
+type auditIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newAuditIDs() *auditIDs {
+	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return "a_" + hex.EncodeToString(b[:])
+	return &auditIDs{prefix: "a_" + hex.EncodeToString(b[:])}
+}
+
+func (a *auditIDs) next() string {
+	var b [16]byte
+	return a.prefix + string(strconv.AppendUint(b[:0], a.n.Add(1)+1<<40, 16))
 }
 
 func (p *Proxy) newRecord(r *http.Request) *Record {
-	rec := &Record{AuditID: newAuditID(), Time: time.Now(), Event: "connector.proxy.rejected"}
+	rec := &Record{AuditID: p.ids.next(), Time: time.Now(), Event: "connector.proxy.rejected"}
 	if r != nil {
 		rec.Client = r.RemoteAddr
 		rec.Method = r.Method

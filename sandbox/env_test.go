@@ -72,7 +72,7 @@ func TestRenderShell(t *testing.T) {
 func TestRenderShellEvaluates(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		t.Fatal("sh is required (run make test to install test dependencies)")
 	}
 	dir := t.TempDir()
 	pwned := filepath.Join(dir, "pwned")

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, home string, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("AILERON_HOME", home)
+	var out, errb bytes.Buffer
+	code := run(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageAndExitCodes(t *testing.T) {
+	home := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"help"}, 0, "aileron session create"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"session"}, 2, "want a subcommand"},
+		{[]string{"session", "env"}, 2, "exactly one session ID"},
+		{[]string{"connector", "remove"}, 2, "FQN@VERSION"},
+		{[]string{"config", "defaults"}, 0, "proxy:"},
+		{[]string{"config", "print"}, 0, "listen: 127.0.0.1:9080"},
+		{[]string{"session", "list"}, 1, "is `aileron daemon` running?"},
+	} {
+		code, out, errOut := runCLI(t, home, c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("aileron %v: exit %d, output %q; want exit %d mentioning %q", c.args, code, out+errOut, c.code, c.want)
+		}
+	}
+}
+
+// With no daemon running, connector commands work on the store directly,
+// and a bad spec is refused with the file, JSON path and rule.
+func TestConnectorCommandsOffline(t *testing.T) {
+	home := t.TempDir()
+	spec := filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json")
+	code, out, errOut := runCLI(t, home, "connector", "install", spec)
+	if code != 0 || !strings.Contains(out, "installed github://acme/aileron-connector-google@1.2.3 sha256:") {
+		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = runCLI(t, home, "connector", "list"); code != 0 || !strings.Contains(out, "aileron-connector-google  1.2.3    yes") {
+		t.Errorf("list: exit %d\n%s", code, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	body := strings.Replace(mustRead(t, spec), `"gmail.googleapis.com"`, `"https://gmail.googleapis.com/path"`, 1)
+	if err := os.WriteFile(bad, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, home, "connector", "install", bad)
+	if code != 1 || !strings.Contains(errOut, "bad.json") || !strings.Contains(errOut, "hosts[0]") || !strings.Contains(errOut, "scheme") {
+		t.Errorf("bad spec: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ = runCLI(t, home, "connector", "verify"); code != 0 || !strings.Contains(out, "match their content hashes") {
+		t.Errorf("verify: exit %d\n%s", code, out)
+	}
+	if code, out, _ = runCLI(t, home, "connector", "remove", "github://acme/aileron-connector-google@1.2.3"); code != 0 {
+		t.Errorf("remove: exit %d\n%s", code, out)
+	}
+}
+
+func mustRead(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
