@@ -66,9 +66,11 @@ type env struct {
 	lastAuth  atomic.Value // Proxy-Authorization seen upstream
 	sessCA    *ca.Authority
 	token     string
+	upRoots   *x509.CertPool // trusts the upstream's certificate
+	upAddr    string         // the upstream's real address
 }
 
-func newEnv(t *testing.T, tune func(*Proxy)) *env {
+func newEnv(t testing.TB, tune func(*Proxy)) *env {
 	t.Helper()
 	e := &env{token: "tok-" + t.Name()}
 	upCA, err := ca.New(ca.Options{CommonName: "test upstream root"})
@@ -110,6 +112,7 @@ func newEnv(t *testing.T, tune func(*Proxy)) *env {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(upCA.Certificate())
+	e.upRoots, e.upAddr = roots, upLn.Addr().String()
 	e.proxy = &Proxy{
 		Sessions: staticSessions{"s1": {e.token, &Session{ID: "s1", CA: e.sessCA}}},
 		Policy:   holder,
@@ -139,7 +142,7 @@ func newEnv(t *testing.T, tune func(*Proxy)) *env {
 }
 
 // client is a Go HTTP client using the proxy with the given credentials.
-func (e *env) client(t *testing.T, user *url.Userinfo) *http.Client {
+func (e *env) client(t testing.TB, user *url.Userinfo) *http.Client {
 	roots := x509.NewCertPool()
 	roots.AddCert(e.sessCA.Certificate())
 	tr := &http.Transport{
