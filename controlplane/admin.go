@@ -30,6 +30,12 @@ type Admin struct {
 	// to recompile and swap the policy. Its failure is reported to the caller
 	// (the store change itself stays). Nil means no-op.
 	OnStoreChange func() error
+	// Vault and Bindings back the /v1/credentials and /v1/bindings routes;
+	// Credentials adds each session's placeholder values to GET
+	// /v1/sessions/{id}. Nil Credentials means no placeholders.
+	Vault       *Vault
+	Bindings    *Bindings
+	Credentials *Credentials
 	// Logf receives unexpected (500) failures. Nil discards them.
 	Logf func(format string, args ...any)
 
@@ -94,6 +100,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/connectors", a.installConnector)
 	mux.HandleFunc("POST /v1/connectors/remove", a.removeConnector)
 	mux.HandleFunc("POST /v1/connectors/verify", a.verifyConnectors)
+	a.credentialRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, fmt.Errorf("%w: no admin API route %s %s", errNoRoute, r.Method, r.URL.Path))
 	})
@@ -128,6 +135,9 @@ func (a *Admin) getSession(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.writeError(w, err)
 		return
+	}
+	if a.Credentials != nil {
+		info.Placeholders = a.Credentials.Placeholders(info.ID)
 	}
 	writeJSON(w, http.StatusOK, info)
 }

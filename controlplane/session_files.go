@@ -289,3 +289,8 @@ func (s *Sessions) systemRoots() []byte {
 	}
 	return nil
 }
+
+// LoadOrCreateKey returns the 32-byte key in path, creating it (random,
+// mode 0600, directory 0700) on first use and refusing a key file others
+// can read.
+func LoadOrCreateKey(path string) ([]byte, error) { return loadOrCreateKey(path) }

@@ -101,6 +101,10 @@ type SessionInfo struct {
 	// CABundlePath is the session CA followed by the system roots (PEM), for
 	// clients that take a single trust file and also reach passthrough hosts.
 	CABundlePath string `json:"ca_bundle_path"`
+	// Placeholders maps an SDK's API-key variable (e.g. LINEAR_API_KEY) to
+	// this session's placeholder value, which the proxy swaps for the real
+	// credential on matched operations. Set by GET /v1/sessions/{id} only.
+	Placeholders map[string]string `json:"placeholders,omitempty"`
 }
 
 // Sessions manages proxy sessions: each has an id, a secret token, a TTL, a

@@ -76,6 +76,9 @@ func classify(err error) refusal {
 		return refusal{http.StatusBadRequest, "bad_request", "malformed_request", err.Error()}
 	case errors.As(err, &ae):
 		return refusal{http.StatusForbidden, "capability_denied", policy.ReasonPrivateAddress, ae.Error()}
+	case errors.Is(err, ErrCredentialUnavailable):
+		return refusal{http.StatusForbidden, "capability_denied", policy.ReasonCredentialUnavailable,
+			"the credential this operation needs is not available to the proxy; an administrator can check `aileron credential list` and the connector's binding"}
 	case errors.As(err, &un):
 		return refusal{http.StatusServiceUnavailable, "unavailable", policy.Reason(un.reason),
 			"the proxy cannot process requests safely right now (" + un.reason + "); try again shortly"}

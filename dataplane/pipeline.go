@@ -18,6 +18,8 @@ import (
 // the inbound request's context.
 type outbound struct {
 	rec      *Record
+	sess     *Session
+	op       *policy.Operation
 	target   *url.URL
 	sentAt   time.Time
 	rejected bool
@@ -26,8 +28,9 @@ type outbound struct {
 type outboundKey struct{}
 
 // serveInner is the one request path for every request inside an
-// intercepted tunnel: canonical target → policy.Decide → (approval, inject:
-// later stages) → record → forward → record.
+// intercepted tunnel: canonical target → policy.Decide → (approval: a later
+// stage) → record → forward (inject on the outbound copy, SSRF-safe dial,
+// verified TLS, redact echoes) → record.
 func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	t, ok := r.Context().Value(tunnelKey{}).(*tunnel)
 	if !ok {
@@ -57,7 +60,7 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := &outbound{rec: rec, target: tgt.url(t.authority)}
+	out := &outbound{rec: rec, sess: t.sess, op: d.Op, target: tgt.url(t.authority)}
 	cw := &countingWriter{ResponseWriter: w}
 	body := &countingBody{ReadCloser: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {

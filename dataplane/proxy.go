@@ -68,6 +68,10 @@ type Proxy struct {
 	Guard *Guard
 	// RootCAs verifies upstream certificates; nil means the system roots.
 	RootCAs *x509.CertPool
+	// Injector puts credentials on the outbound copy of matched requests;
+	// nil means no credential stage (requests go out as the client sent
+	// them, and placeholders are still refused).
+	Injector Injector
 	// Recorder receives one record per decision; nil records nothing beyond
 	// the log line.
 	Recorder Recorder

@@ -56,7 +56,7 @@ func (p *Proxy) newTransport() (*http.Transport, error) {
 func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      p.transport,
+		Transport:      forwarder{p: p},
 		FlushInterval:  -1,
 		ErrorLog:       nil,
 		ModifyResponse: p.modifyResponse,

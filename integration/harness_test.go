@@ -42,6 +42,13 @@ type suite struct {
 
 	daemonsMu sync.Mutex
 	daemons   []*daemon // every daemon started, stopped at the end
+
+	credOnce sync.Once
+	cred     *credEnv // the credentials daemon and its upstream (credentials_test.go)
+	credErr  error
+
+	secrets secretRegistry // every secret a test stored, scanned for after the run
+	seen    transcript     // what the tests received, scanned for secrets after the run
 }
 
 // theSuite is set by TestMain before m.Run and never reassigned.
@@ -74,6 +81,9 @@ func runMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "integration: the shared daemon did not exit cleanly on SIGTERM: %v\n", err)
 			code = 1
 		}
+	}
+	if !s.scanForSecrets(os.Stderr) {
+		code = 1
 	}
 	if code != 0 {
 		s.dumpLogs()
@@ -149,6 +159,9 @@ func (s *suite) close() {
 	s.daemonsMu.Unlock()
 	for _, d := range ds {
 		_ = d.stop()
+	}
+	if s.cred != nil {
+		s.cred.up.Close()
 	}
 	if s.up != nil {
 		s.up.Close()
@@ -436,13 +449,20 @@ func (d *daemon) logOnFailure(t *testing.T) {
 
 // run executes the aileron CLI against this daemon's home.
 func (d *daemon) run(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	return d.runInput(ctx, "", args...)
+}
+
+// runInput is run with stdin; the output is recorded for the secret scan.
+func (d *daemon) runInput(ctx context.Context, stdin string, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.s.bin, args...)
 	cmd.Env = cleanEnv(d.home)
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err = cmd.Run()
+	d.s.seen.add("output of `aileron "+strings.Join(args, " ")+"`", nil, append(out.Bytes(), errb.Bytes()...))
 	return out.String(), errb.String(), err
 }
 

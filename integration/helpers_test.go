@@ -245,6 +245,7 @@ func rawExchange(t *testing.T, proxyAddr, auth, authority string, opts tlsOpts, 
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	theSuite.seen.add("raw exchange via "+authority, resp.Header, body)
 	return outcome{Stage: "request", Status: resp.StatusCode, Header: resp.Header, Body: body, Peer: peer}
 }
 
@@ -311,6 +312,7 @@ func goDo(t *testing.T, c *http.Client, method, url, body string) (int, http.Hea
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", method, url, err)
 	}
+	theSuite.seen.add("go client: "+method+" "+url, resp.Header, b)
 	return resp.StatusCode, resp.Header, b
 }
 
@@ -333,5 +335,6 @@ func rawPlain(t *testing.T, proxyAddr, raw string) outcome {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	theSuite.seen.add("raw plain-HTTP request", resp.Header, body)
 	return outcome{Stage: "request", Status: resp.StatusCode, Header: resp.Header, Body: body}
 }

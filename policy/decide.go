@@ -62,6 +62,7 @@ const (
 	ReasonUpstreamTimeout       Reason = "upstream_timeout"
 	ReasonUpstreamTLS           Reason = "upstream_tls_failed"
 	ReasonProxyAuth             Reason = "proxy_auth_required"
+	ReasonPlaceholder           Reason = "placeholder_misuse"
 )
 
 // Args describes one inner request to decide on.

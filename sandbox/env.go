@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,9 @@ type EnvVar struct {
 //     → info.CABundlePath, the session CA plus the system roots, because
 //     passthrough hosts present their real certificates;
 //   - NODE_USE_ENV_PROXY=1, which makes Node ≥ 24 honour the proxy variables;
-//   - AILERON_SESSION_ID, and AILERON_API_URL when apiURL is not empty.
+//   - AILERON_SESSION_ID, and AILERON_API_URL when apiURL is not empty;
+//   - one variable per placeholder binding (e.g. LINEAR_API_KEY), holding a
+//     placeholder the proxy swaps for the real credential, sorted by name.
 //
 // info must come from Create or Get (List leaves ProxyURL empty).
 func Env(info controlplane.SessionInfo, apiURL string) []EnvVar {
@@ -50,6 +53,14 @@ func Env(info controlplane.SessionInfo, apiURL string) []EnvVar {
 	}
 	if apiURL != "" {
 		vars = append(vars, EnvVar{"AILERON_API_URL", apiURL})
+	}
+	names := make([]string, 0, len(info.Placeholders))
+	for name := range info.Placeholders {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		vars = append(vars, EnvVar{name, info.Placeholders[name]})
 	}
 	return vars
 }

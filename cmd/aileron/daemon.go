@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,9 @@ type daemon struct {
 	log      *zerolog.Logger
 	store    *controlplane.Store
 	sessions *controlplane.Sessions
+	vault    *controlplane.Vault
+	bindings *controlplane.Bindings
+	creds    *controlplane.Credentials
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
 	reloadMu sync.Mutex
@@ -89,11 +93,16 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	guard := newGuard(cfg)
+	if err := d.openCredentials(guard, roots); err != nil {
+		return nil, err
+	}
 	d.proxy = &dataplane.Proxy{
 		Sessions: d.sessions,
 		Policy:   &d.policy,
-		Guard:    newGuard(cfg),
+		Guard:    guard,
 		RootCAs:  roots,
+		Injector: d.creds,
 		Log:      log,
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
@@ -103,6 +112,38 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		},
 	}
 	return d, nil
+}
+
+// openCredentials opens the vault and the bindings and builds the injector.
+// Token refreshes leave through the same SSRF guard and verified TLS as
+// proxied requests, and never follow redirects.
+func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) error {
+	home := d.cfg.Home
+	d.vault = &controlplane.Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
+	if err := d.vault.Open(); err != nil {
+		return err
+	}
+	d.bindings = &controlplane.Bindings{File: filepath.Join(home, "bindings.json")}
+	if err := d.bindings.Open(); err != nil {
+		return err
+	}
+	key, err := controlplane.LoadOrCreateKey(filepath.Join(home, "keys", "placeholder.key"))
+	if err != nil {
+		return err
+	}
+	tokenClient := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			Proxy: nil, DialContext: guard.DialContext,
+			TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	d.creds = &controlplane.Credentials{
+		Vault: d.vault, Bindings: d.bindings, PlaceholderKey: key, HTTPClient: tokenClient,
+		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) },
+	}
+	return nil
 }
 
 // reload recompiles the policy from the store and swaps it in. A bad or
@@ -177,6 +218,7 @@ func (d *daemon) run() error {
 		return err
 	}
 	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload,
+		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds,
 		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) }}
 	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)

@@ -19,6 +19,9 @@ Usage:
   aileron session list [--json] | delete ID
   aileron connector install PATH                         a spec file or a package directory
   aileron connector list [--json] | verify | remove FQN@VERSION
+  aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
+  aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]
+  aileron credential list [--json] | delete NAME | unbind FQN
   aileron config print [--config FILE]                   the effective configuration
   aileron config defaults                                the embedded defaults, as YAML
   aileron help [COMMAND]
@@ -39,10 +42,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmds := map[string]func([]string, io.Reader, io.Writer, io.Writer) error{
-		"daemon":    cmdDaemon,
-		"session":   cmdSession,
-		"connector": cmdConnector,
-		"config":    cmdConfig,
+		"daemon":     cmdDaemon,
+		"session":    cmdSession,
+		"connector":  cmdConnector,
+		"config":     cmdConfig,
+		"credential": cmdCredential,
 	}
 	switch args[0] {
 	case "help", "-h", "--help":

@@ -1,0 +1,111 @@
+package controlplane
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// SetCredentialRequest is the body of POST /v1/credentials. Input is the
+// secret material exactly as the CLI read it from stdin or --from-file (see
+// ParseSecretInput); it travels only over the admin socket.
+type SetCredentialRequest struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Input    string `json:"input"`
+	Username string `json:"username,omitempty"`
+	Service  string `json:"service,omitempty"`
+}
+
+// UnbindRequest is the body of POST /v1/bindings/remove.
+type UnbindRequest struct {
+	Connector string `json:"connector"`
+}
+
+type (
+	credentialList struct {
+		Credentials []CredentialInfo `json:"credentials"`
+	}
+	bindingList struct {
+		Bindings []Binding `json:"bindings"`
+	}
+)
+
+// credentialRoutes adds the vault and binding routes:
+//
+//	POST   /v1/credentials             SetCredentialRequest → 201 CredentialInfo (never values)
+//	GET    /v1/credentials             → {"credentials":[CredentialInfo…]}
+//	DELETE /v1/credentials/{name}      → 204
+//	POST   /v1/bindings                Binding → 201 Binding
+//	GET    /v1/bindings                → {"bindings":[Binding…]}
+//	POST   /v1/bindings/remove         UnbindRequest → 204
+func (a *Admin) credentialRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/credentials", a.setCredential)
+	mux.HandleFunc("GET /v1/credentials", func(w http.ResponseWriter, r *http.Request) {
+		if a.Vault == nil {
+			a.writeError(w, fmt.Errorf("%w: no vault configured", ErrNotOpen))
+			return
+		}
+		writeJSON(w, http.StatusOK, credentialList{Credentials: append([]CredentialInfo{}, a.Vault.List()...)})
+	})
+	mux.HandleFunc("DELETE /v1/credentials/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if err := a.Vault.Delete(r.PathValue("name")); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
+		var b Binding
+		if err := decodeBody(r, &b); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		if err := a.Bindings.Bind(b); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, b)
+	})
+	mux.HandleFunc("GET /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, bindingList{Bindings: append([]Binding{}, a.Bindings.List()...)})
+	})
+	mux.HandleFunc("POST /v1/bindings/remove", func(w http.ResponseWriter, r *http.Request) {
+		var req UnbindRequest
+		if err := decodeBody(r, &req); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		if err := a.Bindings.Unbind(req.Connector); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func (a *Admin) setCredential(w http.ResponseWriter, r *http.Request) {
+	var req SetCredentialRequest
+	if err := decodeBody(r, &req); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	secret, oauth, err := ParseSecretInput(req.Kind, []byte(req.Input), req.Username, req.Service)
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	now := time.Now()
+	c := Credential{Name: req.Name, Kind: req.Kind, Secret: secret, OAuth: oauth, CreatedAt: now, UpdatedAt: now}
+	if err := a.Vault.Set(c); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	for _, info := range a.Vault.List() {
+		if info.Name == req.Name {
+			writeJSON(w, http.StatusCreated, info)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusCreated)
+}

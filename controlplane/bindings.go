@@ -1,0 +1,357 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/textproto"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// Binding limits.
+const (
+	// bindingsFormat is the version of bindings.json.
+	bindingsFormat = 1
+	// maxBindingsSize bounds how much of bindings.json is read.
+	maxBindingsSize = 4 << 20
+	// maxEnvName bounds a binding's Env, in bytes.
+	maxEnvName = 128
+	// maxQueryName bounds a binding's Query, in bytes.
+	maxQueryName = 128
+)
+
+// Binding ties a connector to a vault entry: every operation of the
+// connector whose spec declares a credential gets this entry, at the spec's
+// placement unless Header, Format or Query override it.
+type Binding struct {
+	// Connector is the connector FQN, e.g. github://acme/aileron-connector-linear.
+	Connector string `json:"connector"`
+	// Credential names the vault entry.
+	Credential string `json:"credential"`
+	// Header puts the credential in this header instead of the spec's
+	// placement. Not a connection or framing header; not with Query.
+	Header string `json:"header,omitempty"`
+	// Format renders the header value, with {token} or {key} standing for
+	// the secret, e.g. "Bearer {token}" or "{key}".
+	Format string `json:"format,omitempty"`
+	// Query puts the credential in this query parameter instead.
+	Query string `json:"query,omitempty"`
+	// Env names a sandbox environment variable (e.g. LINEAR_API_KEY) that
+	// receives a placeholder value for SDKs that refuse to start without a
+	// key; the proxy puts the real credential on the wire.
+	Env string `json:"env,omitempty"`
+}
+
+// Bindings is the set of bindings, one per connector FQN, kept in File
+// (normally $AILERON_HOME/bindings.json, mode 0600, replaced atomically on
+// every change). Changes are visible to Get from the next call.
+//
+// Call Open before anything else. Methods are safe for concurrent use;
+// readers never wait for disk I/O.
+type Bindings struct {
+	// File is the bindings file. Required; a missing file is no bindings.
+	File string
+
+	writeMu sync.Mutex // serialises changes
+	mu      sync.RWMutex
+	byFQN   map[string]Binding // copy-on-write; nil until Open
+}
+
+// bindingsFile is bindings.json.
+type bindingsFile struct {
+	Version  int       `json:"version"`
+	Bindings []Binding `json:"bindings"`
+}
+
+// Open loads File. Failures: File unset wraps ErrInvalidArgument; a file
+// that does not parse or holds an invalid or duplicate binding wraps
+// ErrCorruptState, naming the file and the entry.
+func (b *Bindings) Open() error {
+	if b.File == "" {
+		return fmt.Errorf("%w: Bindings needs File", ErrInvalidArgument)
+	}
+	byFQN, err := readBindings(b.File)
+	if err != nil {
+		return err
+	}
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	b.mu.Lock()
+	b.byFQN = byFQN
+	b.mu.Unlock()
+	return nil
+}
+
+// Bind adds bd, replacing the connector's previous binding. It does not
+// check that the credential exists (it may be stored later; until then the
+// connector's requests fail closed). Failures: an invalid binding wraps
+// ErrInvalidArgument and says which field is wrong and how; an Env variable
+// already given to another credential wraps ErrConflict; before Open,
+// ErrNotOpen.
+func (b *Bindings) Bind(bd Binding) error {
+	if err := validateBinding(bd); err != nil {
+		return err
+	}
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	cur, err := b.snapshot()
+	if err != nil {
+		return err
+	}
+	if bd.Env != "" {
+		for _, o := range cur {
+			if o.Env == bd.Env && o.Connector != bd.Connector && o.Credential != bd.Credential {
+				return fmt.Errorf("%w: env %s already carries the placeholder of credential %s (bound to %s); "+
+					"choose another variable name", ErrConflict, bd.Env, o.Credential, o.Connector)
+			}
+		}
+	}
+	next := maps.Clone(cur)
+	next[bd.Connector] = bd
+	return b.commit(next)
+}
+
+// Unbind removes the binding of connector fqn. No binding wraps
+// ErrNotFound; before Open, ErrNotOpen.
+func (b *Bindings) Unbind(fqn string) error {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	cur, err := b.snapshot()
+	if err != nil {
+		return err
+	}
+	if _, ok := cur[fqn]; !ok {
+		return fmt.Errorf("%w: connector %q has no credential binding (see `aileron credential list`)", ErrNotFound, fqn)
+	}
+	next := maps.Clone(cur)
+	delete(next, fqn)
+	return b.commit(next)
+}
+
+// Get returns the binding of connector fqn. Before Open it reports none.
+func (b *Bindings) Get(fqn string) (Binding, bool) {
+	b.mu.RLock()
+	bd, ok := b.byFQN[fqn]
+	b.mu.RUnlock()
+	return bd, ok
+}
+
+// List returns every binding sorted by connector. Before Open it returns
+// nil.
+func (b *Bindings) List() []Binding {
+	b.mu.RLock()
+	byFQN := b.byFQN
+	b.mu.RUnlock()
+	if byFQN == nil {
+		return nil
+	}
+	out := make([]Binding, 0, len(byFQN))
+	for _, bd := range byFQN {
+		out = append(out, bd)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Connector < out[j].Connector })
+	return out
+}
+
+// snapshot returns the current map (never modified in place) or ErrNotOpen.
+func (b *Bindings) snapshot() (map[string]Binding, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.byFQN == nil {
+		return nil, fmt.Errorf("%w: bindings", ErrNotOpen)
+	}
+	return b.byFQN, nil
+}
+
+// commit writes next to File and then makes it current. The caller holds
+// writeMu.
+func (b *Bindings) commit(next map[string]Binding) error {
+	f := bindingsFile{Version: bindingsFormat, Bindings: make([]Binding, 0, len(next))}
+	for _, bd := range next {
+		f.Bindings = append(f.Bindings, bd)
+	}
+	sort.Slice(f.Bindings, func(i, j int) bool { return f.Bindings[i].Connector < f.Bindings[j].Connector })
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding bindings: %w", err)
+	}
+	if err := writeFileAtomic(b.File, append(data, '\n')); err != nil {
+		return fmt.Errorf("writing bindings: %w", err)
+	}
+	b.mu.Lock()
+	b.byFQN = next
+	b.mu.Unlock()
+	return nil
+}
+
+// readBindings loads and validates the bindings file; a missing file is no
+// bindings.
+func readBindings(file string) (map[string]Binding, error) {
+	data, err := readBounded(file, maxBindingsSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]Binding{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading bindings: %w", err)
+	}
+	var f bindingsFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%w: bindings %s: %v; fix or remove the file", ErrCorruptState, file, err)
+	}
+	if f.Version != bindingsFormat {
+		return nil, fmt.Errorf("%w: bindings %s has format version %d; this aileron reads version %d", ErrCorruptState, file, f.Version, bindingsFormat)
+	}
+	byFQN := make(map[string]Binding, len(f.Bindings))
+	for i, bd := range f.Bindings {
+		if err := validateBinding(bd); err != nil {
+			return nil, fmt.Errorf("%w: bindings %s: $.bindings[%d]: %v", ErrCorruptState, file, i, err)
+		}
+		if _, dup := byFQN[bd.Connector]; dup {
+			return nil, fmt.Errorf("%w: bindings %s: $.bindings[%d]: connector %s is bound twice", ErrCorruptState, file, i, bd.Connector)
+		}
+		byFQN[bd.Connector] = bd
+	}
+	return byFQN, nil
+}
+
+// validateBinding checks every field of bd. Failures wrap
+// ErrInvalidArgument.
+func validateBinding(bd Binding) error {
+	if err := policy.CheckFQN(bd.Connector); err != nil {
+		return fmt.Errorf("%w: binding: %s", ErrInvalidArgument, policyMessage(err))
+	}
+	if err := checkCredentialName(bd.Credential); err != nil {
+		return fmt.Errorf("binding for %s: %w", bd.Connector, err)
+	}
+	if msg := placementProblem(bd); msg != "" {
+		return fmt.Errorf("%w: binding for %s: %s", ErrInvalidArgument, bd.Connector, msg)
+	}
+	if msg := envProblem(bd.Env); msg != "" {
+		return fmt.Errorf("%w: binding for %s: %s", ErrInvalidArgument, bd.Connector, msg)
+	}
+	return nil
+}
+
+// placementProblem describes what is wrong with bd's Header, Format and
+// Query, or returns "".
+func placementProblem(bd Binding) string {
+	switch {
+	case bd.Header != "" && bd.Query != "":
+		return "--header and --query both set; choose one placement"
+	case bd.Header != "" && !isHeaderName(bd.Header):
+		return fmt.Sprintf("header %q is not a valid HTTP header name", bd.Header)
+	case bd.Header != "" && isReservedHeader(bd.Header):
+		return fmt.Sprintf("header %q is a connection or framing header and cannot carry a credential", bd.Header)
+	case bd.Query != "" && !isQueryName(bd.Query):
+		return fmt.Sprintf("query parameter %q must be 1 to %d letters, digits, '-', '.', '_' or '~'", bd.Query, maxQueryName)
+	case bd.Format != "":
+		return formatProblem(bd.Format)
+	}
+	return ""
+}
+
+// formatProblem describes what is wrong with a placement format, or
+// returns "": it must be printable, hold {token} or {key}, and no other
+// placeholder or stray brace.
+func formatProblem(f string) string {
+	const fix = `; write e.g. "Bearer {token}" or "{key}"`
+	n := 0
+	for i := 0; i < len(f); i++ {
+		switch c := f[i]; {
+		case c < 0x20 && c != '\t' || c == 0x7f:
+			return fmt.Sprintf("format %q contains a control character", f)
+		case c == '}':
+			return fmt.Sprintf("format %q has a '}' without '{'", f) + fix
+		case c == '{':
+			end := strings.IndexByte(f[i:], '}')
+			if end < 0 {
+				return fmt.Sprintf("format %q has a '{' without '}'", f) + fix
+			}
+			if name := f[i+1 : i+end]; name != "token" && name != "key" {
+				return fmt.Sprintf("format %q uses {%s}; only {token} and {key} stand for the secret", f, name)
+			}
+			n++
+			i += end
+		}
+	}
+	if n == 0 {
+		return fmt.Sprintf("format %q has no {token} or {key}, so the secret would not be sent", f) + fix
+	}
+	return ""
+}
+
+// envProblem describes what is wrong with an Env name, or returns "".
+func envProblem(env string) string {
+	if env == "" {
+		return ""
+	}
+	if len(env) > maxEnvName {
+		return fmt.Sprintf("env name is %d bytes; the limit is %d", len(env), maxEnvName)
+	}
+	for i := 0; i < len(env); i++ {
+		c := env[i]
+		if !(c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
+			return fmt.Sprintf("env %q must match [A-Z_][A-Z0-9_]*, e.g. LINEAR_API_KEY", env)
+		}
+	}
+	if reservedEnv(env) {
+		return fmt.Sprintf("env %s is set by aileron for every sandbox (proxy, CA or API settings); choose another name", env)
+	}
+	return ""
+}
+
+// reservedEnv reports the variables a sandbox's proxy and trust settings
+// use, which a placeholder must not replace.
+func reservedEnv(env string) bool {
+	switch env {
+	case "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+		"CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PATH", "HOME":
+		return true
+	}
+	return strings.HasPrefix(env, "AILERON_")
+}
+
+// isHeaderName reports whether s is an RFC 9110 token.
+func isHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// isReservedHeader reports connection-level and framing headers that must
+// never carry a credential (the list policy and inject use).
+func isReservedHeader(h string) bool {
+	switch textproto.CanonicalMIMEHeaderKey(h) {
+	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade":
+		return true
+	}
+	return false
+}
+
+// isQueryName reports whether s is 1 to maxQueryName URL-unreserved
+// characters.
+func isQueryName(s string) bool {
+	if s == "" || len(s) > maxQueryName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,46 @@
+package controlplane
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// SetCredential stores (or rotates) a vault entry; the answer never holds
+// the secret.
+func (c *Client) SetCredential(ctx context.Context, req SetCredentialRequest) (CredentialInfo, error) {
+	var info CredentialInfo
+	err := c.do(ctx, http.MethodPost, "/v1/credentials", req, &info)
+	return info, err
+}
+
+// ListCredentials lists vault entries without their values.
+func (c *Client) ListCredentials(ctx context.Context) ([]CredentialInfo, error) {
+	var out credentialList
+	err := c.do(ctx, http.MethodGet, "/v1/credentials", nil, &out)
+	return out.Credentials, err
+}
+
+// DeleteCredential removes a vault entry.
+func (c *Client) DeleteCredential(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/credentials/"+url.PathEscape(name), nil, nil)
+}
+
+// Bind ties a connector to a vault entry (replacing its previous binding).
+func (c *Client) Bind(ctx context.Context, b Binding) (Binding, error) {
+	var out Binding
+	err := c.do(ctx, http.MethodPost, "/v1/bindings", b, &out)
+	return out, err
+}
+
+// ListBindings lists every binding.
+func (c *Client) ListBindings(ctx context.Context) ([]Binding, error) {
+	var out bindingList
+	err := c.do(ctx, http.MethodGet, "/v1/bindings", nil, &out)
+	return out.Bindings, err
+}
+
+// Unbind removes a connector's binding.
+func (c *Client) Unbind(ctx context.Context, fqn string) error {
+	return c.do(ctx, http.MethodPost, "/v1/bindings/remove", UnbindRequest{Connector: fqn}, nil)
+}
