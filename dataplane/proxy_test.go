@@ -86,7 +86,9 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 			e.hits.Add(1)
 			e.lastAuth.Store(r.Header.Get("Proxy-Authorization"))
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "uri": r.RequestURI, "host": r.Host})
+			w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
+			_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "uri": r.RequestURI, "host": r.Host,
+				"authorization": r.Header.Get("Authorization")})
 		}),
 		TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return upCA.Leaf("api.example.com")

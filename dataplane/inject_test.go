@@ -1,0 +1,105 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aileronhq/aileron/inject"
+	"github.com/aileronhq/aileron/policy"
+)
+
+// fixedInjector stands in for the control plane's vault-backed injector:
+// it sets one bearer token for items.get and items.create and counts calls.
+type fixedInjector struct {
+	token string
+	fail  bool
+	calls atomic.Int64
+}
+
+func (f *fixedInjector) Inject(_ context.Context, _ *Session, op *policy.Operation, out *http.Request) ([]string, error) {
+	f.calls.Add(1)
+	if f.fail {
+		return nil, fmt.Errorf("%w: no binding for %s", ErrCredentialUnavailable, op.FQN)
+	}
+	out.Header.Set("Authorization", "Bearer "+f.token)
+	return []string{f.token, "Bearer " + f.token}, nil
+}
+
+func TestInjectionOnOutboundCopyWithEchoRedacted(t *testing.T) {
+	inj := &fixedInjector{token: "sekrit-token-123456"}
+	e := newEnv(t, func(p *Proxy) { p.Injector = inj })
+	c := e.client(t, url.UserPassword("s1", e.token))
+	req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/1", nil)
+	req.Header.Set("Authorization", "Bearer client-junk")
+	// A client naming Authorization as hop-by-hop must not strip the
+	// injected header: injection runs after hop-by-hop removal.
+	req.Header.Set("Connection", "keep-alive, Authorization")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || inj.calls.Load() != 1 {
+		t.Fatalf("status %d, injector calls %d", resp.StatusCode, inj.calls.Load())
+	}
+	var echo map[string]string
+	if err := json.Unmarshal(body, &echo); err != nil {
+		t.Fatalf("body %q: %v", body, err)
+	}
+	if echo["authorization"] != "[REDACTED]" || resp.Header.Get("X-Echo-Authorization") != "[REDACTED]" {
+		t.Errorf("upstream echo reached the client unmasked or the header was not injected: body %v, header %q",
+			echo, resp.Header.Get("X-Echo-Authorization"))
+	}
+	if strings.Contains(string(body), inj.token) || strings.Contains(fmt.Sprint(resp.Header), inj.token) {
+		t.Error("the injected secret reached the client")
+	}
+}
+
+func TestCredentialFailureFailsClosed(t *testing.T) {
+	inj := &fixedInjector{fail: true}
+	e := newEnv(t, func(p *Proxy) { p.Injector = inj })
+	resp, err := e.client(t, url.UserPassword("s1", e.token)).Get("https://api.example.com/v1/items/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if got := readEnvelope(t, resp.Body); resp.StatusCode != 403 || got.Reason != "credential_unavailable" {
+		t.Fatalf("status %d envelope %+v", resp.StatusCode, got)
+	}
+	if e.hits.Load() != 0 {
+		t.Fatal("a request whose credential was unavailable reached the upstream")
+	}
+}
+
+func TestPlaceholderOutsideAnInjectedPlaceIsRefused(t *testing.T) {
+	e := newEnv(t, nil) // no credential stage: nothing replaces a placeholder
+	ph := inject.PlaceholderPrefix + "0123456789abcdef0123456789abcdef"
+	c := e.client(t, url.UserPassword("s1", e.token))
+	for name, mutate := range map[string]func(*http.Request){
+		"header": func(r *http.Request) { r.Header.Set("X-Api-Key", ph) },
+		"query":  func(r *http.Request) { r.URL.RawQuery = "key=" + ph },
+	} {
+		req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/1", nil)
+		mutate(req)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readEnvelope(t, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 403 || got.Reason != "placeholder_misuse" {
+			t.Errorf("%s: status %d envelope %+v", name, resp.StatusCode, got)
+		}
+	}
+	if e.hits.Load() != 0 {
+		t.Fatal("a placeholder reached the upstream")
+	}
+}
