@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,9 @@ const benchSpec = `{
       "operations": [
         {"name": "items.get", "summary": "Get one item", "method": "GET",
          "path": "/v1/items/{id}", "hosts": [%[1]q], "idempotency": "idempotent"},
+        {"name": "items.secure", "summary": "Get one item with an injected API key", "method": "GET",
+         "path": "/v1/secure/{id}", "hosts": [%[1]q], "idempotency": "idempotent",
+         "credential": {"kind": "api_key", "header": "X-Api-Key", "format": "{key}"}},
         {"name": "blob.get", "summary": "Stream the large body", "method": "GET",
          "path": "/v1/blob", "hosts": [%[1]q], "idempotency": "idempotent"}
       ]
@@ -153,10 +157,17 @@ func (d *daemon) waitReady(ctx context.Context, timeout time.Duration) error {
 // cli runs `aileron ARGS...` against this daemon's home and returns stdout.
 // A failure carries the command, exit status and stderr.
 func (d *daemon) cli(ctx context.Context, args ...string) ([]byte, error) {
+	return d.cliStdin(ctx, "", args...)
+}
+
+// cliStdin is cli with stdin fed from the given string (a secret: it never
+// goes on the command line, and errors carry only the command and stderr).
+func (d *daemon) cliStdin(ctx context.Context, stdin string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.bin, args...)
 	cmd.Env = d.env()
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -184,6 +195,24 @@ func (d *daemon) installSpec(ctx context.Context, upstreamAddr string) (note str
 	return note, nil
 }
 
+// Names the injection phase uses: the vault entry and the connector it is
+// bound to.
+const (
+	benchCredential = "benchkey"
+	benchConnector  = "local://bench/items"
+)
+
+// setCredential stores key as the api_key credential benchCredential (the
+// secret on stdin) and binds it to the bench connector, so the daemon injects
+// it on items.secure. An error names the step that failed.
+func (d *daemon) setCredential(ctx context.Context, key string) error {
+	if _, err := d.cliStdin(ctx, key+"\n", "credential", "set", benchCredential, "--kind", "api_key"); err != nil {
+		return err
+	}
+	_, err := d.cli(ctx, "credential", "bind", benchConnector, "--credential", benchCredential)
+	return err
+}
+
 // checkNotes compares daemon.json with the process the bench started and
 // counts warning and error lines in the daemon's log.
 func (d *daemon) checkNotes() []string {
@@ -204,6 +233,26 @@ func (d *daemon) checkNotes() []string {
 	if n > 0 {
 		notes = append(notes, fmt.Sprintf("daemon logged %d warning/error lines; first: %s", n, first))
 	}
+	return notes
+}
+
+// secretNotes looks for the bench credential's plaintext in the daemon's
+// log and every file under its home (audit log, vault, state) after the
+// run: the contract says secret bytes never appear in any of them.
+func (d *daemon) secretNotes(secret string) []string {
+	var notes []string
+	check := func(path string) {
+		if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(secret)) {
+			notes = append(notes, "contract: the injected secret appears in plaintext in "+path)
+		}
+	}
+	check(d.logPath)
+	_ = filepath.WalkDir(d.home, func(path string, de fs.DirEntry, err error) error {
+		if err == nil && de.Type().IsRegular() {
+			check(path)
+		}
+		return nil
+	})
 	return notes
 }
 

@@ -24,6 +24,9 @@ type target struct {
 	proxy *url.URL
 	roots *x509.CertPool
 	pid   int // the proxy process, 0 for direct
+	// secure sends the requests to /v1/secure/{id}, where the daemon injects
+	// the bench credential; only the keep-alive and latency phases run.
+	secure bool
 }
 
 // cpu returns the CPU time used so far by the bench process (clients and

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"flag"
@@ -79,6 +80,9 @@ type env struct {
 	m       *mitm
 	targets []target
 	notes   []string
+	failed  bool // a target was dropped because its first request failed
+	// injecting is set once the bench credential is stored in the daemon.
+	injecting bool
 }
 
 // run sets everything up, measures, tears down and prints the report.
@@ -109,10 +113,19 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("interrupted: %w", err)
 	}
 	res.Notes = append(res.Notes, e.notes...)
+	res.failed = res.failed || e.failed
+	if n := e.up.keyMismatches.Load(); n > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: the upstream answered 401 to %d request(s) to /v1/secure "+
+			"that lacked the injected X-Api-Key", injectTargetName, n))
+		res.failed = true
+	}
 	if err := e.d.stop(20 * time.Second); err != nil {
 		res.Notes = append(res.Notes, "daemon shutdown: "+err.Error())
 	}
 	res.Notes = append(res.Notes, e.d.checkNotes()...)
+	if e.injecting {
+		res.Notes = append(res.Notes, e.d.secretNotes(e.up.apiKey)...)
+	}
 	if busy := float64(max(1, runtime.NumCPU()/2)); loadStart > busy {
 		res.Notes = append(res.Notes, fmt.Sprintf("load average was %.1f on %d CPUs before the bench started: "+
 			"other processes competed for the CPU, so the figures are noisy", loadStart, runtime.NumCPU()))
@@ -142,7 +155,7 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 	if err := os.WriteFile(rootPath, pki.rootPEM, 0o600); err != nil {
 		return nil, fmt.Errorf("write upstream root: %w", err)
 	}
-	up, err := startUpstream(upstreamIP, pki, o.blobMiB<<20)
+	up, err := startUpstream(upstreamIP, pki, o.blobMiB<<20, rand.Text())
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +170,9 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 		return e, fmt.Errorf("%w\n%s", err, e.d.logTail(20))
 	}
 	e.targets = []target{{name: "direct", roots: pki.rootPool}, ail}
+	if inj, ok := e.injectTarget(ctx, ail); ok {
+		e.targets = append(e.targets, inj)
+	}
 	if o.mitmdump != "" {
 		e.addMitm(ctx, o.mitmdump, rootPath, stderr)
 	}
@@ -195,6 +211,21 @@ func (e *env) aileronTarget(ctx context.Context) (target, error) {
 	return target{name: "aileron", proxy: proxyURL, roots: pool, pid: e.d.cmd.Process.Pid}, nil
 }
 
+// injectTarget stores and binds the bench credential and returns the
+// aileron target aimed at /v1/secure/{id}. When the daemon cannot store or
+// bind it (a build without credential support), ok is false and a note says
+// the injection phase was skipped; the rest of the bench runs as usual.
+func (e *env) injectTarget(ctx context.Context, ail target) (t target, ok bool) {
+	if err := e.d.setCredential(ctx, e.up.apiKey); err != nil {
+		e.notes = append(e.notes, injectTargetName+" skipped: could not store and bind the bench credential "+
+			"(does this aileron build support `aileron credential set/bind`?): "+err.Error())
+		return target{}, false
+	}
+	e.injecting = true
+	ail.name, ail.secure = injectTargetName, true
+	return ail, true
+}
+
 // addMitm starts mitmdump and adds it as a target; a failure becomes a
 // note and the bench carries on without the mitmdump column.
 func (e *env) addMitm(ctx context.Context, path, rootPath string, stderr io.Writer) {
@@ -218,17 +249,24 @@ func (e *env) addMitm(ctx context.Context, path, rootPath string, stderr io.Writ
 }
 
 // check makes one request per target. A failing direct or aileron target is
-// an error; a failing mitmdump is dropped with a note. It also notes an
+// an error; a failing mitmdump is dropped with a note; a failing
+// aileron+inject is dropped with a note and fails the run (its credential
+// was stored and bound, so injection itself is broken). It also notes an
 // aileron response without the contract's X-Aileron-Audit-Id header.
 func (e *env) check(ctx context.Context) error {
 	kept := e.targets[:0]
 	for _, t := range e.targets {
-		hdr, err := checkOne(ctx, t, e.up.itemURL(1))
+		hdr, err := checkOne(ctx, t, e.up.urlFor(t, 1))
 		if err == nil {
 			if t.name == "aileron" && hdr.Get("X-Aileron-Audit-Id") == "" {
 				e.notes = append(e.notes, "contract: an allowed response through aileron lacks the X-Aileron-Audit-Id header")
 			}
 			kept = append(kept, t)
+			continue
+		}
+		if t.name == injectTargetName {
+			e.notes = append(e.notes, injectTargetName+" dropped: first request failed although the credential is bound: "+err.Error())
+			e.failed = true
 			continue
 		}
 		if t.name != "mitmdump" {
@@ -273,38 +311,49 @@ func measure(ctx context.Context, o options, e *env, stderr io.Writer) results {
 		BlobBytes: o.blobMiB << 20, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 		Upstream: "https://" + e.up.addr,
 	}
-	urls := make([]string, 64)
-	for i := range urls {
-		urls[i] = e.up.itemURL(i + 1)
+	items, secure := make([]string, 64), make([]string, 64)
+	for i := range items {
+		items[i], secure[i] = e.up.itemURL(i+1), e.up.secureURL(i+1)
+	}
+	urlsFor := func(t target) []string {
+		if t.secure {
+			return secure
+		}
+		return items
 	}
 	res.Targets = make([]targetResult, len(e.targets))
 	for i, t := range e.targets {
 		res.Targets[i].Name = t.name
 	}
-	phase := func(name string, f func(t target, r *targetResult)) {
+	// phase runs f for every target; allTargets false leaves out the
+	// injection target, which only measures keep-alive and latency.
+	phase := func(name string, allTargets bool, f func(t target, r *targetResult)) {
 		for i, t := range e.targets {
 			if ctx.Err() != nil {
 				return
+			}
+			if t.secure && !allTargets {
+				continue
 			}
 			fmt.Fprintf(stderr, "bench: %-14s %s\n", name, t.name)
 			f(t, &res.Targets[i])
 		}
 	}
-	phase("keep-alive", func(t target, r *targetResult) {
+	phase("keep-alive", true, func(t target, r *targetResult) {
 		c0 := e.up.conns.Load()
-		r.KeepAlive = runThroughput(ctx, t.client(o.conc, true), t.cpu, urls, o.conc, o.warmup, o.duration)
+		r.KeepAlive = runThroughput(ctx, t.client(o.conc, true), t.cpu, urlsFor(t), o.conc, o.warmup, o.duration)
 		r.KeepAlive.UpstreamConns = e.up.conns.Load() - c0
 	})
-	phase("new-connection", func(t target, r *targetResult) {
+	phase("new-connection", false, func(t target, r *targetResult) {
 		c0 := e.up.conns.Load()
-		r.NewConn = runThroughput(ctx, t.client(o.conc, false), t.cpu, urls, o.conc, o.warmup, o.duration)
+		r.NewConn = runThroughput(ctx, t.client(o.conc, false), t.cpu, items, o.conc, o.warmup, o.duration)
 		r.NewConn.UpstreamConns = e.up.conns.Load() - c0
 	})
-	phase("latency", func(t target, r *targetResult) {
-		r.Latency = runLatency(ctx, t.client(1, true), urls, o.warmup, o.duration)
+	phase("latency", true, func(t target, r *targetResult) {
+		r.Latency = runLatency(ctx, t.client(1, true), urlsFor(t), o.warmup, o.duration)
 	})
-	phase("stream", func(t target, r *targetResult) {
-		r.Stream = runStream(ctx, t.client(1, true), urls[0], e.up.blobURL(), e.up.blobSize)
+	phase("stream", false, func(t target, r *targetResult) {
+		r.Stream = runStream(ctx, t.client(1, true), items[0], e.up.blobURL(), e.up.blobSize)
 	})
 	e.recordRSS(&res)
 	res.finish()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -15,19 +16,24 @@ const (
 	budgetAddedP50Ms  = 0.25 // aileron p50 − direct p50 at one client, at most (ms)
 	directTargetName  = "direct"
 	aileronTargetName = "aileron"
+	// injectTargetName is aileron on /v1/secure/{id}, where the daemon
+	// injects the bench API key; it measures keep-alive and latency only.
+	injectTargetName = "aileron+inject"
 )
 
 // targetResult is every phase's figures for one target.
 type targetResult struct {
 	Name       string           `json:"name"`
 	KeepAlive  throughputResult `json:"keep_alive"`
-	NewConn    throughputResult `json:"new_connection"`
+	NewConn    throughputResult `json:"new_connection,omitzero"`
 	Latency    latencyResult    `json:"latency"`
-	Stream     streamResult     `json:"stream"`
+	Stream     streamResult     `json:"stream,omitzero"`
 	PeakRSSKiB int64            `json:"peak_rss_kib,omitempty"`
 }
 
-// budgetResult is one §5 budget checked against the aileron column.
+// budgetResult is one §5 budget checked against the aileron column (and,
+// for the keep-alive and latency budgets, the aileron+inject column: §5's
+// keep-alive budget is for MITM + policy + injection + audit).
 type budgetResult struct {
 	Name   string  `json:"name"`
 	Limit  float64 `json:"limit"`
@@ -95,6 +101,12 @@ func (r *results) finish() {
 		atLeast("new-connection ratio", budgetNewConn, ratio(a.NewConn.ReqPerSec, d.NewConn.ReqPerSec), a.NewConn.Errors+d.NewConn.Errors),
 		atMost("added p50 latency ms", budgetAddedP50Ms, a.Latency.P50ms-d.Latency.P50ms, a.Latency.Errors+d.Latency.Errors, a.Latency.Samples*d.Latency.Samples),
 	}
+	if in := r.byName(injectTargetName); in != nil {
+		r.Budgets = append(r.Budgets,
+			atLeast("keep-alive ratio (inject)", budgetKeepAlive, ratio(in.KeepAlive.ReqPerSec, d.KeepAlive.ReqPerSec), in.KeepAlive.Errors+d.KeepAlive.Errors),
+			atMost("added p50 latency ms (inject)", budgetAddedP50Ms, in.Latency.P50ms-d.Latency.P50ms, in.Latency.Errors+d.Latency.Errors, in.Latency.Samples*d.Latency.Samples),
+		)
+	}
 }
 
 func atLeast(name string, limit, v float64, errs int64) budgetResult {
@@ -128,19 +140,27 @@ func ratio(a, b float64) float64 {
 }
 
 // printReport writes the table: one row per phase, one value column per
-// target, each proxy followed by its ratio against direct.
+// target, each proxy followed by its ratio against direct; aileron+inject
+// also gets a "vs aileron" column (its cost over aileron without injection).
 func printReport(w io.Writer, o options, r results) {
 	fmt.Fprintf(w, "\naileron bench: %s per phase after %s warm-up, %d clients, GOMAXPROCS %d, upstream %s\n",
 		r.Duration, r.Warmup, r.Concurrency, r.GOMAXPROCS, r.Upstream)
 	fmt.Fprintln(w, "ratios: throughput = proxy ÷ direct (1.00 = as fast as direct); CPU and latency = proxy ÷ direct (×, lower is better)")
+	ail, inj := r.byName(aileronTargetName), r.byName(injectTargetName)
+	if inj != nil {
+		fmt.Fprintln(w, "aileron+inject: aileron with an API key injected (GET /v1/secure/{id}); \"vs aileron\" = aileron+inject ÷ aileron on /v1/items/{id}")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	direct := r.byName(directTargetName)
-	proxies := make([]*targetResult, 0, 2)
+	proxies := make([]*targetResult, 0, 3)
 	header := "phase\tdirect"
 	for i := range r.Targets {
 		if t := &r.Targets[i]; t.Name != directTargetName {
 			proxies = append(proxies, t)
 			header += "\t" + t.Name + "\tratio"
+			if t == inj {
+				header += "\tvs aileron"
+			}
 		}
 	}
 	fmt.Fprintln(tw, header+"\tbudget")
@@ -148,11 +168,17 @@ func printReport(w io.Writer, o options, r results) {
 		_ = tw.Flush()
 		return
 	}
-	rows := tableRows(o, r)
-	for _, row := range rows {
+	for _, row := range tableRows(o, r) {
 		line := row.label + "\t" + row.direct(direct)
 		for _, p := range proxies {
-			line += "\t" + row.value(p, direct) + "\t" + row.ratio(p, direct)
+			switch {
+			case p != inj:
+				line += "\t" + row.value(p, direct) + "\t" + row.ratio(p, direct)
+			case !row.inject || ail == nil:
+				line += "\t-\t-\t-"
+			default:
+				line += "\t" + row.value(p, direct) + "\t" + row.ratio(p, direct) + "\t" + row.vsAileron(p, ail)
+			}
 		}
 		fmt.Fprintln(tw, line+"\t"+row.budget)
 	}
@@ -169,6 +195,20 @@ type row struct {
 	value  func(p, d *targetResult) string
 	ratio  func(p, d *targetResult) string
 	budget string
+	// inject is set on the rows the aileron+inject target measures;
+	// vsAileron renders its cell against aileron (a, in place of direct).
+	inject    bool
+	vsAileron func(p, a *targetResult) string
+}
+
+// withInject marks r as measured for aileron+inject, compared with aileron
+// by vs, or by r.ratio when vs is nil.
+func (r row) withInject(vs func(p, a *targetResult) string) row {
+	r.inject, r.vsAileron = true, vs
+	if vs == nil {
+		r.vsAileron = r.ratio
+	}
+	return r
 }
 
 // tableRows defines the table's rows.
@@ -176,13 +216,14 @@ func tableRows(o options, r results) []row {
 	ka := func(t *targetResult) throughputResult { return t.KeepAlive }
 	nc := func(t *targetResult) throughputResult { return t.NewConn }
 	return []row{
-		throughputRow(fmt.Sprintf("keep-alive req/s (c=%d)", o.conc), ka, r.budgetCell("keep-alive ratio")),
+		throughputRow(fmt.Sprintf("keep-alive req/s (c=%d)", o.conc), ka,
+			r.budgetCell("keep-alive ratio")+r.injectBudgetCell("keep-alive ratio (inject)")).withInject(nil),
 		throughputRow(fmt.Sprintf("new-conn req/s (c=%d)", o.conc), nc, r.budgetCell("new-connection ratio")),
-		cpuRow("CPU µs/req keep-alive", ka),
+		cpuRow("CPU µs/req keep-alive", ka).withInject(nil),
 		cpuRow("CPU µs/req new-conn", nc),
-		latencyRow("latency p50 ms (c=1)", func(l latencyResult) float64 { return l.P50ms }),
-		latencyRow("latency p99 ms (c=1)", func(l latencyResult) float64 { return l.P99ms }),
-		addedRow(r.budgetCell("added p50 latency ms")),
+		latencyRow("latency p50 ms (c=1)", func(l latencyResult) float64 { return l.P50ms }).withInject(nil),
+		latencyRow("latency p99 ms (c=1)", func(l latencyResult) float64 { return l.P99ms }).withInject(nil),
+		addedRow(r.budgetCell("added p50 latency ms") + r.injectBudgetCell("added p50 latency ms (inject)")).withInject(addedVs),
 		streamRow(fmt.Sprintf("stream %d MiB MB/s", o.blobMiB)),
 		rssRow(),
 	}
@@ -193,13 +234,24 @@ func (r results) budgetCell(name string) string {
 	for _, b := range r.Budgets {
 		if b.Name == name {
 			prefix := "≥"
-			if b.Name == "added p50 latency ms" {
+			if strings.HasPrefix(b.Name, "added p50 latency ms") {
 				prefix = "≤"
 			}
 			return prefix + strconv.FormatFloat(b.Limit, 'f', 2, 64) + " " + b.Status
 		}
 	}
 	return "-"
+}
+
+// injectBudgetCell renders the named aileron+inject budget as
+// ", inject PASS", or "" when there is no injection column.
+func (r results) injectBudgetCell(name string) string {
+	for _, b := range r.Budgets {
+		if b.Name == name {
+			return ", inject " + b.Status
+		}
+	}
+	return ""
 }
 
 func dash(*targetResult, *targetResult) string { return "-" }
@@ -265,6 +317,15 @@ func addedRow(budget string) row {
 		ratio:  dash,
 		budget: budget,
 	}
+}
+
+// addedVs renders aileron+inject p50 − aileron p50: what injection adds
+// to a typical request, in ms, signed.
+func addedVs(p, a *targetResult) string {
+	if p.Latency.Samples == 0 || a.Latency.Samples == 0 {
+		return "ERR"
+	}
+	return strconv.FormatFloat(p.Latency.P50ms-a.Latency.P50ms, 'f', 3, 64)
 }
 
 func streamRow(label string) row {

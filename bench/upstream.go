@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -14,16 +15,22 @@ import (
 
 // upstream is the HTTPS server the bench calls directly and through proxies.
 // GET /v1/items/{id} answers a tiny JSON document; GET /v1/blob streams
-// blobSize bytes with a Content-Length.
+// blobSize bytes with a Content-Length; GET /v1/secure/{id} answers like
+// items when the X-Api-Key header equals apiKey and 401 otherwise.
 type upstream struct {
 	srv      *http.Server
 	addr     string // "127.0.0.2:PORT"
 	blobSize int64
 	conns    *atomic.Int64 // TCP connections accepted so far
+	// keyMismatches counts /v1/secure requests whose X-Api-Key was not
+	// apiKey (missing or wrong): injection did not happen as it should.
+	keyMismatches *atomic.Int64
+	apiKey        string // the secret the bench stores as its credential
 }
 
 // startUpstream listens on ip:0 with the PKI's leaf and serves until close.
-func startUpstream(ip string, pki *upstreamPKI, blobSize int64) (*upstream, error) {
+// apiKey is the key /v1/secure/{id} requires in X-Api-Key.
+func startUpstream(ip string, pki *upstreamPKI, blobSize int64, apiKey string) (*upstream, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("upstream: listen on %s: %w (is %s a loopback address here?)", ip, err, ip)
@@ -34,6 +41,15 @@ func startUpstream(ip string, pki *upstreamPKI, blobSize int64) (*upstream, erro
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/items/{id}", serveItem)
+	mismatches := new(atomic.Int64)
+	mux.HandleFunc("GET /v1/secure/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Api-Key")), []byte(apiKey)) != 1 {
+			mismatches.Add(1)
+			http.Error(w, `{"error":"X-Api-Key is missing or wrong: the proxy did not inject the bench credential"}`, http.StatusUnauthorized)
+			return
+		}
+		serveItem(w, r)
+	})
 	mux.HandleFunc("GET /v1/blob", func(w http.ResponseWriter, _ *http.Request) {
 		serveBlob(w, chunk, blobSize)
 	})
@@ -52,7 +68,7 @@ func startUpstream(ip string, pki *upstreamPKI, blobSize int64) (*upstream, erro
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	return &upstream{srv: srv, addr: ln.Addr().String(), blobSize: blobSize, conns: conns}, nil
+	return &upstream{srv: srv, addr: ln.Addr().String(), blobSize: blobSize, conns: conns, keyMismatches: mismatches, apiKey: apiKey}, nil
 }
 
 // close stops the server and drops every connection.
@@ -61,6 +77,19 @@ func (u *upstream) close() { _ = u.srv.Close() }
 // itemURL returns the URL of item id on this upstream.
 func (u *upstream) itemURL(id int) string {
 	return "https://" + u.addr + "/v1/items/" + strconv.Itoa(id)
+}
+
+// secureURL returns the URL of item id behind the API-key check.
+func (u *upstream) secureURL(id int) string {
+	return "https://" + u.addr + "/v1/secure/" + strconv.Itoa(id)
+}
+
+// urlFor returns the URL of item id as target t requests it.
+func (u *upstream) urlFor(t target, id int) string {
+	if t.secure {
+		return u.secureURL(id)
+	}
+	return u.itemURL(id)
 }
 
 // blobURL returns the URL of the streaming body.

@@ -2,7 +2,10 @@ package dataplane
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/policy"
@@ -35,9 +38,36 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	red.Header(resp.Header)
+	switch {
+	case out.Method == http.MethodHead, resp.StatusCode == http.StatusNoContent, resp.StatusCode == http.StatusNotModified:
+		return resp, nil // no body
+	case resp.StatusCode == http.StatusSwitchingProtocols:
+		return resp, nil // the body is the upgraded connection; frames are not inspected
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
+		return maskSmall(resp, red)
+	}
 	resp.Body = red.Body(resp.Body)
 	resp.ContentLength = -1 // a masked echo changes the length
 	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// smallBody is the largest announced body masked in one piece, keeping an
+// exact Content-Length; larger or unannounced bodies are masked as they
+// stream.
+const smallBody = 64 << 10
+
+func maskSmall(resp *http.Response, red *inject.Redactor) (*http.Response, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, smallBody+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	masked := red.String(string(b))
+	resp.Body = io.NopCloser(strings.NewReader(masked))
+	resp.ContentLength = int64(len(masked))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(masked)))
 	return resp, nil
 }
 

@@ -265,6 +265,9 @@ func (s *suite) mainDaemon(t *testing.T) *daemon {
 				return
 			}
 		}
+		if s.mainErr = s.bindMainCredentials(d); s.mainErr != nil {
+			return
+		}
 		s.main = d
 	})
 	if s.mainErr != nil {
@@ -476,14 +479,20 @@ func (d *daemon) cli(t *testing.T, args ...string) string {
 	return out
 }
 
-// install runs `connector install` for sp and checks its one-line answer
-// `installed FQN@VERSION sha256:HEX`.
+// install runs `connector install` for sp, checks its one-line answer
+// `installed FQN@VERSION sha256:HEX`, and binds a test credential when sp is
+// one of the shared connectors whose operations need one.
 func (d *daemon) install(t *testing.T, sp *specFile) {
 	t.Helper()
 	out := strings.TrimSpace(d.cli(t, "connector", "install", sp.Path))
 	want := "installed " + sp.FQN + "@" + sp.Version + " sha256:"
 	if hexPart, ok := strings.CutPrefix(out, want); !ok || len(hexPart) != 64 {
 		t.Errorf("connector install %s printed %q, want %q followed by 64 hex digits", sp.Path, out, want)
+	}
+	// Operations that need a credential are refused without one: bind the
+	// suite's test credential so allowed requests stay allowed.
+	if err := d.s.bindTestCredential(d, sp.FQN); err != nil {
+		t.Fatal(err)
 	}
 }
 

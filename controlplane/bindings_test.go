@@ -1,0 +1,206 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// bindingsAt returns opened Bindings in home/bindings.json.
+func bindingsAt(t *testing.T, home string) *Bindings {
+	t.Helper()
+	b := &Bindings{File: filepath.Join(home, "bindings.json")}
+	if err := b.Open(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBindingsRoundTrip(t *testing.T) {
+	home := t.TempDir()
+	b := bindingsAt(t, home)
+	linear := Binding{Connector: linearFQN, Credential: "linear", Env: "LINEAR_API_KEY"}
+	google := Binding{Connector: googleFQN, Credential: "google_mail", Header: "Authorization", Format: "Bearer {token}"}
+	for _, bd := range []Binding{linear, google} {
+		if err := b.Bind(bd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(home, "bindings.json")
+	if got := mode(t, file); got != 0o600 {
+		t.Errorf("bindings.json has mode %v, want 0600", got)
+	}
+	want := []Binding{google, linear} // sorted by connector
+	if got := bindingsAt(t, home).List(); !reflect.DeepEqual(got, want) {
+		t.Errorf("List after reopen = %+v, want %+v", got, want)
+	}
+
+	linear2 := Binding{Connector: linearFQN, Credential: "linear-2", Query: "api_key"}
+	if err := b.Bind(linear2); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.Get(linearFQN); !ok || got != linear2 {
+		t.Errorf("Get after rebinding = %+v, %v; want the new binding", got, ok)
+	}
+	if n := len(b.List()); n != 2 {
+		t.Errorf("rebinding left %d bindings, want 2", n)
+	}
+
+	if err := b.Unbind(googleFQN); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Unbind(googleFQN); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second Unbind = %v, want ErrNotFound", err)
+	}
+	fresh := bindingsAt(t, home)
+	if _, ok := fresh.Get(googleFQN); ok {
+		t.Error("Unbind was not persisted")
+	}
+	if got, _ := fresh.Get(linearFQN); got != linear2 {
+		t.Errorf("after reopen the linear binding is %+v, want %+v", got, linear2)
+	}
+}
+
+func TestBindingValidation(t *testing.T) {
+	ok := Binding{Connector: linearFQN, Credential: "linear"}
+	with := func(fn func(b *Binding)) Binding {
+		b := ok
+		fn(&b)
+		return b
+	}
+	tests := []struct {
+		name string
+		b    Binding
+		says string // "" means valid
+	}{
+		{"minimal", ok, ""},
+		{"header and raw key format", with(func(b *Binding) { b.Header, b.Format = "Authorization", "{key}" }), ""},
+		{"custom header", with(func(b *Binding) { b.Header = "X-Api-Key" }), ""},
+		{"query", with(func(b *Binding) { b.Query = "api_key" }), ""},
+		{"env", with(func(b *Binding) { b.Env = "LINEAR_API_KEY" }), ""},
+		{"env with underscore start", with(func(b *Binding) { b.Env = "_KEY2" }), ""},
+		{"bad fqn", with(func(b *Binding) { b.Connector = "linear" }), "no scheme"},
+		{"unknown fqn scheme", with(func(b *Binding) { b.Connector = "ftp://a/b" }), "unknown scheme"},
+		{"empty credential", with(func(b *Binding) { b.Credential = "" }), "credential name"},
+		{"credential with space", with(func(b *Binding) { b.Credential = "my key" }), "credential name"},
+		{"header with space", with(func(b *Binding) { b.Header = "X Api Key" }), "not a valid HTTP header name"},
+		{"header with colon", with(func(b *Binding) { b.Header = "X-Key:" }), "not a valid HTTP header name"},
+		{"host header", with(func(b *Binding) { b.Header = "host" }), "framing header"},
+		{"content-length", with(func(b *Binding) { b.Header = "Content-Length" }), "framing header"},
+		{"transfer-encoding", with(func(b *Binding) { b.Header = "transfer-encoding" }), "framing header"},
+		{"connection", with(func(b *Binding) { b.Header = "Connection" }), "framing header"},
+		{"proxy-authorization", with(func(b *Binding) { b.Header = "Proxy-Authorization" }), "framing header"},
+		{"te", with(func(b *Binding) { b.Header = "TE" }), "framing header"},
+		{"header and query", with(func(b *Binding) { b.Header, b.Query = "X-Key", "key" }), "choose one"},
+		{"query with ampersand", with(func(b *Binding) { b.Query = "a&b" }), "query parameter"},
+		{"query with equals", with(func(b *Binding) { b.Query = "a=b" }), "query parameter"},
+		{"format without placeholder", with(func(b *Binding) { b.Format = "Bearer" }), "no {token} or {key}"},
+		{"format with other placeholder", with(func(b *Binding) { b.Format = "Bearer {secret}" }), "{secret}"},
+		{"format with LF", with(func(b *Binding) { b.Format = "{token}\nX-Evil: 1" }), "control character"},
+		{"format with stray brace", with(func(b *Binding) { b.Format = "{token}}" }), "'}' without '{'"},
+		{"format unclosed", with(func(b *Binding) { b.Format = "{token" }), "'{' without '}'"},
+		{"env lower case", with(func(b *Binding) { b.Env = "linear_api_key" }), "[A-Z_][A-Z0-9_]*"},
+		{"env starting with digit", with(func(b *Binding) { b.Env = "1KEY" }), "[A-Z_][A-Z0-9_]*"},
+		{"env with dash", with(func(b *Binding) { b.Env = "API-KEY" }), "[A-Z_][A-Z0-9_]*"},
+		{"env replacing the proxy", with(func(b *Binding) { b.Env = "HTTPS_PROXY" }), "set by aileron"},
+		{"env in aileron's namespace", with(func(b *Binding) { b.Env = "AILERON_API_URL" }), "set by aileron"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := bindingsAt(t, t.TempDir())
+			err := b.Bind(tt.b)
+			if tt.says == "" {
+				if err != nil {
+					t.Fatalf("Bind(%+v) = %v, want success", tt.b, err)
+				}
+				if got, _ := b.Get(tt.b.Connector); got != tt.b {
+					t.Errorf("Get = %+v, want %+v", got, tt.b)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("Bind(%+v) = %v, want ErrInvalidArgument saying %q", tt.b, err, tt.says)
+			}
+			if len(b.List()) != 0 {
+				t.Error("an invalid binding was stored")
+			}
+		})
+	}
+}
+
+func TestBindingEnvConflicts(t *testing.T) {
+	b := bindingsAt(t, t.TempDir())
+	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear", Env: "API_KEY"}); err != nil {
+		t.Fatal(err)
+	}
+	// The same credential may feed the same variable from another connector.
+	if err := b.Bind(Binding{Connector: "local://me/linear-beta", Credential: "linear", Env: "API_KEY"}); err != nil {
+		t.Errorf("same credential, same env: %v", err)
+	}
+	err := b.Bind(Binding{Connector: googleFQN, Credential: "google_mail", Env: "API_KEY"})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "API_KEY") {
+		t.Errorf("another credential, same env: %v, want ErrConflict naming API_KEY", err)
+	}
+	// Rebinding the connector that owns the variable to another credential is fine.
+	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear-2", Env: "OTHER_KEY"}); err != nil {
+		t.Errorf("rebinding: %v", err)
+	}
+}
+
+func TestBindingsOpenRefusesBadFiles(t *testing.T) {
+	entry := func(b Binding) map[string]any {
+		data, _ := json.Marshal(b)
+		var m map[string]any
+		json.Unmarshal(data, &m)
+		return m
+	}
+	good := entry(Binding{Connector: linearFQN, Credential: "linear"})
+	tests := []struct {
+		name    string
+		content any
+		says    string
+	}{
+		{"not json", "{", "bindings.json"},
+		{"future version", map[string]any{"version": 2, "bindings": []any{}}, "format version 2"},
+		{"invalid entry", map[string]any{"version": 1, "bindings": []any{good,
+			entry(Binding{Connector: googleFQN, Credential: "g", Header: "Host"})}}, "$.bindings[1]"},
+		{"duplicate connector", map[string]any{"version": 1, "bindings": []any{good, good}}, "bound twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, _ := json.Marshal(tt.content)
+			if s, ok := tt.content.(string); ok {
+				data = []byte(s)
+			}
+			file := writeFile(t, t.TempDir(), "bindings.json", data)
+			b := &Bindings{File: file}
+			err := b.Open()
+			if !errors.Is(err, ErrCorruptState) || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), file) {
+				t.Fatalf("Open = %v, want ErrCorruptState naming %s and saying %q", err, file, tt.says)
+			}
+		})
+	}
+}
+
+func TestBindingsBeforeOpen(t *testing.T) {
+	b := &Bindings{File: filepath.Join(t.TempDir(), "bindings.json")}
+	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear"}); !errors.Is(err, ErrNotOpen) {
+		t.Errorf("Bind = %v, want ErrNotOpen", err)
+	}
+	if err := b.Unbind(linearFQN); !errors.Is(err, ErrNotOpen) {
+		t.Errorf("Unbind = %v, want ErrNotOpen", err)
+	}
+	if _, ok := b.Get(linearFQN); ok || b.List() != nil {
+		t.Error("Get or List before Open returned bindings")
+	}
+	if _, err := os.Stat(b.File); !os.IsNotExist(err) {
+		t.Error("a failed Bind created the file")
+	}
+	if err := (&Bindings{}).Open(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Open without File = %v, want ErrInvalidArgument", err)
+	}
+}
