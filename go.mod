@@ -3,6 +3,8 @@ module github.com/aileronhq/aileron
 go 1.26.0
 
 require (
+	filippo.io/age v1.3.2
+	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/elazarl/goproxy v1.9.2
 	github.com/gorilla/websocket v1.5.3
 	github.com/knadh/koanf/parsers/yaml v1.1.1
@@ -16,12 +18,11 @@ require (
 	github.com/spf13/pflag v1.0.10
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.62.0
+	golang.org/x/oauth2 v0.37.0
 )
 
 require (
-	filippo.io/age v1.3.2 // indirect
 	filippo.io/hpke v0.4.0 // indirect
-	github.com/aws/aws-sdk-go-v2 v1.47.7 // indirect
 	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/fatih/structs v1.1.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
@@ -33,7 +34,6 @@ require (
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.3 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )

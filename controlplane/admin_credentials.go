@@ -40,12 +40,17 @@ type (
 //	GET    /v1/bindings                → {"bindings":[Binding…]}
 //	POST   /v1/bindings/remove         UnbindRequest → 204
 func (a *Admin) credentialRoutes(mux *http.ServeMux) {
+	if a.Vault == nil || a.Bindings == nil {
+		off := func(w http.ResponseWriter, r *http.Request) {
+			a.writeError(w, fmt.Errorf("%w: this daemon has no vault or bindings configured", ErrNotOpen))
+		}
+		for _, p := range []string{"/v1/credentials", "/v1/credentials/", "/v1/bindings", "/v1/bindings/"} {
+			mux.HandleFunc(p, off)
+		}
+		return
+	}
 	mux.HandleFunc("POST /v1/credentials", a.setCredential)
 	mux.HandleFunc("GET /v1/credentials", func(w http.ResponseWriter, r *http.Request) {
-		if a.Vault == nil {
-			a.writeError(w, fmt.Errorf("%w: no vault configured", ErrNotOpen))
-			return
-		}
 		writeJSON(w, http.StatusOK, credentialList{Credentials: append([]CredentialInfo{}, a.Vault.List()...)})
 	})
 	mux.HandleFunc("DELETE /v1/credentials/{name}", func(w http.ResponseWriter, r *http.Request) {

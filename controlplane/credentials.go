@@ -117,6 +117,9 @@ func (c *Credentials) lookup(op *policy.Operation) (Binding, Credential, error) 
 	}
 	cred, err := c.Vault.Get(b.Credential)
 	if errors.Is(err, ErrNotFound) {
+		c.mu.Lock()
+		delete(c.sources, b.Credential) // a deleted entry's tokens leave memory
+		c.mu.Unlock()
 		return Binding{}, Credential{}, failure(nil, nil, "%s: connector %s is bound to credential %s, which is not in the vault; "+
 			"store it with `aileron credential set %s --kind %s` (secret on stdin) or rebind with `aileron credential bind %s --credential NAME`",
 			opLabel(op), op.FQN, b.Credential, b.Credential, kind, op.FQN)

@@ -3,11 +3,14 @@ package controlplane
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -23,34 +26,41 @@ import (
 // linearOp compiles the Linear fixture, with the graphql operation's
 // credential replaced by cred and its hosts by hosts when non-nil (cred
 // "none" removes it), and returns that operation.
-func linearOp(t *testing.T, cred any, hosts ...string) *policy.Operation {
-	t.Helper()
-	data := edit(t, fixture(t, "linear"), func(m map[string]any) {
-		op := m["tools"].([]any)[0].(map[string]any)["operations"].([]any)[0].(map[string]any)
-		switch cred {
-		case nil:
-		case "none":
-			delete(op, "credential")
-		default:
-			op["credential"] = cred
-		}
-		if hosts != nil {
-			op["hosts"] = hosts
-		}
-	})
+func linearOp(tb testing.TB, cred any, hosts ...string) *policy.Operation {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "policy", "testdata", "specs", "linear.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		tb.Fatal(err)
+	}
+	op := m["tools"].([]any)[0].(map[string]any)["operations"].([]any)[0].(map[string]any)
+	switch cred {
+	case nil:
+	case "none":
+		delete(op, "credential")
+	default:
+		op["credential"] = cred
+	}
+	if hosts != nil {
+		op["hosts"] = hosts
+	}
+	data, _ = json.Marshal(m)
 	spec, err := policy.ParseSpec("linear.json", data)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	p, errs := policy.Compile([]policy.Source{{Spec: spec, Hash: strings.Repeat("ab", 32), Origin: "linear.json"}}, nil)
 	if len(errs) != 0 {
-		t.Fatal(errs)
+		tb.Fatal(errs)
 	}
-	op, ok := p.Lookup(linearFQN, "linear", "graphql")
+	compiled, ok := p.Lookup(linearFQN, "linear", "graphql")
 	if !ok {
-		t.Fatal("the linear graphql operation did not compile")
+		tb.Fatal("the linear graphql operation did not compile")
 	}
-	return op
+	return compiled
 }
 
 // injectorAt returns an injector over a fresh vault and bindings in home,
@@ -71,11 +81,11 @@ func injectorAt(t *testing.T, home string, creds []Credential, binds ...Binding)
 
 // outbound returns an outbound request carrying a client-sent Authorization
 // and api_key parameter that injection must replace.
-func outbound(t *testing.T, rawURL string) *http.Request {
-	t.Helper()
+func outbound(tb testing.TB, rawURL string) *http.Request {
+	tb.Helper()
 	r, err := http.NewRequest(http.MethodPost, rawURL, strings.NewReader(`{"query":"{ viewer { id } }"}`))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	r.Header.Set("Authorization", "Bearer client-sent-junk")
 	r.Header.Set("Content-Type", "application/json")
@@ -183,13 +193,13 @@ func TestInjectWithoutCredentialLeavesTheRequestAlone(t *testing.T) {
 func TestInjectFailsClosed(t *testing.T) {
 	creds := sampleCredentials("https://oauth2.example.com/token")
 	tests := []struct {
-		name  string
-		spec  any
-		bind  *Binding
-		url   string
-		drop  string // vault entry deleted after binding
-		nilV  bool
-		says  []string
+		name string
+		spec any
+		bind *Binding
+		url  string
+		drop string // vault entry deleted after binding
+		nilV bool
+		says []string
 	}{
 		{name: "no binding", says: []string{linearFQN, "none is bound", "aileron credential bind " + linearFQN + " --credential NAME"}},
 		{name: "no vault entry", bind: &Binding{Credential: "linear"}, drop: "linear",
@@ -489,6 +499,34 @@ func TestParseSecretInput(t *testing.T) {
 				t.Errorf("the parsed secret cannot be stored: %v", err)
 			}
 		})
+	}
+}
+
+// BenchmarkInjectAPIKey measures the credential stage's cost per request.
+func BenchmarkInjectAPIKey(b *testing.B) {
+	home := b.TempDir()
+	v := &Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
+	bs := &Bindings{File: filepath.Join(home, "bindings.json")}
+	if err := v.Open(); err != nil {
+		b.Fatal(err)
+	}
+	if err := bs.Open(); err != nil {
+		b.Fatal(err)
+	}
+	if err := v.Set(sampleCredentials("")[0]); err != nil {
+		b.Fatal(err)
+	}
+	if err := bs.Bind(Binding{Connector: linearFQN, Credential: "linear"}); err != nil {
+		b.Fatal(err)
+	}
+	c := &Credentials{Vault: v, Bindings: bs}
+	op := linearOp(b, nil)
+	out := outbound(b, "https://api.linear.app/graphql")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Inject(context.Background(), nil, op, out); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
