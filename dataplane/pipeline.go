@@ -11,6 +11,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/policy"
 )
 
@@ -50,6 +51,9 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		Path: tgt.path, Connectors: t.sess.Connectors,
 	})
 	if err := p.gate(d); err != nil {
+		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
+			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
+		}
 		p.refuse(w, rec, err)
 		return
 	}

@@ -27,18 +27,21 @@ func newOut(t *testing.T, rawURL string, hdr map[string]string) *http.Request {
 	return r
 }
 
-func TestApplyPlacements(t *testing.T) {
+// placementCase is one Apply call and what it must do to the request.
+type placementCase struct {
+	name      string
+	url       string
+	hdr       map[string]string
+	pl        Placement
+	s         Secret
+	wantHdr   map[string]string // header → its only value
+	wantQuery string            // exact RawQuery when non-empty
+	echoes    []string          // must all be among the echoes
+}
+
+func placementCases() []placementCase {
 	b64 := base64.StdEncoding.EncodeToString([]byte("alice:s3cr3t-pass"))
-	tests := []struct {
-		name      string
-		url       string
-		hdr       map[string]string
-		pl        Placement
-		s         Secret
-		wantHdr   map[string]string // header → exact value; "" means absent
-		wantQuery string            // exact RawQuery when non-empty
-		echoes    []string          // must all be among the echoes
-	}{
+	return []placementCase{
 		{
 			name:    "bearer default",
 			url:     "https://api.example.com/v1",
@@ -101,7 +104,10 @@ func TestApplyPlacements(t *testing.T) {
 			echoes:  []string{"s3cr3t-pass", "alice:s3cr3t-pass", b64, "Basic " + b64},
 		},
 	}
-	for _, tc := range tests {
+}
+
+func TestApplyPlacements(t *testing.T) {
+	for _, tc := range placementCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			out := newOut(t, tc.url, tc.hdr)
 			echoes, err := Apply(out, tc.pl, tc.s, time.Time{})

@@ -81,6 +81,7 @@ type OAuthSource struct {
 	OnRefresh func(ok bool, err error)
 
 	mu       sync.Mutex
+	cfg      *oauth2.Config // built at the first refresh; keeps x/oauth2's auth-style cache
 	flight   *refreshFlight
 	failures int
 	retryAt  time.Time
@@ -130,7 +131,15 @@ func (s *OAuthSource) AccessToken(ctx context.Context) (string, error) {
 	if f == nil {
 		f = &refreshFlight{done: make(chan struct{})}
 		s.flight = f
-		go s.refresh(context.WithoutCancel(ctx), f, s.Token)
+		if s.cfg == nil {
+			s.cfg = &oauth2.Config{
+				ClientID:     s.Config.ClientID,
+				ClientSecret: s.Config.ClientSecret,
+				Endpoint:     oauth2.Endpoint{TokenURL: s.Config.TokenURL},
+				Scopes:       s.Config.Scopes,
+			}
+		}
+		go s.refresh(context.WithoutCancel(ctx), f, s.cfg, s.Token)
 	}
 	s.mu.Unlock()
 
@@ -151,11 +160,11 @@ func (s *OAuthSource) AccessToken(ctx context.Context) (string, error) {
 }
 
 // refresh runs one refresh grant for the flight f, started from old.
-func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, old OAuthToken) {
+func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, cfg *oauth2.Config, old OAuthToken) {
 	defer close(f.done)
 	ctx, cancel := context.WithTimeout(ctx, RefreshTimeout)
 	defer cancel()
-	tok, err := s.grant(ctx, old)
+	tok, err := s.grant(ctx, cfg, old)
 	if err != nil {
 		s.mu.Lock()
 		s.failures++
@@ -174,7 +183,7 @@ func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, old OAuthTo
 	if s.Persist != nil {
 		if perr := s.Persist(tok); perr != nil {
 			f.err = fmt.Errorf("%w: the token was refreshed and is in use, but saving it failed (%v); after a restart the old refresh token may no longer work",
-				ErrPersistFailed, NewRedactor(tok.AccessToken, tok.RefreshToken).String(perr.Error()))
+				ErrPersistFailed, NewRedactor(tok.AccessToken, tok.RefreshToken, s.Config.ClientSecret).String(perr.Error()))
 		}
 	}
 	f.token = tok.AccessToken
@@ -186,18 +195,12 @@ func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, old OAuthTo
 
 // grant performs the refresh-token grant. Failures wrap ErrRefreshFailed and
 // carry no secret: the server's error description is dropped.
-func (s *OAuthSource) grant(ctx context.Context, old OAuthToken) (OAuthToken, error) {
+func (s *OAuthSource) grant(ctx context.Context, cfg *oauth2.Config, old OAuthToken) (OAuthToken, error) {
 	client := s.HTTPClient
 	if client == nil {
 		client = http.DefaultClient
 	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, client)
-	cfg := oauth2.Config{
-		ClientID:     s.Config.ClientID,
-		ClientSecret: s.Config.ClientSecret,
-		Endpoint:     oauth2.Endpoint{TokenURL: s.Config.TokenURL},
-		Scopes:       s.Config.Scopes,
-	}
 	t, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: old.RefreshToken}).Token()
 	if err != nil {
 		return OAuthToken{}, s.refreshError(err, old)

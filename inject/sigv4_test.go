@@ -157,23 +157,26 @@ func (v *sigv4Verifier) verify(r *http.Request, body []byte) string {
 	return ""
 }
 
+// sigv4Case is one request signed by Apply and checked by a sigv4Verifier.
+type sigv4Case struct {
+	name       string
+	secret     Secret
+	method     string
+	host, path string
+	body       string
+	hdr        map[string]string
+	wantSigned []string
+	wantAbsent []string // headers that must not be sent
+	unsigned   bool
+}
+
 func TestApplySigV4EndToEnd(t *testing.T) {
 	base := Secret{Kind: KindSigV4, AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: suiteSecret, Service: "execute-api"}
 	withToken := base
 	withToken.SessionToken = "FwoGZXIvYXdzEXAMPLETOKEN//session+token="
 	s3 := base
 	s3.Service = "s3"
-	tests := []struct {
-		name       string
-		secret     Secret
-		method     string
-		host, path string
-		body       string
-		hdr        map[string]string
-		wantSigned []string
-		wantAbsent []string // headers that must not arrive
-		unsigned   bool
-	}{
+	tests := []sigv4Case{
 		{name: "GET", secret: base, method: "GET", host: "abc.execute-api.us-east-1.amazonaws.com", path: "/prod/items?b=2&a=1",
 			wantSigned: []string{"host", "x-amz-content-sha256", "x-amz-date"}, wantAbsent: []string{"X-Amz-Security-Token"}},
 		{name: "POST body and session token", secret: withToken, method: "POST", host: "abc.execute-api.eu-west-1.amazonaws.com", path: "/prod/items",
@@ -189,59 +192,68 @@ func TestApplySigV4EndToEnd(t *testing.T) {
 			body: "streamed body", hdr: map[string]string{"X-Amz-Content-Sha256": unsignedPayload}, unsigned: true},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			v := &sigv4Verifier{t: t, secret: tc.secret, gotBody: make(chan []byte, 1)}
-			srv := httptest.NewServer(v)
-			defer srv.Close()
-			var body io.Reader
-			if tc.body != "" {
-				body = io.MultiReader(strings.NewReader(tc.body)) // unknown length, as a proxied body
-			}
-			out, err := http.NewRequest(tc.method, srv.URL+tc.path, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out.Host = tc.host
-			for k, val := range tc.hdr {
-				out.Header.Set(k, val)
-			}
-			echoes, err := Apply(out, Placement{}, tc.secret, time.Now())
-			if err != nil {
-				t.Fatalf("Apply: %v", err)
-			}
-			if tc.unsigned && out.GetBody != nil {
-				t.Errorf("an UNSIGNED-PAYLOAD body was buffered")
-			}
-			auth := out.Header.Get("Authorization")
-			for _, h := range tc.wantSigned {
-				if !strings.Contains(auth, h) {
-					t.Errorf("SignedHeaders lack %s: %s", h, auth)
-				}
-			}
-			if strings.Contains(out.URL.RawQuery, "X-Amz-") {
-				t.Errorf("client presign parameters kept: %s", out.URL.RawQuery)
-			}
-			resp, err := srv.Client().Do(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("upstream refused the signature: %s", msg)
-			}
-			if got := <-v.gotBody; string(got) != tc.body {
-				t.Errorf("upstream got body %q, want %q", got, tc.body)
-			}
-			for _, want := range []string{tc.secret.SecretAccessKey, tc.secret.SessionToken} {
-				if want != "" && !slices.Contains(echoes, want) {
-					t.Errorf("echoes lack a secret form")
-				}
-			}
-			if slices.Contains(echoes, tc.secret.AccessKeyID) {
-				t.Errorf("the access key id is among the echoes")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { runSigV4Case(t, tc) })
+	}
+}
+
+// runSigV4Case signs one request with Apply, sends it to a verifier and
+// checks what arrived.
+func runSigV4Case(t *testing.T, tc sigv4Case) {
+	v := &sigv4Verifier{t: t, secret: tc.secret, gotBody: make(chan []byte, 1)}
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	var body io.Reader
+	if tc.body != "" {
+		body = io.MultiReader(strings.NewReader(tc.body)) // unknown length, as a proxied body
+	}
+	out, err := http.NewRequest(tc.method, srv.URL+tc.path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Host = tc.host
+	for k, val := range tc.hdr {
+		out.Header.Set(k, val)
+	}
+	echoes, err := Apply(out, Placement{}, tc.secret, time.Now())
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if tc.unsigned && out.GetBody != nil {
+		t.Errorf("an UNSIGNED-PAYLOAD body was buffered")
+	}
+	auth := out.Header.Get("Authorization")
+	for _, h := range tc.wantSigned {
+		if !strings.Contains(auth, h) {
+			t.Errorf("SignedHeaders lack %s: %s", h, auth)
+		}
+	}
+	if strings.Contains(out.URL.RawQuery, "X-Amz-") || strings.Contains(tc.path, "keep=1") && out.URL.RawQuery != "keep=1" {
+		t.Errorf("query after signing = %q; want the client's presign parameters gone and the rest kept", out.URL.RawQuery)
+	}
+	for _, h := range tc.wantAbsent {
+		if v := out.Header.Values(h); len(v) != 0 {
+			t.Errorf("header %s = %q; the client's value must be gone", h, v)
+		}
+	}
+	resp, err := srv.Client().Do(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("upstream refused the signature: %s", msg)
+	}
+	if got := <-v.gotBody; string(got) != tc.body {
+		t.Errorf("upstream got body %q, want %q", got, tc.body)
+	}
+	for _, want := range []string{tc.secret.SecretAccessKey, tc.secret.SessionToken} {
+		if want != "" && !slices.Contains(echoes, want) {
+			t.Errorf("echoes lack a secret form")
+		}
+	}
+	if slices.Contains(echoes, tc.secret.AccessKeyID) {
+		t.Errorf("the access key id is among the echoes")
 	}
 }
 

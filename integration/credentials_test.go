@@ -48,6 +48,7 @@ func TestCredentials(t *testing.T) {
 	f.s = f.d.newSession(t, "--name", "credentials")
 
 	t.Run("linear_api_key", f.linear)
+	t.Run("placeholder_elsewhere", f.placeholderElsewhere)
 	t.Run("bearer", f.bearer)
 	t.Run("query_key", f.query)
 	t.Run("basic", f.basic)
@@ -92,6 +93,35 @@ func (f *credFixture) linear(t *testing.T) {
 			res = c.send(t, f.credEnv, f.s, credReq{id: id, method: http.MethodGet, url: "https://other.example.com/landed?api_key=${LINEAR_API_KEY}"})
 			assertDenial(t, "placeholder in the query of an operation without a credential", res.Status, res.Body, http.StatusForbidden, "capability_denied", "placeholder_misuse")
 			f.expectNeverReached(t, "other.example.com", id)
+		})
+	}
+}
+
+// placeholderElsewhere: duplicated client credentials collapse to the one
+// injected value, and the Linear placeholder in the path or query of
+// operations bound to other credentials is refused.
+func (f *credFixture) placeholderElsewhere(t *testing.T) {
+	const gql = `{"query":"{ viewer { id } }"}`
+	id := rid(t, "two-authorization-headers")
+	o := rawExchange(t, f.d.ProxyAddr, f.s.auth(t), "api.linear.app:443", tlsOpts{SNI: "api.linear.app", Roots: f.s.caPool(t)},
+		"POST /graphql HTTP/1.1\r\nHost: api.linear.app\r\nAuthorization: junk-1\r\nAuthorization: junk-2\r\nX-Test-Req: "+id+
+			"\r\nContent-Type: application/json\r\nContent-Length: "+fmt.Sprint(len(gql))+"\r\nConnection: close\r\n\r\n"+gql)
+	if o.Err != nil || o.Status != http.StatusOK {
+		t.Errorf("two client Authorization headers: %s", o)
+	} else {
+		f.expectUpstreamAuth(t, "api.linear.app", id, f.linearKey)
+	}
+	for _, c := range credClients("curl", "go") {
+		t.Run(c.name, func(t *testing.T) {
+			for _, tc := range []struct{ name, host, path string }{
+				{"path_of_op_bound_elsewhere", "bearer.example.com", "/echo/${LINEAR_API_KEY}"},
+				{"query_of_op_bound_elsewhere", "query.example.com", "/v1/items?x=${LINEAR_API_KEY}"},
+			} {
+				id := rid(t, tc.name)
+				res := c.send(t, f.credEnv, f.s, credReq{id: id, method: http.MethodGet, url: "https://" + tc.host + tc.path})
+				assertDenial(t, tc.name, res.Status, res.Body, http.StatusForbidden, "capability_denied", "placeholder_misuse")
+				f.expectNeverReached(t, tc.host, id)
+			}
 		})
 	}
 }
@@ -334,7 +364,7 @@ func (f *credFixture) listJSON(t *testing.T) {
 	for _, c := range doc.Credentials {
 		kinds[c.Name] = c.Kind
 	}
-	for name, kind := range map[string]string{"linear": "api_key", "bearer": "bearer", "qkey": "api_key", "basicpw": "basic", "s3": "aws_sigv4", "gmail": "oauth2"} {
+	for name, kind := range map[string]string{"linear": "api_key", "bearer": "bearer", "qkey": "api_key", "basicpw": "basic"} {
 		if kinds[name] != kind {
 			t.Errorf("credential list --json: %s has kind %q, want %q", name, kinds[name], kind)
 		}
@@ -361,7 +391,7 @@ func (f *credFixture) oauth2(t *testing.T) {
 	secret, refresh := newSecret("oauth2 client secret", "cs-", "+/"), newSecret("oauth2 refresh token", "1//rt-", "")
 	te.configure("aileron-it", secret, refresh)
 	te.expiresIn.Store(3600)
-	expiry := time.Now().Add(63 * time.Second).Truncate(time.Second)
+	expiry := time.Now().Add(64 * time.Second).Truncate(time.Second) // no refresh for ≥3 s
 	f.setOAuth(t, newSecret("oauth2 initial access token", "ya29.initial-", ""), secret, refresh, expiry)
 	f.d.cli(t, "credential", "bind", gmailFQN, "--credential", "gmail")
 	msg := "https://" + host + "/gmail/v1/users/me/messages/"
@@ -436,9 +466,9 @@ func (f *credFixture) setOAuth(t *testing.T, access, secret, refresh string, exp
 }
 
 // burst sends n concurrent Go requests, each on its own connection, and
-// returns their request ids and per-request failures. With want 0 every
-// response must be 200; otherwise each must be the denial for a failed
-// refresh (checked by the caller through errs).
+// returns their request ids and per-request failures: while the token
+// endpoint works each response must be 200, while it fails each must be the
+// credential_unavailable denial.
 func (f *credFixture) burst(t *testing.T, n int, target string) ([]string, []error) {
 	t.Helper()
 	clients := make([]*http.Client, n)

@@ -222,7 +222,7 @@ func (s *suite) scanForSecrets(w io.Writer) bool {
 	for _, f := range found {
 		fmt.Fprintf(w, "integration: secret scan: %s\n", f)
 	}
-	fmt.Fprintf(os.Stderr, "integration: secret scan: %d secrets, %d places (%d daemon homes, %d received responses/CLI outputs), %d findings\n",
+	fmt.Fprintf(w, "integration: secret scan: %d secrets, %d places (%d daemon homes, %d received responses/CLI outputs), %d findings\n",
 		len(secrets), len(places), len(ds), len(recorded), len(found))
 	return ok && len(found) == 0
 }

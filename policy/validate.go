@@ -241,6 +241,9 @@ func formatProblem(f string) string {
 			if end < 0 || !isIdent(f[i+1:i+end]) {
 				return fmt.Sprintf("credential format %s has a malformed placeholder; write e.g. \"Bearer {token}\" or \"{key}\"", quote(f))
 			}
+			if name := f[i+1 : i+end]; name != "token" && name != "key" {
+				return fmt.Sprintf("credential format %s uses {%s}; the secret is written {token} or {key}", quote(f), name)
+			}
 			placeholders++
 			i += end
 		}
