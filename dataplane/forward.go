@@ -24,16 +24,17 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 	st, _ := out.Context().Value(outboundKey{}).(*outbound)
 	var red *inject.Redactor
 	if st != nil && st.op != nil && f.p.Injector != nil {
+		if !st.op.Spec.Credential.IsZero() {
+			// A compressed echo would slip past the redactor: ask for an
+			// identity body. Before injection, so a signature covers the
+			// headers actually sent.
+			out.Header.Del("Accept-Encoding")
+		}
 		secrets, err := f.p.Injector.Inject(out.Context(), st.sess, st.op, out)
 		if err != nil {
 			return nil, &credentialError{op: st.op, err: err}
 		}
 		red = inject.NewRedactor(secrets...)
-		if !red.Empty() {
-			// A compressed echo would slip past the redactor: ask for an
-			// identity body when a credential is on the request.
-			out.Header.Del("Accept-Encoding")
-		}
 	}
 	if inject.ContainsPlaceholder(out) {
 		return nil, deny(policy.ReasonPlaceholder, "the request carries an Aileron placeholder credential where no credential is injected; placeholders only work for operations bound to a credential")

@@ -38,6 +38,7 @@ func TestInjectionOnOutboundCopyWithEchoRedacted(t *testing.T) {
 	c := e.client(t, url.UserPassword("s1", e.token))
 	req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/1", nil)
 	req.Header.Set("Authorization", "Bearer client-junk")
+	req.Header.Set("Accept-Encoding", "gzip")
 	// A client naming Authorization as hop-by-hop must not strip the
 	// injected header: injection runs after hop-by-hop removal.
 	req.Header.Set("Connection", "keep-alive, Authorization")
@@ -57,6 +58,9 @@ func TestInjectionOnOutboundCopyWithEchoRedacted(t *testing.T) {
 	if echo["authorization"] != "[REDACTED]" || resp.Header.Get("X-Echo-Authorization") != "[REDACTED]" {
 		t.Errorf("upstream echo reached the client unmasked or the header was not injected: body %v, header %q",
 			echo, resp.Header.Get("X-Echo-Authorization"))
+	}
+	if echo["accept_encoding"] != "" {
+		t.Errorf("Accept-Encoding %q reached the upstream on a request carrying a credential: a compressed echo would escape masking", echo["accept_encoding"])
 	}
 	if strings.Contains(string(body), inj.token) || strings.Contains(fmt.Sprint(resp.Header), inj.token) {
 		t.Error("the injected secret reached the client")

@@ -88,7 +88,7 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
 			_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "uri": r.RequestURI, "host": r.Host,
-				"authorization": r.Header.Get("Authorization")})
+				"authorization": r.Header.Get("Authorization"), "accept_encoding": r.Header.Get("Accept-Encoding")})
 		}),
 		TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return upCA.Leaf("api.example.com")
