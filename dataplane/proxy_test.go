@@ -50,7 +50,7 @@ const testSpec = `{
   "schema_version": "aileron.connector.v1",
   "connector": {"fqn": "local://test/items", "version": "1.0.0"},
   "tools": [{"name": "items", "operations": [
-    {"name": "items.get", "method": "GET", "path": "/v1/items/{id}", "hosts": ["api.example.com"]},
+    {"name": "items.get", "method": "GET", "path": "/v1/items/{id}", "hosts": ["api.example.com"], "credential": "bearer"},
     {"name": "items.create", "method": "POST", "path": "/v1/items", "hosts": ["api.example.com"]},
     {"name": "items.delete", "method": "DELETE", "path": "/v1/items/{id}", "hosts": ["api.example.com"], "approval": "required"}
   ]}]
