@@ -249,6 +249,7 @@ func runWithEnv(t *testing.T, s *session, argv ...string) (stdout, stderr string
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err = cmd.Run()
+	theSuite.seen.add("client output: "+strings.Join(argv, " "), nil, []byte(out.String()+errb.String()))
 	return out.String(), errb.String(), err
 }
 
@@ -266,6 +267,7 @@ func curlDo(t *testing.T, s *session, method, url, body string) clientResult {
 	}
 	hdr, _ := os.ReadFile(filepath.Join(dir, "headers"))
 	b, _ := os.ReadFile(filepath.Join(dir, "body"))
+	theSuite.seen.add("curl received: "+method+" "+url, nil, append(hdr, b...))
 	status, h := parseLastHeaderBlock(string(hdr))
 	if code, _ := strconv.Atoi(strings.TrimSpace(out)); code != status {
 		t.Fatalf("curl reported status %q but its header dump says %d:\n%s", out, status, hdr)
