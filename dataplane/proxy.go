@@ -17,6 +17,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -93,6 +94,34 @@ type Proxy struct {
 	rawMu     sync.Mutex
 	rawConns  map[net.Conn]struct{}
 	ids       *auditIDs
+
+	connsOpen   atomic.Int64 // client connections to the proxy port
+	tunnelsOpen atomic.Int64 // intercepted tunnels being served, plus passthrough tunnels
+}
+
+// Stats is a snapshot of the proxy's gauges, for metrics.
+type Stats struct {
+	ConnectionsOpen int64
+	TunnelsOpen     int64
+}
+
+// Stats reports how many client connections and tunnels are open.
+func (p *Proxy) Stats() Stats {
+	return Stats{ConnectionsOpen: p.connsOpen.Load(), TunnelsOpen: p.tunnelsOpen.Load()}
+}
+
+// gauge returns a ConnState hook counting connections from accept (or
+// hand-over) until they close or are hijacked (a CONNECT becomes a tunnel,
+// counted there).
+func (p *Proxy) gauge(g *atomic.Int64) func(net.Conn, http.ConnState) {
+	return func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			g.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			g.Add(-1)
+		}
+	}
 }
 
 // Serve accepts proxy clients on l until Shutdown. It returns
@@ -157,6 +186,7 @@ func (p *Proxy) build() error {
 		IdleTimeout:       p.t.Idle,
 		MaxHeaderBytes:    p.t.MaxHeader,
 		ConnContext:       tunnelContext,
+		ConnState:         p.gauge(&p.tunnelsOpen),
 		ErrorLog:          errLog,
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
@@ -166,6 +196,7 @@ func (p *Proxy) build() error {
 		ReadHeaderTimeout: p.t.ReadHeader,
 		IdleTimeout:       p.t.Idle,
 		MaxHeaderBytes:    p.t.MaxHeader,
+		ConnState:         p.gauge(&p.connsOpen),
 		ErrorLog:          errLog,
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}

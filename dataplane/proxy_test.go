@@ -393,3 +393,33 @@ func TestPolicySwapTakesEffectOnNextRequest(t *testing.T) {
 		t.Fatalf("after swap to an empty policy: %d, want 403", s)
 	}
 }
+
+func TestStatsCountConnectionsAndTunnels(t *testing.T) {
+	e := newEnv(t, nil)
+	c, resp := rawConnect(t, e, "api.example.com:443")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT status %d", resp.StatusCode)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(e.sessCA.Certificate())
+	tc := tls.Client(c, &tls.Config{ServerName: "api.example.com", RootCAs: roots})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	// The tunnel is handed to the inner server after the handshake; wait
+	// for the gauge rather than sleeping a fixed time.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.proxy.Stats().TunnelsOpen != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := e.proxy.Stats(); s.TunnelsOpen != 1 || s.ConnectionsOpen != 0 {
+		t.Fatalf("with one intercepted tunnel open: %+v", s)
+	}
+	tc.Close()
+	for e.proxy.Stats().TunnelsOpen != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := e.proxy.Stats(); s.TunnelsOpen != 0 {
+		t.Fatalf("after closing: %+v", s)
+	}
+}

@@ -154,6 +154,8 @@ func handshakeReason(sniErr error) string {
 func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 	p.raw.Add(1)
 	defer p.raw.Done()
+	p.tunnelsOpen.Add(1)
+	defer p.tunnelsOpen.Add(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), p.t.UpstreamTLS+p.Guard.dialTimeout())
 	up, err := p.Guard.DialContext(ctx, "tcp", t.authority.String())
 	cancel()
