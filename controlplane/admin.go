@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // maxAdminBody bounds an admin API request body.
@@ -36,6 +37,11 @@ type Admin struct {
 	Vault       *Vault
 	Bindings    *Bindings
 	Credentials *Credentials
+	// OnEvent receives each control-plane change for the audit trail:
+	// session.created, session.deleted, store.installed, store.removed,
+	// credential.set, credential.deleted, binding.set, binding.removed, with
+	// identifying details only (never secret values). Nil means none.
+	OnEvent func(event string, details map[string]string)
 	// Logf receives unexpected (500) failures. Nil discards them.
 	Logf func(format string, args ...any)
 
@@ -118,6 +124,8 @@ func (a *Admin) createSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
+	a.event("session.created", map[string]string{"session": info.ID, "name": info.Name,
+		"expires_at": info.ExpiresAt.UTC().Format(time.RFC3339), "connectors": strings.Join(info.Connectors, ",")})
 	writeJSON(w, http.StatusCreated, info)
 }
 
@@ -147,6 +155,7 @@ func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
+	a.event("session.deleted", map[string]string{"session": r.PathValue("id")})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -182,6 +191,7 @@ func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
+	a.event("store.installed", map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash})
 	writeJSON(w, http.StatusCreated, inst)
 }
 
@@ -195,12 +205,20 @@ func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
+	a.event("store.removed", map[string]string{"ref": req.Ref})
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (a *Admin) verifyConnectors(w http.ResponseWriter, r *http.Request) {
 	problems := a.Store.Verify()
 	writeJSON(w, http.StatusOK, problemList{OK: len(problems) == 0, Problems: append([]Problem{}, problems...)})
+}
+
+// event reports a control-plane change to OnEvent, if set.
+func (a *Admin) event(name string, details map[string]string) {
+	if a.OnEvent != nil {
+		a.OnEvent(name, details)
+	}
 }
 
 // changeStore runs one store mutation under storeMu, then OnStoreChange.

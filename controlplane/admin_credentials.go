@@ -58,6 +58,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
+		a.event("credential.deleted", map[string]string{"credential": r.PathValue("name")})
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
@@ -70,6 +71,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
+		a.event("binding.set", map[string]string{"connector": b.Connector, "credential": b.Credential})
 		writeJSON(w, http.StatusCreated, b)
 	})
 	mux.HandleFunc("GET /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +87,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
+		a.event("binding.removed", map[string]string{"connector": req.Connector})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
@@ -106,6 +109,7 @@ func (a *Admin) setCredential(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
+	a.event("credential.set", map[string]string{"credential": req.Name, "kind": req.Kind})
 	for _, info := range a.Vault.List() {
 		if info.Name == req.Name {
 			writeJSON(w, http.StatusCreated, info)

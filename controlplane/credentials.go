@@ -49,6 +49,10 @@ type Credentials struct {
 	// Logf receives credential.refreshed and credential.refresh_failed
 	// lines, which never hold secret bytes. Nil discards them.
 	Logf func(format string, args ...any)
+	// OnEvent receives the same events for the audit trail and metrics:
+	// "credential.refreshed" or "credential.refresh_failed" with the
+	// credential's name (never a value). Nil means none.
+	OnEvent func(event string, details map[string]string)
 
 	mu      sync.Mutex
 	sources map[string]*oauthSource // by credential name
@@ -188,6 +192,13 @@ func (c *Credentials) source(cred Credential) *inject.OAuthSource {
 		HTTPClient: hc,
 		Now:        c.Now,
 		OnRefresh: func(ok bool, err error) {
+			if c.OnEvent != nil {
+				ev := "credential.refresh_failed"
+				if ok {
+					ev = "credential.refreshed"
+				}
+				c.OnEvent(ev, map[string]string{"credential": name})
+			}
 			switch {
 			case ok && err != nil:
 				c.logf("credential.refreshed credential=%s warning=%q", name, redact(err.Error(), secrets))
