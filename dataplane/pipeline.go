@@ -58,11 +58,9 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.allowed(d)
-	if p.Recorder != nil {
-		if err := p.Recorder.Decided(rec); err != nil {
-			p.refuse(w, rec, &unavailableError{reason: "audit_unavailable", err: err})
-			return
-		}
+	if err := p.decided(rec); err != nil {
+		p.refuse(w, rec, err)
+		return
 	}
 	out := &outbound{rec: rec, sess: t.sess, op: d.Op, target: tgt.url(t.authority)}
 	cw := &countingWriter{ResponseWriter: w}
@@ -76,6 +74,18 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.BytesIn, rec.BytesOut = body.n, cw.n
 	p.finish(rec)
+}
+
+// decided hands an allowed decision to the Recorder before anything is
+// forwarded; if it cannot be recorded, nothing is forwarded.
+func (p *Proxy) decided(rec *Record) error {
+	if p.Recorder == nil {
+		return nil
+	}
+	if err := p.Recorder.Decided(rec); err != nil {
+		return &unavailableError{reason: "audit_unavailable", err: err}
+	}
+	return nil
 }
 
 // gate turns a decision into nil (forward) or the refusal to send.

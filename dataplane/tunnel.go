@@ -156,11 +156,18 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 	defer p.raw.Done()
 	p.tunnelsOpen.Add(1)
 	defer p.tunnelsOpen.Add(-1)
-	ctx, cancel := context.WithTimeout(context.Background(), p.t.UpstreamTLS+p.Guard.dialTimeout())
-	up, err := p.Guard.DialContext(ctx, "tcp", t.authority.String())
-	cancel()
+	var up net.Conn
+	err := p.decided(rec)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.t.UpstreamTLS+p.Guard.dialTimeout())
+		up, err = p.Guard.DialContext(ctx, "tcp", t.authority.String())
+		cancel()
+		if err != nil {
+			err = &upstreamError{Authority: t.authority.String(), Err: err}
+		}
+	}
 	if err != nil {
-		ref := classify(&upstreamError{Authority: t.authority.String(), Err: err})
+		ref := classify(err)
 		rec.refused(ref)
 		p.finish(rec)
 		resp := refusalResponse(nil, ref, rec.AuditID)
