@@ -144,6 +144,9 @@ type Sessions struct {
 	mu   sync.RWMutex
 	key  []byte                   // nil until Open
 	live map[string]*sessionEntry // by id
+	// retired sums the leaf-cache counters of removed sessions, so CertStats
+	// never goes backwards.
+	retired ca.Stats
 }
 
 // sessionEntry is a live session in memory.
@@ -314,7 +317,8 @@ func (s *Sessions) Delete(id string) error {
 		s.mu.Unlock()
 		return ErrNotOpen
 	}
-	_, ok := s.live[id]
+	e, ok := s.live[id]
+	s.retire(e)
 	delete(s.live, id)
 	s.mu.Unlock()
 	dir := filepath.Join(s.Dir, id)
@@ -365,6 +369,7 @@ func (s *Sessions) Sweep() int {
 	for id, e := range s.live {
 		if !now.Before(e.rec.ExpiresAt) {
 			expired = append(expired, id)
+			s.retire(e)
 			delete(s.live, id)
 		}
 	}
@@ -422,4 +427,29 @@ func (s *Sessions) logf(format string, args ...any) {
 	if s.Logf != nil {
 		s.Logf(format, args...)
 	}
+}
+
+// CertStats sums the leaf-cache counters of every session's CA, including
+// sessions already deleted or expired (for metrics: it never decreases).
+func (s *Sessions) CertStats() ca.Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	total := s.retired
+	for _, e := range s.live {
+		addStats(&total, e.dp.CA.Stats())
+	}
+	return total
+}
+
+// retire keeps a removed session's cache counters; s.mu is held.
+func (s *Sessions) retire(e *sessionEntry) {
+	if e != nil && e.dp != nil && e.dp.CA != nil {
+		addStats(&s.retired, e.dp.CA.Stats())
+	}
+}
+
+func addStats(dst *ca.Stats, st ca.Stats) {
+	dst.Hits += st.Hits
+	dst.Misses += st.Misses
+	dst.Mints += st.Mints
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/policy"
 )
 
@@ -69,6 +70,7 @@ type daemon struct {
 	vault    *controlplane.Vault
 	bindings *controlplane.Bindings
 	creds    *controlplane.Credentials
+	metrics  *metrics.Metrics
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
 	reloadMu sync.Mutex
@@ -78,7 +80,8 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
 		return nil, fmt.Errorf("home %s: %w", cfg.Home, err)
 	}
-	d := &daemon{cfg: cfg, log: log}
+	d := &daemon{cfg: cfg, log: log, metrics: metrics.New()}
+	d.metrics.Logf = func(f string, a ...any) { log.Warn().Msgf(f, a...) }
 	logf := func(format string, args ...any) { log.Info().Msgf(format, args...) }
 	d.store = &controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), Logf: logf}
 	d.sessions = &controlplane.Sessions{
@@ -103,6 +106,7 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		Guard:    guard,
 		RootCAs:  roots,
 		Injector: d.creds,
+		Recorder: &recorder{metrics: d.metrics},
 		Log:      log,
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
@@ -142,6 +146,9 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 	d.creds = &controlplane.Credentials{
 		Vault: d.vault, Bindings: d.bindings, PlaceholderKey: key, HTTPClient: tokenClient,
 		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) },
+		OnEvent: func(event string, _ map[string]string) {
+			d.metrics.OAuthRefresh(event == "credential.refreshed")
+		},
 	}
 	return nil
 }
@@ -220,7 +227,15 @@ func (d *daemon) run() error {
 	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload,
 		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds,
 		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) }}
-	adminSrv := &http.Server{Handler: admin.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if err := d.registerGauges(); err != nil {
+		_ = pl.Close()
+		_ = al.Close()
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", d.metrics.Handler())
+	mux.Handle("/", admin.Handler())
+	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- d.proxy.Serve(pl) }()
 	go func() { errc <- adminSrv.Serve(al) }()
@@ -262,6 +277,18 @@ func (d *daemon) shutdown(admin *http.Server) error {
 	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))
 	_ = os.Remove(d.cfg.Admin.Socket)
 	return err
+}
+
+// registerGauges exposes the proxy's and the CAs' live figures.
+func (d *daemon) registerGauges() error {
+	return errors.Join(
+		d.metrics.ConnectionsOpen(func() float64 { return float64(d.proxy.Stats().ConnectionsOpen) }),
+		d.metrics.TunnelsOpen(func() float64 { return float64(d.proxy.Stats().TunnelsOpen) }),
+		d.metrics.CertCache(func() (uint64, uint64, uint64) {
+			st := d.sessions.CertStats()
+			return st.Hits, st.Misses, st.Mints
+		}),
+	)
 }
 
 // writeState publishes where the daemon listens, for scripts and tests.

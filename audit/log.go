@@ -1,0 +1,403 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Defaults of the zero Log fields.
+const (
+	DefaultMaxFileBytes = 64 << 20
+	DefaultSyncInterval = 100 * time.Millisecond
+)
+
+// file is what Log needs of an open log file (*os.File in production).
+type file interface {
+	io.Writer
+	Truncate(size int64) error
+	Sync() error
+	Close() error
+}
+
+// Log is the hash-chained audit sink. Set the exported fields, call Open,
+// then Write from any number of goroutines (writes are serialized), and
+// Close. A Log must not be copied after Open.
+//
+// Durability: Write returns once the line has been handed to the OS (the
+// write system call succeeded); a background goroutine fsyncs every
+// SyncInterval (group commit) and Close fsyncs a last time.
+//
+// Fail closed and recover: when a file cannot be created, reopened or
+// appended to (disk full, permission denied, RLIMIT_FSIZE/EFBIG, I/O
+// error), Write returns an error wrapping ErrUnavailable and the chain does
+// not advance (seq and prev_hash stay at the last complete line). A torn
+// (partial) append is truncated away; if that truncation fails the file is
+// abandoned, keeps its torn tail (Verify reports it as a partial last
+// line: the damage stays visible) unless it held no complete line, in which
+// case it is deleted; the next Write starts a new file that chains from the last
+// complete line. Every Write after a failure retries, so recording resumes
+// by itself when the sink recovers.
+type Log struct {
+	// Dir holds the log files; Open creates it (0700) if missing.
+	Dir string
+	// MaxFileBytes starts a new file when the current one would grow past
+	// it (a single larger line still gets a file of its own); 0 means
+	// DefaultMaxFileBytes.
+	MaxFileBytes int64
+	// SyncInterval is the group-commit fsync period; 0 means
+	// DefaultSyncInterval.
+	SyncInterval time.Duration
+	// Mirror, if non-nil, receives a copy of every recorded line (for
+	// example os.Stdout). Mirror errors are ignored: it is not the record.
+	Mirror io.Writer
+	// Now is the clock for event times and file names; nil means time.Now.
+	Now func() time.Time
+
+	// openFile opens log files; nil means os.OpenFile. Tests replace it to
+	// inject failures.
+	openFile func(name string, flag int, perm os.FileMode) (file, error)
+
+	mu      sync.Mutex
+	opened  bool
+	closed  bool
+	f       file   // nil when no file is open
+	name    string // current file path; may be set while f is nil (reuse)
+	reuse   bool   // name is clean (ends with a complete line) and may be reopened
+	size    int64  // bytes in name
+	dirty   bool   // written since the last fsync
+	seq     uint64 // seq of the last complete line
+	hash    string // hash of the last complete line
+	lastTS  time.Time
+	buf     bytes.Buffer
+	enc     *json.Encoder
+	stats   Stats
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func (l *Log) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+func (l *Log) maxFileBytes() int64 {
+	if l.MaxFileBytes > 0 {
+		return l.MaxFileBytes
+	}
+	return DefaultMaxFileBytes
+}
+
+func (l *Log) open(name string, flag int, perm os.FileMode) (file, error) {
+	if l.openFile != nil {
+		return l.openFile(name, flag, perm)
+	}
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // a nil *os.File must not become a non-nil file
+	}
+	return f, nil
+}
+
+// Open prepares the log: it creates Dir if needed and resumes the chain
+// from the last line of the newest non-empty file (its seq and hash). It
+// does not verify older lines; use Verify for that. A newest file that ends
+// in a partial or unparsable line fails with an error wrapping ErrCorrupt
+// that names the file; other failures (Dir not creatable or readable, Open
+// called twice) are plain errors naming the cause.
+func (l *Log) Open() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opened {
+		return errors.New("audit: Log.Open called twice; use one Log per directory")
+	}
+	if l.Dir == "" {
+		return errors.New("audit: Log.Dir is empty; set it to the audit directory")
+	}
+	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
+		return fmt.Errorf("audit: create directory: %w", err)
+	}
+	if err := l.resume(); err != nil {
+		return err
+	}
+	l.enc = json.NewEncoder(&l.buf)
+	l.enc.SetEscapeHTML(false)
+	interval := l.SyncInterval
+	if interval <= 0 {
+		interval = DefaultSyncInterval
+	}
+	l.stop, l.stopped = make(chan struct{}), make(chan struct{})
+	go l.syncLoop(interval, l.stop, l.stopped)
+	l.opened = true
+	return nil
+}
+
+// resume recovers seq and hash from the newest non-empty file, and reuses
+// that file for appending when no newer (empty) file exists.
+func (l *Log) resume() error {
+	files, err := ListFiles(l.Dir)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	if ts, _, ok := parseFileName(filepath.Base(files[len(files)-1])); ok {
+		l.lastTS = ts
+	}
+	for i := len(files) - 1; i >= 0; i-- {
+		line, err := lastLine(files[i])
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				return err
+			}
+			return fmt.Errorf("audit: read %s: %w", files[i], err)
+		}
+		if line == nil {
+			continue // empty file
+		}
+		seq, _, problem := parseHead(line)
+		if problem != "" {
+			return fmt.Errorf("%w: %s: last line: %s; run `aileron audit verify`", ErrCorrupt, files[i], problem)
+		}
+		l.seq, l.hash = seq, lineHash(line)
+		if i == len(files)-1 {
+			st, err := os.Stat(files[i])
+			if err != nil {
+				return fmt.Errorf("audit: stat %s: %w", files[i], err)
+			}
+			l.name, l.size, l.reuse = files[i], st.Size(), true
+		}
+		return nil
+	}
+	return nil
+}
+
+// Write records ev as the next line of the chain. It fills ev.Time (when
+// zero; always converted to UTC), ev.Seq and ev.PrevHash, marshals one
+// line and appends it. It returns after the write system call succeeded.
+// Failures wrap ErrUnavailable (sink failure, also wrapping the os error
+// such as syscall.ENOSPC or syscall.EFBIG; or the Log is not open: then
+// also ErrClosed) or ErrInvalidEvent (ev is nil, does not marshal, or its
+// line exceeds MaxLineBytes); in both cases nothing was recorded and the
+// chain did not advance.
+func (l *Log) Write(ev *Event) error {
+	start := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.opened || l.closed {
+		return l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
+	}
+	if ev == nil {
+		return l.fail(fmt.Errorf("%w: nil event", ErrInvalidEvent))
+	}
+	if ev.Time.IsZero() {
+		ev.Time = l.now()
+	}
+	ev.Time = ev.Time.UTC()
+	ev.Seq, ev.PrevHash = l.seq+1, l.hash
+	l.buf.Reset()
+	if err := l.enc.Encode(ev); err != nil {
+		return l.fail(fmt.Errorf("%w: event %q does not marshal: %v", ErrInvalidEvent, ev.Event, err))
+	}
+	line := l.buf.Bytes() // ends in '\n'
+	if len(line)-1 > MaxLineBytes {
+		return l.fail(fmt.Errorf("%w: event %q is %d bytes, over the %d-byte line limit; trim Fields/Details", ErrInvalidEvent, ev.Event, len(line)-1, MaxLineBytes))
+	}
+	if err := l.ensureFile(int64(len(line))); err != nil {
+		return l.fail(err)
+	}
+	if err := l.appendLine(line); err != nil {
+		return l.fail(err)
+	}
+	l.seq++
+	l.hash = lineHash(line[:len(line)-1])
+	l.dirty = true
+	if l.Mirror != nil {
+		_, _ = l.Mirror.Write(line)
+	}
+	l.stats.Lines++
+	l.stats.LastWriteLatency = time.Since(start)
+	return nil
+}
+
+// fail counts err and returns it. Called with l.mu held.
+func (l *Log) fail(err error) error {
+	l.stats.Errors++
+	l.stats.LastError = err.Error()
+	return err
+}
+
+// ensureFile makes l.f ready for a line of n bytes: rotating when the line
+// would not fit, reopening a clean file closed by an earlier failure, or
+// creating a new file.
+func (l *Log) ensureFile(n int64) error {
+	if l.name != "" && l.size > 0 && l.size+n > l.maxFileBytes() {
+		if err := l.closeFile(); err != nil {
+			l.fail(err) // the lines are in the OS; report, then carry on
+		}
+		l.name, l.reuse, l.size = "", false, 0
+		l.stats.Rotations++
+	}
+	if l.f != nil {
+		return nil
+	}
+	var reopenErr error
+	if l.name != "" && l.reuse {
+		f, err := l.open(l.name, os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			l.f = f
+			return nil
+		}
+		reopenErr = err // the old file is gone or broken: start a new one
+		l.name, l.reuse, l.size = "", false, 0
+	}
+	ts := l.now().UTC()
+	if !ts.After(l.lastTS) {
+		ts = l.lastTS.Add(time.Nanosecond) // names must sort in chain order
+	}
+	name := filepath.Join(l.Dir, fileName(ts, l.seq+1))
+	f, err := l.open(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		if reopenErr != nil {
+			err = fmt.Errorf("%w (after reopening the previous file failed: %v)", err, reopenErr)
+		}
+		return fmt.Errorf("%w: cannot create %s: %w; check free space, permissions and file-size limits", ErrUnavailable, name, err)
+	}
+	l.lastTS = ts
+	l.f, l.name, l.size, l.reuse = f, name, 0, false
+	return nil
+}
+
+// appendLine writes line with one write call. On failure it removes a
+// torn tail (truncating back to the last complete line) and closes the
+// file: a clean file is reopened by the next Write, a file whose torn tail
+// could not be removed is abandoned for a new one (or deleted, when it held
+// no complete line).
+func (l *Log) appendLine(line []byte) error {
+	n, err := l.f.Write(line)
+	if err == nil && n == len(line) {
+		l.size += int64(n)
+		return nil
+	}
+	if err == nil {
+		err = io.ErrShortWrite
+	}
+	clean := n == 0
+	if n > 0 {
+		clean = l.f.Truncate(l.size) == nil
+	}
+	if cerr := l.closeFile(); cerr != nil {
+		l.fail(cerr)
+	}
+	name := l.name
+	switch {
+	case clean:
+		l.reuse = true
+	case l.size == 0 && os.Remove(name) == nil:
+		l.name, l.reuse = "", false // held no complete line: nothing to keep
+	default:
+		l.name, l.reuse, l.size = "", false, 0
+	}
+	return fmt.Errorf("%w: cannot append to %s: %w; check free space, permissions and file-size limits", ErrUnavailable, name, err)
+}
+
+// closeFile fsyncs (if dirty) and closes l.f. Called with l.mu held.
+func (l *Log) closeFile() error {
+	if l.f == nil {
+		return nil
+	}
+	var err error
+	if l.dirty {
+		if err = l.f.Sync(); err == nil {
+			l.stats.Syncs++
+		}
+		l.dirty = false
+	}
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f = nil
+	if err != nil {
+		return fmt.Errorf("audit: sync/close %s: %w", l.name, err)
+	}
+	return nil
+}
+
+// syncLoop is the group commit: one fsync per interval when lines were
+// written, outside the lock so writers never wait for the disk.
+func (l *Log) syncLoop(interval time.Duration, stop <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			l.syncOnce()
+		}
+	}
+}
+
+func (l *Log) syncOnce() {
+	l.mu.Lock()
+	f, dirty, name := l.f, l.dirty, l.name
+	l.dirty = false
+	l.mu.Unlock()
+	if !dirty || f == nil {
+		return
+	}
+	err := f.Sync()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		l.stats.Syncs++
+	case errors.Is(err, os.ErrClosed):
+		// rotated or failed meanwhile; closeFile synced it
+	default:
+		l.fail(fmt.Errorf("audit: fsync %s: %w", name, err))
+	}
+}
+
+// Close stops the background fsync, fsyncs and closes the current file.
+// Later Writes fail with ErrClosed. Closing twice, or a Log never opened,
+// returns nil. The error is the final fsync/close failure, if any.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if !l.opened || l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.stopped
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.closeFile(); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stats
+	s.Seq = l.seq
+	if l.f != nil {
+		s.File = l.name
+	}
+	return s
+}

@@ -1,0 +1,190 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// tailPoll is how often a following Tail looks for appended lines and new
+// files.
+const tailPoll = 200 * time.Millisecond
+
+// Filter selects events for Tail. Empty fields match everything.
+type Filter struct {
+	// Session, Connector and Decision match exactly.
+	Session, Connector, Decision string
+	// Event matches exactly, or by prefix when it ends in ".*"
+	// ("approval.*" matches approval.requested and approval.denied).
+	Event string
+	// Since drops events whose time is before it.
+	Since time.Time
+}
+
+// Match reports whether ev passes the filter.
+func (f Filter) Match(ev *Event) bool {
+	switch {
+	case f.Session != "" && ev.Session != f.Session,
+		f.Connector != "" && ev.Connector != f.Connector,
+		f.Decision != "" && ev.Decision != f.Decision,
+		!f.Since.IsZero() && ev.Time.Before(f.Since):
+		return false
+	}
+	if prefix, ok := strings.CutSuffix(f.Event, "*"); ok {
+		return strings.HasPrefix(ev.Event, prefix)
+	}
+	return f.Event == "" || ev.Event == f.Event
+}
+
+// Tail calls out for every line of dir's log, in chain order, whose event
+// passes filter, with the line's bytes (without newline; out may keep them)
+// and its parsed Event. Files whose successor was created before
+// filter.Since are skipped unread. With follow false it returns nil after
+// the last complete line; with follow true it keeps polling for appended
+// lines and new (rotated) files until ctx ends, and then returns
+// ctx.Err(). A partial last line is not delivered until it is complete.
+// An error from out stops Tail and is returned as is; an unparsable or
+// over-long line stops it with an error wrapping ErrCorrupt naming the file
+// and line; other failures wrap the os error.
+func Tail(ctx context.Context, dir string, follow bool, filter Filter, out func(line []byte, ev *Event) error) error {
+	t := &tailer{dir: dir, filter: filter, out: out}
+	defer t.closeFile()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := t.drain(); err != nil {
+			return err
+		}
+		next, err := t.nextFile()
+		if err != nil {
+			return err
+		}
+		if next != "" {
+			if err := t.drain(); err != nil { // lines written before the rotation
+				return err
+			}
+			if err := t.openFile(next); err != nil {
+				return err
+			}
+			continue
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(tailPoll):
+		}
+	}
+}
+
+// tailer is the state of one Tail call.
+type tailer struct {
+	dir    string
+	filter Filter
+	out    func([]byte, *Event) error
+	name   string // current file path ("" before the first)
+	f      *os.File
+	lr     *lineReader
+	off    int64 // offset of the first byte not yet returned as a line
+	lineNo int
+}
+
+// nextFile returns the file after the current one ("" if none yet).
+func (t *tailer) nextFile() (string, error) {
+	files, err := ListFiles(t.dir)
+	if err != nil {
+		return "", err
+	}
+	for i, f := range files {
+		if f <= t.name {
+			continue
+		}
+		if t.name == "" && !t.filter.Since.IsZero() && i+1 < len(files) {
+			if ts, _, ok := parseFileName(filepath.Base(files[i+1])); ok && ts.Before(t.filter.Since) {
+				continue // every line of f predates its successor's creation
+			}
+		}
+		return f, nil
+	}
+	return "", nil
+}
+
+func (t *tailer) openFile(name string) error {
+	t.closeFile()
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("audit: tail: %w", err)
+	}
+	t.name, t.f, t.off, t.lineNo = name, f, 0, 0
+	t.lr = newLineReader(f)
+	return nil
+}
+
+func (t *tailer) closeFile() {
+	if t.f != nil {
+		t.f.Close()
+		t.f = nil
+	}
+}
+
+// drain delivers every complete line now in the current file.
+func (t *tailer) drain() error {
+	if t.f == nil {
+		return nil
+	}
+	for {
+		line, err := t.lr.next()
+		switch {
+		case err == io.EOF:
+			return t.checkTorn()
+		case errors.Is(err, errLineTooLong):
+			return fmt.Errorf("%w: %s line %d is longer than %d bytes", ErrCorrupt, t.name, t.lineNo+1, MaxLineBytes)
+		case err != nil:
+			return fmt.Errorf("audit: tail: read %s: %w", t.name, err)
+		}
+		t.lineNo++
+		t.off += int64(len(line)) + 1
+		var ev Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("%w: %s line %d: %v; run `aileron audit verify`", ErrCorrupt, t.name, t.lineNo, err)
+		}
+		if !t.filter.Match(&ev) {
+			continue
+		}
+		if err := t.out(append([]byte(nil), line...), &ev); err != nil {
+			return err
+		}
+	}
+}
+
+// checkTorn handles a writer that truncated away a torn append we had
+// partly read: read again from the last complete line.
+func (t *tailer) checkTorn() error {
+	if t.lr.partial() == 0 {
+		return nil
+	}
+	st, err := t.f.Stat()
+	if err != nil {
+		return fmt.Errorf("audit: tail: %w", err)
+	}
+	if st.Size() >= t.off+int64(t.lr.partial()) {
+		return nil // still being written
+	}
+	if st.Size() < t.off {
+		return fmt.Errorf("%w: %s shrank below line %d while being read", ErrCorrupt, t.name, t.lineNo)
+	}
+	if _, err := t.f.Seek(t.off, io.SeekStart); err != nil {
+		return fmt.Errorf("audit: tail: %w", err)
+	}
+	t.lr.reset(t.f)
+	return nil
+}
