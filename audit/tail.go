@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,11 +142,14 @@ func (t *tailer) drain() error {
 	if t.f == nil {
 		return nil
 	}
+	if err := t.resync(); err != nil {
+		return err
+	}
 	for {
 		line, err := t.lr.next()
 		switch {
 		case err == io.EOF:
-			return t.checkTorn()
+			return nil
 		case errors.Is(err, errLineTooLong):
 			return fmt.Errorf("%w: %s line %d is longer than %d bytes", ErrCorrupt, t.name, t.lineNo+1, MaxLineBytes)
 		case err != nil:
@@ -166,18 +170,22 @@ func (t *tailer) drain() error {
 	}
 }
 
-// checkTorn handles a writer that truncated away a torn append we had
-// partly read: read again from the last complete line.
-func (t *tailer) checkTorn() error {
-	if t.lr.partial() == 0 {
+// resync handles a writer that truncated away a torn append we had partly
+// read (and maybe appended a different line since): when the bytes at the
+// pending line's offset no longer match, read again from there. A file
+// that shrank below the last complete line is corrupt.
+func (t *tailer) resync() error {
+	p := t.lr.partial()
+	if p == 0 {
+		return nil
+	}
+	buf := make([]byte, p)
+	if n, _ := t.f.ReadAt(buf, t.off); n == p && bytes.Equal(buf, t.lr.pending[:p]) {
 		return nil
 	}
 	st, err := t.f.Stat()
 	if err != nil {
 		return fmt.Errorf("audit: tail: %w", err)
-	}
-	if st.Size() >= t.off+int64(t.lr.partial()) {
-		return nil // still being written
 	}
 	if st.Size() < t.off {
 		return fmt.Errorf("%w: %s shrank below line %d while being read", ErrCorrupt, t.name, t.lineNo)
