@@ -310,18 +310,18 @@ func (l *Log) appendLine(line []byte) error {
 	return fmt.Errorf("%w: cannot append to %s: %w; check free space, permissions and file-size limits", ErrUnavailable, name, err)
 }
 
-// closeFile fsyncs (if dirty) and closes l.f. Called with l.mu held.
+// closeFile fsyncs and closes l.f. Called with l.mu held.
 func (l *Log) closeFile() error {
 	if l.f == nil {
 		return nil
 	}
-	var err error
-	if l.dirty {
-		if err = l.f.Sync(); err == nil {
-			l.stats.Syncs++
-		}
-		l.dirty = false
+	// Always fsync: a background fsync racing with this close may have
+	// cleared dirty and then found the file closed.
+	err := l.f.Sync()
+	if err == nil {
+		l.stats.Syncs++
 	}
+	l.dirty = false
 	if cerr := l.f.Close(); err == nil {
 		err = cerr
 	}

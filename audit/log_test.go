@@ -310,40 +310,6 @@ func TestFailClosedAndRecover(t *testing.T) {
 	}
 }
 
-func TestFailClosedReadOnlyDir(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root ignores directory permissions; TestFileSizeLimit covers failure as root")
-	}
-	dir := t.TempDir()
-	l := openLog(t, dir, 700)
-	defer l.Close()
-	for i := 1; i <= 2; i++ {
-		if err := l.Write(testEvent(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(dir, 0o500); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(dir, 0o700) })
-	if err := l.Write(testEvent(3)); !errors.Is(err, ErrUnavailable) || !errors.Is(err, os.ErrPermission) {
-		t.Fatalf("Write into read-only dir = %v, want ErrUnavailable wrapping a permission error", err)
-	}
-	if s := l.Stats(); s.Seq != 2 {
-		t.Fatalf("seq advanced to %d on a failed write", s.Seq)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Write(testEvent(3)); err != nil {
-		t.Fatalf("Write after restoring permissions: %v", err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mustVerifyOK(t, dir, 3)
-}
-
 func BenchmarkWrite(b *testing.B) {
 	l := &Log{Dir: b.TempDir()}
 	if err := l.Open(); err != nil {

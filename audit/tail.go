@@ -49,7 +49,9 @@ func (f Filter) Match(ev *Event) bool {
 // filter.Since are skipped unread. With follow false it returns nil after
 // the last complete line; with follow true it keeps polling for appended
 // lines and new (rotated) files until ctx ends, and then returns
-// ctx.Err(). A partial last line is not delivered until it is complete.
+// ctx.Err(). A partial last line is not delivered until it is complete,
+// and torn bytes that Log truncates away are skipped (a truncation racing
+// with one read can still surface as ErrCorrupt; Verify is the authority).
 // An error from out stops Tail and is returned as is; an unparsable or
 // over-long line stops it with an error wrapping ErrCorrupt naming the file
 // and line; other failures wrap the os error.

@@ -25,22 +25,19 @@ func join(lines [][]byte) []byte {
 	return b
 }
 
-func TestVerifyFindsFirstBreak(t *testing.T) {
-	single := t.TempDir()
-	writeLog(t, single, 10, 0)
-	multi := t.TempDir()
-	writeLog(t, multi, 10, 1000) // 3 lines per file
-	mustVerifyOK(t, single, 10)
-	mustVerifyOK(t, multi, 10)
-	for _, c := range []struct {
-		name     string
-		src      string
-		file     int // which file to tamper with
-		edit     func(lines [][]byte) []byte
-		wantFile int // file and line the report names
-		wantLine int
-		want     string
-	}{
+// tamperCase damages a copy of a real log and says what Verify must report.
+type tamperCase struct {
+	name     string
+	src      string
+	file     int // which file to tamper with
+	edit     func(lines [][]byte) []byte
+	wantFile int // file and line the report names
+	wantLine int
+	want     string
+}
+
+func tamperCases(single, multi string) []tamperCase {
+	return []tamperCase{
 		{"edited byte", single, 0, func(ls [][]byte) []byte {
 			ls[3] = bytes.Replace(ls[3], []byte("h4.example"), []byte("h4.exbmple"), 1)
 			return join(ls)
@@ -93,7 +90,17 @@ func TestVerifyFindsFirstBreak(t *testing.T) {
 		{"middle file truncated to a partial line", multi, 1, func(ls [][]byte) []byte {
 			return join(ls)[:100]
 		}, 1, 1, "partial last line"},
-	} {
+	}
+}
+
+func TestVerifyFindsFirstBreak(t *testing.T) {
+	single := t.TempDir()
+	writeLog(t, single, 10, 0)
+	multi := t.TempDir()
+	writeLog(t, multi, 10, 1000) // 3 lines per file
+	mustVerifyOK(t, single, 10)
+	mustVerifyOK(t, multi, 10)
+	for _, c := range tamperCases(single, multi) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := copyDir(t, c.src)
 			files := mustFiles(t, dir)

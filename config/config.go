@@ -37,7 +37,16 @@ type Config struct {
 	Upstream Upstream `koanf:"upstream"`
 	Egress   Egress   `koanf:"egress"`
 	Sessions Sessions `koanf:"sessions"`
+	Audit    Audit    `koanf:"audit"`
 	Log      Log      `koanf:"log"`
+}
+
+// Audit configures the tamper-evident audit trail.
+type Audit struct {
+	Dir          string        `koanf:"dir"`
+	MaxFileBytes int64         `koanf:"max_file_bytes"`
+	SyncInterval time.Duration `koanf:"sync_interval"`
+	Stdout       bool          `koanf:"stdout"`
 }
 
 // Proxy configures the sandbox-facing listener.
@@ -172,6 +181,9 @@ func (c *Config) finish(environ []string) error {
 	c.Home = abs
 	if c.Admin.Socket == "" {
 		c.Admin.Socket = filepath.Join(c.Home, "admin.sock")
+	}
+	if c.Audit.Dir == "" {
+		c.Audit.Dir = filepath.Join(c.Home, "audit")
 	}
 	return c.Validate()
 }

@@ -50,6 +50,7 @@ func (c *Config) Validate() error {
 		{"upstream.tls_handshake_timeout", int64(c.Upstream.TLSHandshakeTimeout)},
 		{"upstream.response_header_timeout", int64(c.Upstream.ResponseHeaderTimeout)},
 		{"sessions.default_ttl", int64(c.Sessions.DefaultTTL)},
+		{"audit.sync_interval", int64(c.Audit.SyncInterval)},
 	} {
 		if d.v <= 0 {
 			add(d.key, "must be a positive duration such as \"10s\" or \"5m\"")
@@ -57,6 +58,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Proxy.MaxHeaderBytes < 4096 || c.Proxy.MaxHeaderBytes > 1<<20 {
 		add("proxy.max_header_bytes", "%d is out of range; use 4096..1048576", c.Proxy.MaxHeaderBytes)
+	}
+	if c.Audit.MaxFileBytes < 4096 {
+		add("audit.max_file_bytes", "%d is too small; use at least 4096 (default 67108864)", c.Audit.MaxFileBytes)
 	}
 	probs = append(probs, c.validateUpstream()...)
 	for i, s := range c.Egress.AllowCIDRs {

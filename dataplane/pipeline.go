@@ -58,6 +58,7 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.allowed(d)
+	rec.Fields = auditFields(r, d, tgt.query)
 	if err := p.decided(rec); err != nil {
 		p.refuse(w, rec, err)
 		return
@@ -85,6 +86,7 @@ func (p *Proxy) decided(rec *Record) error {
 	if err := p.Recorder.Decided(rec); err != nil {
 		return &unavailableError{reason: "audit_unavailable", err: err}
 	}
+	rec.Decided = true
 	return nil
 }
 

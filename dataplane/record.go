@@ -38,6 +38,11 @@ type Record struct {
 	Duration  time.Duration `json:"-"`
 	UpstreamD time.Duration `json:"-"`
 	Message   string        `json:"-"` // the client-facing sentence; logged, not audited
+	// Fields are the operation's audit[] values, redacted by their rules.
+	Fields map[string]any `json:"fields,omitempty"`
+	// Decided is set once Recorder.Decided accepted the record, before
+	// forwarding; Completed then reports the outcome of the same decision.
+	Decided bool `json:"-"`
 }
 
 // Recorder receives decisions. Decided runs before an allowed request is

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
@@ -71,6 +72,8 @@ type daemon struct {
 	bindings *controlplane.Bindings
 	creds    *controlplane.Credentials
 	metrics  *metrics.Metrics
+	audit    *audit.Log
+	rec      *recorder
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
 	reloadMu sync.Mutex
@@ -82,6 +85,9 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	}
 	d := &daemon{cfg: cfg, log: log, metrics: metrics.New()}
 	d.metrics.Logf = func(f string, a ...any) { log.Warn().Msgf(f, a...) }
+	if err := d.openAudit(); err != nil {
+		return nil, err
+	}
 	logf := func(format string, args ...any) { log.Info().Msgf(format, args...) }
 	d.store = &controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), Logf: logf}
 	d.sessions = &controlplane.Sessions{
@@ -106,7 +112,7 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		Guard:    guard,
 		RootCAs:  roots,
 		Injector: d.creds,
-		Recorder: &recorder{metrics: d.metrics},
+		Recorder: d.rec,
 		Log:      log,
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
@@ -116,6 +122,19 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		},
 	}
 	return d, nil
+}
+
+// openAudit opens the audit trail, resuming its hash chain.
+func (d *daemon) openAudit() error {
+	d.audit = &audit.Log{Dir: d.cfg.Audit.Dir, MaxFileBytes: d.cfg.Audit.MaxFileBytes, SyncInterval: d.cfg.Audit.SyncInterval}
+	if d.cfg.Audit.Stdout {
+		d.audit.Mirror = os.Stdout
+	}
+	if err := d.audit.Open(); err != nil {
+		return fmt.Errorf("audit: %w (audit.dir %s)", err, d.cfg.Audit.Dir)
+	}
+	d.rec = &recorder{audit: d.audit, metrics: d.metrics, log: d.log}
+	return nil
 }
 
 // openCredentials opens the vault and the bindings and builds the injector.
@@ -145,10 +164,8 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 	}
 	d.creds = &controlplane.Credentials{
 		Vault: d.vault, Bindings: d.bindings, PlaceholderKey: key, HTTPClient: tokenClient,
-		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) },
-		OnEvent: func(event string, _ map[string]string) {
-			d.metrics.OAuthRefresh(event == "credential.refreshed")
-		},
+		Logf:    func(f string, a ...any) { d.log.Info().Msgf(f, a...) },
+		OnEvent: d.rec.Event,
 	}
 	return nil
 }
@@ -166,6 +183,9 @@ func (d *daemon) reload() error {
 	pol, cerrs := policy.Compile(srcs, rules)
 	for _, err := range append(errs, cerrs...) {
 		d.log.Error().Str("event", "store.load_failed").Msg(err.Error())
+		if errors.Is(err, controlplane.ErrTampered) && d.rec != nil {
+			d.rec.Event("store.tamper_detected", map[string]string{"error": err.Error()})
+		}
 	}
 	d.policy.Store(pol)
 	d.log.Info().Str("event", "policy.loaded").Int("connectors", len(srcs)-len(cerrs)).Msg("policy compiled")
@@ -224,7 +244,7 @@ func (d *daemon) run() error {
 		_ = pl.Close()
 		return err
 	}
-	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload,
+	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
 		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds,
 		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) }}
 	if err := d.registerGauges(); err != nil {
@@ -273,7 +293,7 @@ func (d *daemon) shutdown(admin *http.Server) error {
 	d.log.Info().Str("event", "daemon.stopping").Dur("timeout", d.cfg.Proxy.ShutdownTimeout).Msg("draining")
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
 	defer cancel()
-	err := errors.Join(d.proxy.Shutdown(ctx), admin.Shutdown(ctx))
+	err := errors.Join(d.proxy.Shutdown(ctx), admin.Shutdown(ctx), d.audit.Close())
 	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))
 	_ = os.Remove(d.cfg.Admin.Socket)
 	return err
@@ -284,6 +304,10 @@ func (d *daemon) registerGauges() error {
 	return errors.Join(
 		d.metrics.ConnectionsOpen(func() float64 { return float64(d.proxy.Stats().ConnectionsOpen) }),
 		d.metrics.TunnelsOpen(func() float64 { return float64(d.proxy.Stats().TunnelsOpen) }),
+		d.metrics.AuditStats(func() (uint64, uint64, time.Duration) {
+			st := d.audit.Stats()
+			return st.Lines, st.Errors, st.LastWriteLatency
+		}),
 		d.metrics.CertCache(func() (uint64, uint64, uint64) {
 			st := d.sessions.CertStats()
 			return st.Hits, st.Misses, st.Mints

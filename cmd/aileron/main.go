@@ -22,6 +22,8 @@ Usage:
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]
   aileron credential list [--json] | delete NAME | unbind FQN
+  aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
+  aileron audit verify [FILES…]                          check the hash chain; names the first broken line
   aileron config print [--config FILE]                   the effective configuration
   aileron config defaults                                the embedded defaults, as YAML
   aileron help [COMMAND]
@@ -47,6 +49,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"connector":  cmdConnector,
 		"config":     cmdConfig,
 		"credential": cmdCredential,
+		"audit":      cmdAudit,
 	}
 	switch args[0] {
 	case "help", "-h", "--help":

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aileronhq/aileron/audit"
+)
+
+func cmdAudit(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("want a subcommand: tail or verify")
+	}
+	switch args[0] {
+	case "verify":
+		return auditVerify(args[1:], stdout, stderr)
+	case "tail":
+		return auditTail(args[1:], stdout, stderr)
+	}
+	return usagef("unknown subcommand %q: want tail or verify", args[0])
+}
+
+// auditVerify checks the hash chain of the given files, or of the whole
+// audit directory, and exits non-zero naming the first broken line.
+func auditVerify(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit verify", "audit verify [FILES…]   (default: every file in audit.dir)", stderr)
+	_, cfgFile := clientFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var rep audit.Report
+	var err error
+	if fs.NArg() > 0 {
+		rep, err = audit.Verify(fs.Args())
+	} else {
+		cfg, cerr := loadClientConfig(fs, *cfgFile)
+		if cerr != nil {
+			return cerr
+		}
+		rep, err = audit.VerifyDir(cfg.Audit.Dir)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("chain broken at %s:%d (seq %d): %s; %d line(s) verified before it", rep.File, rep.Line, rep.Seq, rep.Problem, rep.Lines)
+	}
+	fmt.Fprintf(stdout, "ok: %d lines, seq %d..%d, last hash %s\n", rep.Lines, rep.FirstSeq, rep.LastSeq, rep.LastHash)
+	if rep.FirstSeq > 1 {
+		fmt.Fprintf(stdout, "note: the first line has seq %d: earlier lines are not part of what was verified\n", rep.FirstSeq)
+	}
+	return nil
+}
+
+func auditTail(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit tail", "audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since DUR|RFC3339] [--json]", stderr)
+	_, cfgFile := clientFlags(fs)
+	follow := fs.BoolP("follow", "f", false, "keep printing new lines, across rotation")
+	var f audit.Filter
+	fs.StringVar(&f.Session, "session", "", "only this session")
+	fs.StringVar(&f.Connector, "connector", "", "only this connector FQN")
+	fs.StringVar(&f.Event, "event", "", `only this event ("approval.*" for a family)`)
+	fs.StringVar(&f.Decision, "decision", "", "allow, allow_after_approval, passthrough or deny")
+	since := fs.String("since", "", "only events after this: a duration ago (15m) or an RFC 3339 time")
+	asJSON := fs.Bool("json", false, "print the raw JSON lines")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *since != "" {
+		t, err := parseSince(*since)
+		if err != nil {
+			return usagef("--since %q: %v", *since, err)
+		}
+		f.Since = t
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	const row = "%-12s  %-26s  %-9s  %-23s  %-22s  %-6s  %s\n"
+	if !*asJSON {
+		fmt.Fprintf(stdout, row, "TIME", "EVENT", "DECISION", "REASON", "SESSION", "STATUS", "REQUEST / DETAILS")
+	}
+	err = audit.Tail(ctx, cfg.Audit.Dir, *follow, f, func(line []byte, ev *audit.Event) error {
+		if *asJSON {
+			_, err := fmt.Fprintf(stdout, "%s\n", line)
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, row, ev.Time.Local().Format("15:04:05.000"), ev.Event,
+			dash(ev.Decision), dash(ev.Reason), dash(ev.Session), statusOf(ev), requestOf(ev))
+		return err
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func parseSince(s string) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func requestOf(ev *audit.Event) string {
+	if ev.Host == "" {
+		keys := make([]string, 0, len(ev.Details))
+		for k := range ev.Details {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			if v := ev.Details[k]; v != "" {
+				parts = append(parts, k+"="+v)
+			}
+		}
+		return dash(strings.Join(parts, " "))
+	}
+	return fmt.Sprintf("%s %s:%d%s", dash(ev.Method), ev.Host, ev.Port, ev.Path)
+}
+
+func statusOf(ev *audit.Event) string {
+	if ev.Status == 0 {
+		return "-"
+	}
+	return fmt.Sprint(ev.Status)
+}
