@@ -43,6 +43,7 @@ type Config struct {
 
 // Audit configures the tamper-evident audit trail.
 type Audit struct {
+	Enabled      bool          `koanf:"enabled"`
 	Dir          string        `koanf:"dir"`
 	MaxFileBytes int64         `koanf:"max_file_bytes"`
 	SyncInterval time.Duration `koanf:"sync_interval"`

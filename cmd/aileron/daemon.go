@@ -40,9 +40,12 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	cfg, err := config.Load(config.Options{File: *cfgFile, Flags: fs, FlagKeys: map[string]string{
-		"listen": "proxy.listen", "home": "home", "log-level": "log.level",
-	}})
+	load := func() (*config.Config, error) {
+		return config.Load(config.Options{File: *cfgFile, Flags: fs, FlagKeys: map[string]string{
+			"listen": "proxy.listen", "home": "home", "log-level": "log.level",
+		}})
+	}
+	cfg, err := load()
 	if err != nil {
 		return err
 	}
@@ -51,6 +54,7 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	d.loadConfig = load
 	return d.run()
 }
 
@@ -77,6 +81,9 @@ type daemon struct {
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
 	reloadMu sync.Mutex
+	// loadConfig re-reads the configuration on SIGHUP; nil means the
+	// running configuration is kept.
+	loadConfig func() (*config.Config, error)
 }
 
 func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
@@ -126,6 +133,11 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 
 // openAudit opens the audit trail, resuming its hash chain.
 func (d *daemon) openAudit() error {
+	d.rec = &recorder{metrics: d.metrics, log: d.log}
+	if !d.cfg.Audit.Enabled {
+		d.log.Warn().Str("event", "audit.disabled").Msg("audit.enabled is false: no audit trail is written (use only to measure its cost)")
+		return nil
+	}
 	d.audit = &audit.Log{Dir: d.cfg.Audit.Dir, MaxFileBytes: d.cfg.Audit.MaxFileBytes, SyncInterval: d.cfg.Audit.SyncInterval}
 	if d.cfg.Audit.Stdout {
 		d.audit.Mirror = os.Stdout
@@ -133,7 +145,7 @@ func (d *daemon) openAudit() error {
 	if err := d.audit.Open(); err != nil {
 		return fmt.Errorf("audit: %w (audit.dir %s)", err, d.cfg.Audit.Dir)
 	}
-	d.rec = &recorder{audit: d.audit, metrics: d.metrics, log: d.log}
+	d.rec.audit = d.audit
 	return nil
 }
 
@@ -168,6 +180,36 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 		OnEvent: d.rec.Event,
 	}
 	return nil
+}
+
+// hangup handles SIGHUP: re-read the configuration and take what can
+// change at runtime (passthrough rules), then reload the store. An invalid
+// file keeps the running configuration and logs why.
+func (d *daemon) hangup() {
+	if d.loadConfig != nil {
+		cfg, err := d.loadConfig()
+		if err != nil {
+			d.log.Error().Str("event", "config.reload_failed").Msg(err.Error() + " (keeping the running configuration)")
+		} else {
+			d.reloadMu.Lock()
+			d.cfg.Proxy.Passthrough = cfg.Proxy.Passthrough
+			d.reloadMu.Unlock()
+			if restartOnly(d.cfg, cfg) {
+				d.log.Warn().Str("event", "config.reload_partial").
+					Msg("listen addresses, home, timeouts, upstream and egress settings change only at restart; passthrough rules and installed specs were reloaded")
+			}
+		}
+	}
+	_ = d.reload()
+}
+
+// restartOnly reports whether settings that need a restart differ.
+func restartOnly(old, next *config.Config) bool {
+	a, b := *old, *next
+	a.Proxy.Passthrough, b.Proxy.Passthrough = nil, nil
+	ya, _ := a.YAML()
+	yb, _ := b.YAML()
+	return string(ya) != string(yb)
 }
 
 // reload recompiles the policy from the store and swaps it in. A bad or
@@ -273,7 +315,7 @@ func (d *daemon) run() error {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				_ = d.reload()
+				d.hangup()
 				continue
 			}
 			return d.shutdown(adminSrv)
@@ -293,7 +335,10 @@ func (d *daemon) shutdown(admin *http.Server) error {
 	d.log.Info().Str("event", "daemon.stopping").Dur("timeout", d.cfg.Proxy.ShutdownTimeout).Msg("draining")
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
 	defer cancel()
-	err := errors.Join(d.proxy.Shutdown(ctx), admin.Shutdown(ctx), d.audit.Close())
+	err := errors.Join(d.proxy.Shutdown(ctx), admin.Shutdown(ctx))
+	if d.audit != nil {
+		err = errors.Join(err, d.audit.Close())
+	}
 	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))
 	_ = os.Remove(d.cfg.Admin.Socket)
 	return err
@@ -305,6 +350,9 @@ func (d *daemon) registerGauges() error {
 		d.metrics.ConnectionsOpen(func() float64 { return float64(d.proxy.Stats().ConnectionsOpen) }),
 		d.metrics.TunnelsOpen(func() float64 { return float64(d.proxy.Stats().TunnelsOpen) }),
 		d.metrics.AuditStats(func() (uint64, uint64, time.Duration) {
+			if d.audit == nil {
+				return 0, 0, 0
+			}
 			st := d.audit.Stats()
 			return st.Lines, st.Errors, st.LastWriteLatency
 		}),

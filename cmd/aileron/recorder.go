@@ -21,7 +21,7 @@ import (
 // connector.proxy.rejected when the upstream leg failed). A refused request
 // gets one line, connector.proxy.rejected.
 type recorder struct {
-	audit   *audit.Log
+	audit   *audit.Log // nil when audit.enabled is false
 	metrics *metrics.Metrics
 	log     *zerolog.Logger
 }
@@ -60,6 +60,9 @@ func (r *recorder) Event(name string, details map[string]string) {
 }
 
 func (r *recorder) write(ev *audit.Event) error {
+	if r.audit == nil {
+		return nil // audit.enabled: false
+	}
 	start := time.Now()
 	err := r.audit.Write(ev)
 	r.metrics.ObserveAuditWrite(time.Since(start), err)
