@@ -66,8 +66,8 @@ const benchSpec = `{
 
 // benchConfig is the daemon config: an ephemeral proxy port, the bench root
 // trusted upstream, the upstream's loopback address let through the SSRF
-// guard, and the log level (warn by default; the daemon currently writes
-// allowed requests' audit lines at info, so warn leaves them out).
+// guard, the log level (warn by default; info adds a log line per allowed
+// request) and whether the daemon writes its audit trail (audit.enabled).
 const benchConfig = `proxy:
   listen: 127.0.0.1:0
 upstream:
@@ -76,18 +76,20 @@ egress:
   allow_cidrs: ["%s/32"]
 log:
   level: %s
+audit:
+  enabled: %t
 `
 
-// startDaemon writes the config and spec under dir, starts the daemon and
-// waits for daemon.json. On failure the daemon is stopped and the error
-// carries the tail of its log.
-func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamIP, logLevel string) (*daemon, error) {
+// startDaemon writes the config (with audit.enabled set to audit) under dir,
+// starts the daemon with AILERON_HOME dir/home and waits for daemon.json. On
+// failure the daemon is stopped and the error carries the tail of its log.
+func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamIP, logLevel string, audit bool) (*daemon, error) {
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("daemon: create AILERON_HOME %s: %w", home, err)
 	}
 	cfgPath := filepath.Join(dir, "aileron.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, benchConfig, rootPath, upstreamIP, logLevel), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, benchConfig, rootPath, upstreamIP, logLevel, audit), 0o600); err != nil {
 		return nil, fmt.Errorf("daemon: write config: %w", err)
 	}
 	d := &daemon{bin: bin, home: home, logPath: filepath.Join(dir, "daemon.log"), exited: make(chan struct{})}
@@ -214,16 +216,20 @@ func (d *daemon) setCredential(ctx context.Context, key string) error {
 }
 
 // checkNotes compares daemon.json with the process the bench started and
-// counts warning and error lines in the daemon's log.
-func (d *daemon) checkNotes() []string {
+// counts warning and error lines in the daemon's log, except the expected
+// audit.disabled warning of the audit-off daemon. name labels the notes.
+func (d *daemon) checkNotes(name string) []string {
 	var notes []string
 	if d.info.PID != d.cmd.Process.Pid {
-		notes = append(notes, fmt.Sprintf("contract: daemon.json pid is %d, the daemon process is %d", d.info.PID, d.cmd.Process.Pid))
+		notes = append(notes, fmt.Sprintf("contract: %s daemon.json pid is %d, the daemon process is %d", name, d.info.PID, d.cmd.Process.Pid))
 	}
 	b, _ := os.ReadFile(d.logPath)
 	var n int
 	var first string
 	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, `"event":"audit.disabled"`) {
+			continue
+		}
 		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
 			if n++; n == 1 {
 				first = strings.TrimSpace(line)
@@ -231,7 +237,7 @@ func (d *daemon) checkNotes() []string {
 		}
 	}
 	if n > 0 {
-		notes = append(notes, fmt.Sprintf("daemon logged %d warning/error lines; first: %s", n, first))
+		notes = append(notes, fmt.Sprintf("%s daemon logged %d warning/error lines; first: %s", name, n, first))
 	}
 	return notes
 }

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,7 @@ type options struct {
 	blobMiB  int64
 	keepTemp bool
 	logLevel string
+	auditOff bool
 }
 
 func main() {
@@ -57,6 +59,7 @@ func main() {
 	flag.Int64Var(&o.blobMiB, "blob-mib", 256, "size of the streamed body in MiB")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "daemon log.level; info also writes a line per allowed request")
 	flag.BoolVar(&o.keepTemp, "keep-temp", false, "keep the temp dir (daemon log, home) for debugging")
+	flag.BoolVar(&o.auditOff, "audit-off", true, "also measure keep-alive through a second daemon with audit.enabled false (audit's cost)")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "bench: want --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --blob-mib ≥ 1 and no arguments")
@@ -77,6 +80,7 @@ type env struct {
 	dir     string
 	up      *upstream
 	d       *daemon
+	off     *daemon // the audit.enabled false daemon, nil when not running
 	m       *mitm
 	targets []target
 	notes   []string
@@ -103,10 +107,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		if e.m != nil {
 			defer e.m.stop(5 * time.Second)
 		}
+		defer e.stopOff()
 	}
 	if err != nil {
 		return err
 	}
+	auditBefore, auditErr := readAuditUsage(filepath.Join(e.d.home, "audit"))
 	res := measure(ctx, o, e, stderr)
 	if err := ctx.Err(); err != nil {
 		_ = e.d.stop(5 * time.Second)
@@ -122,7 +128,18 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := e.d.stop(20 * time.Second); err != nil {
 		res.Notes = append(res.Notes, "daemon shutdown: "+err.Error())
 	}
-	res.Notes = append(res.Notes, e.d.checkNotes()...)
+	res.Notes = append(res.Notes, e.d.checkNotes(aileronTargetName)...)
+	if e.off != nil {
+		res.Notes = append(res.Notes, e.stopOff()...)
+		res.Notes = append(res.Notes, e.off.secretNotes(e.up.apiKey)...)
+	}
+	if auditErr != nil {
+		res.Notes = append(res.Notes, auditErr.Error())
+	} else {
+		var notes []string
+		res.AuditWritten, notes = e.auditNotes(auditBefore)
+		res.Notes = append(res.Notes, notes...)
+	}
 	if e.injecting {
 		res.Notes = append(res.Notes, e.d.secretNotes(e.up.apiKey)...)
 	}
@@ -161,10 +178,10 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 	}
 	e := &env{dir: dir, up: up}
 	fmt.Fprintf(stderr, "bench: upstream https://%s, starting %s daemon\n", up.addr, o.aileron)
-	if e.d, err = startDaemon(ctx, o.aileron, dir, rootPath, upstreamIP, o.logLevel); err != nil {
+	if e.d, err = startDaemon(ctx, o.aileron, dir, rootPath, upstreamIP, o.logLevel, true); err != nil {
 		return e, err
 	}
-	ail, err := e.aileronTarget(ctx)
+	ail, err := e.aileronTarget(ctx, e.d)
 	if err != nil {
 		_ = e.d.stop(5 * time.Second)
 		return e, fmt.Errorf("%w\n%s", err, e.d.logTail(20))
@@ -172,6 +189,9 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 	e.targets = []target{{name: "direct", roots: pki.rootPool}, ail}
 	if inj, ok := e.injectTarget(ctx, ail); ok {
 		e.targets = append(e.targets, inj)
+	}
+	if o.auditOff {
+		e.addAuditOff(ctx, o, rootPath, stderr)
 	}
 	if o.mitmdump != "" {
 		e.addMitm(ctx, o.mitmdump, rootPath, stderr)
@@ -183,16 +203,16 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 	return e, nil
 }
 
-// aileronTarget installs the bench connector and creates a session.
-func (e *env) aileronTarget(ctx context.Context) (target, error) {
-	note, err := e.d.installSpec(ctx, e.up.addr)
+// aileronTarget installs the bench connector in d and creates a session.
+func (e *env) aileronTarget(ctx context.Context, d *daemon) (target, error) {
+	note, err := d.installSpec(ctx, e.up.addr)
 	if err != nil {
 		return target{}, err
 	}
 	if note != "" {
 		e.notes = append(e.notes, note)
 	}
-	s, err := e.d.createSession(ctx)
+	s, err := d.createSession(ctx)
 	if err != nil {
 		return target{}, err
 	}
@@ -208,7 +228,20 @@ func (e *env) aileronTarget(ctx context.Context) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return target{name: "aileron", proxy: proxyURL, roots: pool, pid: e.d.cmd.Process.Pid}, nil
+	return target{name: aileronTargetName, proxy: proxyURL, roots: pool, pid: d.cmd.Process.Pid}, nil
+}
+
+// stopOff stops the audit-off daemon, if any, and returns its notes; a
+// second call only repeats the notes.
+func (e *env) stopOff() []string {
+	if e.off == nil {
+		return nil
+	}
+	var notes []string
+	if err := e.off.stop(20 * time.Second); err != nil {
+		notes = append(notes, auditOffTargetName+" daemon shutdown: "+err.Error())
+	}
+	return append(notes, e.off.checkNotes(auditOffTargetName)...)
 }
 
 // injectTarget stores and binds the bench credential and returns the
@@ -326,11 +359,16 @@ func measure(ctx context.Context, o options, e *env, stderr io.Writer) results {
 		res.Targets[i].Name = t.name
 	}
 	// phase runs f for every target; allTargets false leaves out the
-	// injection target, which only measures keep-alive and latency.
+	// injection target, which only measures keep-alive and latency. The
+	// audit-off target is measured with aileron, in its keep-alive phase.
+	off := slices.IndexFunc(e.targets, func(t target) bool { return t.name == auditOffTargetName })
 	phase := func(name string, allTargets bool, f func(t target, r *targetResult)) {
 		for i, t := range e.targets {
 			if ctx.Err() != nil {
 				return
+			}
+			if i == off {
+				continue
 			}
 			if t.secure && !allTargets {
 				continue
@@ -341,6 +379,11 @@ func measure(ctx context.Context, o options, e *env, stderr io.Writer) results {
 	}
 	phase("keep-alive", true, func(t target, r *targetResult) {
 		c0 := e.up.conns.Load()
+		if t.name == aileronTargetName && off >= 0 {
+			fmt.Fprintf(stderr, "bench: %-14s %s, interleaved with %s\n", "keep-alive", auditOffTargetName, t.name)
+			r.KeepAlive, res.Targets[off].KeepAlive = runInterleaved(ctx, t, e.targets[off], items, o.conc, o.warmup, o.duration, e.up.conns)
+			return
+		}
 		r.KeepAlive = runThroughput(ctx, t.client(o.conc, true), t.cpu, urlsFor(t), o.conc, o.warmup, o.duration)
 		r.KeepAlive.UpstreamConns = e.up.conns.Load() - c0
 	})

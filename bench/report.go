@@ -11,14 +11,21 @@ import (
 
 // Design budgets from DESIGN.md §5, for the aileron column only.
 const (
-	budgetKeepAlive   = 0.50 // keep-alive req/s through aileron ÷ direct, at least
-	budgetNewConn     = 0.60 // new-connection req/s through aileron ÷ direct, at least
-	budgetAddedP50Ms  = 0.25 // aileron p50 − direct p50 at one client, at most (ms)
+	budgetKeepAlive  = 0.50 // keep-alive req/s through aileron ÷ direct, at least
+	budgetNewConn    = 0.60 // new-connection req/s through aileron ÷ direct, at least
+	budgetAddedP50Ms = 0.25 // aileron p50 − direct p50 at one client, at most (ms)
+	// budgetAuditCost is issue 4's: keep-alive req/s with audit on ÷ off,
+	// at least (audit costs at most 10 % of throughput).
+	budgetAuditCost   = 0.90
 	directTargetName  = "direct"
 	aileronTargetName = "aileron"
 	// injectTargetName is aileron on /v1/secure/{id}, where the daemon
 	// injects the bench API key; it measures keep-alive and latency only.
 	injectTargetName = "aileron+inject"
+	// auditOffTargetName is a second daemon with audit.enabled false, on
+	// /v1/items/{id}; it measures keep-alive only, interleaved with aileron.
+	auditOffTargetName = "aileron-audit-off"
+	auditCostBudget    = "audit cost on÷off"
 )
 
 // targetResult is every phase's figures for one target.
@@ -52,8 +59,11 @@ type results struct {
 	Upstream    string         `json:"upstream"`
 	Targets     []targetResult `json:"targets"`
 	Budgets     []budgetResult `json:"budgets"`
-	Notes       []string       `json:"notes,omitempty"`
-	failed      bool           // a direct or aileron phase had errors
+	// AuditWritten is what the aileron daemon appended to its audit trail
+	// during the phases (Files: how many files hold the trail afterwards).
+	AuditWritten auditUsage `json:"audit_written,omitzero"`
+	Notes        []string   `json:"notes,omitempty"`
+	failed       bool       // a direct or aileron phase had errors
 }
 
 // byName returns the named target's results, or nil.
@@ -107,6 +117,10 @@ func (r *results) finish() {
 			atMost("added p50 latency ms (inject)", budgetAddedP50Ms, in.Latency.P50ms-d.Latency.P50ms, in.Latency.Errors+d.Latency.Errors, in.Latency.Samples*d.Latency.Samples),
 		)
 	}
+	if off := r.byName(auditOffTargetName); off != nil {
+		r.Budgets = append(r.Budgets,
+			atLeast(auditCostBudget, budgetAuditCost, ratio(a.KeepAlive.ReqPerSec, off.KeepAlive.ReqPerSec), a.KeepAlive.Errors+off.KeepAlive.Errors))
+	}
 }
 
 func atLeast(name string, limit, v float64, errs int64) budgetResult {
@@ -146,9 +160,13 @@ func printReport(w io.Writer, o options, r results) {
 	fmt.Fprintf(w, "\naileron bench: %s per phase after %s warm-up, %d clients, GOMAXPROCS %d, upstream %s\n",
 		r.Duration, r.Warmup, r.Concurrency, r.GOMAXPROCS, r.Upstream)
 	fmt.Fprintln(w, "ratios: throughput = proxy ÷ direct (1.00 = as fast as direct); CPU and latency = proxy ÷ direct (×, lower is better)")
-	ail, inj := r.byName(aileronTargetName), r.byName(injectTargetName)
+	ail, inj, off := r.byName(aileronTargetName), r.byName(injectTargetName), r.byName(auditOffTargetName)
 	if inj != nil {
 		fmt.Fprintln(w, "aileron+inject: aileron with an API key injected (GET /v1/secure/{id}); \"vs aileron\" = aileron+inject ÷ aileron on /v1/items/{id}")
+	}
+	if off != nil {
+		fmt.Fprintf(w, "%s: a second daemon with audit.enabled false, keep-alive only, measured in %d slices interleaved with aileron; "+
+			"\"audit cost\" rows = aileron ÷ %s\n", auditOffTargetName, auditRounds, auditOffTargetName)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	direct := r.byName(directTargetName)
@@ -172,6 +190,8 @@ func printReport(w io.Writer, o options, r results) {
 		line := row.label + "\t" + row.direct(direct)
 		for _, p := range proxies {
 			switch {
+			case p == off && !row.auditOff:
+				line += "\t-\t-"
 			case p != inj:
 				line += "\t" + row.value(p, direct) + "\t" + row.ratio(p, direct)
 			case !row.inject || ail == nil:
@@ -199,6 +219,14 @@ type row struct {
 	// vsAileron renders its cell against aileron (a, in place of direct).
 	inject    bool
 	vsAileron func(p, a *targetResult) string
+	// auditOff is set on the rows the aileron-audit-off target measures.
+	auditOff bool
+}
+
+// withAuditOff marks r as measured for aileron-audit-off.
+func (r row) withAuditOff() row {
+	r.auditOff = true
+	return r
 }
 
 // withInject marks r as measured for aileron+inject, compared with aileron
@@ -215,11 +243,11 @@ func (r row) withInject(vs func(p, a *targetResult) string) row {
 func tableRows(o options, r results) []row {
 	ka := func(t *targetResult) throughputResult { return t.KeepAlive }
 	nc := func(t *targetResult) throughputResult { return t.NewConn }
-	return []row{
+	rows := []row{
 		throughputRow(fmt.Sprintf("keep-alive req/s (c=%d)", o.conc), ka,
-			r.budgetCell("keep-alive ratio")+r.injectBudgetCell("keep-alive ratio (inject)")).withInject(nil),
+			r.budgetCell("keep-alive ratio")+r.injectBudgetCell("keep-alive ratio (inject)")).withInject(nil).withAuditOff(),
 		throughputRow(fmt.Sprintf("new-conn req/s (c=%d)", o.conc), nc, r.budgetCell("new-connection ratio")),
-		cpuRow("CPU µs/req keep-alive", ka).withInject(nil),
+		cpuRow("CPU µs/req keep-alive", ka).withInject(nil).withAuditOff(),
 		cpuRow("CPU µs/req new-conn", nc),
 		latencyRow("latency p50 ms (c=1)", func(l latencyResult) float64 { return l.P50ms }).withInject(nil),
 		latencyRow("latency p99 ms (c=1)", func(l latencyResult) float64 { return l.P99ms }).withInject(nil),
@@ -227,6 +255,40 @@ func tableRows(o options, r results) []row {
 		streamRow(fmt.Sprintf("stream %d MiB MB/s", o.blobMiB)),
 		rssRow(),
 	}
+	if off := r.byName(auditOffTargetName); off != nil {
+		rows = append(rows, auditCostRows(o, off, r.budgetCell(auditCostBudget))...)
+	}
+	return rows
+}
+
+// auditCostRows are the "audit cost: on ÷ off" rows: keep-alive req/s and
+// CPU µs/req of aileron ÷ those of off, in the aileron column only.
+func auditCostRows(o options, off *targetResult, budget string) []row {
+	onlyAileron := func(cell func(a *targetResult) string) func(p, d *targetResult) string {
+		return func(p, _ *targetResult) string {
+			if p.Name != aileronTargetName {
+				return "-"
+			}
+			return cell(p)
+		}
+	}
+	dashOne := func(*targetResult) string { return "-" }
+	tput := row{
+		label: fmt.Sprintf("audit cost: on ÷ off req/s (c=%d)", o.conc), direct: dashOne, ratio: dash, budget: budget,
+		value: onlyAileron(func(a *targetResult) string {
+			return frac(ratio(a.KeepAlive.ReqPerSec, off.KeepAlive.ReqPerSec), a.KeepAlive.Errors+off.KeepAlive.Errors)
+		}),
+	}
+	cpu := row{
+		label: "audit cost: on ÷ off CPU µs/req", direct: dashOne, ratio: dash, budget: "-",
+		value: onlyAileron(func(a *targetResult) string {
+			if a.KeepAlive.CPUPerReqUs == 0 || off.KeepAlive.CPUPerReqUs == 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(a.KeepAlive.CPUPerReqUs/off.KeepAlive.CPUPerReqUs, 'f', 2, 64) + "x"
+		}),
+	}
+	return []row{tput, cpu}
 }
 
 // budgetCell renders the named budget as "≥0.50 PASS", or "-".
