@@ -87,7 +87,7 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	const row = "%-12s  %-26s  %-9s  %-23s  %-22s  %-6s  %s\n"
+	const row = "%-12s  %-26s  %-20s  %-23s  %-22s  %-6s  %s\n"
 	if !*asJSON {
 		fmt.Fprintf(stdout, row, "TIME", "EVENT", "DECISION", "REASON", "SESSION", "STATUS", "REQUEST / DETAILS")
 	}
