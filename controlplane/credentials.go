@@ -418,7 +418,7 @@ func validateCredential(c *Credential) error {
 	switch {
 	case c.Kind == inject.KindBasic && strings.IndexByte(c.Secret.Username, ':') >= 0:
 		return fmt.Errorf("%w: credential %s: a basic-auth user name cannot contain ':'", ErrInvalidArgument, c.Name)
-	case c.Kind == inject.KindSigV4 && !isServiceName(c.Secret.Service):
+	case c.Kind == inject.KindSigV4 && !inject.ValidService(c.Secret.Service):
 		return fmt.Errorf("%w: credential %s: AWS service %q must be lower-case letters, digits and dashes, e.g. s3 or execute-api",
 			ErrInvalidArgument, c.Name, c.Secret.Service)
 	case c.Kind == inject.KindOAuth2:
@@ -486,20 +486,6 @@ func isLoopbackHost(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
-}
-
-// isServiceName reports whether s is an AWS service name: 1 to 64
-// lower-case letters, digits and dashes.
-func isServiceName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // ParseSecretInput turns what `aileron credential set` read from stdin or
@@ -583,7 +569,7 @@ func parseBasicInput(input []byte, username string) (inject.Secret, *OAuthMateri
 // parseSigV4Input reads AWS keys as JSON, signing for service.
 func parseSigV4Input(input []byte, service string) (inject.Secret, *OAuthMaterial, error) {
 	const shape = `{"access_key_id":"…","secret_access_key":"…","session_token":"…" (optional)}`
-	if !isServiceName(service) {
+	if !inject.ValidService(service) {
 		return inject.Secret{}, nil, fmt.Errorf("%w: kind aws_sigv4 needs --service, the AWS service signed for "+
 			"(lower-case, e.g. s3 or execute-api)", ErrInvalidArgument)
 	}

@@ -116,13 +116,20 @@ func loadOrCreateKey(path string) ([]byte, error) {
 
 // createKey writes a new random session key to path, failing with
 // fs.ErrExist if another process created it first.
-func createKey(path string) (err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("creating session key directory: %w", err)
-	}
+func createKey(path string) error {
 	key := make([]byte, sessionKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("generating session key: %w", err)
+	}
+	return createPrivateFile(path, key, "session key")
+}
+
+// createPrivateFile writes data to a NEW file at path, mode 0600 in a 0700
+// directory, and syncs it. It fails with fs.ErrExist if the file appeared
+// meanwhile, and removes a half-written file. what names the file in errors.
+func createPrivateFile(path string, data []byte, what string) (err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating %s directory: %w", what, err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -136,8 +143,8 @@ func createKey(path string) (err error) {
 			os.Remove(path)
 		}
 	}()
-	if _, err := f.Write(key); err != nil {
-		return fmt.Errorf("writing session key: %w", err)
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", what, err)
 	}
 	return f.Sync()
 }

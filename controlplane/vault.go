@@ -488,32 +488,14 @@ func loadOrCreateIdentity(keyFile, vaultFile string) (*age.X25519Identity, error
 
 // createIdentity writes a new age X25519 identity to keyFile in
 // age-keygen's format, failing with fs.ErrExist if the file appeared.
-func createIdentity(keyFile string) (err error) {
-	if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
-		return fmt.Errorf("creating vault key directory: %w", err)
-	}
+func createIdentity(keyFile string) error {
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		return fmt.Errorf("generating vault key: %w", err)
 	}
-	f, err := os.OpenFile(keyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(keyFile)
-		}
-	}()
-	_, err = fmt.Fprintf(f, "# aileron vault key: keep it private and back it up; without it the vault cannot be read\n"+
+	body := fmt.Sprintf("# aileron vault key: keep it private and back it up; without it the vault cannot be read\n"+
 		"# public key: %s\n%s\n", id.Recipient(), id)
-	if err != nil {
-		return fmt.Errorf("writing vault key: %w", err)
-	}
-	return f.Sync()
+	return createPrivateFile(keyFile, []byte(body), "vault key")
 }
 
 // checkPrivateFile refuses p unless it is a regular file only its owner may

@@ -111,7 +111,7 @@ func (s *Secret) checkForeign(own []secretField) error {
 	if s.Kind == KindBasic && strings.IndexByte(s.Username, ':') >= 0 {
 		return fmt.Errorf("%w: basic username contains ':', which HTTP basic authentication cannot carry (RFC 7617)", ErrBadSecret)
 	}
-	if s.Kind == KindSigV4 && !validService(s.Service) {
+	if s.Kind == KindSigV4 && !ValidService(s.Service) {
 		return fmt.Errorf("%w: aws_sigv4 service %q must be lower-case letters, digits and dashes, e.g. \"s3\" or \"execute-api\"", ErrBadSecret, s.Service)
 	}
 	return nil
@@ -126,7 +126,9 @@ func hasField(fs []secretField, name string) bool {
 	return false
 }
 
-func validService(s string) bool {
+// ValidService reports whether s is an AWS service name: 1 to 64
+// lower-case letters, digits and dashes.
+func ValidService(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}
