@@ -283,14 +283,7 @@ func TestStalledClientHelloIsReleased(t *testing.T) {
 
 func TestSNIMustMatchConnectHost(t *testing.T) {
 	e := newEnv(t, nil)
-	c, resp := rawConnect(t, e, "api.example.com:443")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT status %d", resp.StatusCode)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(e.sessCA.Certificate())
-	tc := tls.Client(c, &tls.Config{ServerName: "other.example.com", RootCAs: roots})
-	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	tc := tunnelTLS(t, e, "other.example.com")
 	if err := tc.Handshake(); err == nil {
 		t.Fatal("handshake with SNI other.example.com inside a CONNECT to api.example.com succeeded")
 	}
@@ -299,9 +292,10 @@ func TestSNIMustMatchConnectHost(t *testing.T) {
 	}
 }
 
-// innerRequest sends raw bytes inside an intercepted tunnel and returns the
-// proxy's response.
-func innerRequest(t *testing.T, e *env, raw string) *http.Response {
+// tunnelTLS opens a CONNECT tunnel to api.example.com and returns a TLS
+// client on it that trusts the session CA and sends serverName as SNI (the
+// handshake runs on first use).
+func tunnelTLS(t *testing.T, e *env, serverName string) *tls.Conn {
 	t.Helper()
 	c, resp := rawConnect(t, e, "api.example.com:443")
 	if resp.StatusCode != http.StatusOK {
@@ -309,8 +303,16 @@ func innerRequest(t *testing.T, e *env, raw string) *http.Response {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(e.sessCA.Certificate())
-	tc := tls.Client(c, &tls.Config{ServerName: "api.example.com", RootCAs: roots})
+	tc := tls.Client(c, &tls.Config{ServerName: serverName, RootCAs: roots})
 	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	return tc
+}
+
+// innerRequest sends raw bytes inside an intercepted tunnel and returns the
+// proxy's response.
+func innerRequest(t *testing.T, e *env, raw string) *http.Response {
+	t.Helper()
+	tc := tunnelTLS(t, e, "api.example.com")
 	if _, err := io.WriteString(tc, raw); err != nil {
 		t.Fatal(err)
 	}
@@ -396,13 +398,7 @@ func TestPolicySwapTakesEffectOnNextRequest(t *testing.T) {
 
 func TestStatsCountConnectionsAndTunnels(t *testing.T) {
 	e := newEnv(t, nil)
-	c, resp := rawConnect(t, e, "api.example.com:443")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT status %d", resp.StatusCode)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(e.sessCA.Certificate())
-	tc := tls.Client(c, &tls.Config{ServerName: "api.example.com", RootCAs: roots})
+	tc := tunnelTLS(t, e, "api.example.com")
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)
 	}

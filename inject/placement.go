@@ -86,7 +86,7 @@ func (pl Placement) check(kind string) error {
 		if !isToken(pl.Header) {
 			return fmt.Errorf("%w: %q is not a valid HTTP header name", ErrBadPlacement, pl.Header)
 		}
-		if reservedHeader(pl.Header) {
+		if policy.ReservedHeader(pl.Header) {
 			return fmt.Errorf("%w: header %q is a connection or framing header and cannot carry a credential", ErrBadPlacement, pl.Header)
 		}
 	}
@@ -173,17 +173,6 @@ func queryPartNames(part, name string) bool {
 		if dec, err := url.QueryUnescape(key); err == nil && dec == name {
 			return true
 		}
-	}
-	return false
-}
-
-// reservedHeader reports connection-level and framing headers that must
-// never carry an injected credential (the same list as policy validation).
-func reservedHeader(h string) bool {
-	switch textproto.CanonicalMIMEHeaderKey(h) {
-	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade":
-		return true
 	}
 	return false
 }

@@ -168,7 +168,7 @@ func validateCredential(c Credential, path string, p *problems) {
 	if c.Header != "" {
 		if !isToken(c.Header) {
 			p.add(path+".header", ruleCredentialHeader, fmt.Sprintf("credential header %s is not a valid HTTP header name", quote(c.Header)))
-		} else if reservedHeader(c.Header) {
+		} else if ReservedHeader(c.Header) {
 			p.add(path+".header", ruleCredentialHeader, fmt.Sprintf("credential header %s is a connection or framing header and cannot carry a credential", quote(c.Header)))
 		}
 	}
@@ -195,9 +195,9 @@ func validateCredential(c Credential, path string, p *problems) {
 	}
 }
 
-// reservedHeader reports connection-level and framing headers that must
-// never carry an injected credential.
-func reservedHeader(h string) bool {
+// ReservedHeader reports connection-level and framing headers that must
+// never carry an injected credential (Host, Content-Length, hop-by-hop…).
+func ReservedHeader(h string) bool {
 	switch textproto.CanonicalMIMEHeaderKey(h) {
 	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Proxy-Authenticate",
 		"Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade":
