@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/aileronhq/aileron/policy"
 )
@@ -45,10 +46,12 @@ type envelope struct {
 }
 
 type envelopeBody struct {
-	Class   string `json:"class"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
-	AuditID string `json:"audit_id,omitempty"`
+	Class      string `json:"class"`
+	Reason     string `json:"reason"`
+	Message    string `json:"message"`
+	AuditID    string `json:"audit_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	ReviewURL  string `json:"review_url,omitempty"`
 }
 
 // refusal is what the client is told about err.
@@ -57,6 +60,14 @@ type refusal struct {
 	Class   string
 	Reason  policy.Reason
 	Message string
+	// Approval is set for a held request's outcome.
+	Approval *ApprovalResult
+	// RetryAfter, when positive, becomes a Retry-After header.
+	RetryAfter time.Duration
+}
+
+func mkRefusal(status int, class string, reason policy.Reason, msg string) refusal {
+	return refusal{Status: status, Class: class, Reason: reason, Message: msg}
 }
 
 // classify maps any error the pipeline can produce to what the client sees.
@@ -66,38 +77,43 @@ func classify(err error) refusal {
 	var ae *AddrError
 	var ue *upstreamError
 	var un *unavailableError
+	if ae, ok := isApprovalError(err); ok {
+		res := ae.res
+		return refusal{Status: http.StatusForbidden, Class: "capability_denied", Reason: ae.reason, Message: ae.msg,
+			Approval: &res, RetryAfter: ae.retry}
+	}
 	switch {
 	case errors.As(err, &de):
-		return refusal{http.StatusForbidden, "capability_denied", de.Reason, de.Message}
+		return mkRefusal(http.StatusForbidden, "capability_denied", de.Reason, de.Message)
 	case errors.Is(err, ErrProxyAuth):
-		return refusal{http.StatusProxyAuthRequired, "proxy_auth", policy.ReasonProxyAuth,
-			"this proxy needs the session's credentials: use the proxy_url from `aileron session create` (http://SESSION_ID:TOKEN@host:port)"}
+		return mkRefusal(http.StatusProxyAuthRequired, "proxy_auth", policy.ReasonProxyAuth,
+			"this proxy needs the session's credentials: use the proxy_url from `aileron session create` (http://SESSION_ID:TOKEN@host:port)")
 	case errors.Is(err, ErrMalformedRequest):
-		return refusal{http.StatusBadRequest, "bad_request", "malformed_request", err.Error()}
+		return mkRefusal(http.StatusBadRequest, "bad_request", "malformed_request", err.Error())
 	case errors.As(err, &ae):
-		return refusal{http.StatusForbidden, "capability_denied", policy.ReasonPrivateAddress, ae.Error()}
+		return mkRefusal(http.StatusForbidden, "capability_denied", policy.ReasonPrivateAddress, ae.Error())
 	case errors.Is(err, ErrCredentialUnavailable):
-		return refusal{http.StatusForbidden, "capability_denied", policy.ReasonCredentialUnavailable,
-			"the credential this operation needs is not available to the proxy; an administrator can check `aileron credential list` and the connector's binding"}
+		return mkRefusal(http.StatusForbidden, "capability_denied", policy.ReasonCredentialUnavailable,
+			"the credential this operation needs is not available to the proxy; an administrator can check `aileron credential list` and the connector's binding")
 	case errors.As(err, &un):
-		return refusal{http.StatusServiceUnavailable, "unavailable", policy.Reason(un.reason),
-			"the proxy cannot process requests safely right now (" + un.reason + "); try again shortly"}
+		return mkRefusal(http.StatusServiceUnavailable, "unavailable", policy.Reason(un.reason),
+			"the proxy cannot process requests safely right now ("+un.reason+"); try again shortly")
 	}
 	where := "the upstream"
 	if errors.As(err, &ue) {
 		where = ue.Authority
 	}
 	if isTLSError(err) {
-		return refusal{http.StatusBadGateway, "upstream_error", policy.ReasonUpstreamTLS,
-			"the TLS certificate of " + where + " did not verify; the proxy only talks to upstreams with valid certificates"}
+		return mkRefusal(http.StatusBadGateway, "upstream_error", policy.ReasonUpstreamTLS,
+			"the TLS certificate of "+where+" did not verify; the proxy only talks to upstreams with valid certificates")
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return refusal{http.StatusGatewayTimeout, "upstream_error", policy.ReasonUpstreamTimeout,
-			where + " did not answer in time"}
+		return mkRefusal(http.StatusGatewayTimeout, "upstream_error", policy.ReasonUpstreamTimeout,
+			where+" did not answer in time")
 	}
-	return refusal{http.StatusBadGateway, "upstream_error", policy.ReasonUpstreamUnavailable,
-		"could not reach " + where}
+	return mkRefusal(http.StatusBadGateway, "upstream_error", policy.ReasonUpstreamUnavailable,
+		"could not reach "+where)
 }
 
 func isTLSError(err error) bool {
@@ -143,12 +159,20 @@ func refusalHeaders(h http.Header, r refusal, auditID string, n int) {
 	if auditID != "" {
 		h.Set("X-Aileron-Audit-Id", auditID)
 	}
+	if r.Approval != nil && r.Approval.ID != "" {
+		h.Set("X-Aileron-Approval-Id", r.Approval.ID)
+	}
+	if r.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(r.RetryAfter.Seconds())))
+	}
 }
 
 func marshalEnvelope(r refusal, auditID string) []byte {
-	b, err := json.Marshal(envelope{Error: envelopeBody{
-		Class: r.Class, Reason: string(r.Reason), Message: r.Message, AuditID: auditID,
-	}})
+	eb := envelopeBody{Class: r.Class, Reason: string(r.Reason), Message: r.Message, AuditID: auditID}
+	if r.Approval != nil {
+		eb.ApprovalID, eb.ReviewURL = r.Approval.ID, r.Approval.ReviewURL
+	}
+	b, err := json.Marshal(envelope{Error: eb})
 	if err != nil { // cannot happen for strings; keep the contract anyway
 		return []byte(`{"error":{"class":"internal","reason":"internal","message":"encoding failed"}}`)
 	}

@@ -35,7 +35,7 @@ type outboundKey struct{}
 func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	t, ok := r.Context().Value(tunnelKey{}).(*tunnel)
 	if !ok {
-		writeRefusal(w, refusal{http.StatusInternalServerError, "internal", "internal", "request arrived without a tunnel"}, "")
+		writeRefusal(w, mkRefusal(http.StatusInternalServerError, "internal", "internal", "request arrived without a tunnel"), "")
 		return
 	}
 	rec := p.newRecord(r)
@@ -50,7 +50,7 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
 		Path: tgt.path, Connectors: t.sess.Connectors,
 	})
-	if err := p.gate(d); err != nil {
+	if err := p.gate(r, t, tgt, d); err != nil {
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
@@ -90,15 +90,17 @@ func (p *Proxy) decided(rec *Record) error {
 	return nil
 }
 
-// gate turns a decision into nil (forward) or the refusal to send.
-func (p *Proxy) gate(d policy.Decision) error {
+// gate turns a decision into nil (forward) or the refusal to send. An
+// operation that needs approval is held here until a human decides.
+func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) error {
 	switch d.Verdict {
 	case policy.Allow:
 		return nil
 	case policy.AllowAfterApproval:
-		// The approval stage slots in here; until it exists, operations
-		// that need a human fail closed.
-		return deny(policy.ReasonApprovalPending, "%s needs a human's approval and this daemon has no approval stage enabled", d.Op.Spec.Name)
+		if p.Approvals == nil {
+			return deny(policy.ReasonApprovalPending, "%s needs a human's approval and this daemon has no approval stage enabled", d.Op.Spec.Name)
+		}
+		return p.hold(r, t, tgt, d)
 	default:
 		return &DenyError{Reason: d.Reason, Message: d.Message}
 	}

@@ -73,6 +73,13 @@ type Proxy struct {
 	// nil means no credential stage (requests go out as the client sent
 	// them, and placeholders are still refused).
 	Injector Injector
+	// Approvals holds operations marked approval "required" until a human
+	// decides; nil means such operations are refused (approval_pending).
+	Approvals Approvals
+	// ApprovalHold is how long a held client waits (60 s); ApprovalMaxBody
+	// bounds the body of a held request (1 MiB).
+	ApprovalHold    time.Duration
+	ApprovalMaxBody int64
 	// Recorder receives one record per decision; nil records nothing beyond
 	// the log line.
 	Recorder Recorder
@@ -224,8 +231,8 @@ func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
 }
 
 func (p *Proxy) serveNonProxy(w http.ResponseWriter, r *http.Request) {
-	writeRefusal(w, refusal{http.StatusBadRequest, "bad_request", policy.ReasonBadRequest,
-		"this is Aileron's proxy port: send requests through it as a proxy (HTTPS_PROXY=proxy_url), not to it"}, "")
+	writeRefusal(w, mkRefusal(http.StatusBadRequest, "bad_request", policy.ReasonBadRequest,
+		"this is Aileron's proxy port: send requests through it as a proxy (HTTPS_PROXY=proxy_url), not to it"), "")
 }
 
 func (p *Proxy) trackRaw(c net.Conn, add bool) {

@@ -1,0 +1,77 @@
+package dataplane
+
+import (
+	"context"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// ApprovalRequest is what a held request asks a human to approve. Digest
+// binds the approval to exactly these bytes: what is approved is what is
+// sent, once.
+type ApprovalRequest struct {
+	Session string
+	Op      *policy.Operation
+	Method  string
+	Host    string
+	Port    int
+	Path    string // escaped, as sent
+	// Digest is hex SHA-256 over method, canonical target (host:port, path,
+	// raw query) and body; identical retries have identical digests.
+	Digest string
+	// Preview is what the approver sees; inputs are redacted by the spec.
+	Preview Preview
+}
+
+// Preview is the faithful, redacted description shown to the approver.
+type Preview struct {
+	Connector string         `json:"connector"`
+	Version   string         `json:"version"`
+	Tool      string         `json:"tool"`
+	Operation string         `json:"operation"`
+	Summary   string         `json:"summary,omitempty"`
+	Method    string         `json:"method"`
+	Host      string         `json:"host"`
+	Path      string         `json:"path"`
+	Inputs    map[string]any `json:"inputs,omitempty"`
+	BodyBytes int            `json:"body_bytes"`
+}
+
+// ApprovalOutcome is how a hold ended.
+type ApprovalOutcome uint8
+
+const (
+	// ApprovalPending: no decision within the hold; the client is told to
+	// retry the identical request later.
+	ApprovalPending ApprovalOutcome = iota
+	// ApprovalApproved: approved, and this caller consumed the approval: it
+	// must forward the request exactly once.
+	ApprovalApproved
+	// ApprovalDenied: a human denied it (Reason says why).
+	ApprovalDenied
+	// ApprovalConsumed: approved, but an identical request already used the
+	// approval; this one is not forwarded.
+	ApprovalConsumed
+	// ApprovalExpired: the approval's TTL passed without a decision.
+	ApprovalExpired
+)
+
+// ApprovalResult is the outcome of Await.
+type ApprovalResult struct {
+	ID        string
+	Outcome   ApprovalOutcome
+	Reason    string // the denier's reason
+	ReviewURL string // where a human can decide, if the daemon serves one
+}
+
+// Approvals records approvals and waits for human decisions. The data plane
+// declares it; the control plane implements it over persistent state.
+type Approvals interface {
+	// Await records an approval for req, or joins the pending or approved
+	// one with the same session and digest (an identical retry), and waits up
+	// to hold for a decision. Approval is consumed with a compare-and-swap:
+	// among concurrent identical requests exactly one gets ApprovalApproved.
+	// ctx ending returns ApprovalPending with ctx's error.
+	Await(ctx context.Context, req *ApprovalRequest, hold time.Duration) (ApprovalResult, error)
+}

@@ -1,0 +1,103 @@
+package dataplane
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scriptedApprovals answers Await with a fixed outcome and keeps what it
+// was asked; the real store lives in the control plane.
+type scriptedApprovals struct {
+	mu      sync.Mutex
+	outcome ApprovalOutcome
+	asked   []*ApprovalRequest
+}
+
+func (s *scriptedApprovals) Await(_ context.Context, req *ApprovalRequest, _ time.Duration) (ApprovalResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, req)
+	return ApprovalResult{ID: "ap_test", Outcome: s.outcome, Reason: "not today", ReviewURL: "http://127.0.0.1:9091/"}, nil
+}
+
+func TestApprovalGate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		outcome ApprovalOutcome
+		body    string
+		status  int
+		reason  string
+	}{
+		{"approved forwards the previewed body", ApprovalApproved, `{"note":"hello"}`, 200, ""},
+		{"denied", ApprovalDenied, `{"note":"x"}`, 403, "approval_denied"},
+		{"still pending", ApprovalPending, `{"note":"x"}`, 403, "approval_pending"},
+		{"already consumed", ApprovalConsumed, `{"note":"x"}`, 403, "approval_consumed"},
+		{"too large to approve", ApprovalApproved, strings.Repeat("a", 2048), 403, "body_too_large_for_approval"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ap := &scriptedApprovals{outcome: tc.outcome}
+			e := newEnv(t, func(p *Proxy) { p.Approvals = ap; p.ApprovalMaxBody = 1024 })
+			c := e.client(t, url.UserPassword("s1", e.token))
+			req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9?force=1", strings.NewReader(tc.body))
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			if tc.reason == "" {
+				if e.hits.Load() != 1 {
+					t.Fatalf("approved request reached the upstream %d times", e.hits.Load())
+				}
+				return
+			}
+			got := readEnvelope(t, resp.Body)
+			if got.Reason != tc.reason || e.hits.Load() != 0 {
+				t.Fatalf("envelope %+v, upstream hits %d", got, e.hits.Load())
+			}
+			if tc.outcome == ApprovalPending && (got.ApprovalID != "ap_test" || resp.Header.Get("Retry-After") == "") {
+				t.Errorf("pending answer lacks the approval id or Retry-After: %+v %v", got, resp.Header)
+			}
+		})
+	}
+}
+
+func TestApprovalPreviewAndDigest(t *testing.T) {
+	ap := &scriptedApprovals{outcome: ApprovalPending}
+	e := newEnv(t, func(p *Proxy) { p.Approvals = ap })
+	c := e.client(t, url.UserPassword("s1", e.token))
+	for _, body := range []string{`{"note":"A"}`, `{"note":"B"}`, `{"note":"A"}`} {
+		req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9", strings.NewReader(body))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if len(ap.asked) != 3 {
+		t.Fatalf("asked %d times", len(ap.asked))
+	}
+	a, b, a2 := ap.asked[0], ap.asked[1], ap.asked[2]
+	if a.Digest == b.Digest || a.Digest != a2.Digest {
+		t.Errorf("digests: A %s, B %s, A again %s: different bodies must differ, identical retries must match", a.Digest, b.Digest, a2.Digest)
+	}
+	pv := a.Preview
+	if pv.Operation != "items.delete" || pv.Method != "DELETE" || pv.Host != "api.example.com:443" || pv.Path != "/v1/items/9" || pv.BodyBytes != len(`{"note":"A"}`) {
+		t.Errorf("preview %+v", pv)
+	}
+	if pv.Inputs["id"] != "9" {
+		t.Errorf("preview inputs %v: want the path variable id=9", pv.Inputs)
+	}
+}
