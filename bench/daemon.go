@@ -68,7 +68,9 @@ const benchSpec = `{
 // trusted upstream, the upstream's loopback address let through the SSRF
 // guard, the log level (warn by default; info adds a log line per allowed
 // request) and whether the daemon writes its audit trail (audit.enabled).
-const benchConfig = `proxy:
+const benchConfig = `admin:
+  web_listen: ""
+proxy:
   listen: 127.0.0.1:0
 upstream:
   ca_files: [%q]

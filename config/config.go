@@ -38,6 +38,7 @@ type Config struct {
 	Egress   Egress   `koanf:"egress"`
 	Sessions Sessions `koanf:"sessions"`
 	Audit    Audit    `koanf:"audit"`
+	Approval Approval `koanf:"approval"`
 	Log      Log      `koanf:"log"`
 }
 
@@ -71,7 +72,15 @@ type Passthrough struct {
 
 // Admin configures the control-plane API.
 type Admin struct {
-	Socket string `koanf:"socket"`
+	Socket    string `koanf:"socket"`
+	WebListen string `koanf:"web_listen"`
+}
+
+// Approval configures the approval gate.
+type Approval struct {
+	Hold    time.Duration `koanf:"hold"`
+	MaxBody int64         `koanf:"max_body"`
+	TTL     time.Duration `koanf:"ttl"`
 }
 
 // Upstream configures how the proxy reaches the far side.

@@ -51,6 +51,8 @@ func (c *Config) Validate() error {
 		{"upstream.response_header_timeout", int64(c.Upstream.ResponseHeaderTimeout)},
 		{"sessions.default_ttl", int64(c.Sessions.DefaultTTL)},
 		{"audit.sync_interval", int64(c.Audit.SyncInterval)},
+		{"approval.hold", int64(c.Approval.Hold)},
+		{"approval.ttl", int64(c.Approval.TTL)},
 	} {
 		if d.v <= 0 {
 			add(d.key, "must be a positive duration such as \"10s\" or \"5m\"")
@@ -58,6 +60,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Proxy.MaxHeaderBytes < 4096 || c.Proxy.MaxHeaderBytes > 1<<20 {
 		add("proxy.max_header_bytes", "%d is out of range; use 4096..1048576", c.Proxy.MaxHeaderBytes)
+	}
+	if c.Admin.WebListen != "" {
+		if ap, err := netip.ParseAddrPort(c.Admin.WebListen); err != nil || !ap.Addr().IsLoopback() {
+			add("admin.web_listen", "%q must be a loopback ip:port such as \"127.0.0.1:9091\" (the approvals page is for this machine only), or \"\" to turn it off", c.Admin.WebListen)
+		}
+	}
+	if c.Approval.MaxBody < 1 || c.Approval.MaxBody > 64<<20 {
+		add("approval.max_body", "%d is out of range; use 1..67108864 bytes", c.Approval.MaxBody)
 	}
 	if c.Audit.MaxFileBytes < 4096 {
 		add("audit.max_file_bytes", "%d is too small; use at least 4096 (default 67108864)", c.Audit.MaxFileBytes)

@@ -240,6 +240,7 @@ func (s *suite) baseConfig() (map[string]any, error) {
 			"ca_files": []string{filepath.Join(s.pkiDir, "root.pem")},
 		},
 		"egress": map[string]any{"allow_cidrs": []string{"127.0.0.2/32"}},
+		"admin":  map[string]any{"web_listen": "127.0.0.1:0"},
 		"log":    map[string]any{"level": "debug"},
 	}, nil
 }
