@@ -332,10 +332,17 @@ func (d *daemon) run() error {
 }
 
 func (d *daemon) shutdown(admin *http.Server) error {
-	d.log.Info().Str("event", "daemon.stopping").Dur("timeout", d.cfg.Proxy.ShutdownTimeout).Msg("draining")
+	d.log.Info().Str("event", "daemon.stopping").Str("timeout", d.cfg.Proxy.ShutdownTimeout.String()).Msg("draining in-flight requests")
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
 	defer cancel()
+	open := d.proxy.Stats()
 	err := errors.Join(d.proxy.Shutdown(ctx), admin.Shutdown(ctx))
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A bounded drain is the configured behaviour, not a failure.
+		d.log.Warn().Str("event", "daemon.drain_timeout").Int64("connections", open.ConnectionsOpen).Int64("tunnels", open.TunnelsOpen).
+			Msgf("connections still open after proxy.shutdown_timeout (%s) were closed; raise it to let long requests finish", d.cfg.Proxy.ShutdownTimeout)
+		err = nil
+	}
 	if d.audit != nil {
 		err = errors.Join(err, d.audit.Close())
 	}
