@@ -37,6 +37,8 @@ type Admin struct {
 	Vault       *Vault
 	Bindings    *Bindings
 	Credentials *Credentials
+	// Approvals backs the /v1/approvals routes; nil answers them with 503.
+	Approvals *ApprovalStore
 	// OnEvent receives each control-plane change for the audit trail:
 	// session.created, session.deleted, store.installed, store.removed,
 	// credential.set, credential.deleted, binding.set, binding.removed, with
@@ -107,6 +109,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/connectors/remove", a.removeConnector)
 	mux.HandleFunc("POST /v1/connectors/verify", a.verifyConnectors)
 	a.credentialRoutes(mux)
+	a.approvalRoutes(mux, a.Approvals)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, fmt.Errorf("%w: no admin API route %s %s", errNoRoute, r.Method, r.URL.Path))
 	})

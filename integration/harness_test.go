@@ -301,6 +301,10 @@ func (s *suite) startDaemon(cfg map[string]any, extraEnv []string) (*daemon, err
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := cfg["admin"]; !ok {
+		// Daemons run side by side: never the fixed default page port.
+		cfg["admin"] = map[string]any{"web_listen": "127.0.0.1:0"}
+	}
 	raw, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real clients the integration tests drive through the proxy:
-# curl, /usr/bin/python3 with python3-requests, Node (/usr/bin/node) and the
-# system CA bundle. Idempotent: when everything is present it prints one line
+# curl, /usr/bin/python3 with python3-requests, Node (/usr/bin/node), the
+# system CA bundle, and Chromium (/usr/bin/chromium, for the approvals-page
+# browser test). Idempotent: when everything is present it prints one line
 # and exits without touching apt. Run by `make test` before `go test`.
 set -euo pipefail
 
@@ -18,9 +19,10 @@ else
 fi
 [ -x /usr/bin/node ] || missing+=(nodejs)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "test-deps: curl, python3 (+requests), node and ca-certificates present"
+	echo "test-deps: curl, python3 (+requests), node, ca-certificates and chromium present"
 	exit 0
 fi
 

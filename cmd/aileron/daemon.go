@@ -78,6 +78,8 @@ type daemon struct {
 	metrics  *metrics.Metrics
 	audit    *audit.Log
 	rec      *recorder
+	db       *controlplane.DB
+	approval *controlplane.ApprovalStore
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
 	reloadMu sync.Mutex
@@ -113,14 +115,18 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	if err := d.openCredentials(guard, roots); err != nil {
 		return nil, err
 	}
+	if err := d.openApprovals(); err != nil {
+		return nil, err
+	}
 	d.proxy = &dataplane.Proxy{
-		Sessions: d.sessions,
-		Policy:   &d.policy,
-		Guard:    guard,
-		RootCAs:  roots,
-		Injector: d.creds,
-		Recorder: d.rec,
-		Log:      log,
+		Sessions:  d.sessions,
+		Policy:    &d.policy,
+		Guard:     guard,
+		RootCAs:   roots,
+		Injector:  d.creds,
+		Recorder:  d.rec,
+		Approvals: d.approval, ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
+		Log: log,
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
 			Idle: cfg.Proxy.IdleTimeout, TunnelIdle: cfg.Proxy.TunnelIdleTimeout,
@@ -146,6 +152,17 @@ func (d *daemon) openAudit() error {
 		return fmt.Errorf("audit: %w (audit.dir %s)", err, d.cfg.Audit.Dir)
 	}
 	d.rec.audit = d.audit
+	return nil
+}
+
+// openApprovals opens the control-plane database and the approval store.
+func (d *daemon) openApprovals() error {
+	db, err := controlplane.OpenDB(filepath.Join(d.cfg.Home, "aileron.db"))
+	if err != nil {
+		return err
+	}
+	d.db = db
+	d.approval = &controlplane.ApprovalStore{DB: db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event}
 	return nil
 }
 
@@ -277,35 +294,62 @@ func (d *daemon) run() error {
 	if d.sessions.ProxyURLHost == "" {
 		d.sessions.ProxyURLHost = pl.Addr().String()
 	}
-	if err := d.sessions.Open(); err != nil {
-		_ = pl.Close()
-		return err
-	}
-	al, err := controlplane.ListenUnix(d.cfg.Admin.Socket)
+	errc := make(chan error, 3)
+	servers, webAddr, err := d.serveAdmin(errc)
 	if err != nil {
 		_ = pl.Close()
 		return err
 	}
-	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
-		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds,
-		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) }}
-	if err := d.registerGauges(); err != nil {
-		_ = pl.Close()
-		_ = al.Close()
+	go func() { errc <- d.proxy.Serve(pl) }()
+	if err := d.writeState(pl.Addr().String(), webAddr); err != nil {
 		return err
 	}
+	d.log.Info().Str("event", "daemon.started").Str("proxy", pl.Addr().String()).Str("approvals_web", webAddr).
+		Str("admin_socket", d.cfg.Admin.Socket).Str("home", d.cfg.Home).Msg("aileron daemon ready")
+	return d.loop(errc, servers)
+}
+
+// serveAdmin starts the admin API on the unix socket and, when configured,
+// the approvals page on loopback TCP; it returns the servers and the page's
+// bound address.
+func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
+	if err := d.sessions.Open(); err != nil {
+		return nil, "", err
+	}
+	if err := d.registerGauges(); err != nil {
+		return nil, "", err
+	}
+	al, err := controlplane.ListenUnix(d.cfg.Admin.Socket)
+	if err != nil {
+		return nil, "", err
+	}
+	logf := func(f string, a ...any) { d.log.Info().Msgf(f, a...) }
+	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
+		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Logf: logf}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
 	mux.Handle("/", admin.Handler())
-	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- d.proxy.Serve(pl) }()
-	go func() { errc <- adminSrv.Serve(al) }()
-	if err := d.writeState(pl.Addr().String()); err != nil {
-		return err
+	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() { errc <- servers[0].Serve(al) }()
+	if d.cfg.Admin.WebListen == "" {
+		return servers, "", nil
 	}
-	d.log.Info().Str("event", "daemon.started").Str("proxy", pl.Addr().String()).
-		Str("admin_socket", d.cfg.Admin.Socket).Str("home", d.cfg.Home).Msg("aileron daemon ready")
+	wl, err := net.Listen("tcp", d.cfg.Admin.WebListen)
+	if err != nil {
+		_ = al.Close()
+		return nil, "", fmt.Errorf("admin.web_listen %s: %w (change it, or set it to \"\" to turn the approvals page off)", d.cfg.Admin.WebListen, err)
+	}
+	web := &controlplane.Web{Approvals: d.approval, TokenFile: filepath.Join(d.cfg.Home, "keys", "admin.token"), Logf: logf}
+	webSrv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers = append(servers, webSrv)
+	go func() { errc <- webSrv.Serve(wl) }()
+	addr := wl.Addr().String()
+	d.approval.ReviewURL = func(id string) string { return "http://" + addr + "/#" + id }
+	return servers, addr, nil
+}
+
+// loop handles signals and housekeeping until the daemon stops.
+func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -318,25 +362,29 @@ func (d *daemon) run() error {
 				d.hangup()
 				continue
 			}
-			return d.shutdown(adminSrv)
+			return d.shutdown(servers)
 		case <-sweep.C:
 			d.sessions.Sweep()
+			_, _ = d.approval.Expire()
 		case err := <-errc:
 			if errors.Is(err, http.ErrServerClosed) {
 				continue
 			}
-			_ = d.shutdown(adminSrv)
+			_ = d.shutdown(servers)
 			return err
 		}
 	}
 }
 
-func (d *daemon) shutdown(admin *http.Server) error {
+func (d *daemon) shutdown(servers []*http.Server) error {
 	d.log.Info().Str("event", "daemon.stopping").Str("timeout", d.cfg.Proxy.ShutdownTimeout.String()).Msg("draining in-flight requests")
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
 	defer cancel()
 	open := d.proxy.Stats()
-	err := errors.Join(d.proxy.Shutdown(ctx), admin.Shutdown(ctx))
+	err := d.proxy.Shutdown(ctx)
+	for _, srv := range servers {
+		err = errors.Join(err, srv.Shutdown(ctx))
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// A bounded drain is the configured behaviour, not a failure.
 		d.log.Warn().Str("event", "daemon.drain_timeout").Int64("connections", open.ConnectionsOpen).Int64("tunnels", open.TunnelsOpen).
@@ -346,6 +394,7 @@ func (d *daemon) shutdown(admin *http.Server) error {
 	if d.audit != nil {
 		err = errors.Join(err, d.audit.Close())
 	}
+	err = errors.Join(err, d.db.Close())
 	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))
 	_ = os.Remove(d.cfg.Admin.Socket)
 	return err
@@ -371,9 +420,9 @@ func (d *daemon) registerGauges() error {
 }
 
 // writeState publishes where the daemon listens, for scripts and tests.
-func (d *daemon) writeState(proxyAddr string) error {
+func (d *daemon) writeState(proxyAddr, webAddr string) error {
 	b, err := json.Marshal(map[string]any{
-		"pid": os.Getpid(), "proxy_addr": proxyAddr, "admin_socket": d.cfg.Admin.Socket,
+		"pid": os.Getpid(), "proxy_addr": proxyAddr, "admin_socket": d.cfg.Admin.Socket, "web_addr": webAddr,
 	})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ Usage:
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]
   aileron credential list [--json] | delete NAME | unbind FQN
+  aileron approvals list [--state S] [--json] | show ID | approve ID | deny ID --reason R | web-token
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line
   aileron config print [--config FILE]                   the effective configuration
@@ -50,6 +51,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"config":     cmdConfig,
 		"credential": cmdCredential,
 		"audit":      cmdAudit,
+		"approvals":  cmdApprovals,
 	}
 	switch args[0] {
 	case "help", "-h", "--help":

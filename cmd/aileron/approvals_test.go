@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/dataplane"
+)
+
+// fakeApprovalsAPI answers the admin API's approval routes on home's admin
+// socket from a fixed approval, recording the decisions it receives.
+type fakeApprovalsAPI struct {
+	mu        sync.Mutex
+	ap        controlplane.Approval
+	decisions []string // "approve by" or "deny by: reason"
+}
+
+func startFakeApprovalsAPI(t *testing.T, home string) *fakeApprovalsAPI {
+	t.Helper()
+	f := &fakeApprovalsAPI{ap: controlplane.Approval{
+		ID: "ap_test1", Session: "s_1", Digest: "d1", State: "pending",
+		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ExpiresAt: time.Date(2026, 1, 2, 4, 4, 5, 0, time.UTC),
+		Preview: dataplane.Preview{Connector: "github://acme/aileron-connector-google", Version: "1.2.3", Tool: "gmail",
+			Operation: "send", Summary: "Send a Gmail message", Method: "POST", Host: "gmail.googleapis.com",
+			Path: "/gmail/v1/users/me/messages/send", BodyBytes: 42, Inputs: map[string]any{"threadId": "t-9"}},
+	}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
+		writeTestJSON(w, map[string]any{"approvals": []controlplane.Approval{f.get()}})
+	})
+	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != f.get().ID {
+			w.WriteHeader(http.StatusNotFound)
+			writeTestJSON(w, map[string]any{"error": map[string]string{"class": "not_found", "reason": "not_found", "message": "no such approval"}})
+			return
+		}
+		writeTestJSON(w, f.get())
+	})
+	mux.HandleFunc("POST /v1/approvals/{id}/{verb}", func(w http.ResponseWriter, r *http.Request) {
+		var req controlplane.DecideRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Errorf("decision body: %v", err)
+		}
+		f.mu.Lock()
+		d := r.PathValue("verb") + " " + req.By
+		if req.Reason != "" {
+			d += ": " + req.Reason
+		}
+		f.decisions = append(f.decisions, d)
+		f.ap.DecidedBy, f.ap.Reason = req.By, req.Reason
+		f.mu.Unlock()
+		writeTestJSON(w, f.get())
+	})
+	ln, err := controlplane.ListenUnix(filepath.Join(home, "admin.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return f
+}
+
+func (f *fakeApprovalsAPI) get() controlplane.Approval {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ap
+}
+
+func writeTestJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// runApprovals runs `aileron approvals ARGS…` through run() with
+// AILERON_HOME=home and returns stdout, stderr and the exit code.
+func runApprovals(t *testing.T, home string, args ...string) (string, string, int) {
+	t.Helper()
+	t.Setenv("AILERON_HOME", home)
+	var out, errb bytes.Buffer
+	code := run(append([]string{"approvals"}, args...), strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestApprovalsCommands(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("USER", "alice")
+	f := startFakeApprovalsAPI(t, home)
+	for _, c := range []struct {
+		args []string
+		want []string
+		code int
+	}{
+		{[]string{"list"}, []string{"ap_test1", "pending", "gmail/send", "POST gmail.googleapis.com/gmail/v1/users/me/messages/send"}, 0},
+		{[]string{"list", "--json"}, []string{`"id": "ap_test1"`, `"body_bytes": 42`}, 0},
+		{[]string{"show", "ap_test1"}, []string{"Send a Gmail message", "42 bytes", "threadId", "t-9", "1.2.3"}, 0},
+		{[]string{"approve", "ap_test1"}, []string{"approved ap_test1"}, 0},
+		{[]string{"deny", "ap_test1", "--reason", "wrong thread"}, []string{"denied ap_test1", "wrong thread"}, 0},
+		{[]string{"deny", "ap_test1"}, nil, 2},
+		{[]string{"approve"}, nil, 2},
+		{[]string{"frob"}, nil, 2},
+		{nil, nil, 2},
+	} {
+		out, errOut, code := runApprovals(t, home, c.args...)
+		if code != c.code {
+			t.Errorf("approvals %v: exit %d, want %d\n%s", c.args, code, c.code, errOut)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("approvals %v: output lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+	want := []string{"approve cli:alice", "deny cli:alice: wrong thread"}
+	if f.mu.Lock(); strings.Join(f.decisions, "|") != strings.Join(want, "|") {
+		t.Errorf("decisions sent: %q, want %q", f.decisions, want)
+	}
+	f.mu.Unlock()
+	if _, errOut, code := runApprovals(t, home, "show", "ap_nope"); code != 1 || !strings.Contains(errOut, "no such approval") {
+		t.Errorf("show unknown: exit %d, stderr %q; want 1 naming the problem", code, errOut)
+	}
+}
+
+func TestApprovalsWebToken(t *testing.T) {
+	home := t.TempDir()
+	out, errOut, code := runApprovals(t, home, "web-token")
+	tok := strings.TrimSpace(out)
+	if code != 0 || len(tok) != 43 || !strings.Contains(errOut, "http://127.0.0.1:9091/login") {
+		t.Fatalf("web-token: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	p := filepath.Join(home, "keys", "admin.token")
+	if info, err := os.Stat(p); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v %v, want mode 0600", p, info, err)
+	}
+	if again, _, _ := runApprovals(t, home, "web-token"); strings.TrimSpace(again) != tok {
+		t.Errorf("second web-token printed %q, want the same %q", again, tok)
+	}
+}

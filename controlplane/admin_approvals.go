@@ -1,0 +1,127 @@
+package controlplane
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// DecideRequest is the body of POST /v1/approvals/{id}/approve and
+// POST /v1/approvals/{id}/deny. By names the decider for the record (the CLI
+// sends "cli:" + $USER); Reason is required to deny and refused to approve.
+type DecideRequest struct {
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// approvalList is the answer of GET /v1/approvals.
+type approvalList struct {
+	Approvals []Approval `json:"approvals"`
+}
+
+// maxDecider and maxReason bound what a decision records.
+const (
+	maxDecider = 128
+	maxReason  = 1024
+)
+
+// approvalRoutes adds the approval routes, backed by store (nil answers
+// 503 not_ready on every one of them):
+//
+//	GET  /v1/approvals[?state=S&session=ID]  → {"approvals":[Approval…]}
+//	GET  /v1/approvals/{id}                  → Approval
+//	POST /v1/approvals/{id}/approve          DecideRequest{by} → Approval
+//	POST /v1/approvals/{id}/deny             DecideRequest{by,reason} → Approval
+//
+// Deciding an approval that is no longer pending is 409 conflict; an unknown
+// id is 404.
+func (a *Admin) approvalRoutes(mux *http.ServeMux, store *ApprovalStore) {
+	if store == nil {
+		off := func(w http.ResponseWriter, r *http.Request) {
+			a.writeError(w, fmt.Errorf("%w: this daemon has no approval store configured", ErrNotOpen))
+		}
+		mux.HandleFunc("/v1/approvals", off)
+		mux.HandleFunc("/v1/approvals/", off)
+		return
+	}
+	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		list, err := store.List(ApprovalFilter{State: q.Get("state"), Session: q.Get("session")})
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, approvalList{Approvals: append([]Approval{}, list...)})
+	})
+	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
+		ap, err := store.Get(r.PathValue("id"))
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ap)
+	})
+	mux.HandleFunc("POST /v1/approvals/{id}/approve", func(w http.ResponseWriter, r *http.Request) {
+		a.decide(w, r, store, false)
+	})
+	mux.HandleFunc("POST /v1/approvals/{id}/deny", func(w http.ResponseWriter, r *http.Request) {
+		a.decide(w, r, store, true)
+	})
+}
+
+// decide applies one approve or deny and answers with the updated approval.
+func (a *Admin) decide(w http.ResponseWriter, r *http.Request, store *ApprovalStore, deny bool) {
+	var req DecideRequest
+	if err := decodeBody(r, &req); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	by, reason, err := checkDecision(req, deny)
+	if err == nil {
+		if deny {
+			err = store.Deny(id, by, reason)
+		} else {
+			err = store.Approve(id, by)
+		}
+	}
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	ap, err := store.Get(id)
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ap)
+}
+
+// checkDecision validates a decision's decider and reason; failures wrap
+// ErrInvalidArgument.
+func checkDecision(req DecideRequest, deny bool) (by, reason string, err error) {
+	by, reason = strings.TrimSpace(req.By), strings.TrimSpace(req.Reason)
+	switch {
+	case by == "":
+		return "", "", fmt.Errorf(`%w: "by" is required: name who decides, e.g. "cli:alice"`, ErrInvalidArgument)
+	case len(by) > maxDecider || !printable(by):
+		return "", "", fmt.Errorf(`%w: "by" must be at most %d printable characters`, ErrInvalidArgument, maxDecider)
+	case deny && reason == "":
+		return "", "", fmt.Errorf(`%w: "reason" is required to deny: say why, the agent is shown it`, ErrInvalidArgument)
+	case !deny && reason != "":
+		return "", "", fmt.Errorf(`%w: "reason" is only for denials`, ErrInvalidArgument)
+	case len(reason) > maxReason || !printable(reason):
+		return "", "", fmt.Errorf(`%w: "reason" must be at most %d printable characters`, ErrInvalidArgument, maxReason)
+	}
+	return by, reason, nil
+}
+
+// printable reports whether s holds no control characters.
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,658 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aileronhq/aileron/dataplane"
+)
+
+// Approval states, as stored and as reported by the admin API.
+const (
+	// ApprovalStatePending: waiting for a human decision.
+	ApprovalStatePending = "pending"
+	// ApprovalStateApproved: approved, not yet used by the request it binds.
+	ApprovalStateApproved = "approved"
+	// ApprovalStateDenied: a human denied it.
+	ApprovalStateDenied = "denied"
+	// ApprovalStateExpired: no decision (or, once approved, no retry) within
+	// the TTL.
+	ApprovalStateExpired = "expired"
+	// ApprovalStateConsumed: approved and used; the request was forwarded.
+	ApprovalStateConsumed = "consumed"
+)
+
+// Audit events ApprovalStore reports through OnEvent.
+const (
+	EventApprovalRequested = "approval.requested"
+	EventApprovalApproved  = "approval.approved"
+	EventApprovalDenied    = "approval.denied"
+	EventApprovalExpired   = "approval.expired"
+)
+
+const (
+	approvalIDPrefix        = "ap_"
+	approvalIDChars         = 20
+	defaultApprovalTTL      = time.Hour
+	defaultApprovalPoll     = 250 * time.Millisecond
+	maxApprovalReasonLength = 1024
+)
+
+// Approval is one recorded approval as the admin side sees it.
+type Approval struct {
+	ID        string            `json:"id"`
+	Session   string            `json:"session"`
+	Digest    string            `json:"digest"`
+	State     string            `json:"state"`
+	Preview   dataplane.Preview `json:"preview"`
+	CreatedAt time.Time         `json:"created_at"`
+	// ExpiresAt is when a pending approval expires undecided or, once
+	// approved, when the approval lapses if no retry has used it.
+	ExpiresAt time.Time  `json:"expires_at"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+	DecidedBy string     `json:"decided_by,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+}
+
+// ApprovalFilter selects approvals for List; empty fields match everything.
+type ApprovalFilter struct {
+	State   string // one of the ApprovalState constants
+	Session string
+}
+
+// ApprovalStore keeps approvals in the control-plane database and implements
+// dataplane.Approvals. Decisions made through any ApprovalStore on the same
+// database file, in this process or another, reach waiting requests: through
+// an in-process notification when the deciding store is this one, and
+// through a periodic re-read of the database otherwise.
+//
+// The zero value of every field but DB is a documented default. An
+// ApprovalStore must not be copied after first use.
+type ApprovalStore struct {
+	// DB is the control-plane database. Required.
+	DB *DB
+	// TTL is how long a pending approval waits for a decision, and how long
+	// an approval, once approved, waits for the retry that uses it.
+	// 0 means one hour.
+	TTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// ReviewURL returns where a human can review approval id; nil means
+	// results carry no URL.
+	ReviewURL func(id string) string
+	// OnEvent receives approval.requested, approval.approved,
+	// approval.denied and approval.expired with the approval's id, session,
+	// digest and preview summary, after the change is committed; nil means
+	// events are dropped. It must not call back into the store.
+	OnEvent func(event string, details map[string]string)
+	// Poll is how often a waiting Await re-reads the database for a decision
+	// made by another process; 0 means 250ms.
+	Poll time.Duration
+
+	mu      sync.Mutex
+	waiters map[string]*approvalWaiters
+	// waitHook, if set, is called each time an Await starts waiting on
+	// approval id (tests synchronise on it).
+	waitHook func(id string)
+}
+
+var _ dataplane.Approvals = (*ApprovalStore)(nil)
+
+// approvalWaiters is the in-process wake-up channel for one approval: it is
+// closed, and removed from the map, when the approval changes state.
+type approvalWaiters struct {
+	ch chan struct{}
+	n  int
+}
+
+// approvalRow is the stored form of an approval.
+type approvalRow struct {
+	Approval
+	ConsumedAt *time.Time
+}
+
+func (s *ApprovalStore) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *ApprovalStore) ttl() time.Duration {
+	if s.TTL > 0 {
+		return s.TTL
+	}
+	return defaultApprovalTTL
+}
+
+func (s *ApprovalStore) poll() time.Duration {
+	if s.Poll > 0 {
+		return s.Poll
+	}
+	return defaultApprovalPoll
+}
+
+func (s *ApprovalStore) check() error {
+	if s == nil || s.DB == nil {
+		return fmt.Errorf("%w: ApprovalStore.DB is nil; open the database with OpenDB", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// newApprovalID returns "ap_" and 20 random lower-case base32 characters
+// (100 bits).
+func newApprovalID() (string, error) {
+	var b [approvalIDChars]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating approval id: %w", err)
+	}
+	for i := range b {
+		b[i] = base32Lower[b[i]&31]
+	}
+	return approvalIDPrefix + string(b[:]), nil
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(dbTimeLayout) }
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.ParseInLocation(dbTimeLayout, s, time.UTC)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: approval time %q: %v", ErrCorruptState, s, err)
+	}
+	return t, nil
+}
+
+// subscribe returns the channel closed at approval id's next change.
+func (s *ApprovalStore) subscribe(id string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiters == nil {
+		s.waiters = make(map[string]*approvalWaiters)
+	}
+	w := s.waiters[id]
+	if w == nil {
+		w = &approvalWaiters{ch: make(chan struct{})}
+		s.waiters[id] = w
+	}
+	w.n++
+	return w.ch
+}
+
+// unsubscribe undoes one subscribe that returned ch.
+func (s *ApprovalStore) unsubscribe(id string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w := s.waiters[id]; w != nil && w.ch == ch {
+		if w.n--; w.n == 0 {
+			delete(s.waiters, id)
+		}
+	}
+}
+
+// notify wakes everything waiting on approval id.
+func (s *ApprovalStore) notify(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w := s.waiters[id]; w != nil {
+		close(w.ch)
+		delete(s.waiters, id)
+	}
+}
+
+// emit reports an event about a to OnEvent.
+func (s *ApprovalStore) emit(event string, a *Approval) {
+	if s.OnEvent == nil {
+		return
+	}
+	d := map[string]string{
+		"approval_id": a.ID,
+		"session":     a.Session,
+		"digest":      a.Digest,
+		"connector":   a.Preview.Connector,
+		"version":     a.Preview.Version,
+		"tool":        a.Preview.Tool,
+		"operation":   a.Preview.Operation,
+		"method":      a.Preview.Method,
+		"host":        a.Preview.Host,
+		"path":        pathOnly(a.Preview.Path),
+	}
+	if a.DecidedBy != "" {
+		d["decided_by"] = a.DecidedBy
+	}
+	if a.Reason != "" {
+		d["reason"] = a.Reason
+	}
+	s.OnEvent(event, d)
+}
+
+// pathOnly drops a query string: audit records never carry one.
+func pathOnly(p string) string {
+	p, _, _ = strings.Cut(p, "?")
+	return p
+}
+
+const approvalColumns = `id, session, digest, state, preview, created_at, expires_at,
+	decided_at, decided_by, reason, consumed_at`
+
+// rowScanner is *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(dest ...any) error }
+
+// rowQuerier is *sql.DB or *sql.Tx.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// scanApproval reads one row selected with approvalColumns.
+func scanApproval(sc rowScanner) (approvalRow, error) {
+	var (
+		r                 approvalRow
+		preview, created  string
+		expires           string
+		decided, consumed sql.NullString
+	)
+	err := sc.Scan(&r.ID, &r.Session, &r.Digest, &r.State, &preview, &created, &expires,
+		&decided, &r.DecidedBy, &r.Reason, &consumed)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal([]byte(preview), &r.Preview); err != nil {
+		return r, fmt.Errorf("%w: preview of approval %s: %v", ErrCorruptState, r.ID, err)
+	}
+	if r.CreatedAt, err = parseTime(created); err != nil {
+		return r, err
+	}
+	if r.ExpiresAt, err = parseTime(expires); err != nil {
+		return r, err
+	}
+	for _, p := range []struct {
+		s   sql.NullString
+		dst **time.Time
+	}{{decided, &r.DecidedAt}, {consumed, &r.ConsumedAt}} {
+		if p.s.Valid {
+			t, err := parseTime(p.s.String)
+			if err != nil {
+				return r, err
+			}
+			*p.dst = &t
+		}
+	}
+	return r, nil
+}
+
+// getRow reads approval id; a missing one wraps ErrNotFound.
+func (s *ApprovalStore) getRow(ctx context.Context, q rowQuerier, id string) (approvalRow, error) {
+	r, err := scanApproval(q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("%w: approval %q; list approvals with: aileron approvals list", ErrNotFound, id)
+	}
+	if err != nil {
+		return r, fmt.Errorf("reading approval %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// expireTx marks every pending approval, and every approved one nobody used,
+// whose expires_at is not after now as expired, returning them.
+func (s *ApprovalStore) expireTx(ctx context.Context, tx *sql.Tx, now time.Time) ([]approvalRow, error) {
+	rows, err := tx.QueryContext(ctx, `UPDATE approvals SET state = 'expired'
+		WHERE state IN ('pending','approved') AND expires_at <= ?
+		RETURNING `+approvalColumns, fmtTime(now))
+	if err != nil {
+		return nil, fmt.Errorf("expiring approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []approvalRow
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("expiring approvals: %w", err)
+	}
+	return out, nil
+}
+
+// announceExpired wakes the waiters of, and reports, approvals expireTx
+// returned, once their transaction has committed.
+func (s *ApprovalStore) announceExpired(rows []approvalRow) {
+	for i := range rows {
+		s.notify(rows[i].ID)
+		s.emit(EventApprovalExpired, &rows[i].Approval)
+	}
+}
+
+// Expire marks pending approvals past their expiry, and approved ones whose
+// retry never came, as expired, wakes their waiters and reports
+// approval.expired for each. It returns how many it expired. Await, List and
+// Get call it lazily; a daemon may also call it from a ticker so that expiry
+// is recorded without traffic. Errors are database failures.
+func (s *ApprovalStore) Expire() (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	return s.expire(context.Background())
+}
+
+func (s *ApprovalStore) expire(ctx context.Context) (int, error) {
+	var expired []approvalRow
+	err := s.DB.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		expired, err = s.expireTx(ctx, tx, s.now())
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.announceExpired(expired)
+	return len(expired), nil
+}
+
+// Get returns approval id. A missing id wraps ErrNotFound.
+func (s *ApprovalStore) Get(id string) (Approval, error) {
+	if err := s.check(); err != nil {
+		return Approval{}, err
+	}
+	ctx := context.Background()
+	if _, err := s.expire(ctx); err != nil {
+		return Approval{}, err
+	}
+	r, err := s.getRow(ctx, s.DB.sql, id)
+	return r.Approval, err
+}
+
+// List returns the approvals f selects, oldest first. An unknown f.State
+// wraps ErrInvalidArgument.
+func (s *ApprovalStore) List(f ApprovalFilter) ([]Approval, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	switch f.State {
+	case "", ApprovalStatePending, ApprovalStateApproved, ApprovalStateDenied, ApprovalStateExpired, ApprovalStateConsumed:
+	default:
+		return nil, fmt.Errorf("%w: approval state %q; use pending, approved, denied, expired or consumed",
+			ErrInvalidArgument, f.State)
+	}
+	ctx := context.Background()
+	if _, err := s.expire(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.DB.sql.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+		WHERE (? = '' OR state = ?) AND (? = '' OR session = ?)
+		ORDER BY created_at, id`, f.State, f.State, f.Session, f.Session)
+	if err != nil {
+		return nil, fmt.Errorf("listing approvals: %w", err)
+	}
+	defer rows.Close()
+	out := []Approval{}
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r.Approval)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing approvals: %w", err)
+	}
+	return out, nil
+}
+
+// Approve approves pending approval id on behalf of by (empty means
+// "admin"), wakes the request waiting on it and reports approval.approved.
+// The approval then lasts one TTL for the retry that uses it. A missing id
+// wraps ErrNotFound; an approval that is not pending (already decided, used
+// or expired) wraps ErrConflict, naming its state.
+func (s *ApprovalStore) Approve(id, by string) error {
+	return s.decide(id, by, ApprovalStateApproved, "")
+}
+
+// Deny denies pending approval id on behalf of by (empty means "admin") with
+// reason (at most 1024 bytes), wakes the request waiting on it and reports
+// approval.denied. Errors are Approve's, and a reason too long wraps
+// ErrInvalidArgument.
+func (s *ApprovalStore) Deny(id, by, reason string) error {
+	return s.decide(id, by, ApprovalStateDenied, reason)
+}
+
+// decide moves approval id from pending to state.
+func (s *ApprovalStore) decide(id, by, state, reason string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if len(reason) > maxApprovalReasonLength {
+		return fmt.Errorf("%w: deny reason is %d bytes; the limit is %d", ErrInvalidArgument, len(reason), maxApprovalReasonLength)
+	}
+	if by == "" {
+		by = "admin"
+	}
+	ctx := context.Background()
+	if _, err := s.expire(ctx); err != nil {
+		return err
+	}
+	now := s.now()
+	var decided approvalRow
+	err := s.DB.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE approvals
+			SET state = ?, decided_at = ?, decided_by = ?, reason = ?,
+			    expires_at = CASE WHEN ? = 'approved' THEN ? ELSE expires_at END
+			WHERE id = ? AND state = 'pending' AND expires_at > ?`,
+			state, fmtTime(now), by, reason, state, fmtTime(now.Add(s.ttl())), id, fmtTime(now))
+		if err != nil {
+			return fmt.Errorf("deciding approval %s: %w", id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("deciding approval %s: %w", id, err)
+		}
+		if decided, err = s.getRow(ctx, tx, id); err != nil {
+			return err
+		}
+		if n == 0 {
+			cur := decided.State
+			if cur == ApprovalStatePending { // its expiry passed since expire ran
+				cur = ApprovalStateExpired
+			}
+			return fmt.Errorf("%w: approval %s is %s, not pending; only a pending approval can be approved or denied",
+				ErrConflict, id, cur)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.notify(id)
+	event := EventApprovalApproved
+	if state == ApprovalStateDenied {
+		event = EventApprovalDenied
+	}
+	s.emit(event, &decided.Approval)
+	return nil
+}
+
+// Await implements dataplane.Approvals. In one transaction it expires what
+// is due, then joins the live (pending or approved) approval for req's
+// session and digest or records a new pending one (reporting
+// approval.requested). An approved one is consumed at once; a pending one is
+// waited on for up to hold, woken by decisions made through this store and
+// by a re-read of the database every Poll for decisions made elsewhere.
+//
+// Outcomes: ApprovalApproved for the one caller whose compare-and-swap
+// consumed the approval; ApprovalConsumed for one that lost the race;
+// ApprovalDenied with the reason; ApprovalExpired when the TTL passed;
+// ApprovalPending when hold elapsed (the approval stays pending for a
+// retry), or with ctx's error when ctx ended. A nil req or one without
+// session or digest wraps ErrInvalidArgument; other errors are database
+// failures.
+func (s *ApprovalStore) Await(ctx context.Context, req *dataplane.ApprovalRequest, hold time.Duration) (dataplane.ApprovalResult, error) {
+	res := dataplane.ApprovalResult{Outcome: dataplane.ApprovalPending}
+	if err := s.check(); err != nil {
+		return res, err
+	}
+	if req == nil || req.Session == "" || req.Digest == "" {
+		return res, fmt.Errorf("%w: approval request needs a session and a digest", ErrInvalidArgument)
+	}
+	preview, err := json.Marshal(req.Preview)
+	if err != nil {
+		return res, fmt.Errorf("%w: approval preview does not encode as JSON: %v", ErrInvalidArgument, err)
+	}
+	row, created, consumed, err := s.join(ctx, req, preview)
+	if err != nil {
+		return res, err
+	}
+	res.ID = row.ID
+	if s.ReviewURL != nil {
+		res.ReviewURL = s.ReviewURL(row.ID)
+	}
+	if created {
+		s.emit(EventApprovalRequested, &row.Approval)
+	}
+	if consumed {
+		res.Outcome = dataplane.ApprovalApproved
+		return res, nil
+	}
+	return s.wait(ctx, res, hold)
+}
+
+// join finds or records the live approval for req, consuming it if it is
+// approved. created reports a new row; consumed that this caller consumed it.
+func (s *ApprovalStore) join(ctx context.Context, req *dataplane.ApprovalRequest, preview []byte) (row approvalRow, created, consumed bool, err error) {
+	now := s.now()
+	var expired []approvalRow
+	err = s.DB.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if expired, err = s.expireTx(ctx, tx, now); err != nil {
+			return err
+		}
+		row, err = scanApproval(tx.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+			WHERE session = ? AND digest = ? AND state IN ('pending','approved')`, req.Session, req.Digest))
+		switch {
+		case err == nil && row.State == ApprovalStateApproved:
+			consumed, err = s.consumeTx(ctx, tx, row.ID, now)
+			return err
+		case err == nil:
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("looking up approval for session %s: %w", req.Session, err)
+		}
+		id, err := newApprovalID()
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO approvals
+			(id, session, digest, state, preview, created_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)`,
+			id, req.Session, req.Digest, string(preview), fmtTime(now), fmtTime(now.Add(s.ttl())))
+		if err != nil {
+			return fmt.Errorf("recording approval for session %s: %w", req.Session, err)
+		}
+		created = true
+		row, err = s.getRow(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return approvalRow{}, false, false, err
+	}
+	s.announceExpired(expired)
+	return row, created, consumed, nil
+}
+
+// consumeTx is the compare-and-swap that uses approved approval id: true if
+// this call moved it to consumed, false if it was no longer approved.
+func (s *ApprovalStore) consumeTx(ctx context.Context, tx *sql.Tx, id string, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE approvals SET state = 'consumed', consumed_at = ?
+		WHERE id = ? AND state = 'approved'`, fmtTime(now), id)
+	if err != nil {
+		return false, fmt.Errorf("consuming approval %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("consuming approval %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// wait waits up to hold for approval res.ID to leave pending.
+func (s *ApprovalStore) wait(ctx context.Context, res dataplane.ApprovalResult, hold time.Duration) (dataplane.ApprovalResult, error) {
+	if hold <= 0 {
+		return res, nil
+	}
+	timer := time.NewTimer(hold)
+	defer timer.Stop()
+	ticker := time.NewTicker(s.poll())
+	defer ticker.Stop()
+	for {
+		ch := s.subscribe(res.ID)
+		done, err := s.settle(ctx, &res)
+		if done || err != nil {
+			s.unsubscribe(res.ID, ch)
+			return res, err
+		}
+		if s.waitHook != nil {
+			s.waitHook(res.ID)
+		}
+		select {
+		case <-ch:
+		case <-ticker.C:
+		case <-timer.C:
+			s.unsubscribe(res.ID, ch)
+			return res, nil
+		case <-ctx.Done():
+			s.unsubscribe(res.ID, ch)
+			return res, ctx.Err()
+		}
+		s.unsubscribe(res.ID, ch)
+	}
+}
+
+// settle reads approval res.ID and, unless it is still pending, sets
+// res's outcome (consuming an approved one) and reports done.
+func (s *ApprovalStore) settle(ctx context.Context, res *dataplane.ApprovalResult) (done bool, err error) {
+	row, err := s.getRow(ctx, s.DB.sql, res.ID)
+	if err != nil {
+		return false, err
+	}
+	if row.State == ApprovalStatePending && !row.ExpiresAt.After(s.now()) {
+		if _, err := s.expire(ctx); err != nil {
+			return false, err
+		}
+		if row, err = s.getRow(ctx, s.DB.sql, res.ID); err != nil {
+			return false, err
+		}
+	}
+	switch row.State {
+	case ApprovalStatePending:
+		return false, nil
+	case ApprovalStateApproved:
+		var won bool
+		err := s.DB.write(ctx, func(tx *sql.Tx) error {
+			var err error
+			won, err = s.consumeTx(ctx, tx, res.ID, s.now())
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		res.Outcome = dataplane.ApprovalConsumed
+		if won {
+			res.Outcome = dataplane.ApprovalApproved
+		}
+	case ApprovalStateConsumed:
+		res.Outcome = dataplane.ApprovalConsumed
+	case ApprovalStateDenied:
+		res.Outcome, res.Reason = dataplane.ApprovalDenied, row.Reason
+	case ApprovalStateExpired:
+		res.Outcome = dataplane.ApprovalExpired
+	default:
+		return false, fmt.Errorf("%w: approval %s has unknown state %q", ErrCorruptState, res.ID, row.State)
+	}
+	return true, nil
+}

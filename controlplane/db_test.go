@@ -1,0 +1,215 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func openTestDB(t *testing.T, path string) *DB {
+	t.Helper()
+	d, err := OpenDB(path)
+	if err != nil {
+		t.Fatalf("OpenDB(%s): %v", path, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestOpenDBFresh(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "home", DBFileName)
+	d := openTestDB(t, path)
+	ctx := context.Background()
+
+	v, err := d.SchemaVersion(ctx)
+	if err != nil || v != len(migrations()) {
+		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, len(migrations()))
+	}
+	var mode string
+	if err := d.sql.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
+	}
+	var fk, busy int
+	if err := d.sql.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
+		t.Errorf("foreign_keys = %d, %v; want 1", fk, err)
+	}
+	if err := d.sql.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil || busy <= 0 {
+		t.Errorf("busy_timeout = %d, %v; want > 0", busy, err)
+	}
+	var n int
+	if err := d.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM approvals").Scan(&n); err != nil {
+		t.Errorf("approvals table missing: %v", err)
+	}
+	for _, p := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("stat %s: %v", p, err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode = %04o, want 0600", p, fi.Mode().Perm())
+		}
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("database directory mode = %v, %v; want 0700", fi.Mode().Perm(), err)
+	}
+}
+
+func TestOpenDBReopenIsIdempotent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), DBFileName)
+	ctx := context.Background()
+	applied := func(d *DB) []string {
+		rows, err := d.sql.QueryContext(ctx, "SELECT version || '@' || applied_at FROM schema_migrations ORDER BY version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	d, err := OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := applied(d)
+	if len(first) != len(migrations()) {
+		t.Fatalf("applied %v, want %d migrations", first, len(migrations()))
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := openTestDB(t, path)
+	if again := applied(d2); strings.Join(again, ",") != strings.Join(first, ",") {
+		t.Errorf("reopen changed schema_migrations: %v -> %v", first, again)
+	}
+}
+
+func TestOpenDBMigrations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), DBFileName)
+	ctx := context.Background()
+	v1 := migrations()
+	v2 := append(migrations(), migration{version: 2, name: "widgets", sql: `CREATE TABLE widgets (id INTEGER PRIMARY KEY) STRICT`})
+	broken := append(migrations(), migration{version: 2, name: "broken",
+		sql: `CREATE TABLE half (id INTEGER); INSERT INTO no_such_table VALUES (1)`})
+
+	d, err := openDB(path, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+
+	// A failing migration is rolled back whole and the version stays.
+	if _, err := openDB(path, broken); err == nil || !strings.Contains(err.Error(), "migration 2 (broken)") {
+		t.Fatalf("broken migration: err = %v, want one naming migration 2", err)
+	}
+	d, err = openDB(path, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := d.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'half'").Scan(&n); err != nil || n != 0 {
+		t.Errorf("failed migration left table half behind (count %d, %v)", n, err)
+	}
+	d.Close()
+
+	d, err = openDB(path, v2)
+	if err != nil {
+		t.Fatalf("upgrade to v2: %v", err)
+	}
+	if v, err := d.SchemaVersion(ctx); err != nil || v != 2 {
+		t.Errorf("after upgrade SchemaVersion = %d, %v; want 2", v, err)
+	}
+	if _, err := d.sql.ExecContext(ctx, "INSERT INTO widgets (id) VALUES (1)"); err != nil {
+		t.Errorf("migration 2 table unusable: %v", err)
+	}
+	d.Close()
+
+	// The v1 binary must refuse the v2 database.
+	_, err = openDB(path, v1)
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "schema version 2") {
+		t.Fatalf("old binary on new schema: err = %v, want ErrSchemaTooNew naming version 2", err)
+	}
+}
+
+func TestOpenDBRejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, path string)
+		want  error
+	}{
+		{"group readable", func(t *testing.T, p string) {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrInsecureFile},
+		{"symlink", func(t *testing.T, p string) {
+			target := filepath.Join(filepath.Dir(p), "elsewhere.db")
+			if err := os.WriteFile(target, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrInsecureFile},
+		{"directory", func(t *testing.T, p string) {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrInsecureFile},
+		{"not sqlite", func(t *testing.T, p string) {
+			if err := os.WriteFile(p, []byte(strings.Repeat("this is not a database\n", 200)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrCorruptState},
+		{"bad migration list", nil, ErrCorruptState},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), DBFileName)
+			migs := migrations()
+			if tt.setup != nil {
+				tt.setup(t, path)
+			} else {
+				migs = append(migs, migration{version: len(migs) + 2, name: "gap", sql: "SELECT 1"})
+			}
+			d, err := openDB(path, migs)
+			if err == nil {
+				d.Close()
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("openDB: err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := OpenDB(""); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("OpenDB(\"\"): err = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestOpenDBSchemaVersionFromFuture(t *testing.T) {
+	path := filepath.Join(t.TempDir(), DBFileName)
+	d, err := OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.sql.Exec("INSERT INTO schema_migrations (version, applied_at) VALUES (99, 'later')"); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	_, err = OpenDB(path)
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "99") || !strings.Contains(err.Error(), "newer aileron") {
+		t.Fatalf("err = %v, want ErrSchemaTooNew naming version 99 and the fix", err)
+	}
+}

@@ -1,0 +1,539 @@
+package controlplane
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// webAssets holds the approvals page: HTML templates at the top, and the
+// stylesheet and script under static/ (served as-is; the CSP forbids inline
+// code, so all of it lives in those files).
+//
+//go:embed webassets
+var webAssets embed.FS
+
+// Web session and form limits.
+const (
+	// WebSessionTTL is how long a login lasts.
+	WebSessionTTL = 12 * time.Hour
+	// webCookie names the session cookie.
+	webCookie = "aileron_session"
+	// maxWebForm bounds a form body.
+	maxWebForm = 64 << 10
+	// webDecider is the decided_by of every decision made on the page.
+	webDecider = "web"
+	// minAdminToken is the shortest admin token accepted from the file.
+	minAdminToken = 32
+)
+
+// webHeaders are set on every answer of the approvals page.
+func webHeaders() map[string]string {
+	return map[string]string{
+		"Content-Security-Policy": "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+		"X-Frame-Options":         "DENY",
+		"Referrer-Policy":         "same-origin",
+		"Cache-Control":           "no-store",
+		"X-Content-Type-Options":  "nosniff",
+	}
+}
+
+// Web serves the approvals page for humans: a login with the admin token,
+// then the pending approvals with their previews and Approve / Deny buttons.
+// It is meant for a loopback TCP listener (config admin.web_listen) and
+// answers only requests addressed to localhost or a loopback IP, which
+// shuts out DNS rebinding.
+//
+// Sessions are kept in memory (a daemon restart logs everyone out). Every
+// state-changing POST needs the login's CSRF token (form field "csrf" or
+// header X-CSRF-Token) and, when the browser sends Origin or Referer, this
+// page's own origin; otherwise it is refused 403 and nothing changes.
+type Web struct {
+	// Approvals is the approval store the page lists and decides. Required.
+	Approvals *ApprovalStore
+	// TokenFile holds the admin token the login asks for, normally
+	// $AILERON_HOME/keys/admin.token; it is created (mode 0600, 32 random
+	// bytes, base64url) when missing. See LoadOrCreateAdminToken.
+	TokenFile string
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+	// Logf receives unexpected failures. Nil discards them.
+	Logf func(format string, args ...any)
+
+	initOnce sync.Once
+	initErr  error
+	token    []byte
+	tmpl     *template.Template
+
+	mu       sync.Mutex
+	sessions map[string]webSession
+}
+
+// webSession is one login.
+type webSession struct {
+	csrf    string
+	expires time.Time
+}
+
+// LoadOrCreateAdminToken returns the admin token in path, creating it (43
+// base64url characters from 32 random bytes, mode 0600, directory 0700) on
+// first use. It refuses a file group or others can access (wrapping
+// ErrInsecureFile) and one holding fewer than 32 characters (wrapping
+// ErrCorruptState); other failures wrap the *fs.PathError.
+func LoadOrCreateAdminToken(path string) (string, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		tok, err := randomToken()
+		if err != nil {
+			return "", err
+		}
+		if err := createPrivateFile(path, []byte(tok+"\n"), "admin token"); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("creating admin token: %w", err)
+		}
+	}
+	if err := checkPrivateFile("admin token", path); err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading admin token: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if len(tok) < minAdminToken {
+		return "", fmt.Errorf("%w: admin token %s holds %d characters, want at least %d; delete the file and restart the daemon to get a new one",
+			ErrCorruptState, path, len(tok), minAdminToken)
+	}
+	return tok, nil
+}
+
+// randomToken returns 32 random bytes, base64url without padding.
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a random token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Handler returns the approvals page:
+//
+//	GET  /login                      the login form
+//	POST /login                      token=… → session cookie, 303 to /
+//	POST /logout                     csrf=… → 303 to /login
+//	GET  /                           the pending approvals
+//	GET  /api/approvals[?state=S]    {"approvals":[Approval…]} (default state pending)
+//	POST /approvals/{id}/approve     csrf=… → 303 to /
+//	POST /approvals/{id}/deny        csrf=…&reason=… → 303 to /
+//	GET  /static/…                   stylesheet and script
+//
+// Without a session, pages redirect to /login and /api answers 401.
+//
+// Handler loads (creating if missing) TokenFile at once, so the token exists
+// as soon as the page is served; if that fails, the failure is logged and
+// every request answers 500 with it.
+func (wb *Web) Handler() http.Handler {
+	if err := wb.init(); err != nil {
+		wb.logf("web: the approvals page cannot start: %v", err)
+	}
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(webAssets, "webassets/static") // the path is a constant
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /login", wb.loginPage)
+	mux.HandleFunc("POST /login", wb.login)
+	mux.HandleFunc("POST /logout", wb.post(wb.logout))
+	mux.HandleFunc("GET /{$}", wb.page(wb.index))
+	mux.HandleFunc("GET /api/approvals", wb.api)
+	mux.HandleFunc("POST /approvals/{id}/approve", wb.post(wb.approve))
+	mux.HandleFunc("POST /approvals/{id}/deny", wb.post(wb.deny))
+	mux.HandleFunc("/", wb.page(func(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
+		wb.message(w, http.StatusNotFound, "Not found", "There is no page at "+r.URL.Path+".")
+	}))
+	return wb.guard(mux)
+}
+
+// guard sets the security headers, refuses requests not addressed to a
+// loopback host, and makes sure the token and templates are loaded.
+func (wb *Web) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range webHeaders() {
+			w.Header().Set(k, v)
+		}
+		if !loopbackHost(r.Host) {
+			http.Error(w, "the approvals page answers only at localhost or a loopback address, not "+r.Host, http.StatusMisdirectedRequest)
+			return
+		}
+		if err := wb.init(); err != nil {
+			wb.logf("web: %v", err)
+			http.Error(w, "the approvals page cannot start: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// init loads the admin token and parses the templates, once.
+func (wb *Web) init() error {
+	wb.initOnce.Do(func() {
+		if wb.Approvals == nil {
+			wb.initErr = fmt.Errorf("%w: Web.Approvals is not set", ErrNotOpen)
+			return
+		}
+		tok, err := LoadOrCreateAdminToken(wb.TokenFile)
+		if err != nil {
+			wb.initErr = err
+			return
+		}
+		wb.token = []byte(tok)
+		wb.tmpl, wb.initErr = template.ParseFS(webAssets, "webassets/*.html")
+	})
+	return wb.initErr
+}
+
+// loopbackHost reports whether a Host header names localhost or a loopback
+// IP literal.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+func (wb *Web) now() time.Time {
+	if wb.Now != nil {
+		return wb.Now()
+	}
+	return time.Now()
+}
+
+func (wb *Web) logf(format string, args ...any) {
+	if wb.Logf != nil {
+		wb.Logf(format, args...)
+	}
+}
+
+// session returns the request's live session and its id.
+func (wb *Web) session(r *http.Request) (string, webSession, bool) {
+	c, err := r.Cookie(webCookie)
+	if err != nil || c.Value == "" {
+		return "", webSession{}, false
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	s, ok := wb.sessions[c.Value]
+	if !ok {
+		return "", webSession{}, false
+	}
+	if !wb.now().Before(s.expires) {
+		delete(wb.sessions, c.Value)
+		return "", webSession{}, false
+	}
+	return c.Value, s, true
+}
+
+// newSession records a login and returns its id.
+func (wb *Web) newSession() (string, webSession, error) {
+	id, err := randomToken()
+	if err != nil {
+		return "", webSession{}, err
+	}
+	csrf, err := randomToken()
+	if err != nil {
+		return "", webSession{}, err
+	}
+	now := wb.now()
+	s := webSession{csrf: csrf, expires: now.Add(WebSessionTTL)}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if wb.sessions == nil {
+		wb.sessions = map[string]webSession{}
+	}
+	for k, old := range wb.sessions {
+		if !now.Before(old.expires) {
+			delete(wb.sessions, k)
+		}
+	}
+	wb.sessions[id] = s
+	return id, s, nil
+}
+
+// pageHandler is a handler that runs with a live session.
+type pageHandler func(w http.ResponseWriter, r *http.Request, id string, s webSession)
+
+// page runs h with the session, or redirects to /login without one.
+func (wb *Web) page(h pageHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, s, ok := wb.session(r)
+		if !ok {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		h(w, r, id, s)
+	}
+}
+
+// post runs h for a state-changing request: with a session (else 303 to
+// /login), from this page's own origin and with the session's CSRF token
+// (else 403), after parsing the bounded form.
+func (wb *Web) post(h pageHandler) http.HandlerFunc {
+	return wb.page(func(w http.ResponseWriter, r *http.Request, id string, s webSession) {
+		if why := crossOrigin(r); why != "" {
+			wb.message(w, http.StatusForbidden, "Refused", why)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxWebForm)
+		if err := r.ParseForm(); err != nil {
+			wb.message(w, http.StatusBadRequest, "Bad request", "The form could not be read: "+err.Error())
+			return
+		}
+		got := r.Header.Get("X-CSRF-Token")
+		if got == "" {
+			got = r.PostForm.Get("csrf")
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) != 1 {
+			wb.message(w, http.StatusForbidden, "Refused",
+				"The form's CSRF token is missing or is not this login's. Reload the page and try again.")
+			return
+		}
+		h(w, r, id, s)
+	})
+}
+
+// crossOrigin explains why r does not come from this page's own origin, or
+// returns "" when it does (or the browser sent neither Origin nor Referer).
+func crossOrigin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	own := scheme + "://" + r.Host
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "cross-site", "same-site":
+		return "The request came from another site (Sec-Fetch-Site: " + site + ")."
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		if o != own {
+			return "The request came from " + o + ", not from " + own + "."
+		}
+		return ""
+	}
+	if ref := r.Header.Get("Referer"); ref != "" {
+		u, err := url.Parse(ref)
+		if err != nil || u.Scheme+"://"+u.Host != own {
+			return "The request was sent from a page outside " + own + "."
+		}
+	}
+	return ""
+}
+
+// loginView is the data of login.html.
+type loginView struct {
+	Error string
+}
+
+func (wb *Web) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := wb.session(r); ok {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	wb.render(w, http.StatusOK, "login.html", loginView{})
+}
+
+// login exchanges the admin token for a session cookie.
+func (wb *Web) login(w http.ResponseWriter, r *http.Request) {
+	if why := crossOrigin(r); why != "" {
+		wb.message(w, http.StatusForbidden, "Refused", why)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxWebForm)
+	if err := r.ParseForm(); err != nil {
+		wb.render(w, http.StatusBadRequest, "login.html", loginView{Error: "The form could not be read."})
+		return
+	}
+	given := strings.TrimSpace(r.PostForm.Get("token"))
+	if subtle.ConstantTimeCompare([]byte(given), wb.token) != 1 {
+		wb.render(w, http.StatusUnauthorized, "login.html", loginView{
+			Error: "That is not this daemon's admin token. Print it with: aileron approvals web-token"})
+		return
+	}
+	id, _, err := wb.newSession()
+	if err != nil {
+		wb.logf("web: %v", err)
+		wb.message(w, http.StatusInternalServerError, "Login failed", err.Error())
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: webCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil, MaxAge: int(WebSessionTTL / time.Second),
+	})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (wb *Web) logout(w http.ResponseWriter, r *http.Request, id string, _ webSession) {
+	wb.mu.Lock()
+	delete(wb.sessions, id)
+	wb.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: webCookie, Value: "", Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// api answers GET /api/approvals: 401 JSON without a session.
+func (wb *Web) api(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := wb.session(r); !ok {
+		writeJSON(w, http.StatusUnauthorized, errorBody{Error: errorDetail{
+			Class: "unauthenticated", Reason: "login_required", Message: "log in at /login first"}})
+		return
+	}
+	state := r.URL.Query().Get("state")
+	if state == "" {
+		state = "pending"
+	}
+	list, err := wb.Approvals.List(ApprovalFilter{State: state, Session: r.URL.Query().Get("session")})
+	if errors.Is(err, ErrInvalidArgument) {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: errorDetail{
+			Class: "invalid_request", Reason: "invalid_argument", Message: err.Error()}})
+		return
+	}
+	if err != nil {
+		wb.logf("web: listing approvals: %v", err)
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: errorDetail{
+			Class: "internal", Reason: "internal_error", Message: err.Error()}})
+		return
+	}
+	writeJSON(w, http.StatusOK, approvalList{Approvals: append([]Approval{}, list...)})
+}
+
+// indexView is the data of index.html.
+type indexView struct {
+	CSRF        string
+	Fingerprint string
+	Approvals   []approvalView
+}
+
+// approvalView is one approval as the page shows it.
+type approvalView struct {
+	Approval
+	Inputs           []inputRow
+	Created, Expires string
+}
+
+// inputRow is one redacted input.
+type inputRow struct{ Name, Value string }
+
+func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
+	list, err := wb.Approvals.List(ApprovalFilter{State: "pending"})
+	if err != nil {
+		wb.logf("web: listing approvals: %v", err)
+		wb.message(w, http.StatusInternalServerError, "Cannot list approvals", err.Error())
+		return
+	}
+	v := indexView{CSRF: s.csrf, Fingerprint: fingerprint(list)}
+	for _, ap := range list {
+		v.Approvals = append(v.Approvals, approvalView{
+			Approval: ap, Inputs: inputRows(ap.Preview.Inputs),
+			Created: ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339),
+		})
+	}
+	wb.render(w, http.StatusOK, "index.html", v)
+}
+
+// fingerprint is what the page's script compares to notice a change: the
+// sorted ids, space-separated (app.js computes the same).
+func fingerprint(list []Approval) string {
+	ids := make([]string, len(list))
+	for i, ap := range list {
+		ids[i] = ap.ID
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, " ")
+}
+
+// inputRows renders redacted inputs sorted by name: strings as they are,
+// anything else as compact JSON.
+func inputRows(in map[string]any) []inputRow {
+	rows := make([]inputRow, 0, len(in))
+	for k, v := range in {
+		s, ok := v.(string)
+		if !ok {
+			b, err := json.Marshal(v)
+			if err != nil {
+				b = []byte(fmt.Sprint(v))
+			}
+			s = string(b)
+		}
+		rows = append(rows, inputRow{Name: k, Value: s})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows
+}
+
+func (wb *Web) approve(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
+	wb.decided(w, wb.Approvals.Approve(r.PathValue("id"), webDecider))
+}
+
+func (wb *Web) deny(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	if _, _, err := checkDecision(DecideRequest{By: webDecider, Reason: reason}, true); err != nil {
+		wb.message(w, http.StatusBadRequest, "Say why", "A denial needs a reason of at most 1024 printable characters; the agent is shown it.")
+		return
+	}
+	wb.decided(w, wb.Approvals.Deny(r.PathValue("id"), webDecider, reason))
+}
+
+// decided answers a decision: back to the list, or an explanation.
+func (wb *Web) decided(w http.ResponseWriter, err error) {
+	switch {
+	case err == nil:
+		w.Header().Set("Location", "/")
+		w.WriteHeader(http.StatusSeeOther)
+	case errors.Is(err, ErrNotFound):
+		wb.message(w, http.StatusNotFound, "No such approval", err.Error())
+	case errors.Is(err, ErrConflict):
+		wb.message(w, http.StatusConflict, "Already decided", err.Error())
+	default:
+		wb.logf("web: deciding an approval: %v", err)
+		wb.message(w, http.StatusInternalServerError, "The decision was not recorded", err.Error())
+	}
+}
+
+// messageView is the data of message.html.
+type messageView struct{ Title, Text string }
+
+func (wb *Web) message(w http.ResponseWriter, status int, title, text string) {
+	wb.render(w, status, "message.html", messageView{Title: title, Text: text})
+}
+
+// render executes one template into a buffer first, so a template failure
+// is a clean 500 rather than half a page.
+func (wb *Web) render(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := wb.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		wb.logf("web: rendering %s: %v", name, err)
+		http.Error(w, "the approvals page failed to render", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
