@@ -68,7 +68,19 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 		msg: fmt.Sprintf("%s %s waits for a human's approval (%s); retry the identical request after it is approved", r.Method, tgt.logPath(), res.ID)}
 }
 
+// Limits are the settings that may change while the proxy runs (SIGHUP).
+type Limits struct {
+	ApprovalHold    time.Duration // 0 keeps Proxy.ApprovalHold
+	ApprovalMaxBody int64         // 0 keeps Proxy.ApprovalMaxBody
+}
+
+// SetLimits replaces the runtime limits; the next request uses them.
+func (p *Proxy) SetLimits(l Limits) { p.limits.Store(&l) }
+
 func (p *Proxy) approvalHold() time.Duration {
+	if l := p.limits.Load(); l != nil && l.ApprovalHold > 0 {
+		return l.ApprovalHold
+	}
 	if p.ApprovalHold > 0 {
 		return p.ApprovalHold
 	}
@@ -76,6 +88,9 @@ func (p *Proxy) approvalHold() time.Duration {
 }
 
 func (p *Proxy) approvalMaxBody() int64 {
+	if l := p.limits.Load(); l != nil && l.ApprovalMaxBody > 0 {
+		return l.ApprovalMaxBody
+	}
 	if p.ApprovalMaxBody > 0 {
 		return p.ApprovalMaxBody
 	}

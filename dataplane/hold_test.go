@@ -101,3 +101,26 @@ func TestApprovalPreviewAndDigest(t *testing.T) {
 		t.Errorf("preview inputs %v: want the path variable id=9", pv.Inputs)
 	}
 }
+
+func TestSetLimitsAppliesToTheNextRequest(t *testing.T) {
+	ap := &scriptedApprovals{outcome: ApprovalApproved}
+	e := newEnv(t, func(p *Proxy) { p.Approvals = ap; p.ApprovalMaxBody = 1024 })
+	c := e.client(t, url.UserPassword("s1", e.token))
+	send := func() int {
+		req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9", strings.NewReader(strings.Repeat("b", 1500)))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := send(); s != 403 {
+		t.Fatalf("1500-byte body under a 1024-byte limit: %d, want 403", s)
+	}
+	e.proxy.SetLimits(Limits{ApprovalMaxBody: 2048})
+	if s := send(); s != 200 {
+		t.Fatalf("after raising the limit to 2048: %d, want 200", s)
+	}
+}

@@ -102,8 +102,9 @@ type Proxy struct {
 	rawConns  map[net.Conn]struct{}
 	ids       *auditIDs
 
-	connsOpen   atomic.Int64 // client connections to the proxy port
-	tunnelsOpen atomic.Int64 // intercepted tunnels being served, plus passthrough tunnels
+	limits      atomic.Pointer[Limits] // set by SetLimits
+	connsOpen   atomic.Int64           // client connections to the proxy port
+	tunnelsOpen atomic.Int64           // intercepted tunnels being served, plus passthrough tunnels
 }
 
 // Stats is a snapshot of the proxy's gauges, for metrics.

@@ -210,10 +210,12 @@ func (d *daemon) hangup() {
 		} else {
 			d.reloadMu.Lock()
 			d.cfg.Proxy.Passthrough = cfg.Proxy.Passthrough
+			d.cfg.Approval.Hold, d.cfg.Approval.MaxBody = cfg.Approval.Hold, cfg.Approval.MaxBody
 			d.reloadMu.Unlock()
+			d.proxy.SetLimits(dataplane.Limits{ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody})
 			if restartOnly(d.cfg, cfg) {
 				d.log.Warn().Str("event", "config.reload_partial").
-					Msg("listen addresses, home, timeouts, upstream and egress settings change only at restart; passthrough rules and installed specs were reloaded")
+					Msg("listen addresses, home, timeouts, upstream and egress settings change only at restart; passthrough rules, approval limits and installed specs were reloaded")
 			}
 		}
 	}
@@ -224,6 +226,8 @@ func (d *daemon) hangup() {
 func restartOnly(old, next *config.Config) bool {
 	a, b := *old, *next
 	a.Proxy.Passthrough, b.Proxy.Passthrough = nil, nil
+	a.Approval.Hold, b.Approval.Hold = 0, 0
+	a.Approval.MaxBody, b.Approval.MaxBody = 0, 0
 	ya, _ := a.YAML()
 	yb, _ := b.YAML()
 	return string(ya) != string(yb)
@@ -411,6 +415,13 @@ func (d *daemon) registerGauges() error {
 			}
 			st := d.audit.Stats()
 			return st.Lines, st.Errors, st.LastWriteLatency
+		}),
+		d.metrics.ApprovalsPending(func() float64 {
+			pending, err := d.approval.List(controlplane.ApprovalFilter{State: controlplane.ApprovalStatePending})
+			if err != nil {
+				return 0
+			}
+			return float64(len(pending))
 		}),
 		d.metrics.CertCache(func() (uint64, uint64, uint64) {
 			st := d.sessions.CertStats()
