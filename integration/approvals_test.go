@@ -398,36 +398,16 @@ func restartDaemon(t *testing.T, d *daemon, edit func(cfg map[string]any)) *daem
 		}
 	}
 	_ = os.Remove(filepath.Join(d.home, "daemon.json"))
-	s := d.s
-	nd := &daemon{s: s, home: d.home, logPath: filepath.Join(d.home, "daemon-restarted.stderr.log"), done: make(chan struct{})}
-	logf, err := os.Create(nd.logPath)
+	nd, err := d.s.launch(d.home, cfgPath, "daemon-restarted.stderr.log", nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("restarted daemon: %v", err)
 	}
-	nd.cmd = exec.Command(s.bin, "daemon", "--config", cfgPath)
-	nd.cmd.Env = cleanEnv(d.home)
-	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
-	if err := nd.cmd.Start(); err != nil {
-		_ = logf.Close()
-		t.Fatalf("restart %s daemon: %v", s.bin, err)
-	}
-	go func() {
-		nd.waitErr = nd.cmd.Wait()
-		_ = logf.Close()
-		close(nd.done)
-	}()
-	s.daemonsMu.Lock()
-	s.daemons = append(s.daemons, nd)
-	s.daemonsMu.Unlock()
 	t.Cleanup(func() {
 		if err := nd.stop(); err != nil {
 			t.Errorf("restarted daemon did not exit cleanly on SIGTERM: %v\n%s", err, nd.logTail(4<<10))
 		}
 	})
 	nd.logOnFailure(t)
-	if err := nd.waitReady(60 * time.Second); err != nil {
-		t.Fatalf("restarted daemon: %v\n%s", err, nd.logTail(8<<10))
-	}
 	return nd
 }
 

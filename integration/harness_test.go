@@ -313,7 +313,17 @@ func (s *suite) startDaemon(cfg map[string]any, extraEnv []string) (*daemon, err
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		return nil, err
 	}
-	d := &daemon{s: s, home: home, logPath: filepath.Join(home, "daemon.stderr.log"), done: make(chan struct{})}
+	d, err := s.launch(home, cfgPath, "daemon.stderr.log", extraEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%w\nconfig:\n%s", err, raw)
+	}
+	return d, nil
+}
+
+// launch starts `aileron daemon --config cfgPath` on home, logging to
+// logName in home, registers it with the suite and waits for daemon.json.
+func (s *suite) launch(home, cfgPath, logName string, extraEnv []string) (*daemon, error) {
+	d := &daemon{s: s, home: home, logPath: filepath.Join(home, logName), done: make(chan struct{})}
 	logf, err := os.Create(d.logPath)
 	if err != nil {
 		return nil, err
@@ -335,7 +345,7 @@ func (s *suite) startDaemon(cfg map[string]any, extraEnv []string) (*daemon, err
 	s.daemonsMu.Unlock()
 	if err := d.waitReady(60 * time.Second); err != nil {
 		_ = d.stop()
-		return nil, fmt.Errorf("%w\nconfig:\n%s\ndaemon stderr:\n%s", err, raw, d.logTail(8<<10))
+		return nil, fmt.Errorf("%w\ndaemon stderr:\n%s", err, d.logTail(8<<10))
 	}
 	return d, nil
 }
