@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"net/textproto"
 	"sort"
 	"strings"
 	"sync"
@@ -244,9 +243,9 @@ func placementProblem(bd Binding) string {
 	switch {
 	case bd.Header != "" && bd.Query != "":
 		return "--header and --query both set; choose one placement"
-	case bd.Header != "" && !isHeaderName(bd.Header):
+	case bd.Header != "" && !policy.IsToken(bd.Header):
 		return fmt.Sprintf("header %q is not a valid HTTP header name", bd.Header)
-	case bd.Header != "" && isReservedHeader(bd.Header):
+	case bd.Header != "" && policy.ReservedHeader(bd.Header):
 		return fmt.Sprintf("header %q is a connection or framing header and cannot carry a credential", bd.Header)
 	case bd.Query != "" && !isQueryName(bd.Query):
 		return fmt.Sprintf("query parameter %q must be 1 to %d letters, digits, '-', '.', '_' or '~'", bd.Query, maxQueryName)
@@ -315,31 +314,6 @@ func reservedEnv(env string) bool {
 		return true
 	}
 	return strings.HasPrefix(env, "AILERON_")
-}
-
-// isHeaderName reports whether s is an RFC 9110 token.
-func isHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// isReservedHeader reports connection-level and framing headers that must
-// never carry a credential (the list policy and inject use).
-func isReservedHeader(h string) bool {
-	switch textproto.CanonicalMIMEHeaderKey(h) {
-	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade":
-		return true
-	}
-	return false
 }
 
 // isQueryName reports whether s is 1 to maxQueryName URL-unreserved

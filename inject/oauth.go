@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aileronhq/aileron/policy"
 	"net/http"
 	"net/url"
 	"sync"
@@ -225,7 +226,7 @@ func (s *OAuthSource) refreshError(err error, old OAuthToken) error {
 		if re.Response != nil {
 			msg += fmt.Sprintf(" with HTTP %d", re.Response.StatusCode)
 		}
-		if isToken(re.ErrorCode) && len(re.ErrorCode) <= 64 {
+		if policy.IsToken(re.ErrorCode) && len(re.ErrorCode) <= 64 {
 			msg += " (" + re.ErrorCode + ")"
 		}
 		if re.ErrorCode == "invalid_grant" {

@@ -83,7 +83,7 @@ func (pl Placement) check(kind string) error {
 		return fmt.Errorf("%w: basic credentials go in a header, not query parameter %q", ErrBadPlacement, pl.Query)
 	}
 	if pl.Header != "" {
-		if !isToken(pl.Header) {
+		if !policy.IsToken(pl.Header) {
 			return fmt.Errorf("%w: %q is not a valid HTTP header name", ErrBadPlacement, pl.Header)
 		}
 		if policy.ReservedHeader(pl.Header) {
@@ -175,23 +175,6 @@ func queryPartNames(part, name string) bool {
 		}
 	}
 	return false
-}
-
-// isToken reports whether s is an RFC 9110 token (a valid header name).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		if c >= 0x80 || strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // validFieldValue reports whether v can be sent as a header value: no

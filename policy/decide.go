@@ -123,7 +123,7 @@ func bound(s string) string {
 // "required". Decide does not allocate unless it denies or the matched
 // pattern has variables. A nil *Policy denies everything.
 func (p *Policy) Decide(a Args) Decision {
-	if !isToken(a.Method) || a.Host == "" || a.Port < 1 || a.Port > 65535 {
+	if !IsToken(a.Method) || a.Host == "" || a.Port < 1 || a.Port > 65535 {
 		return deny(ReasonBadRequest, fmt.Sprintf("request has an invalid method %s, host %s or port %d", quote(a.Method), quote(a.Host), a.Port))
 	}
 	if err := CheckPath(a.Path); err != nil {

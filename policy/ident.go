@@ -182,8 +182,9 @@ func isTokenByte(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// isToken reports whether s is a non-empty RFC 9110 token.
-func isToken(s string) bool {
+// IsToken reports whether s is a non-empty RFC 9110 token (a valid method
+// or header name).
+func IsToken(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -198,7 +199,7 @@ func isToken(s string) bool {
 // checkMethod validates an operation method: an upper-case RFC 9110 token,
 // not CONNECT (tunnels are never an operation).
 func checkMethod(m string) (rule, msg string) {
-	if !isToken(m) || len(m) > 32 {
+	if !IsToken(m) || len(m) > 32 {
 		return ruleMethodToken, fmt.Sprintf("method %s is not an HTTP method token; write e.g. \"GET\" or \"POST\"", quote(m))
 	}
 	if strings.ToUpper(m) != m {

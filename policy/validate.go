@@ -166,7 +166,7 @@ func validateCredential(c Credential, path string, p *problems) {
 		return
 	}
 	if c.Header != "" {
-		if !isToken(c.Header) {
+		if !IsToken(c.Header) {
 			p.add(path+".header", ruleCredentialHeader, fmt.Sprintf("credential header %s is not a valid HTTP header name", quote(c.Header)))
 		} else if ReservedHeader(c.Header) {
 			p.add(path+".header", ruleCredentialHeader, fmt.Sprintf("credential header %s is a connection or framing header and cannot carry a credential", quote(c.Header)))
