@@ -370,6 +370,29 @@ func (s *ApprovalStore) Get(id string) (Approval, error) {
 	return r.Approval, err
 }
 
+// Covers implements dataplane.Approvals: it returns nil only for an action
+// approval (Preview.Action set) of session that a human approved and the
+// action runner has consumed. Anything else wraps ErrNotFound (unknown id,
+// another session's) or ErrConflict (not an action approval, not consumed).
+func (s *ApprovalStore) Covers(ctx context.Context, id, session string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	r, err := s.getRow(ctx, s.DB.sql, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Session != session:
+		return fmt.Errorf("%w: approval %s", ErrNotFound, id)
+	case r.Preview.Action == "":
+		return fmt.Errorf("%w: approval %s is for a single request, not an action", ErrConflict, id)
+	case r.State != ApprovalStateConsumed:
+		return fmt.Errorf("%w: approval %s is %s, not approved and taken by its action", ErrConflict, id, r.State)
+	}
+	return nil
+}
+
 // List returns the approvals f selects, oldest first. An unknown f.State
 // wraps ErrInvalidArgument.
 func (s *ApprovalStore) List(f ApprovalFilter) ([]Approval, error) {

@@ -26,6 +26,9 @@ type ApprovalRequest struct {
 
 // Preview is the faithful, redacted description shown to the approver.
 type Preview struct {
+	// Action is set when the approval is for a whole action (its runner
+	// then issues the operations); Inputs are then the action's arguments.
+	Action    string         `json:"action,omitempty"`
 	Connector string         `json:"connector"`
 	Version   string         `json:"version"`
 	Tool      string         `json:"tool"`
@@ -74,4 +77,9 @@ type Approvals interface {
 	// among concurrent identical requests exactly one gets ApprovalApproved.
 	// ctx ending returns ApprovalPending with ctx's error.
 	Await(ctx context.Context, req *ApprovalRequest, hold time.Duration) (ApprovalResult, error)
+	// Covers returns nil if approval id belongs to session and a human
+	// approved it and it has been consumed: an approved action, whose
+	// runner then issues its operations as calls with Call.ApprovedBy.
+	// Any other state, an unknown id or another session's id is an error.
+	Covers(ctx context.Context, id, session string) error
 }

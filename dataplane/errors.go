@@ -129,6 +129,7 @@ func isTLSError(err error) bool {
 
 // writeRefusal answers w with the envelope for r.
 func writeRefusal(w http.ResponseWriter, r refusal, auditID string) {
+	noteRefusal(w, r)
 	body := marshalEnvelope(r, auditID)
 	refusalHeaders(w.Header(), r, auditID, len(body))
 	w.WriteHeader(r.Status)

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -46,7 +47,14 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 		Path: tgt.path, Digest: requestDigest(r.Method, t.authority, tgt, body),
 		Preview: preview(r.Method, t.authority, tgt, d, body),
 	}
-	res, err := p.Approvals.Await(r.Context(), req, p.approvalHold())
+	wait := p.approvalHold()
+	if cs := callFrom(r.Context()); cs != nil {
+		wait = cs.wait
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer context.AfterFunc(p.stopping, cancel)()
+	defer cancel()
+	res, err := p.Approvals.Await(ctx, req, wait)
 	if err != nil && res.Outcome != ApprovalPending {
 		return &unavailableError{reason: "approval_unavailable", err: err}
 	}
@@ -64,8 +72,11 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 		return &approvalError{res: res, reason: "approval_expired",
 			msg: "the approval expired before anyone decided; send the request again to ask anew"}
 	}
-	return &approvalError{res: res, reason: policy.ReasonApprovalPending, retry: 5 * time.Second,
-		msg: fmt.Sprintf("%s %s waits for a human's approval (%s); retry the identical request after it is approved", r.Method, tgt.logPath(), res.ID)}
+	msg := fmt.Sprintf("%s %s waits for a human's approval (%s); retry the identical request after it is approved", r.Method, tgt.logPath(), res.ID)
+	if p.stopping.Err() != nil {
+		msg = fmt.Sprintf("the proxy is shutting down; %s %s still waits for a human's approval (%s), which survives the restart: retry the identical request once the proxy is back", r.Method, tgt.logPath(), res.ID)
+	}
+	return &approvalError{res: res, reason: policy.ReasonApprovalPending, retry: 5 * time.Second, msg: msg}
 }
 
 // Limits are the settings that may change while the proxy runs (SIGHUP).

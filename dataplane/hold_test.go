@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -24,6 +25,13 @@ func (s *scriptedApprovals) Await(_ context.Context, req *ApprovalRequest, _ tim
 	defer s.mu.Unlock()
 	s.asked = append(s.asked, req)
 	return ApprovalResult{ID: "ap_test", Outcome: s.outcome, Reason: "not today", ReviewURL: "http://127.0.0.1:9091/"}, nil
+}
+
+func (s *scriptedApprovals) Covers(_ context.Context, id, _ string) error {
+	if id != "ap_action" {
+		return errors.New("not an approved action")
+	}
+	return nil
 }
 
 func TestApprovalGate(t *testing.T) {
@@ -122,5 +130,47 @@ func TestSetLimitsAppliesToTheNextRequest(t *testing.T) {
 	e.proxy.SetLimits(Limits{ApprovalMaxBody: 2048})
 	if s := send(); s != 200 {
 		t.Fatalf("after raising the limit to 2048: %d, want 200", s)
+	}
+}
+
+// blockingApprovals waits for ctx like a store with nobody deciding.
+type blockingApprovals struct{ entered chan struct{} }
+
+func (b *blockingApprovals) Await(ctx context.Context, _ *ApprovalRequest, _ time.Duration) (ApprovalResult, error) {
+	close(b.entered)
+	<-ctx.Done()
+	return ApprovalResult{ID: "ap_held", Outcome: ApprovalPending}, ctx.Err()
+}
+
+func (b *blockingApprovals) Covers(context.Context, string, string) error { return errors.New("no") }
+
+func TestHeldClientGetsAnEnvelopeAtShutdown(t *testing.T) {
+	ap := &blockingApprovals{entered: make(chan struct{})}
+	e := newEnv(t, func(p *Proxy) { p.Approvals = ap; p.ApprovalHold = time.Hour })
+	c := e.client(t, url.UserPassword("s1", e.token))
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9", nil)
+		resp, err := c.Do(req)
+		got <- answer{resp, err}
+	}()
+	<-ap.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.proxy.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a held request: %v", err)
+	}
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("held client got %v, want the approval_pending envelope", a.err)
+	}
+	defer a.resp.Body.Close()
+	env := readEnvelope(t, a.resp.Body)
+	if a.resp.StatusCode != 403 || env.Reason != "approval_pending" || env.ApprovalID != "ap_held" || !strings.Contains(env.Message, "shutting down") {
+		t.Fatalf("%d %+v", a.resp.StatusCode, env)
 	}
 }

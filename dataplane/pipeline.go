@@ -38,6 +38,10 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, mkRefusal(http.StatusInternalServerError, "internal", "internal", "request arrived without a tunnel"), "")
 		return
 	}
+	if t.api {
+		p.serveAPI(w, r, t)
+		return
+	}
 	rec := p.newRecord(r)
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
 	tgt, err := innerTarget(t, r)
@@ -99,6 +103,12 @@ func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	case policy.AllowAfterApproval:
 		if p.Approvals == nil {
 			return deny(policy.ReasonApprovalPending, "%s needs a human's approval and this daemon has no approval stage enabled", d.Op.Spec.Name)
+		}
+		if cs := callFrom(r.Context()); cs != nil && cs.approvedBy != "" {
+			if err := p.Approvals.Covers(r.Context(), cs.approvedBy, t.sess.ID); err != nil {
+				return deny(policy.ReasonApprovalPending, "%s needs a human's approval and approval %s does not cover it: %v", d.Op.Spec.Name, cs.approvedBy, err)
+			}
+			return nil
 		}
 		return p.hold(r, t, tgt, d)
 	default:

@@ -80,6 +80,13 @@ type Proxy struct {
 	// bounds the body of a held request (1 MiB).
 	ApprovalHold    time.Duration
 	ApprovalMaxBody int64
+	// SandboxAPI answers the requests a sandbox sends through the proxy to
+	// APIHost (port 443), with the authenticated session in the context
+	// (SessionFrom). Nil means APIHost is an ordinary, unknown host.
+	SandboxAPI http.Handler
+	// APIHost is the sandbox API's reserved host name; "" means
+	// DefaultAPIHost. It is answered by the daemon and never dialled.
+	APIHost string
 	// Recorder receives one record per decision; nil records nothing beyond
 	// the log line.
 	Recorder Recorder
@@ -102,6 +109,8 @@ type Proxy struct {
 	rawConns  map[net.Conn]struct{}
 	ids       *auditIDs
 
+	stopping    context.Context        // ends when Shutdown starts
+	stop        context.CancelFunc     // ends stopping
 	limits      atomic.Pointer[Limits] // set by SetLimits
 	connsOpen   atomic.Int64           // client connections to the proxy port
 	tunnelsOpen atomic.Int64           // intercepted tunnels being served, plus passthrough tunnels
@@ -150,6 +159,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	if err := p.init(); err != nil {
 		return err
 	}
+	p.stop() // held requests answer approval_pending now instead of being cut off
 	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx))
 	if err != nil {
 		_ = p.outer.Close()
@@ -171,6 +181,7 @@ func (p *Proxy) build() error {
 		return errors.New("dataplane: Proxy.Sessions and Proxy.Policy are required")
 	}
 	p.t = p.Timeouts.withDefaults()
+	p.stopping, p.stop = context.WithCancel(context.Background())
 	p.ids = newAuditIDs()
 	p.log = zerolog.Nop()
 	if p.Log != nil {

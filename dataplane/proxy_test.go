@@ -297,7 +297,13 @@ func TestSNIMustMatchConnectHost(t *testing.T) {
 // handshake runs on first use).
 func tunnelTLS(t *testing.T, e *env, serverName string) *tls.Conn {
 	t.Helper()
-	c, resp := rawConnect(t, e, "api.example.com:443")
+	return tunnelTLSTo(t, e, "api.example.com", serverName)
+}
+
+// tunnelTLSTo is tunnelTLS for a CONNECT to host:443.
+func tunnelTLSTo(t *testing.T, e *env, host, serverName string) *tls.Conn {
+	t.Helper()
+	c, resp := rawConnect(t, e, host+":443")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("CONNECT status %d", resp.StatusCode)
 	}
@@ -312,7 +318,13 @@ func tunnelTLS(t *testing.T, e *env, serverName string) *tls.Conn {
 // proxy's response.
 func innerRequest(t *testing.T, e *env, raw string) *http.Response {
 	t.Helper()
-	tc := tunnelTLS(t, e, "api.example.com")
+	return innerRequestTo(t, e, "api.example.com", raw)
+}
+
+// innerRequestTo is innerRequest inside a tunnel to host:443.
+func innerRequestTo(t *testing.T, e *env, host, raw string) *http.Response {
+	t.Helper()
+	tc := tunnelTLSTo(t, e, host, host)
 	if _, err := io.WriteString(tc, raw); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type tunnel struct {
 	sni       string           // canonical SNI; "" when the client sent none
 	id        string           // tunnel id for logs
 	client    string           // client address
+	api       bool             // the sandbox API host: served by the daemon
 }
 
 type tunnelKey struct{}
@@ -86,8 +87,17 @@ func (p *Proxy) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 		return reject(deny(policy.ReasonBadRequest, "CONNECT target %q is not host:port: %v", host, err))
 	}
 	rec.Host, rec.Port = auth.Host, auth.Port
-	d := p.Policy.Load().DecideConnect(auth.Host, auth.Port, sess.Connectors)
 	t := &tunnel{sess: sess, authority: auth, id: rec.AuditID, client: ctx.Req.RemoteAddr}
+	if p.SandboxAPI != nil && auth.Host == p.apiHost() {
+		if auth.Port != 443 {
+			return reject(deny(policy.ReasonHostNotAllowed, "the sandbox API is at https://%s (port 443), not port %d", auth.Host, auth.Port))
+		}
+		t.api = true
+		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+			p.intercept(c, t)
+		}}, host
+	}
+	d := p.Policy.Load().DecideConnect(auth.Host, auth.Port, sess.Connectors)
 	switch d.Verdict {
 	case policy.Allow:
 		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {

@@ -430,10 +430,11 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	select {
 	case r := <-held:
 		theSuite.seen.add("client held across a restart", nil, r.body)
-		if r.err == nil && r.status == http.StatusOK {
-			t.Errorf("the client held across the restart was released without an approval: %s", trunc(r.body))
+		if r.err != nil || r.status != http.StatusForbidden || !strings.Contains(string(r.body), `"approval_pending"`) ||
+			!strings.Contains(string(r.body), ap.ID) || !strings.Contains(string(r.body), "shutting down") {
+			t.Errorf("the client held across the restart got status %d err %v body %s; want 403 approval_pending naming %s and the shutdown",
+				r.status, r.err, trunc(r.body), ap.ID)
 		}
-		t.Logf("client held across the restart got: status %d err %v body %s", r.status, r.err, trunc(r.body))
 	case <-time.After(90 * time.Second):
 		t.Fatal("the client held across the restart neither got an answer nor saw its connection close within 90s")
 	}

@@ -1,0 +1,209 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// ErrBadCall is wrapped by Execute when the Call itself is malformed (no
+// session, a URL that is not https://host/path). Refusals by the pipeline
+// are not errors: they come back in CallResult.Refusal.
+var ErrBadCall = errors.New("malformed call")
+
+// maxCallBody caps the response body Execute keeps in memory.
+const maxCallBody = 8 << 20
+
+// Call is a request for a named operation, built by the control plane (the
+// sandbox API's run endpoint, actions). Execute sends it through the same
+// pipeline as a request inside a tunnel, entering at the canonical target:
+// policy.Decide, the approval gate, the recorder, injection, the SSRF-safe
+// dial and verified TLS all apply.
+type Call struct {
+	// Session is the authenticated session the call is made for. Required.
+	Session *Session
+	// Method is the HTTP method; empty means GET.
+	Method string
+	// URL is https://host[:port]/path?query, escaped as it will be sent.
+	URL *url.URL
+	// Header is sent as given (Content-Type and the like); credentials are
+	// added by the injector, never by the caller.
+	Header http.Header
+	// Body is the request body; nil sends none.
+	Body []byte
+	// Wait is how long an approval-gated call waits for a human's decision;
+	// 0 answers approval_pending at once (the caller polls or retries).
+	Wait time.Duration
+	// ApprovedBy is the id of an action approval the caller has consumed;
+	// approval-gated operations then go through without a second approval,
+	// after Approvals.Covers confirms the approval for this session.
+	ApprovedBy string
+}
+
+// CallResult is what a proxy client would have received for the call.
+type CallResult struct {
+	AuditID string
+	// Status is the upstream's status, or the refusal's.
+	Status int
+	Header http.Header
+	// Body is the response body, cut at 8 MiB (Truncated).
+	Body      []byte
+	Truncated bool
+	// Refusal is set when the pipeline refused or could not complete the
+	// call; Status and Body then carry the error envelope.
+	Refusal *Refusal
+}
+
+// Refusal is the machine-readable form of the error envelope.
+type Refusal struct {
+	Status     int           `json:"status"`
+	Class      string        `json:"class"`
+	Reason     string        `json:"reason"`
+	Message    string        `json:"message"`
+	ApprovalID string        `json:"approval_id,omitempty"`
+	ReviewURL  string        `json:"review_url,omitempty"`
+	RetryAfter time.Duration `json:"-"`
+}
+
+// callState rides in a synthetic request's context: the call's approval
+// settings.
+type callState struct {
+	wait       time.Duration
+	approvedBy string
+}
+
+type callKey struct{}
+
+func callFrom(ctx context.Context) *callState {
+	cs, _ := ctx.Value(callKey{}).(*callState)
+	return cs
+}
+
+// Execute sends c through the one request path and returns the response,
+// or the refusal, exactly as a proxy client would have seen it. The
+// returned error wraps ErrBadCall for a malformed Call and is nil
+// otherwise.
+func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
+	if err := p.init(); err != nil {
+		return CallResult{}, err
+	}
+	r, t, err := callRequest(ctx, c)
+	if err != nil {
+		return CallResult{}, err
+	}
+	cs := &callState{wait: c.Wait, approvedBy: c.ApprovedBy}
+	ctx = context.WithValue(context.WithValue(r.Context(), tunnelKey{}, t), callKey{}, cs)
+	w := &callWriter{header: make(http.Header)}
+	p.serveInner(w, r.WithContext(ctx))
+	res := CallResult{AuditID: w.header.Get("X-Aileron-Audit-Id"), Status: w.status, Header: w.header,
+		Body: w.body.Bytes(), Truncated: w.truncated, Refusal: w.refusal}
+	if res.Status == 0 {
+		res.Status = http.StatusOK
+	}
+	return res, nil
+}
+
+// callRequest turns c into the inbound request and tunnel the pipeline
+// expects.
+func callRequest(ctx context.Context, c Call) (*http.Request, *tunnel, error) {
+	if c.Session == nil {
+		return nil, nil, fmt.Errorf("%w: no session", ErrBadCall)
+	}
+	if c.URL == nil || c.URL.Scheme != "https" || c.URL.Host == "" || c.URL.User != nil || c.URL.Fragment != "" {
+		return nil, nil, fmt.Errorf("%w: the URL must be https://host[:port]/path?query", ErrBadCall)
+	}
+	auth, err := policy.ParseAuthority(c.URL.Host, 443)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: URL host %q: %v", ErrBadCall, c.URL.Host, err)
+	}
+	method := c.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	uri := c.URL.EscapedPath()
+	if !strings.HasPrefix(uri, "/") {
+		uri = "/" + uri
+	}
+	if c.URL.RawQuery != "" {
+		uri += "?" + c.URL.RawQuery
+	}
+	r, err := http.NewRequestWithContext(ctx, method, "https://"+auth.String()+uri, bytes.NewReader(c.Body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBadCall, err)
+	}
+	r.RequestURI = uri
+	r.Host = auth.String()
+	r.RemoteAddr = "call"
+	if c.Header != nil {
+		r.Header = c.Header.Clone()
+	}
+	if c.Body == nil {
+		r.Body, r.ContentLength = http.NoBody, 0
+	}
+	t := &tunnel{sess: c.Session, authority: auth, id: "call", client: "call"}
+	return r, t, nil
+}
+
+// noteRefusal hands a refusal back to Execute's caller when w, or a writer
+// it wraps, is a call's writer.
+func noteRefusal(w http.ResponseWriter, ref refusal) {
+	for w != nil {
+		if cw, ok := w.(*callWriter); ok {
+			cw.refusal = newRefusal(ref)
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
+}
+
+func newRefusal(ref refusal) *Refusal {
+	rf := &Refusal{Status: ref.Status, Class: ref.Class, Reason: string(ref.Reason), Message: ref.Message, RetryAfter: ref.RetryAfter}
+	if ref.Approval != nil {
+		rf.ApprovalID, rf.ReviewURL = ref.Approval.ID, ref.Approval.ReviewURL
+	}
+	return rf
+}
+
+// callWriter collects a call's response in memory, up to maxCallBody.
+type callWriter struct {
+	header    http.Header
+	status    int
+	body      bytes.Buffer
+	truncated bool
+	refusal   *Refusal
+}
+
+func (w *callWriter) Header() http.Header { return w.header }
+
+func (w *callWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+}
+
+func (w *callWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	room := maxCallBody - w.body.Len()
+	if len(b) > room {
+		w.body.Write(b[:max(room, 0)])
+		w.truncated = true
+		return len(b), nil
+	}
+	return w.body.Write(b)
+}
+
+// Flush is a no-op: the whole response is returned at once.
+func (w *callWriter) Flush() {}
