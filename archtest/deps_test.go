@@ -19,8 +19,9 @@ var allowed = map[string][]string{
 	"inject":       {"policy", "golang.org/x/oauth2", "github.com/aws/"},
 	"audit":        {"github.com/rs/zerolog"},
 	"dataplane":    {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "github.com/rs/zerolog", "golang.org/x/net/"},
-	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "*"},
-	"sandbox":      {"ca", "policy", "controlplane", "*"},
+	"action":       {"policy", "github.com/BurntSushi/toml"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "*"},
+	"sandbox":      {"ca", "policy", "action", "controlplane", "*"},
 	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aileronhq/aileron/action"
 )
 
 // maxAdminBody bounds an admin API request body.
@@ -37,6 +39,9 @@ type Admin struct {
 	Vault       *Vault
 	Bindings    *Bindings
 	Credentials *Credentials
+	// Catalog returns the installed actions (GET /v1/sessions/{id}/tools);
+	// nil means none.
+	Catalog func() *action.Catalog
 	// Approvals backs the /v1/approvals routes; nil answers them with 503.
 	Approvals *ApprovalStore
 	// OnEvent receives each control-plane change for the audit trail:
@@ -104,6 +109,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions", a.listSessions)
 	mux.HandleFunc("GET /v1/sessions/{id}", a.getSession)
 	mux.HandleFunc("DELETE /v1/sessions/{id}", a.deleteSession)
+	mux.HandleFunc("GET /v1/sessions/{id}/tools", a.sessionTools)
 	mux.HandleFunc("GET /v1/connectors", a.listConnectors)
 	mux.HandleFunc("POST /v1/connectors", a.installConnector)
 	mux.HandleFunc("POST /v1/connectors/remove", a.removeConnector)

@@ -1,23 +1,23 @@
 package controlplane
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"maps"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aileronhq/aileron/policy"
 )
 
 // Binding limits.
 const (
-	// bindingsFormat is the version of bindings.json.
+	// bindingsFormat is the version of the old bindings.json.
 	bindingsFormat = 1
-	// maxBindingsSize bounds how much of bindings.json is read.
+	// maxBindingsSize bounds how much of the old bindings.json is read.
 	maxBindingsSize = 4 << 20
 	// maxEnvName bounds a binding's Env, in bytes.
 	maxEnvName = 128
@@ -47,40 +47,60 @@ type Binding struct {
 	Env string `json:"env,omitempty"`
 }
 
-// Bindings is the set of bindings, one per connector FQN, kept in File
-// (normally $AILERON_HOME/bindings.json, mode 0600, replaced atomically on
-// every change). Changes are visible to Get from the next call.
+// Bindings is the set of bindings, one per connector FQN, kept in the
+// bindings table of the control-plane database (only which credential goes
+// where: secrets stay in the vault) and in memory. Changes are committed to
+// the database first and are visible to Get from the next call.
 //
 // Call Open before anything else. Methods are safe for concurrent use;
-// readers never wait for disk I/O.
+// readers never wait for disk or database I/O. A Bindings must not be copied
+// after first use.
 type Bindings struct {
-	// File is the bindings file. Required; a missing file is no bindings.
+	// DB is the control-plane database. Nil means Open opens DBFileName in
+	// File's directory ($AILERON_HOME/aileron.db for the usual File), and
+	// Close closes it; then File is required.
+	DB *DB
+	// File is the bindings file of older versions, normally
+	// $AILERON_HOME/bindings.json: if it exists when Open runs and the
+	// database has no bindings yet, it is imported once and renamed
+	// bindings.json.imported. Empty means there is nothing to import.
 	File string
+	// Logf receives a line when File is imported. Nil discards it.
+	Logf func(format string, args ...any)
 
-	writeMu sync.Mutex // serialises changes
+	state   stateDB
+	writeMu sync.Mutex // serialises changes; guards db
+	db      *DB        // nil until Open
 	mu      sync.RWMutex
 	byFQN   map[string]Binding // copy-on-write; nil until Open
 }
 
-// bindingsFile is bindings.json.
+// bindingsFile is the old bindings.json.
 type bindingsFile struct {
 	Version  int       `json:"version"`
 	Bindings []Binding `json:"bindings"`
 }
 
-// Open loads File. Failures: File unset wraps ErrInvalidArgument; a file
-// that does not parse or holds an invalid or duplicate binding wraps
-// ErrCorruptState, naming the file and the entry.
+// Open imports File if needed and loads the bindings. Failures: neither DB
+// nor File set wraps ErrInvalidArgument; a File that does not parse or holds
+// an invalid or duplicate binding wraps ErrCorruptState, naming the file and
+// the entry, as does an invalid row, naming the database; the database's
+// own failures are OpenDB's.
 func (b *Bindings) Open() error {
-	if b.File == "" {
-		return fmt.Errorf("%w: Bindings needs File", ErrInvalidArgument)
-	}
-	byFQN, err := readBindings(b.File)
-	if err != nil {
-		return err
+	if b.DB == nil && b.File == "" {
+		return fmt.Errorf("%w: Bindings needs DB (the control-plane database) or File ($AILERON_HOME/bindings.json)", ErrInvalidArgument)
 	}
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
+	db, err := b.state.get(b.DB, b.File, b.importBindingsFile)
+	if err != nil {
+		return err
+	}
+	byFQN, err := loadBindings(context.Background(), db.sql, db)
+	if err != nil {
+		return err
+	}
+	b.db = db
 	b.mu.Lock()
 	b.byFQN = byFQN
 	b.mu.Unlock()
@@ -97,40 +117,33 @@ func (b *Bindings) Bind(bd Binding) error {
 	if err := validateBinding(bd); err != nil {
 		return err
 	}
-	b.writeMu.Lock()
-	defer b.writeMu.Unlock()
-	cur, err := b.snapshot()
-	if err != nil {
-		return err
-	}
-	if bd.Env != "" {
-		for _, o := range cur {
-			if o.Env == bd.Env && o.Connector != bd.Connector && o.Credential != bd.Credential {
-				return fmt.Errorf("%w: env %s already carries the placeholder of credential %s (bound to %s); "+
-					"choose another variable name", ErrConflict, bd.Env, o.Credential, o.Connector)
+	return b.change(func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
+		if bd.Env != "" {
+			for _, o := range cur {
+				if o.Env == bd.Env && o.Connector != bd.Connector && o.Credential != bd.Credential {
+					return fmt.Errorf("%w: env %s already carries the placeholder of credential %s (bound to %s); "+
+						"choose another variable name", ErrConflict, bd.Env, o.Credential, o.Connector)
+				}
 			}
 		}
-	}
-	next := maps.Clone(cur)
-	next[bd.Connector] = bd
-	return b.commit(next)
+		cur[bd.Connector] = bd
+		return putBinding(ctx, tx, bd, time.Now())
+	})
 }
 
 // Unbind removes the binding of connector fqn. No binding wraps
 // ErrNotFound; before Open, ErrNotOpen.
 func (b *Bindings) Unbind(fqn string) error {
-	b.writeMu.Lock()
-	defer b.writeMu.Unlock()
-	cur, err := b.snapshot()
-	if err != nil {
-		return err
-	}
-	if _, ok := cur[fqn]; !ok {
-		return fmt.Errorf("%w: connector %q has no credential binding (see `aileron credential list`)", ErrNotFound, fqn)
-	}
-	next := maps.Clone(cur)
-	delete(next, fqn)
-	return b.commit(next)
+	return b.change(func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
+		if _, ok := cur[fqn]; !ok {
+			return fmt.Errorf("%w: connector %q has no credential binding (see `aileron credential list`)", ErrNotFound, fqn)
+		}
+		delete(cur, fqn)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM bindings WHERE connector = ?`, fqn); err != nil {
+			return fmt.Errorf("removing the binding of %s: %w", fqn, err)
+		}
+		return nil
+	})
 }
 
 // Get returns the binding of connector fqn. Before Open it reports none.
@@ -158,30 +171,27 @@ func (b *Bindings) List() []Binding {
 	return out
 }
 
-// snapshot returns the current map (never modified in place) or ErrNotOpen.
-func (b *Bindings) snapshot() (map[string]Binding, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.byFQN == nil {
-		return nil, fmt.Errorf("%w: bindings", ErrNotOpen)
+// change runs fn in a write transaction with the bindings as they stand in
+// the database (a fresh map fn may modify to match what it writes), and
+// after the commit makes that map current. Before Open it wraps ErrNotOpen.
+func (b *Bindings) change(fn func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error) error {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	if b.db == nil {
+		return fmt.Errorf("%w: bindings", ErrNotOpen)
 	}
-	return b.byFQN, nil
-}
-
-// commit writes next to File and then makes it current. The caller holds
-// writeMu.
-func (b *Bindings) commit(next map[string]Binding) error {
-	f := bindingsFile{Version: bindingsFormat, Bindings: make([]Binding, 0, len(next))}
-	for _, bd := range next {
-		f.Bindings = append(f.Bindings, bd)
-	}
-	sort.Slice(f.Bindings, func(i, j int) bool { return f.Bindings[i].Connector < f.Bindings[j].Connector })
-	data, err := json.MarshalIndent(f, "", "  ")
+	ctx := context.Background()
+	var next map[string]Binding
+	err := b.db.write(ctx, func(tx *sql.Tx) error {
+		cur, err := loadBindings(ctx, tx, b.db)
+		if err != nil {
+			return err
+		}
+		next = cur
+		return fn(ctx, tx, cur)
+	})
 	if err != nil {
-		return fmt.Errorf("encoding bindings: %w", err)
-	}
-	if err := writeFileAtomic(b.File, append(data, '\n')); err != nil {
-		return fmt.Errorf("writing bindings: %w", err)
+		return err
 	}
 	b.mu.Lock()
 	b.byFQN = next
@@ -189,16 +199,9 @@ func (b *Bindings) commit(next map[string]Binding) error {
 	return nil
 }
 
-// readBindings loads and validates the bindings file; a missing file is no
-// bindings.
-func readBindings(file string) (map[string]Binding, error) {
-	data, err := readBounded(file, maxBindingsSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Binding{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading bindings: %w", err)
-	}
+// decodeBindings parses and validates the content of an old bindings.json
+// named file. Failures wrap ErrCorruptState and name the file and the entry.
+func decodeBindings(file string, data []byte) (map[string]Binding, error) {
 	var f bindingsFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%w: bindings %s: %v; fix or remove the file", ErrCorruptState, file, err)

@@ -10,10 +10,11 @@ import (
 	"testing"
 )
 
-// bindingsAt returns opened Bindings in home/bindings.json.
+// bindingsAt returns opened Bindings on its own handle of home's database,
+// importing home/bindings.json if it exists.
 func bindingsAt(t *testing.T, home string) *Bindings {
 	t.Helper()
-	b := &Bindings{File: filepath.Join(home, "bindings.json")}
+	b := &Bindings{DB: openTestDB(t, filepath.Join(home, DBFileName)), File: filepath.Join(home, "bindings.json"), Logf: t.Logf}
 	if err := b.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +31,11 @@ func TestBindingsRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	file := filepath.Join(home, "bindings.json")
-	if got := mode(t, file); got != 0o600 {
-		t.Errorf("bindings.json has mode %v, want 0600", got)
+	if _, err := os.Stat(filepath.Join(home, "bindings.json")); !os.IsNotExist(err) {
+		t.Errorf("bindings.json written; bindings belong in the database (%v)", err)
+	}
+	if n := countRows(t, b.DB, "bindings"); n != 2 {
+		t.Errorf("%d rows in bindings, want 2", n)
 	}
 	want := []Binding{google, linear} // sorted by connector
 	if got := bindingsAt(t, home).List(); !reflect.DeepEqual(got, want) {
@@ -177,10 +180,14 @@ func TestBindingsOpenRefusesBadFiles(t *testing.T) {
 				data = []byte(s)
 			}
 			file := writeFile(t, t.TempDir(), "bindings.json", data)
-			b := &Bindings{File: file}
+			b := &Bindings{File: file} // nil DB: aileron.db next to file
+			t.Cleanup(func() { b.Close() })
 			err := b.Open()
 			if !errors.Is(err, ErrCorruptState) || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), file) {
 				t.Fatalf("Open = %v, want ErrCorruptState naming %s and saying %q", err, file, tt.says)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("a file that failed to import was moved: %v", err)
 			}
 		})
 	}
@@ -201,6 +208,6 @@ func TestBindingsBeforeOpen(t *testing.T) {
 		t.Error("a failed Bind created the file")
 	}
 	if err := (&Bindings{}).Open(); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Open without File = %v, want ErrInvalidArgument", err)
+		t.Errorf("Open without DB or File = %v, want ErrInvalidArgument", err)
 	}
 }

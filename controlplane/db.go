@@ -33,9 +33,13 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this aileron bin
 
 // DB is the daemon's persistent control-plane state, a SQLite database
 // (normally $AILERON_HOME/aileron.db, mode 0600) opened in WAL mode with a
-// busy timeout and foreign keys on. It holds approvals today; sessions, the
-// store index and credential bindings still live in their own files and move
-// here in later migrations.
+// busy timeout and foreign keys on. It holds approvals, action runs, session
+// metadata, the connector store index and credential bindings metadata.
+// What must stay a file stays one: each session's CA private key (0600,
+// sessions/<id>/), connector package bytes (store/connectors/sha256/<hash>/)
+// and secrets (the age-encrypted vault). State files of older versions
+// (store/index.json, bindings.json, sessions/<id>/session.json) are imported
+// once by Store, Bindings and Sessions and renamed *.imported.
 //
 // A DB is safe for concurrent use, and several processes may open the same
 // file: writes take SQLite's write lock at BEGIN (BEGIN IMMEDIATE) and wait
@@ -81,6 +85,73 @@ CREATE INDEX approvals_state_expires ON approvals (state, expires_at);
 -- a retry joins it instead of asking twice.
 CREATE UNIQUE INDEX approvals_live ON approvals (session, digest)
 	WHERE state IN ('pending','approved');
+`},
+		{version: 2, name: "action_runs", sql: `
+CREATE TABLE action_runs (
+	id          TEXT PRIMARY KEY,          -- the approval id when one is involved, else "ar_…"
+	session     TEXT NOT NULL,
+	action      TEXT NOT NULL,             -- action name
+	version     TEXT NOT NULL,
+	connector   TEXT NOT NULL,             -- FQN of the package the action came from
+	args        TEXT NOT NULL,             -- canonical JSON
+	status      TEXT NOT NULL CHECK (status IN ('pending_approval','running','completed','denied','failed')),
+	approval_id TEXT NOT NULL DEFAULT '',  -- approval the run currently waits on
+	next_step   INTEGER NOT NULL DEFAULT 0,
+	outputs     TEXT NOT NULL DEFAULT '{}',-- step id → decoded output
+	result      TEXT NOT NULL DEFAULT '',  -- JSON ActionResult once final
+	created_at  TEXT NOT NULL,
+	updated_at  TEXT NOT NULL
+) STRICT;
+CREATE INDEX action_runs_approval ON action_runs (approval_id);
+`},
+		{version: 3, name: "state_imports", sql: `
+-- One row per pre-SQLite state file imported (store index, bindings), so an
+-- import happens once even if the renamed file comes back.
+CREATE TABLE state_imports (
+	kind        TEXT PRIMARY KEY,          -- 'store_index' or 'bindings'
+	file        TEXT NOT NULL,             -- the file imported, now renamed file + '.imported'
+	imported_at TEXT NOT NULL
+) STRICT;
+`},
+		{version: 4, name: "store_versions", sql: `
+-- The connector store index; package bytes stay content-addressed on disk
+-- under store/connectors/sha256/<hash>/.
+CREATE TABLE store_versions (
+	fqn          TEXT NOT NULL,
+	version      TEXT NOT NULL,            -- strict SemVer
+	hash         TEXT NOT NULL CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+	active       INTEGER NOT NULL DEFAULT 0 CHECK (active IN (0, 1)),
+	installed_at TEXT NOT NULL,
+	PRIMARY KEY (fqn, version)
+) STRICT;
+-- At most one active version per connector (the store keeps exactly one).
+CREATE UNIQUE INDEX store_versions_active ON store_versions (fqn) WHERE active = 1;
+CREATE INDEX store_versions_hash ON store_versions (hash);
+`},
+		{version: 5, name: "sessions", sql: `
+-- Session metadata; each session's CA (private key mode 0600) stays in
+-- sessions/<id>/ on disk.
+CREATE TABLE sessions (
+	id           TEXT PRIMARY KEY,
+	name         TEXT NOT NULL DEFAULT '',
+	token_sha256 TEXT NOT NULL,            -- hex SHA-256 of the token; the token is never stored
+	connectors   TEXT NOT NULL DEFAULT '[]', -- JSON array of FQNs; empty means every installed connector
+	created_at   TEXT NOT NULL,
+	expires_at   TEXT NOT NULL
+) STRICT;
+CREATE INDEX sessions_expires ON sessions (expires_at);
+`},
+		{version: 6, name: "bindings", sql: `
+-- Credential bindings metadata; secrets stay in the age-encrypted vault.
+CREATE TABLE bindings (
+	connector  TEXT PRIMARY KEY,           -- connector FQN
+	credential TEXT NOT NULL,              -- vault entry name
+	header     TEXT NOT NULL DEFAULT '',
+	format     TEXT NOT NULL DEFAULT '',
+	query      TEXT NOT NULL DEFAULT '',
+	env        TEXT NOT NULL DEFAULT '',
+	updated_at TEXT NOT NULL
+) STRICT;
 `},
 	}
 }

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,8 +98,9 @@ func TestOpenDBMigrations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), DBFileName)
 	ctx := context.Background()
 	v1 := migrations()
-	v2 := append(migrations(), migration{version: 2, name: "widgets", sql: `CREATE TABLE widgets (id INTEGER PRIMARY KEY) STRICT`})
-	broken := append(migrations(), migration{version: 2, name: "broken",
+	next := len(v1) + 1
+	v2 := append(migrations(), migration{version: next, name: "widgets", sql: `CREATE TABLE widgets (id INTEGER PRIMARY KEY) STRICT`})
+	broken := append(migrations(), migration{version: next, name: "broken",
 		sql: `CREATE TABLE half (id INTEGER); INSERT INTO no_such_table VALUES (1)`})
 
 	d, err := openDB(path, v1)
@@ -108,8 +110,8 @@ func TestOpenDBMigrations(t *testing.T) {
 	d.Close()
 
 	// A failing migration is rolled back whole and the version stays.
-	if _, err := openDB(path, broken); err == nil || !strings.Contains(err.Error(), "migration 2 (broken)") {
-		t.Fatalf("broken migration: err = %v, want one naming migration 2", err)
+	if _, err := openDB(path, broken); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("migration %d (broken)", next)) {
+		t.Fatalf("broken migration: err = %v, want one naming migration %d", err, next)
 	}
 	d, err = openDB(path, v1)
 	if err != nil {
@@ -123,20 +125,20 @@ func TestOpenDBMigrations(t *testing.T) {
 
 	d, err = openDB(path, v2)
 	if err != nil {
-		t.Fatalf("upgrade to v2: %v", err)
+		t.Fatalf("upgrade to version %d: %v", next, err)
 	}
-	if v, err := d.SchemaVersion(ctx); err != nil || v != 2 {
-		t.Errorf("after upgrade SchemaVersion = %d, %v; want 2", v, err)
+	if v, err := d.SchemaVersion(ctx); err != nil || v != next {
+		t.Errorf("after upgrade SchemaVersion = %d, %v; want %d", v, err, next)
 	}
 	if _, err := d.sql.ExecContext(ctx, "INSERT INTO widgets (id) VALUES (1)"); err != nil {
-		t.Errorf("migration 2 table unusable: %v", err)
+		t.Errorf("migration %d table unusable: %v", next, err)
 	}
 	d.Close()
 
-	// The v1 binary must refuse the v2 database.
+	// The older binary must refuse the newer database.
 	_, err = openDB(path, v1)
-	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "schema version 2") {
-		t.Fatalf("old binary on new schema: err = %v, want ErrSchemaTooNew naming version 2", err)
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), fmt.Sprintf("schema version %d", next)) {
+		t.Fatalf("old binary on new schema: err = %v, want ErrSchemaTooNew naming version %d", err, next)
 	}
 }
 

@@ -1,22 +1,23 @@
 package controlplane
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
 )
 
-// indexSchema identifies the store index format.
+// indexSchema identifies the pre-SQLite index.json format.
 const indexSchema = "aileron.store.index.v1"
 
-// storeIndex is the content of Dir/index.json: for each connector FQN, its
-// installed versions and which one is active.
+// storeIndex is the store index: for each connector FQN, its installed
+// versions and which one is active. It is read from the store_versions table
+// (loadIndex) and was once the content of Dir/index.json (decodeIndex, for
+// the one-time import).
 type storeIndex struct {
 	Schema     string                     `json:"schema"`
 	Connectors map[string]*indexConnector `json:"connectors"`
@@ -98,46 +99,17 @@ func isHexHash(s string) bool {
 	return true
 }
 
-// readIndex loads Dir/index.json; a missing file is an empty index.
+// readIndex loads the store index from the database (importing a
+// pre-SQLite Dir/index.json on first use). Content failures wrap
+// ErrCorruptState.
 func (s *Store) readIndex() (*storeIndex, error) {
-	p := s.indexPath()
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return newIndex(), nil
-	}
+	db, err := s.database()
 	if err != nil {
-		return nil, fmt.Errorf("reading store index: %w", err)
+		return nil, err
 	}
-	return decodeIndex(p, data)
+	return loadIndex(context.Background(), db.sql, db)
 }
 
-// writeIndex replaces Dir/index.json atomically (temp file, fsync, rename).
-func (s *Store) writeIndex(ix *storeIndex) error {
-	data, err := json.MarshalIndent(ix, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding store index: %w", err)
-	}
-	f, err := os.CreateTemp(s.Dir, ".index-*.json")
-	if err != nil {
-		return fmt.Errorf("writing store index: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(append(data, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.indexPath())
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing store index: %w", err)
-	}
-	return nil
-}
-
-// indexPath is Dir/index.json.
+// indexPath is Dir/index.json, the index of stores made before the index
+// moved into the database; Store imports it once.
 func (s *Store) indexPath() string { return filepath.Join(s.Dir, "index.json") }

@@ -1,12 +1,12 @@
 package controlplane
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,14 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/aileronhq/aileron/ca"
 )
 
 // Session files and formats.
 const (
-	// sessionFile is the session record inside Dir/<id>.
+	// sessionFile is the session record inside Dir/<id> of sessions created
+	// before their metadata moved into the database; Open imports it.
 	sessionFile = "session.json"
 	// bundleFile is the session CA followed by the system roots.
 	bundleFile = "ca-bundle.pem"
@@ -37,7 +37,7 @@ const (
 	base32Lower = "abcdefghijklmnopqrstuvwxyz234567"
 	// creatingPrefix marks a session directory still being written.
 	creatingPrefix = ".creating-"
-	// maxRecordSize bounds how much of session.json is read.
+	// maxRecordSize bounds how much of a pre-SQLite session.json is read.
 	maxRecordSize = 1 << 20
 )
 
@@ -149,71 +149,88 @@ func createPrivateFile(path string, data []byte, what string) (err error) {
 	return f.Sync()
 }
 
-// loadAll reads every session directory under s.Dir. Expired sessions and
-// leftovers of interrupted creations are deleted; unloadable ones are
-// logged and skipped.
-func (s *Sessions) loadAll(key []byte) (map[string]*sessionEntry, error) {
-	entries, err := os.ReadDir(s.Dir)
+// loadAll brings the sessions on record up to date and loads them:
+// leftovers of interrupted creations are deleted, sessions of older
+// versions imported, expired sessions deleted (row and directory), and
+// every other session loaded with its CA; the ones that cannot be are logged
+// and skipped.
+func (s *Sessions) loadAll(db *DB, key []byte) (map[string]*sessionEntry, error) {
+	dirs, err := s.sessionDirs()
 	if err != nil {
-		return nil, fmt.Errorf("reading sessions directory: %w", err)
+		return nil, err
+	}
+	if err := s.importLegacySessions(db, key, dirs); err != nil {
+		return nil, err
 	}
 	now := s.now()
-	live := make(map[string]*sessionEntry, len(entries))
-	for _, de := range entries {
-		name := de.Name()
-		dir := filepath.Join(s.Dir, name)
-		switch {
-		case strings.HasPrefix(name, creatingPrefix):
-			os.RemoveAll(dir)
-			continue
-		case !de.IsDir() || !validSessionID(name):
+	expired, err := deleteExpiredSessions(db, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range expired {
+		if validSessionID(id) {
+			os.RemoveAll(filepath.Join(s.Dir, id))
+		}
+		s.logf("session: expired %s removed", id)
+	}
+	recs, bad, err := sessionRows(context.Background(), db)
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	for id, err := range bad {
+		known[id] = true
+		s.logf("session: skipping %s: %v (`aileron session delete %s` removes it)", id, err, id)
+	}
+	live := make(map[string]*sessionEntry, len(recs))
+	for _, rec := range recs {
+		known[rec.ID] = true
+		e, err := s.loadSession(key, rec)
+		if err != nil {
+			s.logf("session: skipping %s: %v (`aileron session delete %s` removes it)", rec.ID, err, rec.ID)
 			continue
 		}
-		e, err := s.loadSession(key, name, now)
-		switch {
-		case errors.Is(err, errExpired):
-			os.RemoveAll(dir)
-			s.logf("session: expired %s removed", name)
-		case err != nil:
-			s.logf("session: skipping %s: %v (`aileron session delete %s` removes it)", dir, err, name)
-		default:
-			live[name] = e
+		live[rec.ID] = e
+	}
+	for _, id := range dirs {
+		if _, err := os.Lstat(filepath.Join(s.Dir, id, sessionFile)); !known[id] && err != nil {
+			s.logf("session: %s has no record in %s; `aileron session delete %s` removes it", filepath.Join(s.Dir, id), db.path, id)
 		}
 	}
 	return live, nil
 }
 
-// errExpired marks a session record found expired by loadSession.
-var errExpired = errors.New("session expired")
+// sessionDirs returns the ids of the session directories under Dir,
+// deleting the leftovers of interrupted creations.
+func (s *Sessions) sessionDirs() ([]string, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading sessions directory: %w", err)
+	}
+	var ids []string
+	for _, de := range entries {
+		name := de.Name()
+		switch {
+		case strings.HasPrefix(name, creatingPrefix):
+			os.RemoveAll(filepath.Join(s.Dir, name))
+		case de.IsDir() && validSessionID(name):
+			ids = append(ids, name)
+		}
+	}
+	return ids, nil
+}
 
-// loadSession reads Dir/<id>: the record and, unless the session has expired
-// by now (errExpired), the CA. Content failures wrap ErrCorruptState.
-func (s *Sessions) loadSession(key []byte, id string, now time.Time) (*sessionEntry, error) {
-	dir := filepath.Join(s.Dir, id)
-	data, err := readBounded(filepath.Join(dir, sessionFile), maxRecordSize)
+// loadSession checks rec against the session key and loads its CA from
+// Dir/<id>. Failures wrap ErrCorruptState.
+func (s *Sessions) loadSession(key []byte, rec sessionRecord) (*sessionEntry, error) {
+	if !validSessionID(rec.ID) {
+		return nil, fmt.Errorf("%w: session id %q is malformed", ErrCorruptState, rec.ID)
+	}
+	tokenHash, err := checkRecord(key, rec)
 	if err != nil {
 		return nil, err
 	}
-	var rec sessionRecord
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptState, sessionFile, err)
-	}
-	if rec.ID != id {
-		return nil, fmt.Errorf("%w: %s: id %q does not match its directory", ErrCorruptState, sessionFile, rec.ID)
-	}
-	raw, err := hex.DecodeString(rec.TokenSHA256)
-	if err != nil || len(raw) != sha256.Size {
-		return nil, fmt.Errorf("%w: %s: token_sha256 is not a hex SHA-256", ErrCorruptState, sessionFile)
-	}
-	var tokenHash [sha256.Size]byte
-	copy(tokenHash[:], raw)
-	if derived := sha256.Sum256([]byte(deriveToken(key, id))); derived != tokenHash {
-		return nil, fmt.Errorf("%w: the session was created with a different session key", ErrCorruptState)
-	}
-	if !now.Before(rec.ExpiresAt) {
-		return nil, errExpired
-	}
-	authority, err := ca.LoadDir(dir, ca.Options{Now: s.Now})
+	authority, err := ca.LoadDir(filepath.Join(s.Dir, rec.ID), ca.Options{Now: s.Now})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorruptState, err)
 	}
@@ -238,30 +255,38 @@ func readBounded(p string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// writeSession writes a session's directory: staged as Dir/.creating-<id>
-// (mode 0700) with the CA, the CA bundle and session.json, then renamed to
-// Dir/<id> so that a crash never leaves a half-written session behind.
-func (s *Sessions) writeSession(rec sessionRecord, authority *ca.Authority) error {
+// writeSession stores a new session: its directory is staged as
+// Dir/.creating-<id> (mode 0700) with the CA and the CA bundle and renamed to
+// Dir/<id>, and then its row is inserted into db, so that a crash never
+// leaves a half-written session on record. If the row cannot be written, the
+// directory is removed.
+func (s *Sessions) writeSession(db *DB, rec sessionRecord, authority *ca.Authority) error {
 	tmp := filepath.Join(s.Dir, creatingPrefix+rec.ID)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("creating session directory: %w", err)
 	}
-	err := s.fillSessionDir(tmp, rec, authority)
+	final := filepath.Join(s.Dir, rec.ID)
+	err := s.fillSessionDir(tmp, authority)
 	if err == nil {
 		err = os.Chmod(tmp, 0o700)
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.Dir, rec.ID))
+		err = os.Rename(tmp, final)
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("writing session %s: %w", rec.ID, err)
 	}
+	ctx := context.Background()
+	if err := db.write(ctx, func(tx *sql.Tx) error { return insertSession(ctx, tx, rec) }); err != nil {
+		os.RemoveAll(final)
+		return err
+	}
 	return nil
 }
 
-// fillSessionDir writes the CA, the bundle and the record into dir.
-func (s *Sessions) fillSessionDir(dir string, rec sessionRecord, authority *ca.Authority) error {
+// fillSessionDir writes the CA and the bundle into dir.
+func (s *Sessions) fillSessionDir(dir string, authority *ca.Authority) error {
 	if err := authority.Save(dir); err != nil {
 		return err
 	}
@@ -272,14 +297,7 @@ func (s *Sessions) fillSessionDir(dir string, rec sessionRecord, authority *ca.A
 		}
 		bundle = append(bundle, roots...)
 	}
-	if err := os.WriteFile(filepath.Join(dir, bundleFile), bundle, 0o644); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, sessionFile), append(data, '\n'), 0o600)
+	return os.WriteFile(filepath.Join(dir, bundleFile), bundle, 0o644)
 }
 
 // systemRoots returns the content of the first readable system CA bundle, or

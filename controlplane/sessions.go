@@ -108,20 +108,29 @@ type SessionInfo struct {
 }
 
 // Sessions manages proxy sessions: each has an id, a secret token, a TTL, a
-// connector scope and its own root CA. Sessions live on disk under Dir (one
-// 0700 directory per session) and in memory, so that Authenticate, the proxy's
-// hot path, touches no disk.
+// connector scope and its own root CA. A session's metadata (id, name, token
+// hash, times, connectors) is a row of the sessions table in the
+// control-plane database; its CA (private key mode 0600) and CA bundle stay
+// on disk in Dir/<id>/ (mode 0700). Open loads every session into memory, so
+// that Authenticate, the proxy's hot path, touches neither disk nor
+// database. Sessions created by an older aileron (Dir/<id>/session.json) are
+// imported by Open, their session.json renamed session.json.imported.
 //
 // The token is not stored: it is derived as HMAC-SHA256(session key, id)
 // truncated to 192 bits (base64url), so the daemon can show a session's env
-// again, while session.json holds only the token's SHA-256. The session key
+// again, while the database holds only the token's SHA-256. The session key
 // (32 random bytes, 0600) lives in KeyFile; replacing it makes existing
 // sessions unusable.
 //
-// Call Open before anything else. Methods are safe for concurrent use.
+// Call Open before anything else. Methods are safe for concurrent use. A
+// Sessions must not be copied after first use.
 type Sessions struct {
 	// Dir is the sessions directory, normally $AILERON_HOME/sessions. Required.
 	Dir string
+	// DB is the control-plane database holding session metadata. Nil means
+	// Open opens DBFileName in Dir's parent directory
+	// ($AILERON_HOME/aileron.db for the usual Dir), and Close closes it.
+	DB *DB
 	// KeyFile is the session key, normally $AILERON_HOME/keys/session.key.
 	// Required; created by Open if missing.
 	KeyFile string
@@ -141,9 +150,11 @@ type Sessions struct {
 	// session. Nil discards them.
 	Logf func(format string, args ...any)
 
-	mu   sync.RWMutex
-	key  []byte                   // nil until Open
-	live map[string]*sessionEntry // by id
+	state stateDB
+	mu    sync.RWMutex
+	key   []byte                   // nil until Open
+	db    *DB                      // nil until Open
+	live  map[string]*sessionEntry // by id
 	// retired sums the leaf-cache counters of removed sessions, so CertStats
 	// never goes backwards.
 	retired ca.Stats
@@ -156,7 +167,8 @@ type sessionEntry struct {
 	dp        *dataplane.Session // handed out by Authenticate, immutable
 }
 
-// sessionRecord is session.json.
+// sessionRecord is a session's metadata: a row of the sessions table, and
+// the JSON of a pre-SQLite session.json.
 type sessionRecord struct {
 	ID          string    `json:"id"`
 	Name        string    `json:"name,omitempty"`
@@ -166,12 +178,13 @@ type sessionRecord struct {
 	TokenSHA256 string    `json:"token_sha256"`
 }
 
-// Open loads the session key (creating it if missing) and every session
-// under Dir that is intact and unexpired, so sessions survive a daemon
-// restart. Expired sessions are deleted; sessions that cannot be loaded are
-// logged and skipped (Delete still removes them). Failures: a missing field
-// wraps ErrInvalidArgument; a key file others may read wraps ErrInsecureFile;
-// a key of the wrong size wraps ErrCorruptState.
+// Open loads the session key (creating it if missing), imports sessions
+// left by an older aileron, and loads every session that is intact and
+// unexpired, so sessions survive a daemon restart. Expired sessions are
+// deleted; sessions that cannot be loaded are logged and skipped (Delete
+// still removes them). Failures: a missing field wraps ErrInvalidArgument; a
+// key file others may read wraps ErrInsecureFile; a key of the wrong size
+// wraps ErrCorruptState; the database's failures are OpenDB's.
 func (s *Sessions) Open() error {
 	if s.Dir == "" || s.KeyFile == "" || s.ProxyURLHost == "" {
 		return fmt.Errorf("%w: Sessions needs Dir, KeyFile and ProxyURLHost", ErrInvalidArgument)
@@ -183,12 +196,16 @@ func (s *Sessions) Open() error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating sessions directory: %w", err)
 	}
-	live, err := s.loadAll(key)
+	db, err := s.state.get(s.DB, s.Dir, nil)
+	if err != nil {
+		return err
+	}
+	live, err := s.loadAll(db, key)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.key, s.live = key, live
+	s.key, s.db, s.live = key, db, live
 	s.mu.Unlock()
 	return nil
 }
@@ -201,7 +218,7 @@ func (s *Sessions) Create(req CreateRequest) (SessionInfo, error) {
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	key, err := s.sessionKey()
+	key, db, err := s.opened()
 	if err != nil {
 		return SessionInfo{}, err
 	}
@@ -218,7 +235,7 @@ func (s *Sessions) Create(req CreateRequest) (SessionInfo, error) {
 	if err != nil {
 		return SessionInfo{}, fmt.Errorf("creating session CA: %w", err)
 	}
-	if err := s.writeSession(rec, authority); err != nil {
+	if err := s.writeSession(db, rec, authority); err != nil {
 		return SessionInfo{}, err
 	}
 	e := newEntry(rec, tokenHash, authority)
@@ -309,23 +326,30 @@ func (s *Sessions) List() ([]SessionInfo, error) {
 }
 
 // Delete ends a session at once (Authenticate fails from then on) and
-// removes its directory, key material included. It also removes the directory
-// of a session Open could not load. An unknown id wraps ErrNotFound.
+// removes its row and its directory, key material included. It also removes
+// a session Open could not load. An unknown id wraps ErrNotFound; before
+// Open, ErrNotOpen.
 func (s *Sessions) Delete(id string) error {
 	s.mu.Lock()
-	if s.key == nil {
+	if s.key == nil || s.db == nil {
 		s.mu.Unlock()
 		return ErrNotOpen
 	}
+	db := s.db
 	e, ok := s.live[id]
 	s.retire(e)
 	delete(s.live, id)
 	s.mu.Unlock()
+	if !validSessionID(id) {
+		return fmt.Errorf("%w: session %q (see `aileron session list`)", ErrNotFound, id)
+	}
+	hadRow, err := deleteSessionRow(db, id)
+	if err != nil {
+		return err
+	}
 	dir := filepath.Join(s.Dir, id)
-	if !ok {
-		if _, err := os.Lstat(dir); !validSessionID(id) || err != nil {
-			return fmt.Errorf("%w: session %q (see `aileron session list`)", ErrNotFound, id)
-		}
+	if _, err := os.Lstat(dir); !ok && !hadRow && err != nil {
+		return fmt.Errorf("%w: session %q (see `aileron session list`)", ErrNotFound, id)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing session %s: %w", id, err)
@@ -359,21 +383,38 @@ func (s *Sessions) Authenticate(id, token string) (*dataplane.Session, error) {
 	return e.dp, nil
 }
 
-// Sweep deletes expired sessions from memory and disk and returns how many it
-// removed. The daemon calls it periodically; Authenticate refuses expired
-// sessions whether or not they have been swept.
+// Sweep deletes expired sessions from memory, database and disk and returns
+// how many it removed. The daemon calls it periodically; Authenticate
+// refuses expired sessions whether or not they have been swept.
 func (s *Sessions) Sweep() int {
 	now := s.now()
-	var expired []string
+	gone := map[string]bool{}
 	s.mu.Lock()
+	db := s.db
 	for id, e := range s.live {
 		if !now.Before(e.rec.ExpiresAt) {
-			expired = append(expired, id)
+			gone[id] = true
 			s.retire(e)
 			delete(s.live, id)
 		}
 	}
 	s.mu.Unlock()
+	if db != nil {
+		ids, err := deleteExpiredSessions(db, now)
+		if err != nil {
+			s.logf("session: sweeping expired sessions: %v", err)
+		}
+		for _, id := range ids {
+			gone[id] = true
+		}
+	}
+	expired := make([]string, 0, len(gone))
+	for id := range gone {
+		if validSessionID(id) {
+			expired = append(expired, id)
+		}
+	}
+	sort.Strings(expired)
 	for _, id := range expired {
 		if err := os.RemoveAll(filepath.Join(s.Dir, id)); err != nil {
 			s.logf("session: removing expired %s: %v", id, err)
@@ -404,14 +445,14 @@ func (s *Sessions) info(e *sessionEntry, token string) SessionInfo {
 	return in
 }
 
-// sessionKey returns the key loaded by Open, or ErrNotOpen.
-func (s *Sessions) sessionKey() ([]byte, error) {
+// opened returns the key and database of Open, or ErrNotOpen.
+func (s *Sessions) opened() ([]byte, *DB, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.key == nil {
-		return nil, ErrNotOpen
+	if s.key == nil || s.db == nil {
+		return nil, nil, ErrNotOpen
 	}
-	return s.key, nil
+	return s.key, s.db, nil
 }
 
 // now returns the session clock's time.

@@ -16,12 +16,13 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 )
 
-// sessionsAt returns an opened Sessions rooted at home, with a fake system
-// roots file and the given clock.
+// sessionsAt returns an opened Sessions rooted at home, with its own handle
+// on home's database, a fake system roots file and the given clock.
 func sessionsAt(t *testing.T, home string, clock *fakeClock) *Sessions {
 	t.Helper()
 	roots := writeFile(t, home, "roots.pem", []byte("-----BEGIN CERTIFICATE-----\nSYSTEM\n-----END CERTIFICATE-----\n"))
 	s := &Sessions{
+		DB:           openTestDB(t, filepath.Join(home, DBFileName)),
 		Dir:          filepath.Join(home, "sessions"),
 		KeyFile:      filepath.Join(home, "keys", "session.key"),
 		ProxyURLHost: "127.0.0.1:9080",
@@ -81,16 +82,21 @@ func TestSessionLifecycle(t *testing.T) {
 	dir := filepath.Join(home, "sessions", info.ID)
 	modes := map[string]os.FileMode{
 		dir: 0o700, filepath.Join(home, "keys", "session.key"): 0o600,
-		filepath.Join(dir, "ca-key.pem"): 0o600, filepath.Join(dir, sessionFile): 0o600,
+		filepath.Join(dir, ca.KeyFile): 0o600,
 	}
 	for p, want := range modes {
 		if got := mode(t, p); got != want {
 			t.Errorf("%s: mode %v, want %v", p, got, want)
 		}
 	}
-	record, _ := os.ReadFile(filepath.Join(dir, sessionFile))
-	if bytes.Contains(record, []byte(token)) {
-		t.Error("session.json contains the token")
+	if _, err := os.Stat(filepath.Join(dir, sessionFile)); !os.IsNotExist(err) {
+		t.Errorf("%s written; session metadata belongs in the database (%v)", sessionFile, err)
+	}
+	var row string
+	err = s.DB.sql.QueryRow(`SELECT id || ' ' || name || ' ' || token_sha256 || ' ' || connectors || ' ' || expires_at
+		FROM sessions WHERE id = ?`, info.ID).Scan(&row)
+	if err != nil || strings.Contains(row, token) || !strings.Contains(row, `["`+googleFQN+`"]`) || !strings.Contains(row, "agent 1") {
+		t.Errorf("sessions row = %q, %v; want the metadata without the token", row, err)
 	}
 	certPEM, _ := os.ReadFile(info.CACertPath)
 	bundle, _ := os.ReadFile(info.CABundlePath)
@@ -112,6 +118,9 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("session dir still there: %v", err)
+	}
+	if n := countRows(t, s.DB, "sessions"); n != 0 {
+		t.Errorf("%d session rows after Delete, want 0", n)
 	}
 	for _, err := range []error{s.Delete(info.ID), s.Delete("../../etc"), func() error { _, err := s.Get(info.ID); return err }()} {
 		if !errors.Is(err, ErrNotFound) {
@@ -189,9 +198,13 @@ func TestOpenSkipsUnusableSessions(t *testing.T) {
 	clock := newFakeClock()
 	s := sessionsAt(t, home, clock)
 	keep, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
-	corrupt, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
+	badCA, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
+	badRow, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
 	expired, _ := s.Create(CreateRequest{TTL: time.Hour})
-	writeFile(t, filepath.Join(home, "sessions", corrupt.ID), sessionFile, []byte("{"))
+	writeFile(t, filepath.Join(home, "sessions", badCA.ID), ca.CertFile, []byte("{"))
+	if _, err := s.DB.sql.Exec(`UPDATE sessions SET connectors = '{' WHERE id = ?`, badRow.ID); err != nil {
+		t.Fatal(err)
+	}
 	os.Mkdir(filepath.Join(home, "sessions", creatingPrefix+"s_x"), 0o700)
 	clock.Advance(2 * time.Hour)
 
@@ -205,13 +218,28 @@ func TestOpenSkipsUnusableSessions(t *testing.T) {
 			t.Errorf("%s not cleaned up: %v", gone, err)
 		}
 	}
-	// A session Open could not load can still be deleted.
-	if err := s2.Delete(corrupt.ID); err != nil {
-		t.Errorf("Delete(corrupt) = %v", err)
+	// Sessions Open could not load can still be deleted, row and directory.
+	for _, id := range []string{badCA.ID, badRow.ID} {
+		if err := s2.Delete(id); err != nil {
+			t.Errorf("Delete(%s) = %v", id, err)
+		}
+		if _, err := os.Stat(filepath.Join(home, "sessions", id)); !os.IsNotExist(err) {
+			t.Errorf("unloadable session dir still there: %v", err)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(home, "sessions", corrupt.ID)); !os.IsNotExist(err) {
-		t.Errorf("corrupt session dir still there: %v", err)
+	if n := countRows(t, s2.DB, "sessions"); n != 1 {
+		t.Errorf("%d session rows left, want 1 (%s)", n, keep.ID)
 	}
+}
+
+// countRows returns the number of rows in table.
+func countRows(t *testing.T, db *DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.sql.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestReplacedKeyInvalidatesSessions(t *testing.T) {
@@ -240,6 +268,9 @@ func TestSweep(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.Dir, short.ID)); !os.IsNotExist(err) {
 		t.Errorf("expired session dir still there: %v", err)
+	}
+	if n := countRows(t, s.DB, "sessions"); n != 1 {
+		t.Errorf("%d session rows after Sweep, want 1", n)
 	}
 	if _, err := s.Authenticate(proxyCreds(t, long.ProxyURL)); err != nil {
 		t.Errorf("live session after Sweep: %v", err)
@@ -385,6 +416,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	if err := s.Open(); err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { s.Close() })
 	for range 100 {
 		if _, err := s.Create(CreateRequest{}); err != nil {
 			b.Fatal(err)

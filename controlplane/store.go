@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,22 +19,32 @@ import (
 // Store is the content-addressed connector store under $AILERON_HOME/store.
 //
 // Layout: Dir/connectors/sha256/<hex>/ holds one package, named by its
-// HashPackage hash; Dir/tmp/ stages installs; Dir/index.json maps each
-// connector FQN to its installed versions and the active one; Dir/.lock
-// serialises index updates across goroutines and processes (flock).
-// Packages are immutable once placed: the same bytes always land in the same
-// directory, and several versions (and connectors) may share one.
+// HashPackage hash; Dir/tmp/ stages installs. The index, which maps each
+// connector FQN to its installed versions (hash, install time) and the
+// active one, is the store_versions table of the control-plane database;
+// changes to it run in a write transaction, whose lock (BEGIN IMMEDIATE)
+// serialises them across goroutines and processes, package moves included.
+// A Dir/index.json left by an older aileron is imported on first use and
+// renamed index.json.imported. Packages are immutable once placed: the same
+// bytes always land in the same directory, and several versions (and
+// connectors) may share one.
 //
 // A Store's methods are safe for concurrent use, also by several processes on
-// the same Dir.
+// the same Dir and database. A Store must not be copied after first use.
 type Store struct {
 	// Dir is the store root, normally $AILERON_HOME/store. Required.
 	Dir string
+	// DB is the control-plane database holding the index. Nil means the
+	// Store opens DBFileName in Dir's parent directory ($AILERON_HOME/aileron.db
+	// for the usual Dir) on first use, and Close closes it.
+	DB *DB
 	// Logf receives one line per install, removal, repair and refused
 	// package. Nil discards them.
 	Logf func(format string, args ...any)
 	// Now stamps installs. Nil means time.Now.
 	Now func() time.Time
+
+	state stateDB
 }
 
 // Installed describes one installed connector version.
@@ -95,9 +107,13 @@ func (s *Store) Install(path string, active []policy.Source) (Installed, error) 
 	if err := checkConflicts(src, active); err != nil {
 		return Installed{}, err
 	}
+	// Hash a copy already in the store before taking the write lock, which
+	// the approval store shares: the common reinstall then holds it briefly.
+	got, herr := HashPackage(s.packageDir(src.Hash))
+	intact := herr == nil && got == src.Hash
 	var inst Installed
-	err = s.locked(func() error {
-		inst, err = s.commitInstall(src, pkg, staging)
+	err = s.update(func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
+		inst, err = s.commitInstall(ctx, tx, ix, src, pkg, staging, intact)
 		return err
 	})
 	if err != nil {
@@ -228,14 +244,11 @@ func checkConflicts(src policy.Source, active []policy.Source) error {
 		ErrConflict, fqn, src.Spec.Connector.Version, errors.Join(added...))
 }
 
-// commitInstall places the staged package and records it in the index. It
-// runs under the store lock.
-func (s *Store) commitInstall(src policy.Source, pkg, staging string) (Installed, error) {
+// commitInstall places the staged package and records it in the index ix
+// read in tx, the store's write transaction. intact says the package
+// directory was found intact just before.
+func (s *Store) commitInstall(ctx context.Context, tx *sql.Tx, ix *storeIndex, src policy.Source, pkg, staging string, intact bool) (Installed, error) {
 	fqn, version := src.Spec.Connector.FQN, src.Spec.Connector.Version
-	ix, err := s.readIndex()
-	if err != nil {
-		return Installed{}, err
-	}
 	c := ix.Connectors[fqn]
 	if c != nil {
 		if e, ok := c.Versions[version]; ok && e.Hash != src.Hash {
@@ -244,34 +257,35 @@ func (s *Store) commitInstall(src policy.Source, pkg, staging string) (Installed
 				ErrConflict, fqn, version, e.Hash, src.Hash, fqn, version)
 		}
 	}
-	if err := s.place(pkg, src.Hash, staging); err != nil {
+	if err := s.place(pkg, src.Hash, staging, intact); err != nil {
 		return Installed{}, err
 	}
-	if c == nil {
-		c = &indexConnector{Versions: map[string]indexVersion{}}
-		ix.Connectors[fqn] = c
+	e, ok := indexVersion{}, false
+	if c != nil {
+		e, ok = c.Versions[version]
 	}
-	e, ok := c.Versions[version]
 	if !ok {
 		e = indexVersion{Hash: src.Hash, InstalledAt: s.now().UTC().Round(0)}
-		c.Versions[version] = e
 	}
-	c.Active = version
-	if err := s.writeIndex(ix); err != nil {
+	if err := activateVersion(ctx, tx, fqn, version, e.Hash, e.InstalledAt); err != nil {
 		return Installed{}, err
 	}
 	return Installed{FQN: fqn, Version: version, Hash: src.Hash, Dir: s.packageDir(src.Hash), Active: true, InstalledAt: e.InstalledAt}, nil
 }
 
 // place renames the staged package into Dir/connectors/sha256/<hash>. If a
-// directory is already there and intact, the staged copy is dropped; if it is
-// damaged, it is replaced. It runs under the store lock.
-func (s *Store) place(pkg, hash, staging string) error {
+// directory is already there and intact (known to be when intact is true,
+// else hashed now), the staged copy is dropped; if it is damaged, it is
+// replaced. It runs inside the store's write transaction.
+func (s *Store) place(pkg, hash, staging string, intact bool) error {
 	final := s.packageDir(hash)
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return fmt.Errorf("creating store directory: %w", err)
 	}
 	if _, err := os.Lstat(final); err == nil {
+		if intact {
+			return nil
+		}
 		got, herr := HashPackage(final)
 		if herr == nil && got == hash {
 			return nil
@@ -337,12 +351,8 @@ func (s *Store) Remove(ref string) error {
 	if err != nil {
 		return err
 	}
-	var newActive string
-	err = s.locked(func() error {
-		ix, err := s.readIndex()
-		if err != nil {
-			return err
-		}
+	var newActive, moved, hash string
+	err = s.update(func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
 		c := ix.Connectors[fqn]
 		if c == nil {
 			return fmt.Errorf("%w: connector %s is not installed (see `aileron connector list`)", ErrNotFound, fqn)
@@ -361,14 +371,22 @@ func (s *Store) Remove(ref string) error {
 			c.Active = vs[len(vs)-1]
 			newActive = c.Active
 		}
-		if err := s.writeIndex(ix); err != nil {
+		if err := deleteVersion(ctx, tx, fqn, version, newActive); err != nil {
 			return err
 		}
 		if hashInUse(ix, e.Hash) {
 			return nil
 		}
-		return s.deletePackage(e.Hash)
+		hash = e.Hash
+		moved, err = s.movePackageAside(hash)
+		return err
 	})
+	if moved != "" {
+		if err != nil {
+			s.restorePackage(moved, hash)
+		}
+		os.RemoveAll(moved)
+	}
 	if err != nil {
 		return err
 	}
@@ -399,34 +417,6 @@ func hashInUse(ix *storeIndex, hash string) bool {
 		}
 	}
 	return false
-}
-
-// deletePackage removes a package directory: first renamed out of the store
-// (so no half-deleted package is ever visible), then deleted.
-func (s *Store) deletePackage(hash string) error {
-	staging, err := s.newStaging()
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(staging)
-	err = os.Rename(s.packageDir(hash), filepath.Join(staging, "removed"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing package %s: %w", s.packageDir(hash), err)
-	}
-	return nil
-}
-
-// locked runs fn holding the store lock (Dir/.lock).
-func (s *Store) locked(fn func() error) error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("creating store directory: %w", err)
-	}
-	unlock, err := lockFile(filepath.Join(s.Dir, ".lock"))
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	defer unlock()
-	return fn()
 }
 
 // checkDir refuses a Store without a Dir.

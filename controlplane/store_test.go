@@ -106,9 +106,13 @@ func (l *logBuffer) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
+// newStore returns a Store in a fresh home with its own database.
 func newStore(t *testing.T) (*Store, *logBuffer) {
+	t.Helper()
 	logs := &logBuffer{}
-	return &Store{Dir: filepath.Join(t.TempDir(), "store"), Logf: logs.Logf, Now: newFakeClock().Now}, logs
+	home := t.TempDir()
+	db := openTestDB(t, filepath.Join(home, DBFileName))
+	return &Store{Dir: filepath.Join(home, "store"), DB: db, Logf: logs.Logf, Now: newFakeClock().Now}, logs
 }
 
 // install installs path against the store's own active set, as Admin does.
@@ -421,9 +425,8 @@ func TestVerifyFindsUnparsableSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Rename(inst.Dir, s.packageDir(hash))
-	ix, _ := s.readIndex()
-	ix.Connectors[googleFQN].Versions["1.2.3"] = indexVersion{Hash: hash}
-	if err := s.writeIndex(ix); err != nil {
+	_, err = s.DB.sql.Exec(`UPDATE store_versions SET hash = ? WHERE fqn = ? AND version = '1.2.3'`, hash, googleFQN)
+	if err != nil {
 		t.Fatal(err)
 	}
 	problems := s.Verify()
@@ -638,6 +641,42 @@ func TestConcurrentInstalls(t *testing.T) {
 	}
 }
 
+func TestCorruptIndexRows(t *testing.T) {
+	hash := strings.Repeat("a", 64)
+	tests := map[string][]string{
+		"bad fqn":     {`INSERT INTO store_versions VALUES ('gmail', '1.0.0', '` + hash + `', 1, '2026-01-01T00:00:00.000000000Z')`},
+		"bad version": {`INSERT INTO store_versions VALUES ('github://a/b', '1.0', '` + hash + `', 1, '2026-01-01T00:00:00.000000000Z')`},
+		"no active":   {`INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '` + hash + `', 0, '2026-01-01T00:00:00.000000000Z')`},
+		"bad time":    {`INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '` + hash + `', 1, 'yesterday')`},
+	}
+	for name, stmts := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newStore(t)
+			for _, q := range stmts {
+				if _, err := s.DB.sql.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := s.List()
+			if !errors.Is(err, ErrCorruptState) || !strings.Contains(err.Error(), s.DB.Path()) {
+				t.Errorf("List = %v, want ErrCorruptState naming %s", err, s.DB.Path())
+			}
+			if _, errs := s.Load(); len(errs) != 1 || !errors.Is(errs[0], ErrCorruptState) {
+				t.Errorf("Load errors = %v", errs)
+			}
+			if err := s.Remove("github://a/b@1.0.0"); !errors.Is(err, ErrCorruptState) {
+				t.Errorf("Remove = %v, want ErrCorruptState", err)
+			}
+		})
+	}
+	// The schema itself refuses a hash that could name a path outside the store.
+	s, _ := newStore(t)
+	_, err := s.DB.sql.Exec(`INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '../../../etc', 1, '2026-01-01T00:00:00.000000000Z')`)
+	if err == nil {
+		t.Error("store_versions accepted a hash that is not 64 hex digits")
+	}
+}
+
 func TestCorruptIndex(t *testing.T) {
 	tests := map[string]string{
 		"syntax":         `{`,
@@ -649,9 +688,9 @@ func TestCorruptIndex(t *testing.T) {
 	for name, content := range tests {
 		t.Run(name, func(t *testing.T) {
 			s, _ := newStore(t)
-			writeFile(t, s.Dir, "index.json", []byte(content))
-			if _, err := s.List(); !errors.Is(err, ErrCorruptState) {
-				t.Errorf("List = %v, want ErrCorruptState", err)
+			index := writeFile(t, s.Dir, "index.json", []byte(content))
+			if _, err := s.List(); !errors.Is(err, ErrCorruptState) || !strings.Contains(err.Error(), index) {
+				t.Errorf("List = %v, want ErrCorruptState naming %s", err, index)
 			}
 			if _, errs := s.Load(); len(errs) != 1 || !errors.Is(errs[0], ErrCorruptState) {
 				t.Errorf("Load errors = %v", errs)

@@ -89,11 +89,6 @@ func RenderShell(vars []EnvVar) string {
 	return b.String()
 }
 
-// shellQuote single-quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // isShellName reports whether s is a POSIX shell variable name:
 // [A-Za-z_][A-Za-z0-9_]*.
 func isShellName(s string) bool {

@@ -97,9 +97,13 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	if err := d.openAudit(); err != nil {
 		return nil, err
 	}
+	if err := d.openApprovals(); err != nil {
+		return nil, err
+	}
 	logf := func(format string, args ...any) { log.Info().Msgf(format, args...) }
-	d.store = &controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), Logf: logf}
+	d.store = &controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Logf: logf}
 	d.sessions = &controlplane.Sessions{
+		DB:         d.db,
 		Dir:        filepath.Join(cfg.Home, "sessions"),
 		KeyFile:    filepath.Join(cfg.Home, "keys", "session.key"),
 		DefaultTTL: cfg.Sessions.DefaultTTL,
@@ -113,9 +117,6 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	}
 	guard := newGuard(cfg)
 	if err := d.openCredentials(guard, roots); err != nil {
-		return nil, err
-	}
-	if err := d.openApprovals(); err != nil {
 		return nil, err
 	}
 	d.proxy = &dataplane.Proxy{
@@ -175,7 +176,8 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 	if err := d.vault.Open(); err != nil {
 		return err
 	}
-	d.bindings = &controlplane.Bindings{File: filepath.Join(home, "bindings.json")}
+	d.bindings = &controlplane.Bindings{DB: d.db, File: filepath.Join(home, "bindings.json"),
+		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) }}
 	if err := d.bindings.Open(); err != nil {
 		return err
 	}

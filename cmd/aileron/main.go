@@ -17,6 +17,7 @@ Usage:
   aileron session create [--name N] [--ttl D] [--connector FQN]... [--json]
   aileron session env ID                                 shell exports for a sandbox
   aileron session list [--json] | delete ID
+  aileron session render ID --out DIR [--agent CMD]      tools.txt and one shim per tool, for a sandbox
   aileron connector install PATH                         a spec file or a package directory
   aileron connector list [--json] | verify | remove FQN@VERSION
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
@@ -25,6 +26,9 @@ Usage:
   aileron approvals list [--state S] [--json] | show ID | approve ID | deny ID --reason R | web-token
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line
+  aileron launch [--session ID | --new] [--tools] -- CMD ARGS…
+                                                         run CMD with a session's proxy env and CA bundle
+  aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
   aileron config print [--config FILE]                   the effective configuration
   aileron config defaults                                the embedded defaults, as YAML
   aileron help [COMMAND]
@@ -52,6 +56,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"credential": cmdCredential,
 		"audit":      cmdAudit,
 		"approvals":  cmdApprovals,
+		"launch":     cmdLaunch,
+		"mcp":        cmdMCP,
 	}
 	switch args[0] {
 	case "help", "-h", "--help":
@@ -65,9 +71,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	err := cmd(args[1:], stdin, stdout, stderr)
 	var ue usageError
+	var ec exitCodeError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ec):
+		return ec.code
 	case errors.Is(err, pflag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):

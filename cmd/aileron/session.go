@@ -14,7 +14,7 @@ import (
 
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: create, env, list or delete")
+		return usagef("want a subcommand: create, env, list, delete or render")
 	}
 	switch args[0] {
 	case "create":
@@ -25,8 +25,10 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return sessionList(args[1:], stdout, stderr)
 	case "delete":
 		return sessionDelete(args[1:], stdout, stderr)
+	case "render":
+		return sessionRender(args[1:], stdout, stderr)
 	}
-	return usagef("unknown subcommand %q: want create, env, list or delete", args[0])
+	return usagef("unknown subcommand %q: want create, env, list, delete or render", args[0])
 }
 
 func sessionCreate(args []string, stdout, stderr io.Writer) error {
@@ -75,7 +77,7 @@ func sessionEnv(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, sandbox.RenderShell(sandbox.Env(info, "")))
+	fmt.Fprint(stdout, sandbox.RenderShell(sandbox.Env(info, sandbox.DefaultAPIURL)))
 	return nil
 }
 

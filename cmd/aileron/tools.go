@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/sandbox"
+)
+
+// exitCodeError carries a launched command's exit status out of run.
+type exitCodeError struct{ code int }
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// sessionRender writes tools.txt and the command shims of a session.
+func sessionRender(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("session render", "session render ID --out DIR [--agent CMD] [--reserve NAME]...", stderr)
+	_, cfgFile := clientFlags(fs)
+	out := fs.String("out", "", "directory to write tools.txt and bin/ shims into (required)")
+	agent := fs.String("agent", "", "the agent command the sandbox runs (no shim may take its name)")
+	reserved := fs.StringArray("reserve", nil, "another command name no shim may take (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || *out == "" {
+		return usagef("want one session ID and --out DIR")
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	r, err := renderSession(context.Background(), newClient(cfg), fs.Arg(0), *agent, *reserved)
+	if err != nil {
+		return err
+	}
+	if err := r.WriteDir(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s and %d shims in %s\n", filepath.Join(*out, sandbox.ToolsFile), len(r.Shims), filepath.Join(*out, sandbox.BinDir))
+	return nil
+}
+
+// renderSession fetches a session's specs and actions from the admin API and
+// renders them; each conflict is reported (sandbox.Render joins them).
+func renderSession(ctx context.Context, c *controlplane.Client, id, agent string, reserved []string) (*sandbox.Rendering, error) {
+	st, err := c.SessionTools(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	in := sandbox.RenderInput{Actions: st.Actions, AgentCommand: agent, Reserved: reserved}
+	for i, raw := range st.Specs {
+		spec, err := policy.ParseSpec(fmt.Sprintf("spec %d of session %s", i+1, id), raw)
+		if err != nil {
+			return nil, err
+		}
+		in.Specs = append(in.Specs, spec)
+	}
+	if in.Actions == nil {
+		in.Actions = []action.Installed{}
+	}
+	return sandbox.Render(in)
+}
+
+// cmdLaunch runs a command inside a session's environment.
+func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("launch", "launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS...", stderr)
+	_, cfgFile := clientFlags(fs)
+	sessID := fs.String("session", "", "run in this existing session")
+	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
+	name := fs.String("name", "launch", "label of the session --new creates")
+	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
+	tools := fs.Bool("tools", false, "render the session's tools.txt and shims into a temporary directory and put its bin/ first in PATH")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sessID != "" && *fresh {
+		return usagef("--session and --new exclude each other")
+	}
+	if fs.NArg() == 0 {
+		return usagef("name the command after --, e.g. aileron launch -- curl https://api.example.com/")
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	c := newClient(cfg)
+	info, cleanup, err := launchSession(ctx, c, *sessID, *name, *conns)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	opts := sandbox.LaunchOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	if *tools {
+		dir, err := os.MkdirTemp("", "aileron-tools-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		r, err := renderSession(ctx, c, info.ID, filepath.Base(fs.Arg(0)), nil)
+		if err == nil {
+			err = r.WriteDir(dir)
+		}
+		if err != nil {
+			return err
+		}
+		opts.PathPrefix = []string{filepath.Join(dir, sandbox.BinDir)}
+	}
+	code, err := sandbox.Launch(ctx, info, nil, fs.Args(), opts)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitCodeError{code}
+	}
+	return nil
+}
+
+// launchSession returns the session to launch in: id's, or a new one that
+// cleanup deletes.
+func launchSession(ctx context.Context, c *controlplane.Client, id, name string, conns []string) (controlplane.SessionInfo, func(), error) {
+	if id != "" {
+		info, err := c.GetSession(ctx, id)
+		return info, func() {}, err
+	}
+	info, err := c.CreateSession(ctx, controlplane.CreateRequest{Name: name, Connectors: conns})
+	if err != nil {
+		return info, func() {}, err
+	}
+	cleanup := func() { _ = c.DeleteSession(context.Background(), info.ID) }
+	full, err := c.GetSession(ctx, info.ID) // with placeholders
+	if err != nil {
+		cleanup()
+		return info, func() {}, err
+	}
+	return full, cleanup, nil
+}
+
+// cmdMCP serves the session's actions as MCP tools on stdin/stdout. It runs
+// inside the sandbox and reaches the daemon through the proxy
+// (AILERON_API_URL, HTTPS_PROXY and SSL_CERT_FILE from the session env).
+func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("mcp", "mcp [--api-url URL]   (stdio; run by the agent inside the sandbox)", stderr)
+	apiURL := fs.String("api-url", "", "the sandbox API (default $AILERON_API_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	getenv := os.Getenv
+	if *apiURL != "" {
+		getenv = func(k string) string {
+			if k == "AILERON_API_URL" {
+				return *apiURL
+			}
+			return os.Getenv(k)
+		}
+	}
+	b, err := controlplane.HTTPBackendFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := &controlplane.MCPServer{Backend: b, Name: "aileron", Logf: func(f string, a ...any) {
+		fmt.Fprintf(stderr, "aileron mcp: "+f+"\n", a...)
+	}}
+	err = srv.ServeStdio(ctx, stdin, stdout)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

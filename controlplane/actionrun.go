@@ -1,0 +1,561 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
+)
+
+// Executor runs a synthetic call through the proxy's one request pipeline
+// (policy, approval, injection, audit). *dataplane.Proxy implements it.
+type Executor interface {
+	Execute(ctx context.Context, c dataplane.Call) (dataplane.CallResult, error)
+}
+
+var _ Executor = (*dataplane.Proxy)(nil)
+
+// Audit events ActionRunner reports through OnEvent.
+const (
+	EventActionPending   = "action.pending"
+	EventActionCompleted = "action.completed"
+	EventActionFailed    = "action.failed"
+	EventActionDenied    = "action.denied"
+)
+
+// ErrRunnerClosed is wrapped when an action would start after
+// ActionRunner.Close.
+var ErrRunnerClosed = errors.New("action runner closed")
+
+// actionMethod is the pseudo method of an action approval.
+const actionMethod = "ACTION"
+
+// ActionRunner runs installed actions for sessions: the one execution path
+// of the sandbox API's run endpoint and the MCP tools.
+//
+// A run of an action whose manifest says [approval] required first records
+// an approval for the action, its version and its exact arguments and
+// answers pending_approval with the approval's id (which is also the run's
+// id). Once a human approves, the runner consumes the approval and runs the
+// steps, each as a call with Call.ApprovedBy set, so approval-gated
+// operations inside the action need no second approval. Any other action
+// runs at once. A step whose own operation needs approval parks the run
+// (pending_approval, waiting on that operation's approval) and resumes it,
+// sending exactly the parked request, once approved.
+//
+// Runs are rows of the action_runs table; state changes are compare-and-
+// swaps, so concurrent polls, approval events and restarts never run a step
+// twice. A run left running by a daemon that stopped is marked failed when
+// the runner starts.
+//
+// Output of a completed run: the decoded output of its single step or, for
+// an action with several steps, an object mapping each step id to its
+// output. A step's output is the upstream's JSON object, or
+// {"status": HTTP status, "body": JSON value or text} for any other body.
+//
+// Fields other than DB, Approvals and Exec may be left zero. An
+// ActionRunner must not be copied after first use.
+type ActionRunner struct {
+	// DB holds action_runs. Required.
+	DB *DB
+	// Approvals records and decides action approvals. Required.
+	Approvals *ApprovalStore
+	// Exec runs each step's call. Required.
+	Exec Executor
+	// Policy is the compiled policy steps resolve against; nil means an
+	// empty policy (no step resolves).
+	Policy *policy.Holder
+	// Catalog returns the installed actions; nil means none.
+	Catalog func() *action.Catalog
+	// ReviewURL returns where a human reviews approval id; nil means the
+	// URL the ApprovalStore reports, if any.
+	ReviewURL func(id string) string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OnEvent receives action.pending, action.completed, action.failed and
+	// action.denied with the run's id, session, action, version, connector,
+	// approval_id and, for failures, reason and step: never argument values.
+	// nil drops events.
+	OnEvent func(event string, details map[string]string)
+	// SessionByID returns the live session id, for a run approved while no
+	// request of its session is in flight in this process (after a
+	// restart). nil means only sessions seen by Run and Result in this
+	// process are known; such a run then starts at its session's next
+	// Result poll.
+	SessionByID func(id string) (*dataplane.Session, error)
+	// Logf receives failures of background work; nil discards them.
+	Logf func(format string, args ...any)
+
+	startMu  sync.Mutex
+	started  bool
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*dataplane.Session
+	wg       sync.WaitGroup
+}
+
+// Start marks the runs a previous daemon left running (and those whose
+// action approval it consumed without starting them) as failed, then
+// advances runs whose approval was decided meanwhile. Run, Result and
+// Decided call it on first use; calling it again does nothing. Errors are
+// database failures (a later call retries).
+func (r *ActionRunner) Start(ctx context.Context) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	r.startMu.Lock()
+	defer r.startMu.Unlock()
+	if r.started {
+		return nil
+	}
+	if err := r.recoverRuns(ctx); err != nil {
+		return err
+	}
+	r.started = true
+	return nil
+}
+
+func (r *ActionRunner) check() error {
+	if r == nil || r.DB == nil || r.Approvals == nil || r.Exec == nil {
+		return fmt.Errorf("%w: ActionRunner needs DB, Approvals and Exec", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// recoverRuns fails runs interrupted by a stop and advances pending ones.
+func (r *ActionRunner) recoverRuns(ctx context.Context) error {
+	const stopped = "the daemon stopped while the action ran; check the upstream before retrying"
+	running, err := r.runIDsWithStatus(ctx, ActionStatusRunning)
+	if err != nil {
+		return err
+	}
+	for _, id := range running {
+		run, err := r.loadRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := r.finish(ctx, &run, ActionStatusFailed, "daemon_stopped", stopped, "", ActionStatusRunning); err != nil {
+			return err
+		}
+	}
+	pending, err := r.runIDsWithStatus(ctx, ActionStatusPendingApproval)
+	if err != nil {
+		return err
+	}
+	for _, id := range pending {
+		run, err := r.loadRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		ap, err := r.Approvals.Get(run.ApprovalID)
+		if err == nil && ap.State == ApprovalStateConsumed {
+			if err := r.finish(ctx, &run, ActionStatusFailed, "daemon_stopped", stopped, "", ActionStatusPendingApproval); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := r.advance(ctx, id, nil); err != nil {
+			r.logf("action run %s: %v", id, err)
+		}
+	}
+	return nil
+}
+
+// Close stops new work from starting and waits for running actions to
+// finish. It returns nil.
+func (r *ActionRunner) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// acquire reserves a background goroutine; false once closed.
+func (r *ActionRunner) acquire() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.wg.Add(1)
+	return true
+}
+
+func (r *ActionRunner) now() time.Time {
+	if r.Now != nil {
+		return r.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (r *ActionRunner) logf(format string, args ...any) {
+	if r.Logf != nil {
+		r.Logf(format, args...)
+	}
+}
+
+func (r *ActionRunner) catalog() *action.Catalog {
+	if r.Catalog == nil {
+		return nil
+	}
+	return r.Catalog()
+}
+
+func (r *ActionRunner) policy() *policy.Policy {
+	if r.Policy == nil {
+		return nil
+	}
+	return r.Policy.Load()
+}
+
+// remember keeps sess for runs of its session that resume in the
+// background.
+func (r *ActionRunner) remember(sess *dataplane.Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sessions == nil {
+		r.sessions = map[string]*dataplane.Session{}
+	}
+	r.sessions[sess.ID] = sess
+}
+
+// sessionFor returns the session a run of id executes for: sess if given,
+// else one seen earlier, else SessionByID's; nil if unknown.
+func (r *ActionRunner) sessionFor(id string, sess *dataplane.Session) *dataplane.Session {
+	if sess != nil && sess.ID == id {
+		return sess
+	}
+	r.mu.Lock()
+	s := r.sessions[id]
+	r.mu.Unlock()
+	if s != nil || r.SessionByID == nil {
+		return s
+	}
+	s, err := r.SessionByID(id)
+	if err != nil || s == nil || s.ID != id {
+		return nil
+	}
+	return s
+}
+
+// inScope reports whether sess may use connector fqn.
+func inScope(sess *dataplane.Session, fqn string) bool {
+	if sess.Connectors == nil {
+		return true
+	}
+	for _, c := range sess.Connectors {
+		if c == fqn {
+			return true
+		}
+	}
+	return false
+}
+
+// Actions lists the actions sess may run, sorted by name, with the
+// catalog's version.
+func (r *ActionRunner) Actions(sess *dataplane.Session) ActionList {
+	return listActions(r.catalog(), sess)
+}
+
+// listActions renders cat's actions that sess may run.
+func listActions(cat *action.Catalog, sess *dataplane.Session) ActionList {
+	out := ActionList{Version: cat.Version(), Actions: []ActionInfo{}}
+	for _, a := range cat.List() {
+		if sess != nil && !inScope(sess, a.Connector) {
+			continue
+		}
+		out.Actions = append(out.Actions, ActionInfo{Name: a.Name, ToolName: a.ToolName(), Description: a.Description,
+			Version: a.Version, Connector: a.Connector, ApprovalRequired: a.Approval.Required, InputSchema: a.InputSchema()})
+	}
+	return out
+}
+
+// lookup finds action name (or its tool name) for sess. Unknown or out of
+// the session's scope wraps ErrNotFound.
+func (r *ActionRunner) lookup(sess *dataplane.Session, name string) (action.Installed, error) {
+	cat := r.catalog()
+	inst, ok := cat.Lookup(name)
+	if ok && inScope(sess, inst.Connector) {
+		return inst, nil
+	}
+	var names []string
+	for _, a := range listActions(cat, sess).Actions {
+		names = append(names, a.Name)
+	}
+	avail := "none"
+	if len(names) > 0 {
+		avail = strings.Join(names, ", ")
+	}
+	if ok {
+		return inst, fmt.Errorf("%w: action %q comes from connector %s, which is not available to this session; actions available: %s",
+			ErrNotFound, name, inst.Connector, avail)
+	}
+	return inst, fmt.Errorf("%w: action %q is not installed; actions available to this session: %s", ErrNotFound, name, avail)
+}
+
+// Run runs action name (manifest name or tool name) for sess with args.
+// It answers the run's state: completed or failed for an action that ran
+// now (running if ctx ended first; the run goes on), or pending_approval
+// with the approval's id, review URL and instructions when a human must
+// approve first. Calling Run again with identical arguments while that
+// approval is pending answers the same run.
+//
+// Errors: an action that is not installed or not available to sess wraps
+// ErrNotFound; arguments that do not fit the action's inputs wrap
+// ErrInvalidArgument and action.ErrInvalidArgs, naming the input; after
+// Close, ErrRunnerClosed; others are database failures. A run that fails
+// is not an error: its result says why.
+func (r *ActionRunner) Run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (ActionResult, error) {
+	if err := r.Start(ctx); err != nil {
+		return ActionResult{}, err
+	}
+	if sess == nil {
+		return ActionResult{}, fmt.Errorf("%w: Run needs the caller's session", ErrInvalidArgument)
+	}
+	inst, err := r.lookup(sess, name)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	if err := inst.CheckArgs(args); err != nil {
+		return ActionResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	canon, norm, err := canonicalArgs(args)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	r.remember(sess)
+	run := &actionRun{Session: sess.ID, Action: inst.Name, Version: inst.Version, Connector: inst.Connector,
+		ArgsJSON: canon, Args: norm, Outputs: map[string]map[string]any{}}
+	if inst.Approval.Required {
+		return r.runGated(ctx, sess, inst, run)
+	}
+	return r.runNow(ctx, sess, inst, run)
+}
+
+// runNow runs an action without an action approval and waits for it (or
+// for ctx).
+func (r *ActionRunner) runNow(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (ActionResult, error) {
+	id, err := newRunID()
+	if err != nil {
+		return ActionResult{}, err
+	}
+	run.ID, run.Status = id, ActionStatusRunning
+	run.Result = ActionResult{Message: fmt.Sprintf("Action %s is running.", inst.Name)}
+	if !r.acquire() {
+		return ActionResult{}, fmt.Errorf("%w: the daemon is shutting down; run action %s again once it is back", ErrRunnerClosed, inst.Name)
+	}
+	if _, err := r.insertRun(ctx, run); err != nil {
+		r.wg.Done()
+		return ActionResult{}, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer r.wg.Done()
+		defer close(done)
+		r.runSteps(context.WithoutCancel(ctx), run, inst, sess, "")
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	cur, err := r.loadRun(context.WithoutCancel(ctx), id)
+	return cur.Result, err
+}
+
+// runGated registers (or joins) the action approval for run and answers
+// the run's state.
+func (r *ActionRunner) runGated(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (ActionResult, error) {
+	id, ok, err := r.findLiveRun(ctx, sess.ID, inst.Name, inst.Version, run.ArgsJSON)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	if ok {
+		cur, err := r.advance(ctx, id, sess)
+		if err != nil {
+			return ActionResult{}, err
+		}
+		if cur.Status == ActionStatusPendingApproval || cur.Status == ActionStatusRunning {
+			return cur.Result, nil
+		}
+	}
+	res, err := r.Approvals.Await(ctx, r.approvalRequest(sess.ID, inst, run), 0)
+	if err != nil {
+		return ActionResult{}, fmt.Errorf("recording the approval for action %s: %w", inst.Name, err)
+	}
+	run.ID, run.ApprovalID, run.Status = res.ID, res.ID, ActionStatusPendingApproval
+	run.Result = r.pendingResult(run, inst.Name, "", res.ReviewURL)
+	switch res.Outcome {
+	case dataplane.ApprovalPending:
+		inserted, err := r.insertRun(ctx, run)
+		if err != nil {
+			return ActionResult{}, err
+		}
+		if inserted {
+			r.emit(run)
+		}
+		cur, err := r.advance(ctx, run.ID, sess)
+		return cur.Result, err
+	case dataplane.ApprovalApproved:
+		return r.startConsumed(ctx, sess, inst, run)
+	}
+	return ActionResult{}, fmt.Errorf("%w: approval %s of action %s is already decided (%d); run the action again",
+		ErrConflict, res.ID, inst.Name, res.Outcome)
+}
+
+// startConsumed runs run, whose action approval this caller has just
+// consumed (an identical Run raced a human's approval): consuming it is
+// the right, and the duty, to run the steps.
+func (r *ActionRunner) startConsumed(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (ActionResult, error) {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := r.insertRun(ctx, run); err != nil {
+		return ActionResult{}, err
+	}
+	cur, err := r.loadRun(ctx, run.ID)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	if !r.acquire() {
+		err := r.finish(ctx, &cur, ActionStatusFailed, "daemon_stopped",
+			"the daemon shut down after the approval was used and before the action ran; nothing was sent: run the action again", "",
+			ActionStatusPendingApproval, ActionStatusRunning)
+		return cur.Result, err
+	}
+	cur.Status = ActionStatusRunning
+	cur.Result = runningResult(&cur)
+	if _, err := r.saveRun(ctx, &cur, ActionStatusPendingApproval, ActionStatusRunning); err != nil {
+		r.wg.Done()
+		return ActionResult{}, err
+	}
+	res := cur.Result
+	go func() {
+		defer r.wg.Done()
+		r.runSteps(ctx, &cur, inst, sess, cur.ID)
+	}()
+	return res, nil
+}
+
+// Result reports the run waiting (or that waited) on approval id, or the
+// run with id, for sess, advancing it first: a decided approval moves it to
+// running (its steps start in the background), denied or failed. Errors: an
+// unknown id or another session's wraps ErrNotFound; others are database
+// failures.
+func (r *ActionRunner) Result(ctx context.Context, sess *dataplane.Session, id string) (ActionResult, error) {
+	if err := r.Start(ctx); err != nil {
+		return ActionResult{}, err
+	}
+	if sess == nil {
+		return ActionResult{}, fmt.Errorf("%w: Result needs the caller's session", ErrInvalidArgument)
+	}
+	run, err := r.loadRun(ctx, id)
+	if err == nil && run.Session != sess.ID {
+		err = fmt.Errorf("%w: no action run has id or approval %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return ActionResult{}, err
+	}
+	r.remember(sess)
+	run, err = r.advance(ctx, run.ID, sess)
+	return run.Result, err
+}
+
+// Decided is the hook for approval events (approval.approved, denied,
+// expired with the approval's id): it advances the run waiting on id, if
+// any, in the background. It never blocks and never calls back into the
+// approval store synchronously.
+func (r *ActionRunner) Decided(id string) {
+	if id == "" || !r.acquire() {
+		return
+	}
+	go func() {
+		defer r.wg.Done()
+		ctx := context.Background()
+		if err := r.Start(ctx); err != nil {
+			r.logf("action runner: %v", err)
+			return
+		}
+		if _, err := r.advance(ctx, id, nil); err != nil && !errors.Is(err, ErrNotFound) {
+			r.logf("action run for approval %s: %v", id, err)
+		}
+	}()
+}
+
+// approvalRequest is the approval of run of inst: bound to the action, its
+// version and the canonical arguments.
+func (r *ActionRunner) approvalRequest(session string, inst action.Installed, run *actionRun) *dataplane.ApprovalRequest {
+	summary, err := inst.PreviewText(run.Args)
+	if err != nil || summary == "" {
+		summary = inst.Intent
+	}
+	if summary == "" {
+		summary = "Run action " + inst.Name
+	}
+	version := inst.ConnectorVersion
+	if version == "" {
+		version = inst.Version
+	}
+	path := "/actions/" + inst.Name
+	return &dataplane.ApprovalRequest{
+		Session: session, Method: actionMethod, Host: inst.Connector, Path: path,
+		Digest: actionDigest(inst.Name, inst.Version, run.ArgsJSON),
+		Preview: dataplane.Preview{Action: inst.Name, Connector: inst.Connector, Version: version, Tool: "action",
+			Operation: inst.Name, Summary: summary, Method: actionMethod, Host: inst.Connector, Path: path, Inputs: run.Args},
+	}
+}
+
+// actionDigest is hex SHA-256 over "action", name, version and the
+// canonical arguments, each length-prefixed.
+func actionDigest(name, version, canonArgs string) string {
+	h := sha256.New()
+	for _, part := range []string{"action", name, version, canonArgs} {
+		io.WriteString(h, strconv.Itoa(len(part))+":"+part+"\n")
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// reviewURL is where a human decides approval id.
+func (r *ActionRunner) reviewURL(id, fallback string) string {
+	if r.ReviewURL != nil {
+		return r.ReviewURL(id)
+	}
+	return fallback
+}
+
+// pendingResult is the answer for run waiting on its approval; step names
+// the step whose operation needs it ("" for the action's own approval).
+func (r *ActionRunner) pendingResult(run *actionRun, name, step, fallbackURL string) ActionResult {
+	id := run.ApprovalID
+	url := r.reviewURL(id, fallbackURL)
+	what := fmt.Sprintf("Action %s needs a human's approval before it runs", name)
+	if step != "" {
+		what = fmt.Sprintf("Step %s of action %s needs a human's approval before it is sent", step, name)
+	}
+	where := fmt.Sprintf("Ask the user to approve it with `aileron approvals approve %s` on the host", id)
+	if url != "" {
+		where = fmt.Sprintf("Ask the user to review it at %s or approve it with `aileron approvals approve %s` on the host", url, id)
+	}
+	msg := fmt.Sprintf("%s (approval %s). %s; then call check_action_status with approval_id %q (GET /v1/action-approvals/%s/result) until the status is completed, denied or failed.",
+		what, id, where, id, id)
+	return ActionResult{Status: ActionStatusPendingApproval, ApprovalID: id, ReviewURL: url, Message: msg,
+		AuditIDs: run.Result.AuditIDs}
+}
+
+// runningResult is the answer for run while its steps execute.
+func runningResult(run *actionRun) ActionResult {
+	msg := fmt.Sprintf("Action %s is running.", run.Action)
+	if run.ApprovalID != "" {
+		msg = fmt.Sprintf("Action %s was approved and is running; call check_action_status with approval_id %q again for the result.", run.Action, run.ApprovalID)
+	}
+	return ActionResult{Status: ActionStatusRunning, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL,
+		Message: msg, AuditIDs: run.Result.AuditIDs}
+}

@@ -1,0 +1,283 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The action_runs table (migration 2) holds one row per action run. Its
+// result column holds the run's latest ActionResult as JSON at every state,
+// not only once final, so that Result answers from the row alone.
+
+const (
+	runIDPrefix = "ar_"
+	runIDChars  = 20
+)
+
+// actionRun is one action_runs row, decoded.
+type actionRun struct {
+	ID, Session, Action, Version, Connector string
+	// ArgsJSON is the canonical JSON of Args.
+	ArgsJSON string
+	Args     map[string]any
+	Status   string
+	// ApprovalID is the approval the run waits (or last waited) on; it
+	// equals ID for a run gated by its action's own approval.
+	ApprovalID string
+	NextStep   int
+	Outputs    map[string]map[string]any
+	Result     ActionResult
+}
+
+// actionApproval reports whether the run waits on its action's approval
+// (as opposed to one step's).
+func (run *actionRun) actionApproval() bool { return run.ApprovalID != "" && run.ApprovalID == run.ID }
+
+// newRunID returns "ar_" and 20 random lower-case base32 characters.
+func newRunID() (string, error) {
+	var b [runIDChars]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating action run id: %w", err)
+	}
+	for i := range b {
+		b[i] = base32Lower[b[i]&31]
+	}
+	return runIDPrefix + string(b[:]), nil
+}
+
+// decodeJSONNumbers decodes data keeping numbers as json.Number, so that
+// values survive a round trip through the database unchanged.
+func decodeJSONNumbers(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// encodeJSON encodes v compactly with sorted object keys and no HTML
+// escaping: the canonical form stored and hashed.
+func encodeJSON(v any) (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// canonicalArgs returns args' canonical JSON and args decoded back from it
+// (numbers as json.Number), which is what a run uses from then on: the
+// steps of a run resumed after a restart see exactly the same values.
+// Failures wrap ErrInvalidArgument.
+func canonicalArgs(args map[string]any) (string, map[string]any, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	canon, err := encodeJSON(args)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: action arguments do not encode as JSON: %v", ErrInvalidArgument, err)
+	}
+	var norm map[string]any
+	if err := decodeJSONNumbers([]byte(canon), &norm); err != nil {
+		return "", nil, fmt.Errorf("%w: action arguments: %v", ErrInvalidArgument, err)
+	}
+	return canon, norm, nil
+}
+
+const actionRunColumns = `id, session, action, version, connector, args, status, approval_id, next_step, outputs, result`
+
+// scanRun reads one row selected with actionRunColumns.
+func scanRun(sc rowScanner) (actionRun, error) {
+	var run actionRun
+	var outputs, result string
+	err := sc.Scan(&run.ID, &run.Session, &run.Action, &run.Version, &run.Connector, &run.ArgsJSON,
+		&run.Status, &run.ApprovalID, &run.NextStep, &outputs, &result)
+	if err != nil {
+		return run, err
+	}
+	if err := decodeJSONNumbers([]byte(run.ArgsJSON), &run.Args); err != nil {
+		return run, fmt.Errorf("%w: args of action run %s: %v", ErrCorruptState, run.ID, err)
+	}
+	if err := decodeJSONNumbers([]byte(outputs), &run.Outputs); err != nil {
+		return run, fmt.Errorf("%w: outputs of action run %s: %v", ErrCorruptState, run.ID, err)
+	}
+	if run.Outputs == nil {
+		run.Outputs = map[string]map[string]any{}
+	}
+	if result != "" {
+		if err := decodeJSONNumbers([]byte(result), &run.Result); err != nil {
+			return run, fmt.Errorf("%w: result of action run %s: %v", ErrCorruptState, run.ID, err)
+		}
+	}
+	run.Result.Status = run.Status
+	return run, nil
+}
+
+// loadRun reads the run with id key or, failing that, the newest run
+// waiting (or that waited) on approval key. A missing one wraps ErrNotFound.
+func (r *ActionRunner) loadRun(ctx context.Context, key string) (actionRun, error) {
+	run, err := scanRun(r.DB.sql.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs WHERE id = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		run, err = scanRun(r.DB.sql.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs
+			WHERE approval_id = ? ORDER BY created_at DESC, id LIMIT 1`, key))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return run, fmt.Errorf("%w: no action run has id or approval %q", ErrNotFound, key)
+	}
+	if err != nil {
+		return run, fmt.Errorf("reading action run %s: %w", key, err)
+	}
+	return run, nil
+}
+
+// findLiveRun finds the newest run of session gated by its own approval for
+// this action, version and arguments that is still pending or running.
+func (r *ActionRunner) findLiveRun(ctx context.Context, session, name, version, args string) (string, bool, error) {
+	var id string
+	err := r.DB.sql.QueryRowContext(ctx, `SELECT id FROM action_runs
+		WHERE session = ? AND action = ? AND version = ? AND args = ? AND id = approval_id
+		  AND status IN ('pending_approval','running')
+		ORDER BY created_at DESC, id LIMIT 1`, session, name, version, args).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("looking up action runs of session %s: %w", session, err)
+	}
+	return id, true, nil
+}
+
+// encodeRun renders the JSON columns of run.
+func encodeRun(run *actionRun) (outputs, result string, err error) {
+	if outputs, err = encodeJSON(run.Outputs); err != nil {
+		return "", "", fmt.Errorf("encoding outputs of action run %s: %w", run.ID, err)
+	}
+	run.Result.Status = run.Status
+	if result, err = encodeJSON(run.Result); err != nil {
+		return "", "", fmt.Errorf("encoding result of action run %s: %w", run.ID, err)
+	}
+	return outputs, result, nil
+}
+
+// insertRun records run unless a run with its id exists; it reports
+// whether this call inserted it.
+func (r *ActionRunner) insertRun(ctx context.Context, run *actionRun) (bool, error) {
+	outputs, result, err := encodeRun(run)
+	if err != nil {
+		return false, err
+	}
+	now := fmtTime(r.now())
+	var n int64
+	err = r.DB.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO action_runs (`+actionRunColumns+`, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			run.ID, run.Session, run.Action, run.Version, run.Connector, run.ArgsJSON, run.Status,
+			run.ApprovalID, run.NextStep, outputs, result, now, now)
+		if err != nil {
+			return fmt.Errorf("recording action run %s: %w", run.ID, err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n == 1, err
+}
+
+// saveRun writes run's state if the stored run is still in one of the
+// states from (a compare-and-swap); it reports whether it wrote. A write
+// that moves the run to a new status reports the matching event.
+func (r *ActionRunner) saveRun(ctx context.Context, run *actionRun, from ...string) (bool, error) {
+	outputs, result, err := encodeRun(run)
+	if err != nil {
+		return false, err
+	}
+	var n int64
+	var prev string
+	err = r.DB.write(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT status FROM action_runs WHERE id = ?`, run.ID).Scan(&prev); err != nil {
+			return fmt.Errorf("reading action run %s: %w", run.ID, err)
+		}
+		ok := false
+		for _, f := range from {
+			ok = ok || prev == f
+		}
+		if !ok {
+			return nil
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE action_runs SET status = ?, approval_id = ?, next_step = ?, outputs = ?,
+			result = ?, updated_at = ? WHERE id = ? AND status = ?`,
+			run.Status, run.ApprovalID, run.NextStep, outputs, result, fmtTime(r.now()), run.ID, prev)
+		if err != nil {
+			return fmt.Errorf("updating action run %s: %w", run.ID, err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil || n != 1 {
+		return false, err
+	}
+	if prev != run.Status {
+		r.emit(run)
+	}
+	return true, nil
+}
+
+// runIDsWithStatus lists the runs in status, oldest first.
+func (r *ActionRunner) runIDsWithStatus(ctx context.Context, status string) ([]string, error) {
+	rows, err := r.DB.sql.QueryContext(ctx, `SELECT id FROM action_runs WHERE status = ? ORDER BY created_at, id`, status)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s action runs: %w", status, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("listing %s action runs: %w", status, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing %s action runs: %w", status, err)
+	}
+	return ids, nil
+}
+
+// emit reports run's current status to OnEvent, without argument values.
+func (r *ActionRunner) emit(run *actionRun) {
+	if r.OnEvent == nil {
+		return
+	}
+	event := map[string]string{
+		ActionStatusPendingApproval: EventActionPending,
+		ActionStatusCompleted:       EventActionCompleted,
+		ActionStatusFailed:          EventActionFailed,
+		ActionStatusDenied:          EventActionDenied,
+	}[run.Status]
+	if event == "" {
+		return
+	}
+	d := map[string]string{"id": run.ID, "session": run.Session, "action": run.Action,
+		"version": run.Version, "connector": run.Connector}
+	if run.ApprovalID != "" {
+		d["approval_id"] = run.ApprovalID
+	}
+	if e := run.Result.Error; e != nil {
+		d["reason"] = e.Reason
+		if e.Step != "" {
+			d["step"] = e.Step
+		}
+	}
+	r.OnEvent(event, d)
+}

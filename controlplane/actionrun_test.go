@@ -1,0 +1,397 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/dataplane"
+)
+
+// runAction posts args to the run endpoint as session id.
+func (e *sapiEnv) runAction(t *testing.T, id, name string, args any) (int, ActionResult) {
+	t.Helper()
+	res := e.do(t, id, "POST", "/v1/actions/"+name+"/run", args)
+	var out ActionResult
+	res.decode(t, &out)
+	return res.status, out
+}
+
+// actionResult polls the result endpoint once.
+func (e *sapiEnv) actionResult(t *testing.T, id, approval string) (int, ActionResult) {
+	t.Helper()
+	res := e.do(t, id, "GET", "/v1/action-approvals/"+approval+"/result", nil)
+	var out ActionResult
+	res.decode(t, &out)
+	return res.status, out
+}
+
+var sendArgs = map[string]any{"to": "alice@example.com", "subject": "secret-subject", "body": "hello"}
+
+func TestActionRunReadCompletes(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	status, res := e.runAction(t, "s1", "get-issue", map[string]any{"id": "ENG-1"})
+	if status != 200 || res.Status != ActionStatusCompleted || len(res.AuditIDs) != 1 || res.Error != nil {
+		t.Fatalf("%d %+v", status, res)
+	}
+	out, _ := res.Output.(map[string]any)
+	if out["id"] != "canon-ENG-1" || out["number"] != 12345678901234567890.0 {
+		t.Fatalf("output %#v", res.Output)
+	}
+	if hits := e.upstreamHits(); len(hits) != 1 || hits[0].URI != "/issues/ENG-1" {
+		t.Fatalf("upstream %+v", hits)
+	}
+	// The tool name is accepted too; the big number survives in the stored run.
+	if _, res := e.runAction(t, "s1", "get_issue", map[string]any{"id": "ENG-2"}); res.Status != ActionStatusCompleted {
+		t.Fatalf("by tool name: %+v", res)
+	}
+	var stored string
+	if err := e.db.sql.QueryRow(`SELECT result FROM action_runs WHERE action = 'get-issue' LIMIT 1`).Scan(&stored); err != nil ||
+		!strings.Contains(stored, "12345678901234567890") {
+		t.Fatalf("stored result %s (%v)", stored, err)
+	}
+}
+
+func TestActionRunRejectsBeforeRunning(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	tests := []struct {
+		name, session, action string
+		args                  any
+		status                int
+		has                   string
+	}{
+		{"unknown action", "s1", "nope", map[string]any{}, 404, "not installed"},
+		{"out of scope", "scoped", "get-issue", map[string]any{"id": "1"}, 404, "not available to this session"},
+		{"missing input", "s1", "get-issue", map[string]any{}, 400, `missing required input "id"`},
+		{"unknown input", "s1", "get-issue", map[string]any{"id": "1", "x": 1}, 400, `unknown input "x"`},
+		{"wrong type", "s1", "send-email", map[string]any{"to": 1, "subject": "s", "body": "b"}, 400, `"to"`},
+		{"not an object", "s1", "get-issue", `[1]`, 400, "JSON object"},
+	}
+	for _, tc := range tests {
+		res := e.do(t, tc.session, "POST", "/v1/actions/"+tc.action+"/run", tc.args)
+		if env := res.envelope(t); res.status != tc.status || !strings.Contains(env.Message, tc.has) {
+			t.Errorf("%s: %d %s", tc.name, res.status, res.body)
+		}
+	}
+	if n := len(e.upstreamHits()); n != 0 {
+		t.Fatalf("upstream reached %d times", n)
+	}
+	var runs int
+	if err := e.db.sql.QueryRow(`SELECT COUNT(*) FROM action_runs`).Scan(&runs); err != nil || runs != 0 {
+		t.Fatalf("%d runs recorded (%v)", runs, err)
+	}
+}
+
+func TestActionRunApprovalApproved(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	status, res := e.runAction(t, "s1", "send-email", sendArgs)
+	if status != 202 || res.Status != ActionStatusPendingApproval || res.ApprovalID == "" ||
+		res.ReviewURL != "https://aileron.test/approvals/"+res.ApprovalID ||
+		!strings.Contains(res.Message, "check_action_status") || !strings.Contains(res.Message, "aileron approvals approve "+res.ApprovalID) {
+		t.Fatalf("%d %+v", status, res)
+	}
+	id := res.ApprovalID
+	a, err := e.store.Get(id)
+	if err != nil || a.Preview.Action != "send-email" || a.Preview.Method != "ACTION" || a.Preview.Host != tdGoogleFQN ||
+		a.Preview.Summary != `Send "secret-subject" to alice@example.com` || a.Preview.Inputs["to"] != "alice@example.com" {
+		t.Fatalf("approval %+v (%v)", a, err)
+	}
+	// An identical retry answers the same run; different arguments a new one.
+	if _, again := e.runAction(t, "s1", "send-email", sendArgs); again.ApprovalID != id || again.Status != ActionStatusPendingApproval {
+		t.Fatalf("retry: %+v", again)
+	}
+	if _, other := e.runAction(t, "s1", "send-email", map[string]any{"to": "bob@example.com", "subject": "s", "body": "b"}); other.ApprovalID == id {
+		t.Fatal("different arguments joined the approval")
+	}
+	if _, r := e.actionResult(t, "s1", id); r.Status != ActionStatusPendingApproval {
+		t.Fatalf("result before approval: %+v", r)
+	}
+	if n := e.countHits("POST", "gmail.google.test"); n != 0 {
+		t.Fatalf("sent before approval: %d", n)
+	}
+	if err := e.store.Approve(id, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunEvent(t, EventActionCompleted, id)
+	status, res = e.actionResult(t, "s1", id)
+	out, _ := res.Output.(map[string]any)
+	if status != 200 || res.Status != ActionStatusCompleted || out["id"] != "msg-1" || len(res.AuditIDs) != 1 {
+		t.Fatalf("%d %+v", status, res)
+	}
+	hits := e.upstreamHits()
+	if n := e.countHits("POST", "gmail.google.test"); n != 1 {
+		t.Fatalf("sent %d times", n)
+	}
+	for _, h := range hits {
+		if h.Host == "gmail.google.test" && string(h.Body) != `{"body":"hello","subject":"secret-subject","to":"alice@example.com"}` {
+			t.Errorf("sent body %s", h.Body)
+		}
+	}
+	if a, _ := e.store.Get(id); a.State != ApprovalStateConsumed {
+		t.Errorf("approval state %s", a.State)
+	}
+	// The identical call now asks for a new approval: one approval, one run.
+	if _, again := e.runAction(t, "s1", "send-email", sendArgs); again.ApprovalID == id || again.Status != ActionStatusPendingApproval {
+		t.Fatalf("after completion: %+v", again)
+	}
+	// Events carry no argument values.
+	e.events.mu.Lock()
+	defer e.events.mu.Unlock()
+	for i, ev := range e.events.events {
+		if !strings.HasPrefix(ev, "action.") {
+			continue
+		}
+		for k, v := range e.events.detail[i] {
+			if strings.Contains(v, "secret-subject") || strings.Contains(v, "alice@") {
+				t.Errorf("event %s carries %s=%q", ev, k, v)
+			}
+		}
+	}
+}
+
+func TestActionRunApprovalDenied(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	_, res := e.runAction(t, "s1", "send-email", sendArgs)
+	if err := e.store.Deny(res.ApprovalID, "tester", "not today"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunEvent(t, EventActionDenied, res.ApprovalID)
+	status, got := e.actionResult(t, "s1", res.ApprovalID)
+	if status != 200 || got.Status != ActionStatusDenied || got.Error == nil || got.Error.Reason != "approval_denied" ||
+		!strings.Contains(got.Error.Message, "not today") {
+		t.Fatalf("%d %+v", status, got)
+	}
+	if n := len(e.upstreamHits()); n != 0 {
+		t.Fatalf("upstream reached %d times", n)
+	}
+}
+
+// TestActionRunConcurrentPollsSendOnce: with no approval events wired,
+// concurrent Result polls race to start the approved run; it runs once.
+func TestActionRunConcurrentPollsSendOnce(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{noDecided: true})
+	s1 := e.sessions["s1"]
+	ctx := context.Background()
+	res, err := e.runner.Run(ctx, s1, "send-email", sendArgs)
+	if err != nil || res.Status != ActionStatusPendingApproval {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if err := e.store.Approve(res.ApprovalID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			got, err := e.runner.Result(ctx, s1, res.ApprovalID)
+			if err == nil && got.Status != ActionStatusRunning && got.Status != ActionStatusCompleted {
+				err = errors.New("status " + got.Status)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitRunEvent(t, EventActionCompleted, res.ApprovalID)
+	if got, err := e.runner.Result(ctx, s1, res.ApprovalID); err != nil || got.Status != ActionStatusCompleted {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if n := e.countHits("POST", "gmail.google.test"); n != 1 {
+		t.Fatalf("sent %d times, want 1", n)
+	}
+}
+
+// TestActionRunStepApprovalParksAndResumes: a step whose operation needs
+// approval parks the run after the steps before it; approval resumes it
+// with exactly the parked request.
+func TestActionRunStepApprovalParksAndResumes(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	args := map[string]any{"issueId": "ENG-7", "body": "LGTM"}
+	status, res := e.runAction(t, "s1", "comment-create", args)
+	if status != 202 || res.Status != ActionStatusPendingApproval || res.ApprovalID == "" || len(res.AuditIDs) != 2 ||
+		!strings.Contains(res.Message, "Step comment") {
+		t.Fatalf("%d %+v", status, res)
+	}
+	a, err := e.store.Get(res.ApprovalID)
+	if err != nil || a.Preview.Action != "" || a.Preview.Operation != "comment-create" || a.Preview.Path != "/issues/canon-ENG-7/comments" {
+		t.Fatalf("step approval %+v (%v)", a.Preview, err)
+	}
+	if n := e.countHits("GET", "api.linear.test"); n != 1 || e.countHits("POST", "api.linear.test") != 0 {
+		t.Fatalf("before approval: %+v", e.upstreamHits())
+	}
+	if err := e.store.Approve(res.ApprovalID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunEvent(t, EventActionCompleted, "")
+	_, got := e.actionResult(t, "s1", res.ApprovalID)
+	out, _ := got.Output.(map[string]any)
+	comment, _ := out["comment"].(map[string]any)
+	issue, _ := out["issue"].(map[string]any)
+	if got.Status != ActionStatusCompleted || issue["id"] != "canon-ENG-7" || comment == nil {
+		t.Fatalf("%+v", got)
+	}
+	if n := e.countHits("POST", "api.linear.test"); n != 1 || e.countHits("GET", "api.linear.test") != 1 {
+		t.Fatalf("upstream %+v", e.upstreamHits())
+	}
+	for _, h := range e.upstreamHits() {
+		if h.Method == "POST" && (h.URI != "/issues/canon-ENG-7/comments" || string(h.Body) != `{"body":"LGTM"}`) {
+			t.Errorf("comment sent as %s %s", h.URI, h.Body)
+		}
+	}
+}
+
+func TestActionRunOtherSessionCannotRead(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	_, res := e.runAction(t, "s1", "send-email", sendArgs)
+	r := e.do(t, "s2", "GET", "/v1/action-approvals/"+res.ApprovalID+"/result", nil)
+	if env := r.envelope(t); r.status != 404 || env.Reason != "not_found" {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if _, err := e.runner.Result(context.Background(), e.sessions["s2"], res.ApprovalID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v", err)
+	}
+	// s2's identical run is its own approval, not s1's.
+	if _, other := e.runAction(t, "s2", "send-email", sendArgs); other.ApprovalID == res.ApprovalID {
+		t.Fatal("s2 joined s1's run")
+	}
+}
+
+// TestActionRunRestart: a run left running is failed when a runner starts;
+// a run approved while no runner listened runs at its session's next poll.
+func TestActionRunRestart(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), DBFileName)
+	e := newSapiEnv(t, sapiOpts{dbPath: dbPath, noDecided: true})
+	ctx := context.Background()
+	s1 := e.sessions["s1"]
+	pending, err := e.runner.Run(ctx, s1, "send-email", sendArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := &actionRun{ID: "ar_stuck", Session: "s1", Action: "get-issue", Version: "1.0.0", Connector: tdLinearFQN,
+		ArgsJSON: `{"id":"1"}`, Status: ActionStatusRunning, Outputs: map[string]map[string]any{}}
+	if _, err := e.runner.insertRun(ctx, stuck); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Approve(pending.ApprovalID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new runner on the same database, as after a daemon restart.
+	events := make(chan string, 16)
+	r2 := &ActionRunner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog,
+		OnEvent: func(ev string, d map[string]string) { events <- ev + " " + d["id"] }}
+	t.Cleanup(func() { r2.Close() })
+	got, err := r2.Result(ctx, s1, "ar_stuck")
+	if err != nil || got.Status != ActionStatusFailed || got.Error == nil || got.Error.Reason != "daemon_stopped" ||
+		!strings.Contains(got.Error.Message, "check the upstream") {
+		t.Fatalf("stuck run: %+v %v", got, err)
+	}
+	if got, err := r2.Result(ctx, s1, pending.ApprovalID); err != nil ||
+		(got.Status != ActionStatusRunning && got.Status != ActionStatusCompleted) {
+		t.Fatalf("approved run: %+v %v", got, err)
+	}
+	for done := false; !done; {
+		select {
+		case ev := <-events:
+			done = ev == EventActionCompleted+" "+pending.ApprovalID
+		case <-time.After(20 * time.Second):
+			t.Fatal("the approved run did not complete after the restart")
+		}
+	}
+	if got, _ := r2.Result(ctx, s1, pending.ApprovalID); got.Status != ActionStatusCompleted {
+		t.Fatalf("after restart: %+v", got)
+	}
+	if n := e.countHits("POST", "gmail.google.test"); n != 1 {
+		t.Fatalf("sent %d times", n)
+	}
+}
+
+// TestActionRunExpiredApproval: an approval nobody decided fails the run.
+func TestActionRunExpiredApproval(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	now := e.runner.now()
+	clock := &sync.Mutex{}
+	e.store.Now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+	_, res := e.runAction(t, "s1", "send-email", sendArgs)
+	clock.Lock()
+	now = now.Add(2 * defaultApprovalTTL)
+	clock.Unlock()
+	_, got := e.actionResult(t, "s1", res.ApprovalID)
+	if got.Status != ActionStatusFailed || got.Error == nil || got.Error.Reason != "approval_expired" {
+		t.Fatalf("%+v", got)
+	}
+	if n := len(e.upstreamHits()); n != 0 {
+		t.Fatalf("upstream reached %d times", n)
+	}
+}
+
+// TestActionRunFailures: a refused or failing step stops the chain and says
+// which step and why.
+func TestActionRunFailures(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	ctx := context.Background()
+	_, res := e.runAction(t, "s1", "get-issue", map[string]any{"id": "a/b"})
+	if res.Status != ActionStatusFailed || res.Error == nil || res.Error.Step != "issue" || res.Error.Reason != "invalid_arguments" {
+		t.Fatalf("bad path arg: %+v", res)
+	}
+	// A catalog whose action names an operation the policy lacks.
+	_, acts := loadTestdataPackage(t, "linear")
+	broken := acts[0]
+	m := *broken.Manifest
+	m.Steps = []action.Step{{ID: "x", Connector: tdLinearFQN, Op: "missing-op"}}
+	broken.Manifest = &m
+	cat, err := action.NewCatalog([]action.Installed{broken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ActionRunner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: func() *action.Catalog { return cat }}
+	t.Cleanup(func() { r.Close() })
+	args := map[string]any{}
+	for _, in := range m.Inputs {
+		args[in.Name] = "v"
+	}
+	got, err := r.Run(ctx, e.sessions["s1"], m.Name, args)
+	if err != nil || got.Status != ActionStatusFailed || got.Error.Reason != "step_unresolved" || got.Error.Step != "x" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if n := len(e.upstreamHits()); n != 0 {
+		t.Fatalf("upstream reached %d times", n)
+	}
+	b, _ := json.Marshal(got)
+	if !strings.Contains(string(b), `"status":"failed"`) {
+		t.Errorf("wire form %s", b)
+	}
+}
+
+// TestActionRunNeedsSession: Run and Result refuse a nil session.
+func TestActionRunNeedsSession(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	if _, err := e.runner.Run(context.Background(), nil, "get-issue", nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Run: %v", err)
+	}
+	if _, err := e.runner.Result(context.Background(), nil, "x"); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Result: %v", err)
+	}
+	if _, err := (&ActionRunner{}).Run(context.Background(), &dataplane.Session{ID: "s"}, "x", nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("zero runner: %v", err)
+	}
+}

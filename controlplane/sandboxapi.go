@@ -1,0 +1,445 @@
+package controlplane
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
+)
+
+// maxSandboxBody bounds a sandbox API request body.
+const maxSandboxBody = 1 << 20
+
+// Errors only the sandbox API produces.
+var (
+	errNoEndpoint      = errors.New("no such endpoint")
+	errMethod          = errors.New("method not allowed")
+	errNoSession       = errors.New("no authenticated session")
+	errBodyTooLarge    = errors.New("request body too large")
+	errFeatureDisabled = errors.New("not enabled on this daemon")
+)
+
+// sandboxEndpoints is what the 404 answer lists.
+const sandboxEndpoints = "POST /v1/connector-operations/run, GET /v1/actions, POST /v1/actions/{name}/run, " +
+	"GET /v1/action-approvals/{id}/result, /v1/mcp"
+
+// SandboxAPI is the HTTP API a sandbox reaches through the proxy at
+// https://aileron.internal/v1 (dataplane.Proxy.SandboxAPI), authenticated
+// by the session's proxy credentials (dataplane.SessionFrom). It offers
+// only what a session may do itself; there is no endpoint to decide or list
+// approvals, install connectors, bind credentials or read secrets.
+//
+//	POST /v1/connector-operations/run  {"connector_fqn","tool","operation","args"}
+//	     → 200 {"status":"ok","audit_id","upstream_status","content_type","body"[,"truncated"]}
+//	       (body is the upstream's JSON value when its Content-Type is JSON, else a string);
+//	     ?output=body → the upstream's status, Content-Type and raw body, with
+//	       X-Aileron-Upstream-Status and X-Aileron-Audit-Id headers.
+//	     A refusal by the pipeline (denied, approval pending or denied, upstream
+//	     failure) answers the refusal's status and {"status":"refused","error":{…}}.
+//	GET  /v1/actions                    → 200 ActionList (ETag: the catalog version)
+//	POST /v1/actions/{name}/run         body: the arguments object itself (empty = {})
+//	     → 200 ActionResult (completed, failed, denied), 202 (pending_approval, running)
+//	GET  /v1/action-approvals/{id}/result → 200 ActionResult
+//	     /v1/mcp                        → the MCP field (Streamable HTTP)
+//
+// Every error is the envelope {"error":{"class","reason","message"[,"audit_id",
+// "approval_id","review_url"]}}: 400 invalid arguments, 401 no session, 404
+// unknown endpoint, connector, operation, action or run (including another
+// session's), 405 wrong method, 413 body over 1 MiB, 503 shutting down.
+type SandboxAPI struct {
+	// Policy is the compiled policy operations are resolved in; nil means
+	// an empty policy.
+	Policy *policy.Holder
+	// Catalog returns the installed actions; nil means Runner's catalog.
+	Catalog func() *action.Catalog
+	// Exec runs operation calls. Required for the run endpoint.
+	Exec Executor
+	// Runner runs actions; nil answers the action endpoints with 404.
+	Runner *ActionRunner
+	// MCP serves /v1/mcp; nil answers 404.
+	MCP http.Handler
+	// ApprovalWait is how long the run endpoint waits for a human to
+	// decide an approval-gated operation; 0 answers approval_pending at once
+	// (the client retries the identical call after approval).
+	ApprovalWait time.Duration
+	// Logf receives internal errors; nil discards them.
+	Logf func(format string, args ...any)
+
+	once sync.Once
+	mux  *http.ServeMux
+}
+
+// ServeHTTP implements http.Handler.
+// A path that is not clean (dot segments, "//") is answered 404, never
+// redirected.
+func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.once.Do(s.routes)
+	if p := r.URL.Path; p == "" || path.Clean(p) != strings.TrimSuffix(p, "/") && path.Clean(p) != p {
+		s.writeError(w, fmt.Errorf("%w: %s %s; the sandbox API serves %s", errNoEndpoint, r.Method, clipPath(p), sandboxEndpoints))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *SandboxAPI) routes() {
+	m := http.NewServeMux()
+	route := func(method, path string, h func(http.ResponseWriter, *http.Request, *dataplane.Session)) {
+		m.HandleFunc(method+" "+path, s.authed(h))
+		m.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", method)
+			s.writeError(w, fmt.Errorf("%w: %s %s; use %s", errMethod, r.Method, r.URL.Path, method))
+		})
+	}
+	route(http.MethodPost, "/v1/connector-operations/run", s.runOperation)
+	route(http.MethodGet, "/v1/actions", s.listActions)
+	route(http.MethodPost, "/v1/actions/{name}/run", s.runAction)
+	route(http.MethodGet, "/v1/action-approvals/{id}/result", s.actionResult)
+	mcp := s.authed(func(w http.ResponseWriter, r *http.Request, _ *dataplane.Session) {
+		if s.MCP == nil {
+			s.writeError(w, fmt.Errorf("%w: this daemon does not serve MCP over HTTP", errFeatureDisabled))
+			return
+		}
+		s.MCP.ServeHTTP(w, r)
+	})
+	m.HandleFunc("/v1/mcp", mcp)
+	m.HandleFunc("/v1/mcp/", mcp)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, fmt.Errorf("%w: %s %s; the sandbox API serves %s", errNoEndpoint, r.Method, clipPath(r.URL.Path), sandboxEndpoints))
+	})
+	s.mux = m
+}
+
+// clipPath bounds a request path quoted in a message.
+func clipPath(p string) string {
+	if len(p) > 200 {
+		p = p[:200] + "…"
+	}
+	return strconv.Quote(p)
+}
+
+// authed passes the request's session to h, answering 401 without one.
+func (s *SandboxAPI) authed(h func(http.ResponseWriter, *http.Request, *dataplane.Session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sess, ok := dataplane.SessionFrom(r.Context())
+		if !ok {
+			s.writeError(w, fmt.Errorf("%w: the sandbox API answers only through the proxy, with the session's proxy credentials", errNoSession))
+			return
+		}
+		h(w, r, sess)
+	}
+}
+
+func (s *SandboxAPI) policy() *policy.Policy {
+	if s.Policy == nil {
+		return nil
+	}
+	return s.Policy.Load()
+}
+
+func (s *SandboxAPI) catalog() *action.Catalog {
+	if s.Catalog != nil {
+		return s.Catalog()
+	}
+	if s.Runner != nil {
+		return s.Runner.catalog()
+	}
+	return nil
+}
+
+// operationRequest is the body of POST /v1/connector-operations/run.
+type operationRequest struct {
+	ConnectorFQN string         `json:"connector_fqn"`
+	Tool         string         `json:"tool"`
+	Operation    string         `json:"operation"`
+	Args         map[string]any `json:"args"`
+}
+
+// operationResponse answers a call the pipeline completed.
+type operationResponse struct {
+	Status         string          `json:"status"`
+	AuditID        string          `json:"audit_id"`
+	UpstreamStatus int             `json:"upstream_status"`
+	ContentType    string          `json:"content_type"`
+	Body           json.RawMessage `json:"body"`
+	Truncated      bool            `json:"truncated,omitempty"`
+}
+
+// sandboxError is the error envelope; Status is "refused" for a refusal by
+// the pipeline and absent otherwise.
+type sandboxError struct {
+	Status string           `json:"status,omitempty"`
+	Error  sandboxErrorBody `json:"error"`
+}
+
+type sandboxErrorBody struct {
+	Class      string `json:"class"`
+	Reason     string `json:"reason"`
+	Message    string `json:"message"`
+	AuditID    string `json:"audit_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	ReviewURL  string `json:"review_url,omitempty"`
+}
+
+func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+	raw := false
+	switch out := r.URL.Query().Get("output"); out {
+	case "":
+	case "body":
+		raw = true
+	default:
+		s.writeError(w, fmt.Errorf("%w: output=%s; the only value is output=body", ErrInvalidArgument, strconv.Quote(out)))
+		return
+	}
+	var req operationRequest
+	if err := decodeSandboxBody(w, r, &req, true); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	for _, f := range []struct{ name, v string }{{"connector_fqn", req.ConnectorFQN}, {"tool", req.Tool}, {"operation", req.Operation}} {
+		if f.v == "" {
+			s.writeError(w, fmt.Errorf("%w: request body: %q is missing; send {\"connector_fqn\", \"tool\", \"operation\", \"args\"}", ErrInvalidArgument, f.name))
+			return
+		}
+	}
+	if !inScope(sess, req.ConnectorFQN) {
+		s.writeError(w, fmt.Errorf("%w: connector %q is not available to this session", ErrNotFound, req.ConnectorFQN))
+		return
+	}
+	call, _, err := OperationCall(s.policy(), req.ConnectorFQN, req.Tool, req.Operation, req.Args)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if s.Exec == nil {
+		s.writeError(w, fmt.Errorf("%w: this daemon does not run connector operations for the sandbox", errFeatureDisabled))
+		return
+	}
+	call.Session, call.Wait = sess, s.ApprovalWait
+	res, err := s.Exec.Execute(r.Context(), call)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if res.Refusal != nil {
+		writeCallRefusal(w, res)
+		return
+	}
+	ct := res.Header.Get("Content-Type")
+	if raw {
+		h := w.Header()
+		if ct != "" {
+			h.Set("Content-Type", ct)
+		}
+		h.Set("X-Aileron-Upstream-Status", strconv.Itoa(res.Status))
+		h.Set("X-Aileron-Audit-Id", res.AuditID)
+		h.Set("Cache-Control", "no-store")
+		if res.Truncated {
+			h.Set("X-Aileron-Truncated", "true")
+		}
+		w.WriteHeader(http.StatusOK) // the upstream's status is in the header, never the daemon's own
+		_, _ = w.Write(res.Body)
+		return
+	}
+	writeJSON(w, http.StatusOK, operationResponse{Status: "ok", AuditID: res.AuditID, UpstreamStatus: res.Status,
+		ContentType: ct, Body: responseBody(res, ct), Truncated: res.Truncated})
+}
+
+// responseBody is the upstream body as a JSON value: itself when it is JSON
+// and announced as such, else a JSON string.
+func responseBody(res dataplane.CallResult, ct string) json.RawMessage {
+	if isJSONType(ct) && !res.Truncated && json.Valid(res.Body) {
+		var b bytes.Buffer
+		if json.Compact(&b, res.Body) == nil {
+			return b.Bytes()
+		}
+	}
+	text, _ := json.Marshal(strings.ToValidUTF8(string(res.Body), "\uFFFD"))
+	return text
+}
+
+// writeCallRefusal answers a refusal by the pipeline with its status and
+// the envelope, as the proxy would have.
+func writeCallRefusal(w http.ResponseWriter, res dataplane.CallResult) {
+	ref := res.Refusal
+	h := w.Header()
+	if res.AuditID != "" {
+		h.Set("X-Aileron-Audit-Id", res.AuditID)
+	}
+	if ref.ApprovalID != "" {
+		h.Set("X-Aileron-Approval-Id", ref.ApprovalID)
+	}
+	if ref.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(ref.RetryAfter.Seconds())))
+	}
+	status := ref.Status
+	if status < 400 {
+		status = http.StatusBadGateway
+	}
+	h.Set("X-Aileron-Message", headerLine(ref.Message))
+	writeJSON(w, status, sandboxError{Status: "refused", Error: sandboxErrorBody{Class: ref.Class, Reason: ref.Reason,
+		Message: ref.Message, AuditID: res.AuditID, ApprovalID: ref.ApprovalID, ReviewURL: ref.ReviewURL}})
+}
+
+func (s *SandboxAPI) listActions(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+	list := listActions(s.catalog(), sess)
+	etag := `"` + list.Version + `"`
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *SandboxAPI) runAction(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+	if s.Runner == nil {
+		s.writeError(w, fmt.Errorf("%w: this daemon does not run actions", errFeatureDisabled))
+		return
+	}
+	var args map[string]any
+	if err := decodeSandboxBody(w, r, &args, false); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	res, err := s.Runner.Run(r.Context(), sess, r.PathValue("name"), args)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeActionResult(w, r, res)
+}
+
+// writeActionResult answers an action run: 202 while it waits or runs (with
+// X-Aileron-Approval-Id and X-Aileron-Message for the shims), 200 once it
+// ended. With ?output=body a completed run answers its output alone.
+func writeActionResult(w http.ResponseWriter, r *http.Request, res ActionResult) {
+	status := http.StatusOK
+	if res.Status == ActionStatusPendingApproval || res.Status == ActionStatusRunning {
+		status = http.StatusAccepted
+		if res.ApprovalID != "" {
+			w.Header().Set("X-Aileron-Approval-Id", res.ApprovalID)
+		}
+		w.Header().Set("X-Aileron-Message", headerLine(res.Message))
+	}
+	if res.Error != nil {
+		w.Header().Set("X-Aileron-Message", headerLine(res.Error.Message))
+	}
+	if r.URL.Query().Get("output") == "body" && res.Status == ActionStatusCompleted {
+		writeJSON(w, status, res.Output)
+		return
+	}
+	if res.Status == ActionStatusFailed || res.Status == ActionStatusDenied {
+		w.Header().Set("X-Aileron-Upstream-Status", "0") // the shim exits 1: the action did not complete
+	}
+	writeJSON(w, status, res)
+}
+
+func (s *SandboxAPI) actionResult(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+	if s.Runner == nil {
+		s.writeError(w, fmt.Errorf("%w: this daemon does not run actions", errFeatureDisabled))
+		return
+	}
+	res, err := s.Runner.Result(r.Context(), sess, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// decodeSandboxBody reads one JSON object (at most 1 MiB, numbers kept as
+// json.Number, nothing after it) into v; strict rejects unknown fields. An
+// empty body decodes as {}. Failures wrap ErrInvalidArgument or
+// errBodyTooLarge.
+func decodeSandboxBody(w http.ResponseWriter, r *http.Request, v any, strict bool) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSandboxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fmt.Errorf("%w: the body is over %d bytes", errBodyTooLarge, maxSandboxBody)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: reading the request body: %v", ErrInvalidArgument, err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: request body must be a JSON object: %v", ErrInvalidArgument, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: request body holds more than one JSON value", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// sandboxErrorClasses is consulted in order; the first sentinel err wraps
+// wins.
+func sandboxErrorClasses() []errorClass {
+	return []errorClass{
+		{errNoSession, http.StatusUnauthorized, "proxy_auth", "proxy_auth_required"},
+		{errBodyTooLarge, http.StatusRequestEntityTooLarge, "invalid_request", "body_too_large"},
+		{ErrInvalidArgument, http.StatusBadRequest, "invalid_request", "invalid_argument"},
+		{errMethod, http.StatusMethodNotAllowed, "invalid_request", "method_not_allowed"},
+		{errNoEndpoint, http.StatusNotFound, "not_found", "no_route"},
+		{errFeatureDisabled, http.StatusNotFound, "not_found", "not_enabled"},
+		{ErrNotFound, http.StatusNotFound, "not_found", "not_found"},
+		{ErrConflict, http.StatusConflict, "conflict", "conflict"},
+		{ErrRunnerClosed, http.StatusServiceUnavailable, "unavailable", "shutting_down"},
+	}
+}
+
+// writeError is the sandbox API's single error path: it classifies err by
+// the sentinel it wraps and answers with the envelope. Anything
+// unclassified is a 500 and is logged.
+func (s *SandboxAPI) writeError(w http.ResponseWriter, err error) {
+	c := errorClass{status: http.StatusInternalServerError, class: "internal", reason: "internal_error"}
+	for _, k := range sandboxErrorClasses() {
+		if errors.Is(err, k.target) {
+			c = k
+			break
+		}
+	}
+	msg := strings.TrimSpace(err.Error())
+	if c.status >= 500 {
+		if s.Logf != nil {
+			s.Logf("sandbox api: %s: %v", c.reason, err)
+		}
+		if c.status == http.StatusInternalServerError {
+			msg = "the daemon failed to process the request; its log has the details"
+		}
+	}
+	w.Header().Set("X-Aileron-Message", headerLine(msg))
+	writeJSON(w, c.status, sandboxError{Error: sandboxErrorBody{Class: c.class, Reason: c.reason, Message: msg}})
+}
+
+// headerLine makes msg safe for one header line (shims print it): control
+// characters become spaces, and it is cut at 1 KiB.
+func headerLine(msg string) string {
+	b := []rune(msg)
+	for i, r := range b {
+		if r < 0x20 || r == 0x7f {
+			b[i] = ' '
+		}
+	}
+	out := string(b)
+	if len(out) > 1024 {
+		out = out[:1024]
+	}
+	return strings.ToValidUTF8(out, "")
+}

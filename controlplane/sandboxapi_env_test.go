@@ -1,0 +1,350 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/ca"
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
+)
+
+// Connectors of action/testdata.
+const (
+	tdLinearFQN = "github://acme/aileron-connector-linear"
+	tdGoogleFQN = "github://acme/aileron-connector-google"
+	itemsFQN    = "local://test/items"
+)
+
+// sapiSessions is the proxy's session table in these tests.
+type sapiSessions map[string]*dataplane.Session
+
+func (s sapiSessions) Authenticate(id, token string) (*dataplane.Session, error) {
+	if sess, ok := s[id]; ok && token == "tok-"+id {
+		return sess, nil
+	}
+	return nil, dataplane.ErrProxyAuth
+}
+
+// upstreamHit is one request the fake upstream received.
+type upstreamHit struct {
+	Method, Host, URI string
+	Body              []byte
+}
+
+// sapiEnv is a real proxy (with a real approval store on a temporary
+// database, the action runner and the sandbox API) in front of one loopback
+// TLS upstream standing in for every connector host.
+type sapiEnv struct {
+	proxy     *dataplane.Proxy
+	proxyAddr string
+	db        *DB
+	store     *ApprovalStore
+	runner    *ActionRunner
+	api       *SandboxAPI
+	sessions  sapiSessions
+	sessCA    *ca.Authority
+	events    *eventLog
+	// runEvents receives every action.* event.
+	runEvents chan [2]string // event, run id
+
+	mu   sync.Mutex
+	hits []upstreamHit
+}
+
+type sapiOpts struct {
+	// noDecided leaves the approval store's events unwired from the runner:
+	// only Result polls advance runs.
+	noDecided bool
+	dbPath    string
+}
+
+// loadTestdataPackage parses a package of action/testdata.
+func loadTestdataPackage(tb testing.TB, name string) (*policy.Spec, []action.Installed) {
+	tb.Helper()
+	dir := filepath.Join("..", "action", "testdata", name)
+	data, err := os.ReadFile(filepath.Join(dir, "aileron.connector.v1.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	spec, err := policy.ParseSpec(name+".json", data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mans, err := action.LoadPackage(dir, spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []action.Installed
+	for _, m := range mans {
+		out = append(out, action.Installed{Manifest: m, Connector: spec.Connector.FQN, ConnectorVersion: spec.Connector.Version, Hash: "sha256:test"})
+	}
+	return spec, out
+}
+
+func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
+	t.Helper()
+	e := &sapiEnv{events: &eventLog{}, runEvents: make(chan [2]string, 1024)}
+	upAddr, roots := e.startUpstream(t)
+
+	linSpec, linActs := loadTestdataPackage(t, "linear")
+	gooSpec, gooActs := loadTestdataPackage(t, "google")
+	items, err := policy.ParseSpec("items.json", []byte(opcallSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, errs := policy.Compile([]policy.Source{{Spec: linSpec, Hash: "h1", Origin: "linear"},
+		{Spec: gooSpec, Hash: "h2", Origin: "google"}, {Spec: items, Hash: "h3", Origin: "items"}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	holder := &policy.Holder{}
+	holder.Store(pol)
+	cat, err := action.NewCatalog(append(linActs, gooActs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if o.dbPath == "" {
+		o.dbPath = filepath.Join(t.TempDir(), DBFileName)
+	}
+	e.db = openTestDB(t, o.dbPath)
+	e.store = &ApprovalStore{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
+	e.runner = &ActionRunner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
+		OnEvent: func(ev string, d map[string]string) {
+			e.events.record(ev, d)
+			select {
+			case e.runEvents <- [2]string{ev, d["id"]}:
+			default:
+			}
+		}}
+	e.store.OnEvent = func(ev string, d map[string]string) {
+		e.events.record(ev, d)
+		if !o.noDecided && ev != EventApprovalRequested {
+			e.runner.Decided(d["approval_id"])
+		}
+	}
+	e.api = &SandboxAPI{Policy: holder, Runner: e.runner}
+	var err2 error
+	e.sessCA, err2 = ca.New(ca.Options{})
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	e.sessions = sapiSessions{
+		"s1":     {ID: "s1", CA: e.sessCA},
+		"s2":     {ID: "s2", CA: e.sessCA},
+		"scoped": {ID: "scoped", CA: e.sessCA, Connectors: []string{tdGoogleFQN, itemsFQN}},
+	}
+	e.proxy = &dataplane.Proxy{Sessions: e.sessions, Policy: holder, RootCAs: roots, Approvals: e.store, SandboxAPI: e.api,
+		Guard: &dataplane.Guard{Resolve: map[string]netip.AddrPort{}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}}
+	for _, h := range []string{"api.linear.test:443", "gmail.google.test:443", "api.example.com:443", "api.example.com:8443"} {
+		e.proxy.Guard.Resolve[h] = netip.MustParseAddrPort(upAddr)
+	}
+	e.runner.Exec, e.api.Exec = e.proxy, e.proxy
+	e.serveProxy(t)
+	t.Cleanup(func() { e.runner.Close() })
+	return e
+}
+
+// startUpstream serves the fake connector APIs over TLS on 127.0.0.2.
+func (e *sapiEnv) startUpstream(t *testing.T) (string, *x509.CertPool) {
+	upCA, err := ca.New(ca.Options{CommonName: "test upstream root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(e.serveUpstream),
+		TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return upCA.Leaf(h.ServerName)
+		}},
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	roots := x509.NewCertPool()
+	roots.AddCert(upCA.Certificate())
+	return ln.Addr().String(), roots
+}
+
+func (e *sapiEnv) serveUpstream(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	e.mu.Lock()
+	e.hits = append(e.hits, upstreamHit{Method: r.Method, Host: host, URI: r.RequestURI, Body: body})
+	e.mu.Unlock()
+	answer := func(status int, v any) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	p := r.URL.Path
+	switch {
+	case host == "api.linear.test" && r.Method == http.MethodGet && strings.HasPrefix(p, "/issues/"):
+		id := strings.TrimPrefix(p, "/issues/")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"canon-`+id+`","title":"Issue `+id+`","number":12345678901234567890}`)
+	case host == "api.linear.test" && r.Method == http.MethodPost:
+		var in map[string]any
+		_ = json.Unmarshal(body, &in)
+		answer(http.StatusCreated, map[string]any{"comment": map[string]any{"path": p, "body": in["body"]}})
+	case host == "gmail.google.test":
+		answer(http.StatusOK, map[string]any{"id": "msg-1", "labelIds": []string{"SENT"}})
+	case p == "/v1/items/boom":
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "boom")
+	case p == "/v1/items/text":
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("X-Upstream", "yes")
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = io.WriteString(w, "plain text")
+	default:
+		answer(http.StatusOK, map[string]any{"method": r.Method, "uri": r.RequestURI, "body": string(body),
+			"content_type": r.Header.Get("Content-Type")})
+	}
+}
+
+// upstreamHits returns the requests the upstream has received.
+func (e *sapiEnv) upstreamHits() []upstreamHit {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]upstreamHit(nil), e.hits...)
+}
+
+// countHits counts upstream requests with method to host.
+func (e *sapiEnv) countHits(method, host string) int {
+	n := 0
+	for _, h := range e.upstreamHits() {
+		if h.Method == method && h.Host == host {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *sapiEnv) serveProxy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.proxyAddr = ln.Addr().String()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.proxy.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.proxy.Shutdown(ctx)
+		<-done
+	})
+}
+
+// client returns an HTTP client that reaches the sandbox API through the
+// proxy as session id, as a sandbox does.
+func (e *sapiEnv) client(t *testing.T, id string) *http.Client {
+	roots := x509.NewCertPool()
+	roots.AddCert(e.sessCA.Certificate())
+	tr := &http.Transport{
+		Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: e.proxyAddr, User: url.UserPassword(id, "tok-"+id)}),
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// apiResponse is one answer of the sandbox API.
+type apiResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// decode unmarshals the body into v.
+func (a apiResponse) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(a.body, v); err != nil {
+		t.Fatalf("decoding %s: %v", a.body, err)
+	}
+}
+
+// envelope decodes an error answer.
+func (a apiResponse) envelope(t *testing.T) sandboxErrorBody {
+	t.Helper()
+	var env sandboxError
+	a.decode(t, &env)
+	if env.Error.Class == "" || env.Error.Reason == "" || env.Error.Message == "" {
+		t.Fatalf("not an error envelope: %s", a.body)
+	}
+	return env.Error
+}
+
+// do sends method path (under https://aileron.internal) with body (a
+// string is sent as is, anything else as JSON) as session id.
+func (e *sapiEnv) do(t *testing.T, id, method, path string, body any) apiResponse {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, "https://"+dataplane.DefaultAPIHost+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.client(t, id).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apiResponse{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// waitRunEvent waits for action event ev of run id ("" = any run),
+// skipping others.
+func (e *sapiEnv) waitRunEvent(t *testing.T, ev, id string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case got := <-e.runEvents:
+			if got[0] == ev && (id == "" || got[1] == id) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %s event for run %s; events: %v", ev, id, e.events.list())
+		}
+	}
+}

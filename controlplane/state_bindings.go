@@ -1,0 +1,97 @@
+package controlplane
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// bindingsKind names the bindings file in state_imports.
+const bindingsKind = "bindings"
+
+// loadBindings reads every row of the bindings table and validates it like
+// an entry of the old bindings.json. Content failures wrap ErrCorruptState
+// and name the database, the table and the connector.
+func loadBindings(ctx context.Context, q queryer, db *DB) (map[string]Binding, error) {
+	rows, err := q.QueryContext(ctx, `SELECT connector, credential, header, format, query, env FROM bindings`)
+	if err != nil {
+		return nil, fmt.Errorf("reading bindings from %s: %w", db.path, err)
+	}
+	defer rows.Close()
+	byFQN := map[string]Binding{}
+	for rows.Next() {
+		var bd Binding
+		if err := rows.Scan(&bd.Connector, &bd.Credential, &bd.Header, &bd.Format, &bd.Query, &bd.Env); err != nil {
+			return nil, fmt.Errorf("reading bindings from %s: %w", db.path, err)
+		}
+		if err := validateBinding(bd); err != nil {
+			return nil, fmt.Errorf("%w: %s: table bindings, connector %q: %v "+
+				"(rebind it with `aileron credential bind`, or restore a backup of the database)", ErrCorruptState, db.path, bd.Connector, err)
+		}
+		byFQN[bd.Connector] = bd
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading bindings from %s: %w", db.path, err)
+	}
+	return byFQN, nil
+}
+
+// putBinding inserts bd or replaces the connector's binding.
+func putBinding(ctx context.Context, tx *sql.Tx, bd Binding, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO bindings (connector, credential, header, format, query, env, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (connector) DO UPDATE SET credential = excluded.credential, header = excluded.header,
+			format = excluded.format, query = excluded.query, env = excluded.env, updated_at = excluded.updated_at`,
+		bd.Connector, bd.Credential, bd.Header, bd.Format, bd.Query, bd.Env, fmtTime(now))
+	if err != nil {
+		return fmt.Errorf("recording the binding of %s: %w", bd.Connector, err)
+	}
+	return nil
+}
+
+// importBindingsFile copies File (the old bindings.json) into an empty
+// bindings table once and renames it bindings.json.imported. A file that
+// does not decode or validate wraps ErrCorruptState and names the file and
+// the entry.
+func (b *Bindings) importBindingsFile(db *DB) error {
+	if b.File == "" {
+		return nil
+	}
+	logf := b.Logf
+	if logf == nil {
+		logf = discardf
+	}
+	return db.importFile(bindingsKind, b.File, maxBindingsSize, logf,
+		func(ctx context.Context, tx *sql.Tx, data []byte) (bool, error) {
+			if empty, err := tableEmpty(ctx, tx, "bindings"); err != nil || !empty {
+				return false, err
+			}
+			byFQN, err := decodeBindings(b.File, data)
+			if err != nil {
+				return false, err
+			}
+			fqns := make([]string, 0, len(byFQN))
+			for fqn := range byFQN {
+				fqns = append(fqns, fqn)
+			}
+			sort.Strings(fqns)
+			for _, fqn := range fqns {
+				if err := putBinding(ctx, tx, byFQN[fqn], time.Now()); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+}
+
+// Close closes the database the Bindings opened itself when DB was nil; a
+// DB passed in stays open for its owner. Get and List keep answering from
+// memory; Bind and Unbind need a new Open.
+func (b *Bindings) Close() error {
+	b.writeMu.Lock()
+	b.db = nil
+	b.writeMu.Unlock()
+	return b.state.close()
+}

@@ -1,0 +1,209 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// sessionColumns are the sessions table's columns, in scanSession's order.
+const sessionColumns = `id, name, token_sha256, connectors, created_at, expires_at`
+
+// insertSession records rec in the sessions table; an existing row with the
+// same id is left as it is.
+func insertSession(ctx context.Context, tx *sql.Tx, rec sessionRecord) error {
+	conns, err := json.Marshal(nonNil(rec.Connectors))
+	if err != nil {
+		return fmt.Errorf("encoding the connectors of session %s: %w", rec.ID, err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`,
+		rec.ID, rec.Name, rec.TokenSHA256, string(conns), fmtTime(rec.CreatedAt), fmtTime(rec.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("recording session %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// nonNil returns s, or an empty slice for nil (so it encodes as []).
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// sessionRows reads every row of the sessions table. A row that cannot be
+// decoded comes back with its id and an error wrapping ErrCorruptState in
+// bad; the others in good.
+func sessionRows(ctx context.Context, db *DB) (good []sessionRecord, bad map[string]error, err error) {
+	rows, err := db.sql.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions ORDER BY id`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.path, err)
+	}
+	defer rows.Close()
+	bad = map[string]error{}
+	for rows.Next() {
+		var rec sessionRecord
+		var conns, created, expires string
+		if err := rows.Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires); err != nil {
+			return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.path, err)
+		}
+		if err := decodeSessionRow(db, &rec, conns, created, expires); err != nil {
+			bad[rec.ID] = err
+			continue
+		}
+		good = append(good, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.path, err)
+	}
+	return good, bad, nil
+}
+
+// decodeSessionRow fills rec's connectors and times from their stored form.
+func decodeSessionRow(db *DB, rec *sessionRecord, conns, created, expires string) error {
+	var err error
+	if rec.CreatedAt, err = parseStateTime(db, "session "+rec.ID+" created_at", created); err != nil {
+		return err
+	}
+	if rec.ExpiresAt, err = parseStateTime(db, "session "+rec.ID+" expires_at", expires); err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(conns), &rec.Connectors); err != nil {
+		return fmt.Errorf("%w: %s: session %s: connectors %q is not a JSON array of strings", ErrCorruptState, db.path, rec.ID, conns)
+	}
+	if len(rec.Connectors) == 0 {
+		rec.Connectors = nil
+	}
+	return nil
+}
+
+// deleteSessionRow removes session id's row and reports whether there was
+// one.
+func deleteSessionRow(db *DB, id string) (bool, error) {
+	var n int64
+	ctx := context.Background()
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+		if err != nil {
+			return fmt.Errorf("deleting session %s from %s: %w", id, db.path, err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n > 0, err
+}
+
+// deleteExpiredSessions removes the rows of sessions expired at now and
+// returns their ids.
+func deleteExpiredSessions(db *DB, now time.Time) ([]string, error) {
+	var ids []string
+	ctx := context.Background()
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `DELETE FROM sessions WHERE expires_at <= ? RETURNING id`, fmtTime(now))
+		if err != nil {
+			return fmt.Errorf("deleting expired sessions from %s: %w", db.path, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// checkRecord verifies a session record against the session key and
+// returns its decoded token hash. Failures wrap ErrCorruptState.
+func checkRecord(key []byte, rec sessionRecord) ([sha256.Size]byte, error) {
+	var tokenHash [sha256.Size]byte
+	raw, err := hex.DecodeString(rec.TokenSHA256)
+	if err != nil || len(raw) != sha256.Size {
+		return tokenHash, fmt.Errorf("%w: token_sha256 is not a hex SHA-256", ErrCorruptState)
+	}
+	copy(tokenHash[:], raw)
+	if derived := sha256.Sum256([]byte(deriveToken(key, rec.ID))); derived != tokenHash {
+		return tokenHash, fmt.Errorf("%w: the session was created with a different session key", ErrCorruptState)
+	}
+	return tokenHash, nil
+}
+
+// importLegacySessions moves the records of sessions created before
+// sessions moved into the database (Dir/<id>/session.json) into db, and
+// renames each session.json.imported. Expired ones are deleted; records that
+// cannot be read are logged and left in place (Delete removes them).
+func (s *Sessions) importLegacySessions(db *DB, key []byte, ids []string) error {
+	ctx := context.Background()
+	now := s.now()
+	for _, id := range ids {
+		file := filepath.Join(s.Dir, id, sessionFile)
+		if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		rec, err := readLegacySession(file, id, key)
+		switch {
+		case err != nil:
+			s.logf("session: not importing %s: %v (`aileron session delete %s` removes it)", file, err, id)
+			continue
+		case !now.Before(rec.ExpiresAt):
+			os.RemoveAll(filepath.Join(s.Dir, id))
+			s.logf("session: expired %s removed", id)
+			continue
+		}
+		if err := db.write(ctx, func(tx *sql.Tx) error { return insertSession(ctx, tx, rec) }); err != nil {
+			return err
+		}
+		if err := os.Rename(file, file+importedSuffix); err != nil {
+			s.logf("session: imported %s but could not rename it: %v", file, err)
+			continue
+		}
+		s.logf("session: imported %s into %s", file, db.path)
+	}
+	return nil
+}
+
+// readLegacySession reads and checks a pre-SQLite session.json. Content
+// failures wrap ErrCorruptState.
+func readLegacySession(file, id string, key []byte) (sessionRecord, error) {
+	var rec sessionRecord
+	data, err := readBounded(file, maxRecordSize)
+	if err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, fmt.Errorf("%w: %s: %v", ErrCorruptState, sessionFile, err)
+	}
+	if rec.ID != id {
+		return rec, fmt.Errorf("%w: %s: id %q does not match its directory", ErrCorruptState, sessionFile, rec.ID)
+	}
+	if _, err := checkRecord(key, rec); err != nil {
+		return rec, err
+	}
+	return rec, nil
+}
+
+// Close closes the database the Sessions opened itself when DB was nil; a
+// DB passed in stays open for its owner. Sessions in memory stay usable for
+// Authenticate, Get and List; Create, Delete and Sweep need a new Open.
+func (s *Sessions) Close() error {
+	s.mu.Lock()
+	s.db = nil
+	s.mu.Unlock()
+	return s.state.close()
+}

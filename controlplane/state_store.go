@@ -1,0 +1,181 @@
+package controlplane
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+const (
+	// storeIndexKind names the store index in state_imports.
+	storeIndexKind = "store_index"
+	// maxIndexSize bounds how much of a pre-SQLite index.json is read.
+	maxIndexSize = 64 << 20
+)
+
+// database returns the Store's database (DB, or the one the Store opened
+// itself), importing a pre-SQLite Dir/index.json on first use.
+func (s *Store) database() (*DB, error) {
+	if err := s.checkDir(); err != nil {
+		return nil, err
+	}
+	return s.state.get(s.DB, s.Dir, s.importIndex)
+}
+
+// importIndex copies Dir/index.json into an empty store_versions table once
+// and renames the file index.json.imported. A file that does not decode
+// wraps ErrCorruptState and names the file.
+func (s *Store) importIndex(db *DB) error {
+	file := s.indexPath()
+	return db.importFile(storeIndexKind, file, maxIndexSize, s.logf,
+		func(ctx context.Context, tx *sql.Tx, data []byte) (bool, error) {
+			if empty, err := tableEmpty(ctx, tx, "store_versions"); err != nil || !empty {
+				return false, err
+			}
+			ix, err := decodeIndex(file, data)
+			if err != nil {
+				return false, err
+			}
+			for _, fqn := range sortedFQNs(ix) {
+				c := ix.Connectors[fqn]
+				for v, e := range c.Versions {
+					_, err := tx.ExecContext(ctx, `INSERT INTO store_versions (fqn, version, hash, active, installed_at)
+						VALUES (?, ?, ?, ?, ?)`, fqn, v, e.Hash, v == c.Active, fmtTime(e.InstalledAt))
+					if err != nil {
+						return false, fmt.Errorf("importing %s@%s from %s: %w", fqn, v, file, err)
+					}
+				}
+			}
+			return true, nil
+		})
+}
+
+// loadIndex reads the whole store index from q and validates it like a
+// decoded index.json: well-formed FQNs, strict SemVer, 64-hex hashes and
+// exactly one active version per connector. Content failures wrap
+// ErrCorruptState and name the database, the table and the connector.
+func loadIndex(ctx context.Context, q queryer, db *DB) (*storeIndex, error) {
+	rows, err := q.QueryContext(ctx, `SELECT fqn, version, hash, active, installed_at FROM store_versions`)
+	if err != nil {
+		return nil, fmt.Errorf("reading the store index from %s: %w", db.path, err)
+	}
+	defer rows.Close()
+	ix := newIndex()
+	for rows.Next() {
+		var fqn, version, hash, at string
+		var active bool
+		if err := rows.Scan(&fqn, &version, &hash, &active, &at); err != nil {
+			return nil, fmt.Errorf("reading the store index from %s: %w", db.path, err)
+		}
+		when, err := parseStateTime(db, "store_versions "+fqn+"@"+version+" installed_at", at)
+		if err != nil {
+			return nil, err
+		}
+		c := ix.Connectors[fqn]
+		if c == nil {
+			c = &indexConnector{Versions: map[string]indexVersion{}}
+			ix.Connectors[fqn] = c
+		}
+		c.Versions[version] = indexVersion{Hash: hash, InstalledAt: when}
+		if active {
+			c.Active = version
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the store index from %s: %w", db.path, err)
+	}
+	for fqn, c := range ix.Connectors {
+		if err := validateIndexEntry(fqn, c); err != nil {
+			return nil, fmt.Errorf("%w: %s: table store_versions, connector %q: %v "+
+				"(restore a backup of the database, or fix the row with sqlite3)", ErrCorruptState, db.path, fqn, err)
+		}
+	}
+	return ix, nil
+}
+
+// update runs fn in one write transaction with the index as it stands in
+// it. SQLite's write lock (BEGIN IMMEDIATE) serialises updates across
+// goroutines and processes, and covers fn's moves of package directories.
+func (s *Store) update(fn func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error) error {
+	db, err := s.database()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating store directory: %w", err)
+	}
+	ctx := context.Background()
+	return db.write(ctx, func(tx *sql.Tx) error {
+		ix, err := loadIndex(ctx, tx, db)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, tx, ix)
+	})
+}
+
+// activateVersion records fqn@version (inserting it with hash and at if it
+// is new) as fqn's only active version.
+func activateVersion(ctx context.Context, tx *sql.Tx, fqn, version, hash string, at time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE store_versions SET active = 0 WHERE fqn = ? AND active = 1`, fqn); err != nil {
+		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO store_versions (fqn, version, hash, active, installed_at)
+		VALUES (?, ?, ?, 1, ?) ON CONFLICT (fqn, version) DO UPDATE SET active = 1`, fqn, version, hash, fmtTime(at))
+	if err != nil {
+		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
+	}
+	return nil
+}
+
+// deleteVersion removes fqn@version from the index and, if newActive is not
+// empty, makes that version active.
+func deleteVersion(ctx context.Context, tx *sql.Tx, fqn, version, newActive string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM store_versions WHERE fqn = ? AND version = ?`, fqn, version); err != nil {
+		return fmt.Errorf("removing %s@%s from the store index: %w", fqn, version, err)
+	}
+	if newActive == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE store_versions SET active = 1 WHERE fqn = ? AND version = ?`, fqn, newActive)
+	if err != nil {
+		return fmt.Errorf("activating %s@%s in the store index: %w", fqn, newActive, err)
+	}
+	return nil
+}
+
+// movePackageAside renames the package directory of hash into a new
+// staging directory, which it returns ("" if there was nothing to move).
+// The caller restores it (restorePackage) if the index change fails, and
+// deletes the staging directory.
+func (s *Store) movePackageAside(hash string) (string, error) {
+	staging, err := s.newStaging()
+	if err != nil {
+		return "", err
+	}
+	err = os.Rename(s.packageDir(hash), filepath.Join(staging, "removed"))
+	if os.IsNotExist(err) {
+		os.RemoveAll(staging)
+		return "", nil
+	}
+	if err != nil {
+		os.RemoveAll(staging)
+		return "", fmt.Errorf("removing package %s: %w", s.packageDir(hash), err)
+	}
+	return staging, nil
+}
+
+// restorePackage puts a package moved aside by movePackageAside back,
+// unless another install placed one meanwhile.
+func (s *Store) restorePackage(staging, hash string) {
+	if err := os.Rename(filepath.Join(staging, "removed"), s.packageDir(hash)); err != nil {
+		s.logf("store: could not restore %s after a failed removal: %v (reinstall the package)", s.packageDir(hash), err)
+	}
+}
+
+// Close closes the database the Store opened itself when DB was nil; a
+// DB passed in stays open for its owner. The Store reopens it if used again.
+func (s *Store) Close() error { return s.state.close() }
