@@ -383,6 +383,19 @@ func (s *Sessions) Authenticate(id, token string) (*dataplane.Session, error) {
 	return e.dp, nil
 }
 
+// Session returns live session id as the data plane sees it, for work the
+// daemon does on a session's behalf (an approved action that resumes after
+// a restart). An unknown or expired session wraps ErrNotFound.
+func (s *Sessions) Session(id string) (*dataplane.Session, error) {
+	s.mu.RLock()
+	e := s.live[id]
+	s.mu.RUnlock()
+	if e == nil || !s.now().Before(e.rec.ExpiresAt) {
+		return nil, fmt.Errorf("%w: session %s is unknown or expired", ErrNotFound, id)
+	}
+	return e.dp, nil
+}
+
 // Sweep deletes expired sessions from memory, database and disk and returns
 // how many it removed. The daemon calls it periodically; Authenticate
 // refuses expired sessions whether or not they have been swept.

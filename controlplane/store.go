@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/policy"
 )
 
@@ -186,6 +187,9 @@ func readStagedPackage(pkg, origin string) (policy.Source, error) {
 	spec, err := parseSpec(origin, data)
 	if err != nil {
 		return policy.Source{}, err
+	}
+	if _, err := action.LoadPackage(pkg, spec); err != nil {
+		return policy.Source{}, fmt.Errorf("%w: the package's actions (from %s): %w", ErrInvalidPackage, filepath.Dir(origin), err)
 	}
 	return policy.Source{Spec: spec, Hash: hash, Origin: origin}, nil
 }

@@ -185,19 +185,19 @@ func TestInstallPackageDir(t *testing.T) {
 	pkg := t.TempDir()
 	writeFile(t, pkg, SpecFileName, fixture(t, "gmail"))
 	writeFile(t, pkg, "manifest.toml", []byte("[connector]\nname = \"github://acme/aileron-connector-google\"\n"))
-	writeFile(t, pkg, "actions/send/run.sh", []byte("#!/bin/sh\necho hi\n"))
+	writeFile(t, pkg, "bin/run.sh", []byte("#!/bin/sh\necho hi\n"))
 	writeFile(t, pkg, ".DS_Store", []byte("junk"))
-	os.Chmod(filepath.Join(pkg, "actions/send/run.sh"), 0o755)
+	os.Chmod(filepath.Join(pkg, "bin/run.sh"), 0o755)
 	inst := install(t, s, pkg)
 
-	for _, name := range []string{SpecFileName, "manifest.toml", "actions/send/run.sh", ".DS_Store"} {
+	for _, name := range []string{SpecFileName, "manifest.toml", "bin/run.sh", ".DS_Store"} {
 		want, _ := os.ReadFile(filepath.Join(pkg, name))
 		got, err := os.ReadFile(filepath.Join(inst.Dir, name))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s: stored copy differs (%v)", name, err)
 		}
 	}
-	if info, err := os.Stat(filepath.Join(inst.Dir, "actions/send/run.sh")); err != nil || info.Mode().Perm() != 0o755 {
+	if info, err := os.Stat(filepath.Join(inst.Dir, "bin/run.sh")); err != nil || info.Mode().Perm() != 0o755 {
 		t.Errorf("executable lost its mode: %v %v", info.Mode(), err)
 	}
 	// Hidden files are part of the package and of its hash.
@@ -757,4 +757,18 @@ func FuzzDecodeIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestInstallRefusesBrokenActions(t *testing.T) {
+	s, _ := newStore(t)
+	pkg := t.TempDir()
+	writeFile(t, pkg, SpecFileName, fixture(t, "gmail"))
+	writeFile(t, pkg, "actions/send/action.md", []byte("+++\nname = \"send\"\nversoin = \"1.0.0\"\n+++\nSends.\n"))
+	_, err := s.Install(pkg, nil)
+	if !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), "versoin") {
+		t.Fatalf("Install of a package with a misspelt action key: %v", err)
+	}
+	if list, _ := s.List(); len(list) != 0 {
+		t.Fatalf("a refused package was installed: %v", list)
+	}
 }

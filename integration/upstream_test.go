@@ -178,6 +178,8 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"body_len":    n,
 			"body_sha256": sum,
 		})
+	case strings.HasPrefix(p, "/issues/") && r.Host == "api.linear.app":
+		u.serveIssue(w, r, strings.TrimPrefix(p, "/issues/"))
 	case p == "/sse":
 		u.serveSSE(w, r)
 	case p == "/large":
@@ -430,5 +432,24 @@ func readSSEEvent(br *bufio.Reader) (string, error) {
 		if v, ok := strings.CutPrefix(line, "data: "); ok {
 			data = v
 		}
+	}
+}
+
+// serveIssue is the Linear-like REST API of the tools tests: GET
+// /issues/{id} answers the issue; POST /issues/{id}/comments takes a
+// comment. Each answer carries the SHA-256 of the Authorization it saw, so
+// tests check injection without the key ever being echoed.
+func (u *upstream) serveIssue(w http.ResponseWriter, r *http.Request, rest string) {
+	auth := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+	id, sub, _ := strings.Cut(rest, "/")
+	switch {
+	case sub == "" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, map[string]any{"id": "ISS-" + id, "title": "Issue " + id, "auth_sha256": hex.EncodeToString(auth[:])})
+	case sub == "comments" && r.Method == http.MethodPost:
+		n, sum := hashBody(r.Body)
+		writeJSON(w, http.StatusCreated, map[string]any{"issue": id, "comment_id": "c-1", "body_len": n, "body_sha256": sum,
+			"auth_sha256": hex.EncodeToString(auth[:])})
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such issue route"})
 	}
 }

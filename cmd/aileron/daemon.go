@@ -15,11 +15,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
@@ -82,6 +84,9 @@ type daemon struct {
 	approval *controlplane.ApprovalStore
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
+	catalog  atomic.Pointer[action.Catalog]
+	runner   *controlplane.ActionRunner
+	mcp      *controlplane.MCPHTTPHandler
 	reloadMu sync.Mutex
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.
@@ -134,6 +139,9 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 			MaxHeader: cfg.Proxy.MaxHeaderBytes, UpstreamTLS: cfg.Upstream.TLSHandshakeTimeout,
 			UpstreamHdr: cfg.Upstream.ResponseHeaderTimeout,
 		},
+	}
+	if err := d.openTools(); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -253,6 +261,11 @@ func (d *daemon) reload() error {
 		}
 	}
 	d.policy.Store(pol)
+	cat, aerrs := loadCatalog(srcs)
+	for _, err := range aerrs {
+		d.log.Error().Str("event", "store.actions_failed").Msg(err.Error())
+	}
+	d.catalog.Store(cat)
 	d.log.Info().Str("event", "policy.loaded").Int("connectors", len(srcs)-len(cerrs)).Msg("policy compiled")
 	return nil
 }
@@ -331,7 +344,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	}
 	logf := func(f string, a ...any) { d.log.Info().Msgf(f, a...) }
 	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
-		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Logf: logf}
+		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Logf: logf}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
 	mux.Handle("/", admin.Handler())
@@ -387,7 +400,7 @@ func (d *daemon) shutdown(servers []*http.Server) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
 	defer cancel()
 	open := d.proxy.Stats()
-	err := d.proxy.Shutdown(ctx)
+	err := errors.Join(d.proxy.Shutdown(ctx), d.closeTools())
 	for _, srv := range servers {
 		err = errors.Join(err, srv.Shutdown(ctx))
 	}
