@@ -3,7 +3,6 @@ package controlplane
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -40,16 +39,7 @@ type actionRun struct {
 func (run *actionRun) actionApproval() bool { return run.ApprovalID != "" && run.ApprovalID == run.ID }
 
 // newRunID returns "ar_" and 20 random lower-case base32 characters.
-func newRunID() (string, error) {
-	var b [runIDChars]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generating action run id: %w", err)
-	}
-	for i := range b {
-		b[i] = base32Lower[b[i]&31]
-	}
-	return runIDPrefix + string(b[:]), nil
-}
+func newRunID() (string, error) { return randomID(runIDPrefix, runIDChars) }
 
 // decodeJSONNumbers decodes data keeping numbers as json.Number, so that
 // values survive a round trip through the database unchanged.

@@ -148,15 +148,18 @@ func (s *ApprovalStore) check() error {
 
 // newApprovalID returns "ap_" and 20 random lower-case base32 characters
 // (100 bits).
-func newApprovalID() (string, error) {
-	var b [approvalIDChars]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generating approval id: %w", err)
+func newApprovalID() (string, error) { return randomID(approvalIDPrefix, approvalIDChars) }
+
+// randomID returns prefix and n random lower-case base32 characters.
+func randomID(prefix string, n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a %s id: %w", prefix, err)
 	}
 	for i := range b {
 		b[i] = base32Lower[b[i]&31]
 	}
-	return approvalIDPrefix + string(b[:]), nil
+	return prefix + string(b), nil
 }
 
 func fmtTime(t time.Time) string { return t.UTC().Format(dbTimeLayout) }

@@ -64,7 +64,7 @@ type migration struct {
 // migrations returns the schema steps in order. Migration N is applied, in
 // its own transaction, to a database at version N-1.
 func migrations() []migration {
-	return []migration{
+	return append([]migration{
 		{version: 1, name: "approvals", sql: `
 CREATE TABLE approvals (
 	id          TEXT PRIMARY KEY,
@@ -104,6 +104,13 @@ CREATE TABLE action_runs (
 ) STRICT;
 CREATE INDEX action_runs_approval ON action_runs (approval_id);
 `},
+	}, stateMigrations()...)
+}
+
+// stateMigrations are the steps that moved the file-based state (store
+// index, sessions, bindings) into the database.
+func stateMigrations() []migration {
+	return []migration{
 		{version: 3, name: "state_imports", sql: `
 -- One row per pre-SQLite state file imported (store index, bindings), so an
 -- import happens once even if the renamed file comes back.

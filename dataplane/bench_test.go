@@ -44,3 +44,22 @@ func benchGet(b *testing.B, c *http.Client) {
 		}
 	})
 }
+
+// BenchmarkExecute is a synthetic call (the sandbox API's run endpoint and
+// actions) through the same pipeline; compare with BenchmarkProxyKeepAlive
+// and BenchmarkDirectKeepAlive in the same run.
+func BenchmarkExecute(b *testing.B) {
+	e := newEnv(b, nil)
+	sess := &Session{ID: "s1", CA: e.sessCA}
+	u, _ := url.Parse("https://api.example.com/v1/items/42")
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := e.proxy.Execute(context.Background(), Call{Session: sess, Method: "GET", URL: u})
+			if err != nil || res.Status != http.StatusOK {
+				b.Errorf("Execute: %v %d", err, res.Status)
+				return
+			}
+		}
+	})
+}

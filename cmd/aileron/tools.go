@@ -92,8 +92,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
+	ctx := context.Background() // Launch relays SIGINT/SIGTERM/SIGHUP/SIGQUIT to the command itself
 	c := newClient(cfg)
 	info, cleanup, err := launchSession(ctx, c, *sessID, *name, *conns)
 	if err != nil {
