@@ -49,8 +49,10 @@ func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.S
 		err = r.finish(ctx, &run, ActionStatusFailed, "approval_expired",
 			"the approval expired before it was decided or used; run the action again to ask anew", step, ActionStatusPendingApproval)
 	case ApprovalStateConsumed:
-		if run.actionApproval() { // the identical Run that consumed it is starting the steps
-			return run, nil
+		if run.actionApproval() {
+			// The runner that won the run consumed it after this caller read
+			// the row: answer the row as it is now (running or later).
+			return r.loadRun(ctx, run.ID)
 		}
 		err = r.finish(ctx, &run, ActionStatusFailed, "approval_consumed",
 			fmt.Sprintf("approval %s was used by another identical request, which may have been sent; check the upstream before running the action again", run.ApprovalID),
