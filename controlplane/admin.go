@@ -286,11 +286,15 @@ type errorBody struct {
 	Error errorDetail `json:"error"`
 }
 
-// errorDetail is the inside of the envelope.
+// errorDetail is the inside of the envelope, on the admin API and the
+// sandbox API alike (the sandbox API adds the ids of a pipeline refusal).
 type errorDetail struct {
-	Class   string `json:"class"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
+	Class      string `json:"class"`
+	Reason     string `json:"reason"`
+	Message    string `json:"message"`
+	AuditID    string `json:"audit_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	ReviewURL  string `json:"review_url,omitempty"`
 }
 
 // errorClass maps one sentinel to its answer.
@@ -298,6 +302,17 @@ type errorClass struct {
 	target        error
 	status        int
 	class, reason string
+}
+
+// classifyError returns the first class whose sentinel err wraps, or a 500
+// internal_error.
+func classifyError(err error, classes []errorClass) errorClass {
+	for _, k := range classes {
+		if errors.Is(err, k.target) {
+			return k
+		}
+	}
+	return errorClass{status: http.StatusInternalServerError, class: "internal", reason: "internal_error"}
 }
 
 // adminErrorClasses is consulted in order; the first sentinel err wraps wins.
@@ -319,13 +334,7 @@ func adminErrorClasses() []errorClass {
 // sentinel it wraps and answers with the JSON envelope. Anything unclassified
 // is a 500 and is logged.
 func (a *Admin) writeError(w http.ResponseWriter, err error) {
-	c := errorClass{status: http.StatusInternalServerError, class: "internal", reason: "internal_error"}
-	for _, k := range adminErrorClasses() {
-		if errors.Is(err, k.target) {
-			c = k
-			break
-		}
-	}
+	c := classifyError(err, adminErrorClasses())
 	if c.status >= 500 && a.Logf != nil {
 		a.Logf("admin: %s: %v", c.reason, err)
 	}

@@ -178,17 +178,8 @@ type operationResponse struct {
 // sandboxError is the error envelope; Status is "refused" for a refusal by
 // the pipeline and absent otherwise.
 type sandboxError struct {
-	Status string           `json:"status,omitempty"`
-	Error  sandboxErrorBody `json:"error"`
-}
-
-type sandboxErrorBody struct {
-	Class      string `json:"class"`
-	Reason     string `json:"reason"`
-	Message    string `json:"message"`
-	AuditID    string `json:"audit_id,omitempty"`
-	ApprovalID string `json:"approval_id,omitempty"`
-	ReviewURL  string `json:"review_url,omitempty"`
+	Status string      `json:"status,omitempty"`
+	Error  errorDetail `json:"error"`
 }
 
 func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
@@ -287,7 +278,7 @@ func writeCallRefusal(w http.ResponseWriter, res dataplane.CallResult) {
 		status = http.StatusBadGateway
 	}
 	h.Set("X-Aileron-Message", headerLine(ref.Message))
-	writeJSON(w, status, sandboxError{Status: "refused", Error: sandboxErrorBody{Class: ref.Class, Reason: ref.Reason,
+	writeJSON(w, status, sandboxError{Status: "refused", Error: errorDetail{Class: ref.Class, Reason: ref.Reason,
 		Message: ref.Message, AuditID: res.AuditID, ApprovalID: ref.ApprovalID, ReviewURL: ref.ReviewURL}})
 }
 
@@ -408,13 +399,7 @@ func sandboxErrorClasses() []errorClass {
 // the sentinel it wraps and answers with the envelope. Anything
 // unclassified is a 500 and is logged.
 func (s *SandboxAPI) writeError(w http.ResponseWriter, err error) {
-	c := errorClass{status: http.StatusInternalServerError, class: "internal", reason: "internal_error"}
-	for _, k := range sandboxErrorClasses() {
-		if errors.Is(err, k.target) {
-			c = k
-			break
-		}
-	}
+	c := classifyError(err, sandboxErrorClasses())
 	msg := strings.TrimSpace(err.Error())
 	if c.status >= 500 {
 		if s.Logf != nil {
@@ -425,7 +410,7 @@ func (s *SandboxAPI) writeError(w http.ResponseWriter, err error) {
 		}
 	}
 	w.Header().Set("X-Aileron-Message", headerLine(msg))
-	writeJSON(w, c.status, sandboxError{Error: sandboxErrorBody{Class: c.class, Reason: c.reason, Message: msg}})
+	writeJSON(w, c.status, sandboxError{Error: errorDetail{Class: c.class, Reason: c.reason, Message: msg}})
 }
 
 // headerLine makes msg safe for one header line (shims print it): control

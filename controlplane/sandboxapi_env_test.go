@@ -290,7 +290,7 @@ func (a apiResponse) decode(t *testing.T, v any) {
 }
 
 // envelope decodes an error answer.
-func (a apiResponse) envelope(t *testing.T) sandboxErrorBody {
+func (a apiResponse) envelope(t *testing.T) errorDetail {
 	t.Helper()
 	var env sandboxError
 	a.decode(t, &env)
