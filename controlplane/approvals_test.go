@@ -417,3 +417,47 @@ func TestApprovalsInvalidArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestCoversOnlyAConsumedActionApprovalOfTheSameSession: the data plane
+// lets approval-gated operations of an action through on Covers alone, so
+// nothing but this session's approved-and-taken action approval may pass.
+func TestCoversOnlyAConsumedActionApprovalOfTheSameSession(t *testing.T) {
+	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ctx := context.Background()
+	actionReq := func(body string) *dataplane.ApprovalRequest {
+		r := testRequest("s_one", body)
+		r.Preview.Action = "send-email"
+		return r
+	}
+	pending := mustAwait(t, ts.ApprovalStore, actionReq("pending"), dataplane.ApprovalPending)
+	approved := mustAwait(t, ts.ApprovalStore, actionReq("approved"), dataplane.ApprovalPending)
+	consumed := mustAwait(t, ts.ApprovalStore, actionReq("consumed"), dataplane.ApprovalPending)
+	request := mustAwait(t, ts.ApprovalStore, testRequest("s_one", "request"), dataplane.ApprovalPending)
+	denied := mustAwait(t, ts.ApprovalStore, actionReq("denied"), dataplane.ApprovalPending)
+	for _, id := range []string{approved.ID, consumed.ID, request.ID} {
+		if err := ts.Approve(id, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ts.Deny(denied.ID, "alice", "no"); err != nil {
+		t.Fatal(err)
+	}
+	mustAwait(t, ts.ApprovalStore, actionReq("consumed"), dataplane.ApprovalApproved)
+	mustAwait(t, ts.ApprovalStore, testRequest("s_one", "request"), dataplane.ApprovalApproved)
+	for _, tc := range []struct {
+		name, id, session string
+		covers            bool
+	}{
+		{"consumed action approval", consumed.ID, "s_one", true},
+		{"another session's", consumed.ID, "s_two", false},
+		{"pending", pending.ID, "s_one", false},
+		{"approved, not yet taken", approved.ID, "s_one", false},
+		{"denied", denied.ID, "s_one", false},
+		{"a consumed request-level approval", request.ID, "s_one", false},
+		{"unknown id", "ap_nosuchapproval000000", "s_one", false},
+	} {
+		if err := ts.Covers(ctx, tc.id, tc.session); (err == nil) != tc.covers {
+			t.Errorf("%s: Covers = %v, want covers=%v", tc.name, err, tc.covers)
+		}
+	}
+}
