@@ -100,6 +100,10 @@ func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	}
 	cs := &callState{wait: c.Wait, approvedBy: c.ApprovedBy}
 	ctx = context.WithValue(context.WithValue(r.Context(), tunnelKey{}, t), callKey{}, cs)
+	// With a server in the context, ReverseProxy aborts when the upstream
+	// body breaks off, whatever context the caller passed; serveInner turns
+	// that into a refusal rather than a partial body that looks complete.
+	ctx = context.WithValue(ctx, http.ServerContextKey, p.inner)
 	w := &callWriter{header: make(http.Header)}
 	p.serveInner(w, r.WithContext(ctx))
 	res := CallResult{AuditID: w.header.Get("X-Aileron-Audit-Id"), Status: w.status, Header: w.header,

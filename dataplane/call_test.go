@@ -35,6 +35,8 @@ func TestExecuteEntersTheOnePipeline(t *testing.T) {
 		{name: "allowed GET reaches the upstream", call: Call{Method: "GET", URL: mustURL(t, "https://api.example.com/v1/items/7?x=1")}, status: 200, hits: 1},
 		{name: "POST with a body", call: Call{Method: "POST", URL: mustURL(t, "https://api.example.com/v1/items"), Body: []byte(`{"a":1}`),
 			Header: http.Header{"Content-Type": {"application/json"}}}, status: 200, hits: 1},
+		{name: "a response cut off mid-body is a refusal, not a short success", call: Call{URL: mustURL(t, "https://api.example.com/v1/items/cut")},
+			status: 502, reason: "upstream_unavailable", hits: 1},
 		{name: "no operation matches", call: Call{Method: "PUT", URL: mustURL(t, "https://api.example.com/v1/items")}, status: 403, reason: "no_matching_operation"},
 		{name: "unknown host", call: Call{URL: mustURL(t, "https://evil.example.net/")}, status: 403, reason: "host_not_allowed"},
 		{name: "non-canonical path", call: Call{URL: mustURL(t, "https://api.example.com/v1/items/../x")}, status: 403, reason: "non_canonical_path"},

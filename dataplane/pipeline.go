@@ -73,12 +73,47 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = body
 	}
-	p.rp.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), outboundKey{}, out)))
+	cut := p.forward(cw, r.WithContext(context.WithValue(r.Context(), outboundKey{}, out)))
 	if !out.rejected {
 		rec.Status = cw.status
 	}
+	if cut {
+		rec.Reason, rec.Message = "upstream_cut", "the upstream cut its response off before the end"
+	}
 	rec.BytesIn, rec.BytesOut = body.n, cw.n
 	p.finish(rec)
+	if cut {
+		abort(w, rec)
+	}
+}
+
+// forward runs the ReverseProxy. It reports cut when the upstream broke its
+// response off mid-body: ReverseProxy then aborts the handler (panics with
+// http.ErrAbortHandler), which forward catches so that the outcome is
+// recorded before the client learns of it.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) (cut bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			cut = true
+		}
+	}()
+	p.rp.ServeHTTP(w, r)
+	return false
+}
+
+// abort tells the client that the response it got was cut off: a call
+// (Execute) gets an upstream_unavailable refusal; a proxy client has its
+// connection aborted, net/http's way (the status line was already sent).
+func abort(w http.ResponseWriter, rec *Record) {
+	if cw, ok := w.(*callWriter); ok {
+		cw.status = http.StatusBadGateway
+		cw.refusal = newRefusal(mkRefusal(http.StatusBadGateway, "upstream_error", policy.ReasonUpstreamUnavailable, rec.Message))
+		return
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // decided hands an allowed decision to the Recorder before anything is

@@ -85,6 +85,12 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			e.hits.Add(1)
 			e.lastAuth.Store(r.Header.Get("Proxy-Authorization"))
+			if r.URL.Path == "/v1/items/cut" { // announces 100 bytes, sends 10, hangs up
+				w.Header().Set("Content-Length", "100")
+				_, _ = io.WriteString(w, `{"partial"`)
+				http.NewResponseController(w).Flush()
+				panic(http.ErrAbortHandler)
+			}
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
 			_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "uri": r.RequestURI, "host": r.Host,
