@@ -230,17 +230,18 @@ func (r *ActionRunner) remember(sess *dataplane.Session) {
 	r.sessions[sess.ID] = sess
 }
 
-// sessionFor returns the session a run of id executes for: sess if given,
-// else one seen earlier, else SessionByID's; nil if unknown.
+// sessionFor returns the session a run of id executes for: sess if given
+// (it just authenticated), else SessionByID's, which is authoritative: a
+// session deleted or expired since runs nothing. Only without SessionByID
+// is a session seen earlier in this process used. nil if unknown.
 func (r *ActionRunner) sessionFor(id string, sess *dataplane.Session) *dataplane.Session {
 	if sess != nil && sess.ID == id {
 		return sess
 	}
-	r.mu.Lock()
-	s := r.sessions[id]
-	r.mu.Unlock()
-	if s != nil || r.SessionByID == nil {
-		return s
+	if r.SessionByID == nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.sessions[id]
 	}
 	s, err := r.SessionByID(id)
 	if err != nil || s == nil || s.ID != id {

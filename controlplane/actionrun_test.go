@@ -395,3 +395,36 @@ func TestActionRunNeedsSession(t *testing.T) {
 		t.Errorf("zero runner: %v", err)
 	}
 }
+
+// TestActionRunSessionGoneRunsNothing: an approval decided after its
+// session was deleted sends nothing, although this runner saw the session.
+func TestActionRunSessionGoneRunsNothing(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	s1 := e.sessions["s1"]
+	var mu sync.Mutex
+	live := map[string]*dataplane.Session{"s1": s1}
+	e.runner.SessionByID = func(id string) (*dataplane.Session, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s, ok := live[id]; ok {
+			return s, nil
+		}
+		return nil, ErrNotFound
+	}
+	res, err := e.runner.Run(context.Background(), s1, "send-email", sendArgs)
+	if err != nil || res.Status != ActionStatusPendingApproval {
+		t.Fatalf("%+v %v", res, err)
+	}
+	mu.Lock()
+	delete(live, "s1")
+	mu.Unlock()
+	if err := e.store.Approve(res.ApprovalID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runner.Close(); err != nil { // waits for the Decided work
+		t.Fatal(err)
+	}
+	if n := e.countHits("POST", "gmail.google.test"); n != 0 {
+		t.Fatalf("a deleted session's action sent %d requests", n)
+	}
+}
