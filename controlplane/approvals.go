@@ -374,10 +374,10 @@ func (s *ApprovalStore) Get(id string) (Approval, error) {
 }
 
 // Covers implements dataplane.Approvals: it returns nil only for an action
-// approval (Preview.Action set) of session that a human approved and the
-// action runner has consumed. Anything else wraps ErrNotFound (unknown id,
+// approval (Preview.Action set) of session, for an action of connector,
+// that a human approved and the action runner has consumed. Anything else wraps ErrNotFound (unknown id,
 // another session's) or ErrConflict (not an action approval, not consumed).
-func (s *ApprovalStore) Covers(ctx context.Context, id, session string) error {
+func (s *ApprovalStore) Covers(ctx context.Context, id, session, connector string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -390,6 +390,8 @@ func (s *ApprovalStore) Covers(ctx context.Context, id, session string) error {
 		return fmt.Errorf("%w: approval %s", ErrNotFound, id)
 	case r.Preview.Action == "":
 		return fmt.Errorf("%w: approval %s is for a single request, not an action", ErrConflict, id)
+	case r.Preview.Connector != connector:
+		return fmt.Errorf("%w: approval %s is for an action of %s, not of %s", ErrConflict, id, r.Preview.Connector, connector)
 	case r.State != ApprovalStateConsumed:
 		return fmt.Errorf("%w: approval %s is %s, not approved and taken by its action", ErrConflict, id, r.State)
 	}

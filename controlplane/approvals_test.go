@@ -444,19 +444,21 @@ func TestCoversOnlyAConsumedActionApprovalOfTheSameSession(t *testing.T) {
 	}
 	mustAwait(t, ts.ApprovalStore, actionReq("consumed"), dataplane.ApprovalApproved)
 	mustAwait(t, ts.ApprovalStore, testRequest("s_one", "request"), dataplane.ApprovalApproved)
+	const conn = "example/mail"
 	for _, tc := range []struct {
-		name, id, session string
-		covers            bool
+		name, id, session, connector string
+		covers                       bool
 	}{
-		{"consumed action approval", consumed.ID, "s_one", true},
-		{"another session's", consumed.ID, "s_two", false},
-		{"pending", pending.ID, "s_one", false},
-		{"approved, not yet taken", approved.ID, "s_one", false},
-		{"denied", denied.ID, "s_one", false},
-		{"a consumed request-level approval", request.ID, "s_one", false},
-		{"unknown id", "ap_nosuchapproval000000", "s_one", false},
+		{"consumed action approval", consumed.ID, "s_one", conn, true},
+		{"another session's", consumed.ID, "s_two", conn, false},
+		{"another connector's operation", consumed.ID, "s_one", "example/other", false},
+		{"pending", pending.ID, "s_one", conn, false},
+		{"approved, not yet taken", approved.ID, "s_one", conn, false},
+		{"denied", denied.ID, "s_one", conn, false},
+		{"a consumed request-level approval", request.ID, "s_one", conn, false},
+		{"unknown id", "ap_nosuchapproval000000", "s_one", conn, false},
 	} {
-		if err := ts.Covers(ctx, tc.id, tc.session); (err == nil) != tc.covers {
+		if err := ts.Covers(ctx, tc.id, tc.session, tc.connector); (err == nil) != tc.covers {
 			t.Errorf("%s: Covers = %v, want covers=%v", tc.name, err, tc.covers)
 		}
 	}

@@ -55,8 +55,9 @@ func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any
 		return dataplane.Call{}, nil, fmt.Errorf("%w: path %q: %v", ErrInvalidArgument, escaped, err)
 	}
 	c := dataplane.Call{
-		Method: s.Method,
-		URL:    &url.URL{Scheme: "https", Host: o.Hosts[0].String(), Path: unescaped, RawPath: escaped},
+		Operation: o,
+		Method:    s.Method,
+		URL:       &url.URL{Scheme: "https", Host: o.Hosts[0].String(), Path: unescaped, RawPath: escaped},
 	}
 	rest := make(map[string]any, len(args))
 	for k, v := range args {

@@ -77,9 +77,9 @@ type Approvals interface {
 	// among concurrent identical requests exactly one gets ApprovalApproved.
 	// ctx ending returns ApprovalPending with ctx's error.
 	Await(ctx context.Context, req *ApprovalRequest, hold time.Duration) (ApprovalResult, error)
-	// Covers returns nil if approval id belongs to session and a human
-	// approved it and it has been consumed: an approved action, whose
-	// runner then issues its operations as calls with Call.ApprovedBy.
-	// Any other state, an unknown id or another session's id is an error.
-	Covers(ctx context.Context, id, session string) error
+	// Covers returns nil if approval id is an action approval of session,
+	// for an action of connector (FQN), that a human approved and its
+	// runner consumed: the runner then issues the action's operations as
+	// calls with Call.ApprovedBy. Anything else is an error.
+	Covers(ctx context.Context, id, session, connector string) error
 }

@@ -38,6 +38,11 @@ type Call struct {
 	Header http.Header
 	// Body is the request body; nil sends none.
 	Body []byte
+	// Operation, when set, is the operation the caller built the call for;
+	// a request that policy.Decide matches to any other operation (a path
+	// argument equal to a literal segment, say) is refused, so the approval
+	// and credential that apply are those of the operation asked for.
+	Operation *policy.Operation
 	// Wait is how long an approval-gated call waits for a human's decision;
 	// 0 answers approval_pending at once (the caller polls or retries).
 	Wait time.Duration
@@ -75,6 +80,7 @@ type Refusal struct {
 // callState rides in a synthetic request's context: the call's approval
 // settings.
 type callState struct {
+	op         *policy.Operation
 	wait       time.Duration
 	approvedBy string
 }
@@ -98,7 +104,7 @@ func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	if err != nil {
 		return CallResult{}, err
 	}
-	cs := &callState{wait: c.Wait, approvedBy: c.ApprovedBy}
+	cs := &callState{op: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy}
 	ctx = context.WithValue(context.WithValue(r.Context(), tunnelKey{}, t), callKey{}, cs)
 	// With a server in the context, ReverseProxy aborts when the upstream
 	// body breaks off, whatever context the caller passed; serveInner turns
@@ -153,6 +159,12 @@ func callRequest(ctx context.Context, c Call) (*http.Request, *tunnel, error) {
 	}
 	t := &tunnel{sess: c.Session, authority: auth, id: "call", client: "call"}
 	return r, t, nil
+}
+
+// sameOperation reports whether a and b are the same operation of the
+// same connector version (policy reloads make new pointers).
+func sameOperation(a, b *policy.Operation) bool {
+	return a != nil && b != nil && a.Ref() == b.Ref() && a.Tool == b.Tool && a.Spec.Name == b.Spec.Name
 }
 
 // noteRefusal hands a refusal back to Execute's caller when w, or a writer

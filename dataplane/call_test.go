@@ -78,6 +78,27 @@ func TestExecuteEntersTheOnePipeline(t *testing.T) {
 	}
 }
 
+// TestExecuteKeepsTheOperationAskedFor: a call built for one operation that
+// matches another (its arguments spelled a different path) is refused, so
+// that operation's approval and credential never apply by accident.
+func TestExecuteKeepsTheOperationAskedFor(t *testing.T) {
+	e := newEnv(t, nil)
+	sess := &Session{ID: "s1", CA: e.sessCA}
+	get, ok := e.proxy.Policy.Load().Lookup("local://test/items", "items", "items.get")
+	if !ok {
+		t.Fatal("items.get not found")
+	}
+	res, err := e.proxy.Execute(context.Background(), Call{Session: sess, Operation: get, Method: "POST",
+		URL: mustURL(t, "https://api.example.com/v1/items")})
+	if err != nil || res.Refusal == nil || res.Refusal.Reason != "no_matching_operation" || e.hits.Load() != 0 {
+		t.Fatalf("%v %+v, hits %d", err, res.Refusal, e.hits.Load())
+	}
+	res, err = e.proxy.Execute(context.Background(), Call{Session: sess, Operation: get, URL: mustURL(t, "https://api.example.com/v1/items/7")})
+	if err != nil || res.Status != 200 || e.hits.Load() != 1 {
+		t.Fatalf("the operation asked for: %v %d", err, res.Status)
+	}
+}
+
 func TestExecuteRejectsMalformedCalls(t *testing.T) {
 	e := newEnv(t, nil)
 	sess := &Session{ID: "s1", CA: e.sessCA}

@@ -27,7 +27,7 @@ func (s *scriptedApprovals) Await(_ context.Context, req *ApprovalRequest, _ tim
 	return ApprovalResult{ID: "ap_test", Outcome: s.outcome, Reason: "not today", ReviewURL: "http://127.0.0.1:9091/"}, nil
 }
 
-func (s *scriptedApprovals) Covers(_ context.Context, id, _ string) error {
+func (s *scriptedApprovals) Covers(_ context.Context, id, _, _ string) error {
 	if id != "ap_action" {
 		return errors.New("not an approved action")
 	}
@@ -142,7 +142,9 @@ func (b *blockingApprovals) Await(ctx context.Context, _ *ApprovalRequest, _ tim
 	return ApprovalResult{ID: "ap_held", Outcome: ApprovalPending}, ctx.Err()
 }
 
-func (b *blockingApprovals) Covers(context.Context, string, string) error { return errors.New("no") }
+func (b *blockingApprovals) Covers(context.Context, string, string, string) error {
+	return errors.New("no")
+}
 
 func TestHeldClientGetsAnEnvelopeAtShutdown(t *testing.T) {
 	ap := &blockingApprovals{entered: make(chan struct{})}

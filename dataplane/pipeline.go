@@ -132,6 +132,11 @@ func (p *Proxy) decided(rec *Record) error {
 // gate turns a decision into nil (forward) or the refusal to send. An
 // operation that needs approval is held here until a human decides.
 func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) error {
+	cs := callFrom(r.Context())
+	if cs != nil && cs.op != nil && d.Op != nil && !sameOperation(cs.op, d.Op) {
+		return deny(policy.ReasonNoMatchingOperation, "the call for %s %s/%s matches %s/%s instead; change the arguments so that the path names the operation asked for",
+			cs.op.Ref(), cs.op.Tool, cs.op.Spec.Name, d.Op.Tool, d.Op.Spec.Name)
+	}
 	switch d.Verdict {
 	case policy.Allow:
 		return nil
@@ -139,8 +144,8 @@ func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 		if p.Approvals == nil {
 			return deny(policy.ReasonApprovalPending, "%s needs a human's approval and this daemon has no approval stage enabled", d.Op.Spec.Name)
 		}
-		if cs := callFrom(r.Context()); cs != nil && cs.approvedBy != "" {
-			if err := p.Approvals.Covers(r.Context(), cs.approvedBy, t.sess.ID); err != nil {
+		if cs != nil && cs.approvedBy != "" {
+			if err := p.Approvals.Covers(r.Context(), cs.approvedBy, t.sess.ID, d.Op.FQN); err != nil {
 				return deny(policy.ReasonApprovalPending, "%s needs a human's approval and approval %s does not cover it: %v", d.Op.Spec.Name, cs.approvedBy, err)
 			}
 			return nil
