@@ -34,8 +34,9 @@ func (p *Proxy) apiHost() string {
 func (p *Proxy) serveAPI(w http.ResponseWriter, r *http.Request, t *tunnel) {
 	start := time.Now()
 	if _, err := innerTarget(t, r); err != nil {
-		ref := classify(err)
-		writeRefusal(w, ref, "")
+		rec := p.newRecord(r)
+		rec.Session, rec.Host, rec.Port, rec.Path = t.sess.ID, t.authority.Host, t.authority.Port, clip(r.URL.Path)
+		p.refuse(w, rec, err)
 		return
 	}
 	r.Header.Del("Proxy-Authorization")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strconv"
 	"strings"
 
@@ -35,14 +37,26 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 			return nil, &credentialError{op: st.op, err: err}
 		}
 		red = inject.NewRedactor(secrets...)
+		st.red = red
 	}
 	if inject.ContainsPlaceholder(out) {
 		return nil, deny(policy.ReasonPlaceholder, "the request carries an Aileron placeholder credential where no credential is injected; placeholders only work for operations bound to a credential")
+	}
+	if !red.Empty() { // 1xx headers (103 Early Hints) reach the client before RoundTrip returns
+		out = out.WithContext(httptrace.WithClientTrace(out.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(_ int, h textproto.MIMEHeader) error { red.Header(http.Header(h)); return nil },
+		}))
 	}
 	resp, err := f.p.transport.RoundTrip(out)
 	if err != nil || red.Empty() {
 		return resp, err
 	}
+	return maskResponse(out, resp, red)
+}
+
+// maskResponse masks every echo of the secret in resp: headers, body and
+// trailers (filled in when the body ends).
+func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) (*http.Response, error) {
 	red.Header(resp.Header)
 	switch {
 	case out.Method == http.MethodHead, resp.StatusCode == http.StatusNoContent, resp.StatusCode == http.StatusNotModified:
@@ -50,13 +64,33 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 	case resp.StatusCode == http.StatusSwitchingProtocols:
 		return resp, nil // the body is the upgraded connection; frames are not inspected
 	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		_ = resp.Body.Close()
+		return nil, deny("encoded_response", "the upstream answered a request that carries a credential with a %q-encoded body, which Aileron cannot check for an echo of the credential; it asked for an identity body", ce)
+	}
 	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
 		return maskSmall(resp, red)
 	}
-	resp.Body = red.Body(resp.Body)
+	resp.Body = &trailerMask{ReadCloser: red.Body(resp.Body), red: red, trailer: resp.Trailer}
 	resp.ContentLength = -1 // a masked echo changes the length
 	resp.Header.Del("Content-Length")
 	return resp, nil
+}
+
+// trailerMask masks the response trailers when the body ends: the
+// transport fills them in at EOF, and ReverseProxy sends them after.
+type trailerMask struct {
+	io.ReadCloser
+	red     *inject.Redactor
+	trailer http.Header
+}
+
+func (t *trailerMask) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err == io.EOF {
+		t.red.Header(t.trailer)
+	}
+	return n, err
 }
 
 // smallBody is the largest announced body masked in one piece, keeping an
@@ -70,6 +104,7 @@ func maskSmall(resp *http.Response, red *inject.Redactor) (*http.Response, error
 	if err != nil {
 		return nil, err
 	}
+	red.Header(resp.Trailer) // the body was read to its end: trailers are in
 	masked := red.String(string(b))
 	resp.Body = io.NopCloser(strings.NewReader(masked))
 	resp.ContentLength = int64(len(masked))

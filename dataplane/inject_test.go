@@ -1,15 +1,21 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rs/zerolog"
 
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/policy"
@@ -65,6 +71,87 @@ func TestInjectionOnOutboundCopyWithEchoRedacted(t *testing.T) {
 	if strings.Contains(string(body), inj.token) || strings.Contains(fmt.Sprint(resp.Header), inj.token) {
 		t.Error("the injected secret reached the client")
 	}
+}
+
+// TestEchoInInterimHeadersAndTrailersIsMasked: an upstream echoing the
+// credential in a 1xx response or a trailer does not get it to the client,
+// and a body it labels as encoded (which masking cannot read) is refused.
+func TestEchoInInterimHeadersAndTrailersIsMasked(t *testing.T) {
+	inj := &fixedInjector{token: "sekrit-token-123456"}
+	e := newEnv(t, func(p *Proxy) { p.Injector = inj })
+	var interim []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		interim = append(interim, fmt.Sprint(code, h))
+		return nil
+	}}
+	c := e.client(t, url.UserPassword("s1", e.token))
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", "https://api.example.com/v1/items/sneaky", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "body without the secret" || len(interim) != 1 {
+		t.Fatalf("status %d body %q interim %v", resp.StatusCode, body, interim)
+	}
+	if got := resp.Trailer.Get("X-Echo-Trailer"); got == "" || strings.Contains(got, inj.token) {
+		t.Errorf("trailer %q: want it masked", got)
+	}
+	if strings.Contains(interim[0], inj.token) || !strings.Contains(interim[0], "[REDACTED]") {
+		t.Errorf("103 headers %s: want the secret masked", interim[0])
+	}
+	resp, err = c.Get("https://api.example.com/v1/items/sneaky?enc=br")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if env := readEnvelope(t, resp.Body); resp.StatusCode != 403 || env.Reason != "encoded_response" {
+		t.Fatalf("encoded body: %d %+v", resp.StatusCode, env)
+	}
+}
+
+// TestMalformedEchoStaysOutOfTheLog: an upstream whose malformed answer
+// quotes the credential gets a 502, and the raw transport error in the log
+// line is masked.
+func TestMalformedEchoStaysOutOfTheLog(t *testing.T) {
+	inj := &fixedInjector{token: "sekrit-token-123456"}
+	var logs syncBuffer
+	e := newEnv(t, func(p *Proxy) {
+		p.Injector = inj
+		l := zerolog.New(&logs)
+		p.Log = &l
+	})
+	c := e.client(t, url.UserPassword("s1", e.token))
+	resp, err := c.Get("https://api.example.com/v1/items/garbage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", resp.StatusCode)
+	}
+	if got := logs.String(); strings.Contains(got, inj.token) || !strings.Contains(got, "malformed") {
+		t.Fatalf("log: %s", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the proxy's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestCredentialFailureFailsClosed(t *testing.T) {

@@ -22,6 +22,7 @@ type outbound struct {
 	sess     *Session
 	op       *policy.Operation
 	target   *url.URL
+	red      *inject.Redactor // masks the injected secret; nil without one
 	sentAt   time.Time
 	rejected bool
 }
@@ -203,8 +204,8 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error
 	ref := classify(&upstreamError{Authority: out.target.Host, Err: err})
 	out.rejected = true
 	out.rec.refused(ref) // allowed by policy, refused on the way out (SSRF guard, TLS, dial)
-	if raw := err.Error(); raw != ref.Message {
-		out.rec.Message += " (" + raw + ")" // the raw error is for the log only
+	if raw := out.red.String(err.Error()); raw != ref.Message {
+		out.rec.Message += " (" + raw + ")" // for the log only, masked: a malformed answer may quote an echo
 	}
 	writeRefusal(w, ref, out.rec.AuditID)
 }

@@ -85,6 +85,26 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			e.hits.Add(1)
 			e.lastAuth.Store(r.Header.Get("Proxy-Authorization"))
+			if r.URL.Path == "/v1/items/sneaky" { // echoes in a 103, a trailer, and a gzip-labelled body
+				auth := r.Header.Get("Authorization")
+				w.Header().Set("Link", "<https://x/"+auth+">")
+				w.WriteHeader(http.StatusEarlyHints)
+				w.Header().Del("Link")
+				if r.URL.Query().Get("enc") != "" {
+					w.Header().Set("Content-Encoding", r.URL.Query().Get("enc"))
+				}
+				w.Header().Set("Trailer", "X-Echo-Trailer")
+				_, _ = io.WriteString(w, "body without the secret")
+				http.NewResponseController(w).Flush()
+				w.Header().Set("X-Echo-Trailer", auth)
+				return
+			}
+			if r.URL.Path == "/v1/items/garbage" { // answers with the Authorization it got, as its status line
+				c, _, _ := http.NewResponseController(w).Hijack()
+				_, _ = io.WriteString(c, r.Header.Get("Authorization")+"\r\n\r\n")
+				_ = c.Close()
+				return
+			}
 			if r.URL.Path == "/v1/items/cut" { // announces 100 bytes, sends 10, hangs up
 				w.Header().Set("Content-Length", "100")
 				_, _ = io.WriteString(w, `{"partial"`)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -58,7 +60,7 @@ func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 		Rewrite:        p.rewrite,
 		Transport:      forwarder{p: p},
 		FlushInterval:  -1,
-		ErrorLog:       nil,
+		ErrorLog:       log.New(io.Discard, "", 0), // outcomes go to the record; nil would mean stderr
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamFailed,
 	}
