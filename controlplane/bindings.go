@@ -313,7 +313,7 @@ func envProblem(env string) string {
 func reservedEnv(env string) bool {
 	switch env {
 	case "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-		"CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PATH", "HOME":
+		"CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "NODE_USE_ENV_PROXY", "GIT_SSL_CAINFO", "PATH", "HOME":
 		return true
 	}
 	return strings.HasPrefix(env, "AILERON_")

@@ -19,28 +19,3 @@ func openNoFollow(p string) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// lockFile takes an exclusive advisory lock (flock) on the file at p,
-// creating it with mode 0600 if needed, and returns the function releasing
-// it. Each call opens its own descriptor, so the lock also serialises
-// goroutines of one process.
-func lockFile(p string) (unlock func(), err error) {
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening lock file: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", p, err)
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
-}

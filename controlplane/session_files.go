@@ -53,16 +53,7 @@ func defaultSystemRoots() []string {
 
 // newSessionID returns "s_" and 20 random lower-case base32 characters
 // (100 bits).
-func newSessionID() (string, error) {
-	var b [sessionIDChars]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generating session id: %w", err)
-	}
-	for i := range b {
-		b[i] = base32Lower[b[i]&31] // 32 divides 256: no bias
-	}
-	return sessionIDPrefix + string(b[:]), nil
-}
+func newSessionID() (string, error) { return randomID(sessionIDPrefix, sessionIDChars) }
 
 // validSessionID reports whether id has the form newSessionID produces, so it
 // is safe to use as a directory name.

@@ -194,18 +194,15 @@ func readStagedPackage(pkg, origin string) (policy.Source, error) {
 	return policy.Source{Spec: spec, Hash: hash, Origin: origin}, nil
 }
 
-// parseSpec parses a spec with policy.ParseSpec and checks the version is
-// strict SemVer. Failures wrap ErrInvalidSpec and keep the parser's error
+// parseSpec parses a spec with policy.ParseSpec, which also checks that the
+// version is strict SemVer. Failures wrap ErrInvalidSpec and keep the parser's error
 // (and its message) intact.
 func parseSpec(file string, data []byte) (*policy.Spec, error) {
 	spec, err := policy.ParseSpec(file, data)
 	if err != nil {
 		return nil, specError{err}
 	}
-	if err := policy.CheckSemVer(spec.Connector.Version); err != nil {
-		return nil, specError{fmt.Errorf("%s: $.connector.version: %w", file, err)}
-	}
-	return spec, nil
+	return spec, nil // ParseSpec validated the version as strict SemVer
 }
 
 // specError marks a spec parse failure with ErrInvalidSpec while keeping the

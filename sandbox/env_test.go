@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -94,5 +95,25 @@ func TestRenderShellEvaluates(t *testing.T) {
 	}
 	if out, err := exec.Command("ls", dir).Output(); err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("rendered script ran a command: %s %v", out, err)
+	}
+}
+
+// TestEnvNamesCannotBeBound: a credential binding may export a placeholder
+// under an env name of its choice; none of the names Env sets itself may be
+// taken, or a binding could turn the sandbox's proxy or trust settings off.
+func TestEnvNamesCannotBeBound(t *testing.T) {
+	b := &controlplane.Bindings{File: filepath.Join(t.TempDir(), "bindings.json")}
+	if err := b.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	for _, v := range Env(testInfo(), DefaultAPIURL) {
+		if strings.ToUpper(v.Name) != v.Name {
+			continue // lower-case twins: binding env names are upper case
+		}
+		err := b.Bind(controlplane.Binding{Connector: "github://acme/aileron-connector-linear", Credential: "linear", Env: v.Name})
+		if !errors.Is(err, controlplane.ErrInvalidArgument) {
+			t.Errorf("binding env %s: %v, want it refused", v.Name, err)
+		}
 	}
 }
