@@ -48,6 +48,9 @@ type suite struct {
 	credErr  error
 
 	secrets secretRegistry // every secret a test stored, scanned for after the run
+	// tokens are the session tokens the tests were given: they belong in
+	// proxy URLs the CLI prints, never in a daemon's home or logs.
+	tokens secretRegistry
 	seen    transcript     // what the tests received, scanned for secrets after the run
 }
 
@@ -538,6 +541,11 @@ func (d *daemon) newSession(t *testing.T, args ...string) *session {
 		t.Fatalf("session create --json lacks id, proxy_url or ca_cert_path: %q", out)
 	}
 	s.d = d
+	if u, err := url.Parse(s.ProxyURL); err == nil {
+		if tok, ok := u.User.Password(); ok {
+			theSuite.tokens.add("token of session "+s.ID, tok)
+		}
+	}
 	return &s
 }
 

@@ -189,8 +189,8 @@ func homePlaces(home string) ([]place, error) {
 // their homes (logs included; not the vault) and the transcript for every
 // registered secret. It reports to w and returns false on any finding.
 func (s *suite) scanForSecrets(w io.Writer) bool {
-	secrets := s.secrets.snapshot()
-	if len(secrets) == 0 {
+	secrets, tokens := s.secrets.snapshot(), s.tokens.snapshot()
+	if len(secrets)+len(tokens) == 0 {
 		return true
 	}
 	s.daemonsMu.Lock()
@@ -212,18 +212,19 @@ func (s *suite) scanForSecrets(w io.Writer) bool {
 		}
 		places = append(places, ps...)
 	}
+	homes := len(places)
 	recorded, dropped := s.seen.snapshot()
 	if dropped > 0 {
 		fmt.Fprintf(w, "integration: secret scan: %d received responses exceeded the %d-byte record and were not scanned\n", dropped, transcriptLimit)
 		ok = false
 	}
 	places = append(places, recorded...)
-	found := scanPlaces(secrets, places)
+	found := append(scanPlaces(secrets, places), scanPlaces(tokens, places[:homes])...)
 	for _, f := range found {
 		fmt.Fprintf(w, "integration: secret scan: %s\n", f)
 	}
-	fmt.Fprintf(w, "integration: secret scan: %d secrets, %d places (%d daemon homes, %d received responses/CLI outputs), %d findings\n",
-		len(secrets), len(places), len(ds), len(recorded), len(found))
+	fmt.Fprintf(w, "integration: secret scan: %d secrets and %d session tokens, %d places (%d daemon homes, %d received responses/CLI outputs), %d findings\n",
+		len(secrets), len(tokens), len(places), len(ds), len(recorded), len(found))
 	return ok && len(found) == 0
 }
 
