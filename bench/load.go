@@ -130,45 +130,10 @@ type paddedCounter struct {
 // runThroughput runs conc workers issuing GETs over urls back to back; it
 // counts completions and the CPU time cpu reports during [warmup, warmup+dur).
 func runThroughput(ctx context.Context, c *http.Client, cpu func() time.Duration, urls []string, conc int, warmup, dur time.Duration) throughputResult {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	counters := make([]paddedCounter, conc)
-	var errs errRecorder
-	var wg sync.WaitGroup
-	for w := range conc {
-		wg.Go(func() {
-			for i := w; ctx.Err() == nil; i += conc {
-				if _, err := get(ctx, c, urls[i%len(urls)]); err != nil {
-					if ctx.Err() == nil {
-						errs.record(err)
-					}
-					continue
-				}
-				counters[w].n.Add(1)
-			}
-		})
-	}
-	sum := func() int64 {
-		var s int64
-		for i := range counters {
-			s += counters[i].n.Load()
-		}
-		return s
-	}
-	sleepCtx(ctx, warmup)
-	s0, t0, cpu0 := sum(), time.Now(), cpu()
-	sleepCtx(ctx, dur)
-	s1, t1, cpu1 := sum(), time.Now(), cpu()
-	cancel()
-	wg.Wait()
+	var s sliceSum
+	s.run(ctx, c, cpu, urls, conc, warmup, dur)
 	c.CloseIdleConnections()
-	r := throughputResult{Requests: s1 - s0, Seconds: t1.Sub(t0).Seconds()}
-	r.ReqPerSec = float64(r.Requests) / r.Seconds
-	if r.Requests > 0 {
-		r.CPUPerReqUs = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(r.Requests)
-	}
-	r.Errors, r.FirstErr = errs.snapshot()
-	return r
+	return s.result()
 }
 
 // latencyResult is the one-client keep-alive latency distribution.

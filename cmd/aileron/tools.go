@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandbox"
@@ -63,9 +62,6 @@ func renderSession(ctx context.Context, c *controlplane.Client, id, agent string
 			return nil, err
 		}
 		in.Specs = append(in.Specs, spec)
-	}
-	if in.Actions == nil {
-		in.Actions = []action.Installed{}
 	}
 	return sandbox.Render(in)
 }
