@@ -51,7 +51,7 @@ type suite struct {
 	// tokens are the session tokens the tests were given: they belong in
 	// proxy URLs the CLI prints, never in a daemon's home or logs.
 	tokens secretRegistry
-	seen    transcript     // what the tests received, scanned for secrets after the run
+	seen   transcript // what the tests received, scanned for secrets after the run
 }
 
 // theSuite is set by TestMain before m.Run and never reassigned.
