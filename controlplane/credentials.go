@@ -352,15 +352,11 @@ func secretValues(c Credential) []string {
 	return out
 }
 
-// redact replaces every occurrence of each secret (of 4 bytes or more) in
-// msg.
+// redact masks every secret in msg with the data plane's own masker
+// (longest match first, so a secret inside another never leaves a part of
+// the longer one visible).
 func redact(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			msg = strings.ReplaceAll(msg, s, "[REDACTED]")
-		}
-	}
-	return msg
+	return inject.NewRedactor(secrets...).String(msg)
 }
 
 // secretFieldsFor lists the inject.Secret fields a kind requires and those
