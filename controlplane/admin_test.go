@@ -25,8 +25,8 @@ func startDaemon(t *testing.T) *daemon {
 	t.Helper()
 	home := t.TempDir()
 	d := &daemon{home: home}
-	store := &Store{Dir: filepath.Join(home, "store"), Logf: t.Logf}
 	sessions := sessionsAt(t, home, newFakeClock())
+	store := &Store{Dir: filepath.Join(home, "store"), DB: sessions.DB, Logf: t.Logf}
 	d.admin = &Admin{Store: store, Sessions: sessions, Logf: t.Logf,
 		OnStoreChange: func() error { d.reloads.Add(1); return nil }}
 	sock := filepath.Join(home, "admin.sock")

@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,10 +14,6 @@ import (
 
 // Binding limits.
 const (
-	// bindingsFormat is the version of the old bindings.json.
-	bindingsFormat = 1
-	// maxBindingsSize bounds how much of the old bindings.json is read.
-	maxBindingsSize = 4 << 20
 	// maxEnvName bounds a binding's Env, in bytes.
 	maxEnvName = 128
 	// maxQueryName bounds a binding's Query, in bytes.
@@ -56,46 +51,25 @@ type Binding struct {
 // readers never wait for disk or database I/O. A Bindings must not be copied
 // after first use.
 type Bindings struct {
-	// DB is the control-plane database. Nil means Open opens DBFileName in
-	// File's directory ($AILERON_HOME/aileron.db for the usual File), and
-	// Close closes it; then File is required.
+	// DB is the control-plane database. Required.
 	DB *DB
-	// File is the bindings file of older versions, normally
-	// $AILERON_HOME/bindings.json: if it exists when Open runs and the
-	// database has no bindings yet, it is imported once and renamed
-	// bindings.json.imported. Empty means there is nothing to import.
-	File string
-	// Logf receives a line when File is imported. Nil discards it.
-	Logf func(format string, args ...any)
 
-	state   stateDB
 	writeMu sync.Mutex // serialises changes; guards db
 	db      *DB        // nil until Open
 	mu      sync.RWMutex
 	byFQN   map[string]Binding // copy-on-write; nil until Open
 }
 
-// bindingsFile is the old bindings.json.
-type bindingsFile struct {
-	Version  int       `json:"version"`
-	Bindings []Binding `json:"bindings"`
-}
-
-// Open imports File if needed and loads the bindings. Failures: neither DB
-// nor File set wraps ErrInvalidArgument; a File that does not parse or holds
-// an invalid or duplicate binding wraps ErrCorruptState, naming the file and
-// the entry, as does an invalid row, naming the database; the database's
-// own failures are OpenDB's.
+// Open loads the bindings. Failures: no DB wraps ErrInvalidArgument; an
+// invalid row wraps ErrCorruptState, naming the database, the table and the
+// connector.
 func (b *Bindings) Open() error {
-	if b.DB == nil && b.File == "" {
-		return fmt.Errorf("%w: Bindings needs DB (the control-plane database) or File ($AILERON_HOME/bindings.json)", ErrInvalidArgument)
+	if b.DB == nil {
+		return fmt.Errorf("%w: Bindings needs DB (the control-plane database)", ErrInvalidArgument)
 	}
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
-	db, err := b.state.get(b.DB, b.File, b.importBindingsFile)
-	if err != nil {
-		return err
-	}
+	db := b.DB
 	byFQN, err := loadBindings(context.Background(), db.sql, db)
 	if err != nil {
 		return err
@@ -197,29 +171,6 @@ func (b *Bindings) change(fn func(ctx context.Context, tx *sql.Tx, cur map[strin
 	b.byFQN = next
 	b.mu.Unlock()
 	return nil
-}
-
-// decodeBindings parses and validates the content of an old bindings.json
-// named file. Failures wrap ErrCorruptState and name the file and the entry.
-func decodeBindings(file string, data []byte) (map[string]Binding, error) {
-	var f bindingsFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("%w: bindings %s: %v; fix or remove the file", ErrCorruptState, file, err)
-	}
-	if f.Version != bindingsFormat {
-		return nil, fmt.Errorf("%w: bindings %s has format version %d; this aileron reads version %d", ErrCorruptState, file, f.Version, bindingsFormat)
-	}
-	byFQN := make(map[string]Binding, len(f.Bindings))
-	for i, bd := range f.Bindings {
-		if err := validateBinding(bd); err != nil {
-			return nil, fmt.Errorf("%w: bindings %s: $.bindings[%d]: %v", ErrCorruptState, file, i, err)
-		}
-		if _, dup := byFQN[bd.Connector]; dup {
-			return nil, fmt.Errorf("%w: bindings %s: $.bindings[%d]: connector %s is bound twice", ErrCorruptState, file, i, bd.Connector)
-		}
-		byFQN[bd.Connector] = bd
-	}
-	return byFQN, nil
 }
 
 // validateBinding checks every field of bd. Failures wrap

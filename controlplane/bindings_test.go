@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,11 +9,10 @@ import (
 	"testing"
 )
 
-// bindingsAt returns opened Bindings on its own handle of home's database,
-// importing home/bindings.json if it exists.
+// bindingsAt returns opened Bindings on its own handle of home's database.
 func bindingsAt(t *testing.T, home string) *Bindings {
 	t.Helper()
-	b := &Bindings{DB: openTestDB(t, filepath.Join(home, DBFileName)), File: filepath.Join(home, "bindings.json"), Logf: t.Logf}
+	b := &Bindings{DB: openTestDB(t, filepath.Join(home, DBFileName))}
 	if err := b.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,47 +152,8 @@ func TestBindingEnvConflicts(t *testing.T) {
 	}
 }
 
-func TestBindingsOpenRefusesBadFiles(t *testing.T) {
-	entry := func(b Binding) map[string]any {
-		data, _ := json.Marshal(b)
-		var m map[string]any
-		json.Unmarshal(data, &m)
-		return m
-	}
-	good := entry(Binding{Connector: linearFQN, Credential: "linear"})
-	tests := []struct {
-		name    string
-		content any
-		says    string
-	}{
-		{"not json", "{", "bindings.json"},
-		{"future version", map[string]any{"version": 2, "bindings": []any{}}, "format version 2"},
-		{"invalid entry", map[string]any{"version": 1, "bindings": []any{good,
-			entry(Binding{Connector: googleFQN, Credential: "g", Header: "Host"})}}, "$.bindings[1]"},
-		{"duplicate connector", map[string]any{"version": 1, "bindings": []any{good, good}}, "bound twice"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			data, _ := json.Marshal(tt.content)
-			if s, ok := tt.content.(string); ok {
-				data = []byte(s)
-			}
-			file := writeFile(t, t.TempDir(), "bindings.json", data)
-			b := &Bindings{File: file} // nil DB: aileron.db next to file
-			t.Cleanup(func() { b.Close() })
-			err := b.Open()
-			if !errors.Is(err, ErrCorruptState) || !strings.Contains(err.Error(), tt.says) || !strings.Contains(err.Error(), file) {
-				t.Fatalf("Open = %v, want ErrCorruptState naming %s and saying %q", err, file, tt.says)
-			}
-			if _, err := os.Stat(file); err != nil {
-				t.Errorf("a file that failed to import was moved: %v", err)
-			}
-		})
-	}
-}
-
 func TestBindingsBeforeOpen(t *testing.T) {
-	b := &Bindings{File: filepath.Join(t.TempDir(), "bindings.json")}
+	b := &Bindings{DB: openTestDB(t, filepath.Join(t.TempDir(), DBFileName))}
 	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear"}); !errors.Is(err, ErrNotOpen) {
 		t.Errorf("Bind = %v, want ErrNotOpen", err)
 	}
@@ -204,10 +163,7 @@ func TestBindingsBeforeOpen(t *testing.T) {
 	if _, ok := b.Get(linearFQN); ok || b.List() != nil {
 		t.Error("Get or List before Open returned bindings")
 	}
-	if _, err := os.Stat(b.File); !os.IsNotExist(err) {
-		t.Error("a failed Bind created the file")
-	}
 	if err := (&Bindings{}).Open(); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Open without DB or File = %v, want ErrInvalidArgument", err)
+		t.Errorf("Open without DB = %v, want ErrInvalidArgument", err)
 	}
 }

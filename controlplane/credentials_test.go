@@ -506,7 +506,12 @@ func TestParseSecretInput(t *testing.T) {
 func BenchmarkInjectAPIKey(b *testing.B) {
 	home := b.TempDir()
 	v := &Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
-	bs := &Bindings{File: filepath.Join(home, "bindings.json")}
+	db, err := OpenDB(filepath.Join(home, DBFileName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	bs := &Bindings{DB: db}
 	if err := v.Open(); err != nil {
 		b.Fatal(err)
 	}

@@ -37,9 +37,7 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this aileron bin
 // metadata, the connector store index and credential bindings metadata.
 // What must stay a file stays one: each session's CA private key (0600,
 // sessions/<id>/), connector package bytes (store/connectors/sha256/<hash>/)
-// and secrets (the age-encrypted vault). State files of older versions
-// (store/index.json, bindings.json, sessions/<id>/session.json) are imported
-// once by Store, Bindings and Sessions and renamed *.imported.
+// and secrets (the age-encrypted vault).
 //
 // A DB is safe for concurrent use, and several processes may open the same
 // file: writes take SQLite's write lock at BEGIN (BEGIN IMMEDIATE) and wait
@@ -112,8 +110,9 @@ CREATE INDEX action_runs_approval ON action_runs (approval_id);
 func stateMigrations() []migration {
 	return []migration{
 		{version: 3, name: "state_imports", sql: `
--- One row per pre-SQLite state file imported (store index, bindings), so an
--- import happens once even if the renamed file comes back.
+-- Unused: meant for a one-time import of pre-SQLite state files, a format
+-- no release ever had (the import is gone; the table stays, since a
+-- released migration is never edited).
 CREATE TABLE state_imports (
 	kind        TEXT PRIMARY KEY,          -- 'store_index' or 'bindings'
 	file        TEXT NOT NULL,             -- the file imported, now renamed file + '.imported'

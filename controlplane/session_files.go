@@ -20,9 +20,6 @@ import (
 
 // Session files and formats.
 const (
-	// sessionFile is the session record inside Dir/<id> of sessions created
-	// before their metadata moved into the database; Open imports it.
-	sessionFile = "session.json"
 	// bundleFile is the session CA followed by the system roots.
 	bundleFile = "ca-bundle.pem"
 	// sessionKeySize is the session key's length in bytes.
@@ -37,8 +34,6 @@ const (
 	base32Lower = "abcdefghijklmnopqrstuvwxyz234567"
 	// creatingPrefix marks a session directory still being written.
 	creatingPrefix = ".creating-"
-	// maxRecordSize bounds how much of a pre-SQLite session.json is read.
-	maxRecordSize = 1 << 20
 )
 
 // defaultSystemRoots lists well-known system CA bundle locations.
@@ -141,16 +136,13 @@ func createPrivateFile(path string, data []byte, what string) (err error) {
 }
 
 // loadAll brings the sessions on record up to date and loads them:
-// leftovers of interrupted creations are deleted, sessions of older
-// versions imported, expired sessions deleted (row and directory), and
+// leftovers of interrupted creations are deleted, expired sessions deleted
+// (row and directory), and
 // every other session loaded with its CA; the ones that cannot be are logged
 // and skipped.
 func (s *Sessions) loadAll(db *DB, key []byte) (map[string]*sessionEntry, error) {
 	dirs, err := s.sessionDirs()
 	if err != nil {
-		return nil, err
-	}
-	if err := s.importLegacySessions(db, key, dirs); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -184,7 +176,7 @@ func (s *Sessions) loadAll(db *DB, key []byte) (map[string]*sessionEntry, error)
 		live[rec.ID] = e
 	}
 	for _, id := range dirs {
-		if _, err := os.Lstat(filepath.Join(s.Dir, id, sessionFile)); !known[id] && err != nil {
+		if !known[id] {
 			s.logf("session: %s has no record in %s; `aileron session delete %s` removes it", filepath.Join(s.Dir, id), db.path, id)
 		}
 	}

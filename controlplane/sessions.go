@@ -113,8 +113,7 @@ type SessionInfo struct {
 // control-plane database; its CA (private key mode 0600) and CA bundle stay
 // on disk in Dir/<id>/ (mode 0700). Open loads every session into memory, so
 // that Authenticate, the proxy's hot path, touches neither disk nor
-// database. Sessions created by an older aileron (Dir/<id>/session.json) are
-// imported by Open, their session.json renamed session.json.imported.
+// database.
 //
 // The token is not stored: it is derived as HMAC-SHA256(session key, id)
 // truncated to 192 bits (base64url), so the daemon can show a session's env
@@ -127,9 +126,7 @@ type SessionInfo struct {
 type Sessions struct {
 	// Dir is the sessions directory, normally $AILERON_HOME/sessions. Required.
 	Dir string
-	// DB is the control-plane database holding session metadata. Nil means
-	// Open opens DBFileName in Dir's parent directory
-	// ($AILERON_HOME/aileron.db for the usual Dir), and Close closes it.
+	// DB is the control-plane database holding session metadata. Required.
 	DB *DB
 	// KeyFile is the session key, normally $AILERON_HOME/keys/session.key.
 	// Required; created by Open if missing.
@@ -150,11 +147,10 @@ type Sessions struct {
 	// session. Nil discards them.
 	Logf func(format string, args ...any)
 
-	state stateDB
-	mu    sync.RWMutex
-	key   []byte                   // nil until Open
-	db    *DB                      // nil until Open
-	live  map[string]*sessionEntry // by id
+	mu   sync.RWMutex
+	key  []byte                   // nil until Open
+	db   *DB                      // nil until Open
+	live map[string]*sessionEntry // by id
 	// retired sums the leaf-cache counters of removed sessions, so CertStats
 	// never goes backwards.
 	retired ca.Stats
@@ -167,27 +163,26 @@ type sessionEntry struct {
 	dp        *dataplane.Session // handed out by Authenticate, immutable
 }
 
-// sessionRecord is a session's metadata: a row of the sessions table, and
-// the JSON of a pre-SQLite session.json.
+// sessionRecord is a session's metadata: a row of the sessions table.
 type sessionRecord struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	Connectors  []string  `json:"connectors,omitempty"`
-	TokenSHA256 string    `json:"token_sha256"`
+	ID          string
+	Name        string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	Connectors  []string
+	TokenSHA256 string
 }
 
-// Open loads the session key (creating it if missing), imports sessions
-// left by an older aileron, and loads every session that is intact and
-// unexpired, so sessions survive a daemon restart. Expired sessions are
-// deleted; sessions that cannot be loaded are logged and skipped (Delete
-// still removes them). Failures: a missing field wraps ErrInvalidArgument; a
+// Open loads the session key (creating it if missing) and loads every
+// session that is intact and unexpired, so sessions survive a daemon
+// restart. Expired sessions are deleted; sessions that cannot be loaded are
+// logged and skipped (Delete still removes them). Failures: a missing field
+// (Dir, DB, KeyFile, ProxyURLHost) wraps ErrInvalidArgument; a
 // key file others may read wraps ErrInsecureFile; a key of the wrong size
 // wraps ErrCorruptState; the database's failures are OpenDB's.
 func (s *Sessions) Open() error {
-	if s.Dir == "" || s.KeyFile == "" || s.ProxyURLHost == "" {
-		return fmt.Errorf("%w: Sessions needs Dir, KeyFile and ProxyURLHost", ErrInvalidArgument)
+	if s.Dir == "" || s.DB == nil || s.KeyFile == "" || s.ProxyURLHost == "" {
+		return fmt.Errorf("%w: Sessions needs Dir, DB, KeyFile and ProxyURLHost", ErrInvalidArgument)
 	}
 	key, err := loadOrCreateKey(s.KeyFile)
 	if err != nil {
@@ -196,10 +191,7 @@ func (s *Sessions) Open() error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating sessions directory: %w", err)
 	}
-	db, err := s.state.get(s.DB, s.Dir, nil)
-	if err != nil {
-		return err
-	}
+	db := s.DB
 	live, err := s.loadAll(db, key)
 	if err != nil {
 		return err

@@ -89,8 +89,8 @@ func TestSessionLifecycle(t *testing.T) {
 			t.Errorf("%s: mode %v, want %v", p, got, want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, sessionFile)); !os.IsNotExist(err) {
-		t.Errorf("%s written; session metadata belongs in the database (%v)", sessionFile, err)
+	if _, err := os.Stat(filepath.Join(dir, "session.json")); !os.IsNotExist(err) {
+		t.Errorf("session.json written; session metadata belongs in the database (%v)", err)
 	}
 	var row string
 	err = s.DB.sql.QueryRow(`SELECT id || ' ' || name || ' ' || token_sha256 || ' ' || connectors || ' ' || expires_at
@@ -293,7 +293,7 @@ func TestOpenKeyFileChecks(t *testing.T) {
 			home := t.TempDir()
 			key := writeFile(t, home, "keys/session.key", tt.key)
 			os.Chmod(key, tt.perm)
-			s := &Sessions{Dir: filepath.Join(home, "sessions"), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
+			s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: openTestDB(t, filepath.Join(home, DBFileName)), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
 			if err := s.Open(); !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.fixed) {
 				t.Errorf("Open = %v, want %v mentioning %q", err, tt.want, tt.fixed)
 			}
@@ -411,12 +411,16 @@ func FuzzCreateRequestJSON(f *testing.F) {
 
 func BenchmarkAuthenticate(b *testing.B) {
 	home := b.TempDir()
-	s := &Sessions{Dir: filepath.Join(home, "sessions"), KeyFile: filepath.Join(home, "session.key"),
+	db, err := OpenDB(filepath.Join(home, DBFileName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: db, KeyFile: filepath.Join(home, "session.key"),
 		ProxyURLHost: "127.0.0.1:9080", SystemRoots: []string{}}
 	if err := s.Open(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { s.Close() })
 	for range 100 {
 		if _, err := s.Create(CreateRequest{}); err != nil {
 			b.Fatal(err)

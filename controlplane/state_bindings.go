@@ -4,15 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
 	"time"
 )
 
-// bindingsKind names the bindings file in state_imports.
-const bindingsKind = "bindings"
-
 // loadBindings reads every row of the bindings table and validates it like
-// an entry of the old bindings.json. Content failures wrap ErrCorruptState
+// a binding being bound. Content failures wrap ErrCorruptState
 // and name the database, the table and the connector.
 func loadBindings(ctx context.Context, q queryer, db *DB) (map[string]Binding, error) {
 	rows, err := q.QueryContext(ctx, `SELECT connector, credential, header, format, query, env FROM bindings`)
@@ -49,49 +45,4 @@ func putBinding(ctx context.Context, tx *sql.Tx, bd Binding, now time.Time) erro
 		return fmt.Errorf("recording the binding of %s: %w", bd.Connector, err)
 	}
 	return nil
-}
-
-// importBindingsFile copies File (the old bindings.json) into an empty
-// bindings table once and renames it bindings.json.imported. A file that
-// does not decode or validate wraps ErrCorruptState and names the file and
-// the entry.
-func (b *Bindings) importBindingsFile(db *DB) error {
-	if b.File == "" {
-		return nil
-	}
-	logf := b.Logf
-	if logf == nil {
-		logf = discardf
-	}
-	return db.importFile(bindingsKind, b.File, maxBindingsSize, logf,
-		func(ctx context.Context, tx *sql.Tx, data []byte) (bool, error) {
-			if empty, err := tableEmpty(ctx, tx, "bindings"); err != nil || !empty {
-				return false, err
-			}
-			byFQN, err := decodeBindings(b.File, data)
-			if err != nil {
-				return false, err
-			}
-			fqns := make([]string, 0, len(byFQN))
-			for fqn := range byFQN {
-				fqns = append(fqns, fqn)
-			}
-			sort.Strings(fqns)
-			for _, fqn := range fqns {
-				if err := putBinding(ctx, tx, byFQN[fqn], time.Now()); err != nil {
-					return false, err
-				}
-			}
-			return true, nil
-		})
-}
-
-// Close closes the database the Bindings opened itself when DB was nil; a
-// DB passed in stays open for its owner. Get and List keep answering from
-// memory; Bind and Unbind need a new Open.
-func (b *Bindings) Close() error {
-	b.writeMu.Lock()
-	b.db = nil
-	b.writeMu.Unlock()
-	return b.state.close()
 }

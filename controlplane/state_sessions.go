@@ -6,11 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -142,68 +138,4 @@ func checkRecord(key []byte, rec sessionRecord) ([sha256.Size]byte, error) {
 		return tokenHash, fmt.Errorf("%w: the session was created with a different session key", ErrCorruptState)
 	}
 	return tokenHash, nil
-}
-
-// importLegacySessions moves the records of sessions created before
-// sessions moved into the database (Dir/<id>/session.json) into db, and
-// renames each session.json.imported. Expired ones are deleted; records that
-// cannot be read are logged and left in place (Delete removes them).
-func (s *Sessions) importLegacySessions(db *DB, key []byte, ids []string) error {
-	ctx := context.Background()
-	now := s.now()
-	for _, id := range ids {
-		file := filepath.Join(s.Dir, id, sessionFile)
-		if _, err := os.Lstat(file); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		rec, err := readLegacySession(file, id, key)
-		switch {
-		case err != nil:
-			s.logf("session: not importing %s: %v (`aileron session delete %s` removes it)", file, err, id)
-			continue
-		case !now.Before(rec.ExpiresAt):
-			os.RemoveAll(filepath.Join(s.Dir, id))
-			s.logf("session: expired %s removed", id)
-			continue
-		}
-		if err := db.write(ctx, func(tx *sql.Tx) error { return insertSession(ctx, tx, rec) }); err != nil {
-			return err
-		}
-		if err := os.Rename(file, file+importedSuffix); err != nil {
-			s.logf("session: imported %s but could not rename it: %v", file, err)
-			continue
-		}
-		s.logf("session: imported %s into %s", file, db.path)
-	}
-	return nil
-}
-
-// readLegacySession reads and checks a pre-SQLite session.json. Content
-// failures wrap ErrCorruptState.
-func readLegacySession(file, id string, key []byte) (sessionRecord, error) {
-	var rec sessionRecord
-	data, err := readBounded(file, maxRecordSize)
-	if err != nil {
-		return rec, err
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return rec, fmt.Errorf("%w: %s: %v", ErrCorruptState, sessionFile, err)
-	}
-	if rec.ID != id {
-		return rec, fmt.Errorf("%w: %s: id %q does not match its directory", ErrCorruptState, sessionFile, rec.ID)
-	}
-	if _, err := checkRecord(key, rec); err != nil {
-		return rec, err
-	}
-	return rec, nil
-}
-
-// Close closes the database the Sessions opened itself when DB was nil; a
-// DB passed in stays open for its owner. Sessions in memory stay usable for
-// Authenticate, Get and List; Create, Delete and Sweep need a new Open.
-func (s *Sessions) Close() error {
-	s.mu.Lock()
-	s.db = nil
-	s.mu.Unlock()
-	return s.state.close()
 }

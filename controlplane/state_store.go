@@ -9,52 +9,20 @@ import (
 	"time"
 )
 
-const (
-	// storeIndexKind names the store index in state_imports.
-	storeIndexKind = "store_index"
-	// maxIndexSize bounds how much of a pre-SQLite index.json is read.
-	maxIndexSize = 64 << 20
-)
-
-// database returns the Store's database (DB, or the one the Store opened
-// itself), importing a pre-SQLite Dir/index.json on first use.
+// database returns the Store's database; a Store without Dir or DB wraps
+// ErrInvalidArgument.
 func (s *Store) database() (*DB, error) {
 	if err := s.checkDir(); err != nil {
 		return nil, err
 	}
-	return s.state.get(s.DB, s.Dir, s.importIndex)
-}
-
-// importIndex copies Dir/index.json into an empty store_versions table once
-// and renames the file index.json.imported. A file that does not decode
-// wraps ErrCorruptState and names the file.
-func (s *Store) importIndex(db *DB) error {
-	file := s.indexPath()
-	return db.importFile(storeIndexKind, file, maxIndexSize, s.logf,
-		func(ctx context.Context, tx *sql.Tx, data []byte) (bool, error) {
-			if empty, err := tableEmpty(ctx, tx, "store_versions"); err != nil || !empty {
-				return false, err
-			}
-			ix, err := decodeIndex(file, data)
-			if err != nil {
-				return false, err
-			}
-			for _, fqn := range sortedFQNs(ix) {
-				c := ix.Connectors[fqn]
-				for v, e := range c.Versions {
-					_, err := tx.ExecContext(ctx, `INSERT INTO store_versions (fqn, version, hash, active, installed_at)
-						VALUES (?, ?, ?, ?, ?)`, fqn, v, e.Hash, v == c.Active, fmtTime(e.InstalledAt))
-					if err != nil {
-						return false, fmt.Errorf("importing %s@%s from %s: %w", fqn, v, file, err)
-					}
-				}
-			}
-			return true, nil
-		})
+	if s.DB == nil {
+		return nil, fmt.Errorf("%w: Store.DB is nil; open $AILERON_HOME/%s with OpenDB", ErrInvalidArgument, DBFileName)
+	}
+	return s.DB, nil
 }
 
 // loadIndex reads the whole store index from q and validates it like a
-// decoded index.json: well-formed FQNs, strict SemVer, 64-hex hashes and
+// decoded index: well-formed FQNs, strict SemVer, 64-hex hashes and
 // exactly one active version per connector. Content failures wrap
 // ErrCorruptState and name the database, the table and the connector.
 func loadIndex(ctx context.Context, q queryer, db *DB) (*storeIndex, error) {
@@ -175,7 +143,3 @@ func (s *Store) restorePackage(staging, hash string) {
 		s.logf("store: could not restore %s after a failed removal: %v (reinstall the package)", s.packageDir(hash), err)
 	}
 }
-
-// Close closes the database the Store opened itself when DB was nil; a
-// DB passed in stays open for its owner. The Store reopens it if used again.
-func (s *Store) Close() error { return s.state.close() }

@@ -25,8 +25,7 @@ import (
 // active one, is the store_versions table of the control-plane database;
 // changes to it run in a write transaction, whose lock (BEGIN IMMEDIATE)
 // serialises them across goroutines and processes, package moves included.
-// A Dir/index.json left by an older aileron is imported on first use and
-// renamed index.json.imported. Packages are immutable once placed: the same
+// Packages are immutable once placed: the same
 // bytes always land in the same directory, and several versions (and
 // connectors) may share one.
 //
@@ -35,17 +34,13 @@ import (
 type Store struct {
 	// Dir is the store root, normally $AILERON_HOME/store. Required.
 	Dir string
-	// DB is the control-plane database holding the index. Nil means the
-	// Store opens DBFileName in Dir's parent directory ($AILERON_HOME/aileron.db
-	// for the usual Dir) on first use, and Close closes it.
+	// DB is the control-plane database holding the index. Required.
 	DB *DB
 	// Logf receives one line per install, removal, repair and refused
 	// package. Nil discards them.
 	Logf func(format string, args ...any)
 	// Now stamps installs. Nil means time.Now.
 	Now func() time.Time
-
-	state stateDB
 }
 
 // Installed describes one installed connector version.

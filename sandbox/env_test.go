@@ -102,11 +102,15 @@ func TestRenderShellEvaluates(t *testing.T) {
 // under an env name of its choice; none of the names Env sets itself may be
 // taken, or a binding could turn the sandbox's proxy or trust settings off.
 func TestEnvNamesCannotBeBound(t *testing.T) {
-	b := &controlplane.Bindings{File: filepath.Join(t.TempDir(), "bindings.json")}
+	db, err := controlplane.OpenDB(filepath.Join(t.TempDir(), controlplane.DBFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	b := &controlplane.Bindings{DB: db}
 	if err := b.Open(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
 	for _, v := range Env(testInfo(), DefaultAPIURL) {
 		if strings.ToUpper(v.Name) != v.Name {
 			continue // lower-case twins: binding env names are upper case

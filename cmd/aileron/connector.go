@@ -47,10 +47,15 @@ func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	return usagef("unknown subcommand %q: want install, list, verify or remove", sub)
 }
 
-// offlineStore is the store the daemon would use, for when it is not
-// running: changes take effect at its next start.
-func offlineStore(cfg *config.Config) *controlplane.Store {
-	return &controlplane.Store{Dir: filepath.Join(cfg.Home, "store")}
+// offline runs fn on the store the daemon would use, over its database, for
+// when the daemon is not running: changes take effect at its next start.
+func offline(cfg *config.Config, fn func(*controlplane.Store) error) error {
+	db, err := controlplane.OpenDB(filepath.Join(cfg.Home, controlplane.DBFileName))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(&controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db})
 }
 
 func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, stdout io.Writer) error {
@@ -60,9 +65,13 @@ func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, s
 	}
 	inst, err := c.InstallConnector(context.Background(), abs)
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		st := offlineStore(cfg)
-		active, _ := st.Load()
-		if inst, err = st.Install(abs, active); err == nil {
+		err = offline(cfg, func(st *controlplane.Store) error {
+			active, _ := st.Load()
+			var ierr error
+			inst, ierr = st.Install(abs, active)
+			return ierr
+		})
+		if err == nil {
 			fmt.Fprintln(stdout, "(daemon not running: installed into the store; it takes effect when the daemon starts)")
 		}
 	}
@@ -76,7 +85,10 @@ func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, s
 func connectorList(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
 	list, err := c.ListConnectors(context.Background())
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		list, err = offlineStore(cfg).List()
+		err = offline(cfg, func(st *controlplane.Store) (lerr error) {
+			list, lerr = st.List()
+			return lerr
+		})
 	}
 	if err != nil {
 		return err
@@ -99,7 +111,10 @@ func connectorList(cfg *config.Config, c *controlplane.Client, asJSON bool, stdo
 func connectorVerify(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
 	probs, err := c.VerifyConnectors(context.Background())
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		probs, err = offlineStore(cfg).Verify(), nil
+		err = offline(cfg, func(st *controlplane.Store) error {
+			probs = st.Verify()
+			return nil
+		})
 	}
 	if err != nil {
 		return err
@@ -125,7 +140,7 @@ func connectorVerify(cfg *config.Config, c *controlplane.Client, asJSON bool, st
 func connectorRemove(cfg *config.Config, c *controlplane.Client, ref string, stdout io.Writer) error {
 	err := c.RemoveConnector(context.Background(), ref)
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		err = offlineStore(cfg).Remove(ref)
+		err = offline(cfg, func(st *controlplane.Store) error { return st.Remove(ref) })
 	}
 	if err != nil {
 		return err

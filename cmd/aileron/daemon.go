@@ -184,8 +184,7 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 	if err := d.vault.Open(); err != nil {
 		return err
 	}
-	d.bindings = &controlplane.Bindings{DB: d.db, File: filepath.Join(home, "bindings.json"),
-		Logf: func(f string, a ...any) { d.log.Info().Msgf(f, a...) }}
+	d.bindings = &controlplane.Bindings{DB: d.db}
 	if err := d.bindings.Open(); err != nil {
 		return err
 	}
