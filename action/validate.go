@@ -64,7 +64,7 @@ func checkVersion(key, v string, p *problems) {
 		return
 	}
 	if err := policy.CheckSemVer(v); err != nil {
-		p.add(key, ruleSemVer, strings.TrimPrefix(err.Error(), policy.ErrInvalidSpec.Error()+": "))
+		p.add(key, ruleSemVer, err.Error())
 	}
 }
 
@@ -75,7 +75,7 @@ func checkFQN(key, fqn string, p *problems) bool {
 		return false
 	}
 	if err := policy.CheckFQN(fqn); err != nil {
-		p.add(key, ruleFQN, strings.TrimPrefix(err.Error(), policy.ErrInvalidSpec.Error()+": "))
+		p.add(key, ruleFQN, err.Error())
 		return false
 	}
 	return true

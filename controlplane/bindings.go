@@ -177,7 +177,7 @@ func (b *Bindings) change(fn func(ctx context.Context, tx *sql.Tx, cur map[strin
 // ErrInvalidArgument.
 func validateBinding(bd Binding) error {
 	if err := policy.CheckFQN(bd.Connector); err != nil {
-		return fmt.Errorf("%w: binding: %s", ErrInvalidArgument, policyMessage(err))
+		return fmt.Errorf("%w: binding: %v", ErrInvalidArgument, err)
 	}
 	if err := checkCredentialName(bd.Credential); err != nil {
 		return fmt.Errorf("binding for %s: %w", bd.Connector, err)

@@ -39,14 +39,14 @@ func newIndex() *storeIndex {
 // reaching outside the store.
 func validateIndexEntry(fqn string, c *indexConnector) error {
 	if err := policy.CheckFQN(fqn); err != nil {
-		return errors.New(policyMessage(err))
+		return err
 	}
 	if c == nil || len(c.Versions) == 0 {
 		return errors.New("no versions")
 	}
 	for v, e := range c.Versions {
 		if err := policy.CheckSemVer(v); err != nil {
-			return errors.New(policyMessage(err))
+			return err
 		}
 		if !isHexHash(e.Hash) {
 			return fmt.Errorf("versions[%q].hash %q is not 64 lower-case hex digits", v, e.Hash)

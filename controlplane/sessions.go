@@ -263,7 +263,7 @@ func (s *Sessions) validate(req *CreateRequest) (time.Duration, error) {
 	seen := map[string]bool{}
 	for _, fqn := range req.Connectors {
 		if err := policy.CheckFQN(fqn); err != nil {
-			return 0, fmt.Errorf("%w: session connectors: %s", ErrInvalidArgument, policyMessage(err))
+			return 0, fmt.Errorf("%w: session connectors: %v", ErrInvalidArgument, err)
 		}
 		if !seen[fqn] {
 			seen[fqn] = true

@@ -329,7 +329,7 @@ func (s *Store) List() ([]Installed, error) {
 		if out[i].FQN != out[j].FQN {
 			return out[i].FQN < out[j].FQN
 		}
-		return compareVersions(out[i].Version, out[j].Version) < 0
+		return policy.CompareVersions(out[i].Version, out[j].Version) < 0
 	})
 	return out, nil
 }
@@ -343,9 +343,9 @@ func (s *Store) Remove(ref string) error {
 	if err := s.checkDir(); err != nil {
 		return err
 	}
-	fqn, version, err := parseRef(ref)
+	fqn, version, err := policy.ParseRef(ref)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	var newActive, moved, hash string
 	err = s.update(func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
@@ -399,7 +399,7 @@ func sortedVersions(c *indexConnector) []string {
 	for v := range c.Versions {
 		vs = append(vs, v)
 	}
-	sort.Slice(vs, func(i, j int) bool { return compareVersions(vs[i], vs[j]) < 0 })
+	sort.Slice(vs, func(i, j int) bool { return policy.CompareVersions(vs[i], vs[j]) < 0 })
 	return vs
 }
 

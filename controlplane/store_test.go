@@ -677,41 +677,6 @@ func TestCorruptIndexRows(t *testing.T) {
 	}
 }
 
-func TestCompareVersions(t *testing.T) {
-	// Ascending precedence, from semver.org §11.
-	order := []string{"1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
-		"1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.0+build.1", "1.2.0", "1.10.0", "2.0.0", "10.0.0"}
-	for i := range order {
-		for j := range order {
-			got := compareVersions(order[i], order[j])
-			if want := compareInt(i, j); got != want {
-				t.Errorf("compareVersions(%s, %s) = %d, want %d", order[i], order[j], got, want)
-			}
-		}
-	}
-}
-
-func FuzzParseRef(f *testing.F) {
-	for _, s := range []string{"github://acme/x@1.2.3", "github://acme/x@1.2.3-rc.1+b", "x@", "@1.2.3", "a@b@1.0.0", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, ref string) {
-		fqn, version, err := parseRef(ref)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("parseRef(%q) error %v does not wrap ErrInvalidArgument", ref, err)
-			}
-			return
-		}
-		if fqn+"@"+version != ref || policy.CheckFQN(fqn) != nil || policy.CheckSemVer(version) != nil {
-			t.Fatalf("parseRef(%q) = %q, %q", ref, fqn, version)
-		}
-		if compareVersions(version, version) != 0 {
-			t.Fatalf("compareVersions(%q, itself) != 0", version)
-		}
-	})
-}
-
 func TestInstallRefusesBrokenActions(t *testing.T) {
 	s, _ := newStore(t)
 	pkg := t.TempDir()

@@ -22,7 +22,19 @@ var (
 	// ErrBadPassthroughRule is wrapped by every error Compile reports for a
 	// PassthroughRule it cannot use.
 	ErrBadPassthroughRule = errors.New("invalid passthrough rule")
+	// ErrBadIdent is wrapped by every CheckFQN, CheckSemVer and ParseRef
+	// failure: a connector FQN, version or reference that breaks its
+	// grammar. Its text is not part of the error's message (see identError),
+	// so callers quote the message inside their own without stripping it.
+	ErrBadIdent = errors.New("invalid connector FQN, version or reference")
 )
+
+// identError is a CheckFQN, CheckSemVer or ParseRef failure: its message
+// says what is wrong and how to write it; it wraps ErrBadIdent.
+type identError struct{ msg string }
+
+func (e *identError) Error() string { return e.msg }
+func (e *identError) Unwrap() error { return ErrBadIdent }
 
 // Rule identifiers carried in ValidationError.Rule. They are stable, machine
 // readable names of the rule a spec broke.

@@ -167,3 +167,24 @@ func FuzzParseAuthority(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseRef(f *testing.F) {
+	for _, s := range []string{"github://acme/x@1.2.3", "github://acme/x@1.2.3-rc.1+b", "x@", "@1.2.3", "a@b@1.0.0", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		fqn, version, err := ParseRef(ref)
+		if err != nil {
+			if !errors.Is(err, ErrBadIdent) {
+				t.Fatalf("ParseRef(%q) error %v does not wrap ErrBadIdent", ref, err)
+			}
+			return
+		}
+		if fqn+"@"+version != ref || CheckFQN(fqn) != nil || CheckSemVer(version) != nil {
+			t.Fatalf("ParseRef(%q) = %q, %q", ref, fqn, version)
+		}
+		if CompareVersions(version, version) != 0 {
+			t.Fatalf("CompareVersions(%q, itself) != 0", version)
+		}
+	})
+}

@@ -54,10 +54,11 @@ func fqnScheme(s string) bool {
 // CheckFQN reports whether fqn is a valid connector FQN:
 // scheme://owner/repo[/subpath…], scheme one of github, gitlab, hub, local,
 // every segment non-empty, made of letters, digits, '.', '_', '-', and not
-// "." or "..". Every failure wraps ErrInvalidSpec.
+// "." or "..". Every failure wraps ErrBadIdent; its message is the problem
+// alone, ready to quote in the caller's own message.
 func CheckFQN(fqn string) error {
 	if msg := fqnProblem(fqn); msg != "" {
-		return fmt.Errorf("%w: %s", ErrInvalidSpec, msg)
+		return &identError{msg: msg}
 	}
 	return nil
 }
@@ -102,10 +103,10 @@ func fqnProblem(fqn string) string {
 // CheckSemVer reports whether v is a strict Semantic Version
 // MAJOR.MINOR.PATCH[-prerelease][+build] (semver.org 2.0.0): no leading
 // zeros in numeric parts, no "v" prefix, no ranges, no "latest". Every
-// failure wraps ErrInvalidSpec.
+// failure wraps ErrBadIdent; its message is the problem alone.
 func CheckSemVer(v string) error {
 	if msg := semverProblem(v); msg != "" {
-		return fmt.Errorf("%w: %s", ErrInvalidSpec, msg)
+		return &identError{msg: msg}
 	}
 	return nil
 }
@@ -211,19 +212,21 @@ func checkMethod(m string) (rule, msg string) {
 	return "", ""
 }
 
-// ParseRef splits a connector reference "FQN@VERSION" (such as
-// "github://acme/aileron-connector-google@1.2.3") and checks both parts
-// with CheckFQN and CheckSemVer. Every failure wraps ErrInvalidSpec.
+// ParseRef splits a connector reference FQN@MAJOR.MINOR.PATCH[...] (such
+// as "github://acme/aileron-connector-google@1.2.3") at its last '@' and
+// checks both halves with CheckFQN and CheckSemVer. Every failure wraps
+// ErrBadIdent, quotes the reference and shows the expected form.
 func ParseRef(ref string) (fqn, version string, err error) {
-	fqn, version, ok := strings.Cut(ref, "@")
-	if !ok {
-		return "", "", fmt.Errorf("%w: reference %s has no \"@VERSION\"; write e.g. \"github://acme/aileron-connector-google@1.2.3\"", ErrInvalidSpec, quote(ref))
+	const want = "want FQN@VERSION such as github://acme/gmail@1.2.3 (see `aileron connector list`)"
+	i := strings.LastIndex(ref, "@")
+	if i < 0 {
+		return "", "", &identError{msg: fmt.Sprintf("connector reference %q has no @VERSION; %s", ref, want)}
 	}
-	if err := CheckFQN(fqn); err != nil {
-		return "", "", err
-	}
-	if err := CheckSemVer(version); err != nil {
-		return "", "", err
+	fqn, version = ref[:i], ref[i+1:]
+	for _, check := range []error{CheckFQN(fqn), CheckSemVer(version)} {
+		if check != nil {
+			return "", "", &identError{msg: fmt.Sprintf("connector reference %q: %s; %s", ref, check, want)}
+		}
 	}
 	return fqn, version, nil
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 	"testing"
@@ -377,8 +378,22 @@ func TestParseRef(t *testing.T) {
 	}
 	for _, bad := range []string{"", "github://acme/x", "github://acme/x@", "github://acme/x@latest", "github://acme/x@^1.0.0",
 		"github://acme/x@v1.0.0", "github://acme/x@1.0.0@2.0.0", "ftp://acme/x@1.0.0", "@1.0.0"} {
-		if _, _, err := ParseRef(bad); !errors.Is(err, ErrInvalidSpec) {
-			t.Errorf("ParseRef(%q) = %v, want ErrInvalidSpec", bad, err)
+		if _, _, err := ParseRef(bad); !errors.Is(err, ErrBadIdent) || strings.HasPrefix(err.Error(), ErrBadIdent.Error()) {
+			t.Errorf("ParseRef(%q) = %v, want ErrBadIdent with the problem alone as its message", bad, err)
+		}
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	// Ascending precedence, from semver.org §11.
+	order := []string{"1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
+		"1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.0+build.1", "1.2.0", "1.10.0", "2.0.0", "10.0.0"}
+	for i := range order {
+		for j := range order {
+			got := CompareVersions(order[i], order[j])
+			if want := cmp.Compare(i, j); got != want {
+				t.Errorf("CompareVersions(%s, %s) = %d, want %d", order[i], order[j], got, want)
+			}
 		}
 	}
 }
