@@ -57,12 +57,11 @@ type Event struct {
 	Seq uint64 `json:"seq"`
 	// PrevHash is the hex SHA-256 of the previous line; set by Write.
 	PrevHash string `json:"prev_hash"`
-	// Event is the kind, e.g. connector.proxy.proxied,
-	// connector.proxy.rejected, sandbox.proxy.passthrough,
-	// approval.requested, credential.refreshed, store.installed.
-	Event   string `json:"event"`
-	AuditID string `json:"audit_id,omitempty"`
-	Session string `json:"session,omitempty"`
+	// Name is the kind of event, one of the EventName constants
+	// (connector.proxy.proxied, approval.requested, store.installed, …).
+	Name    EventName `json:"event"`
+	AuditID string    `json:"audit_id,omitempty"`
+	Session string    `json:"session,omitempty"`
 	// Client is the sandbox peer address.
 	Client string `json:"client,omitempty"`
 	Method string `json:"method,omitempty"`

@@ -1,10 +1,14 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // eventKeys is the audit line schema. Changing it breaks every consumer of
@@ -37,7 +41,7 @@ func keysOf(t *testing.T, ev *Event) []string {
 
 func TestEventJSONKeys(t *testing.T) {
 	full := &Event{
-		Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Seq: 7, PrevHash: "ab", Event: "e",
+		Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Seq: 7, PrevHash: "ab", Name: "e",
 		AuditID: "a", Session: "s", Client: "c", Method: "GET", Host: "h", Port: 1, Path: "/p",
 		Decision: "allow", Reason: "r", Connector: "github://o/r", ConnectorVersion: "1.0.0",
 		ConnectorHash: "sha256:x", Tool: "t", Operation: "o", Status: 200, UpstreamStatus: 201,
@@ -76,5 +80,50 @@ func TestEventTimeIsRFC3339NanoUTC(t *testing.T) {
 	}
 	if got, want := m["time"], "2026-01-02T02:04:05.123456789Z"; got != want {
 		t.Errorf("time = %v, want %v", got, want)
+	}
+}
+
+// TestLogFieldsFollowTheSchema: the canonical log line carries every key of
+// the audit line but the chain's own and the trail-only values.
+func TestLogFieldsFollowTheSchema(t *testing.T) {
+	var buf bytes.Buffer
+	zl := zerolog.New(&buf)
+	zl.Log().EmbedObject(&Event{}).Send()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	var want []string
+	for _, k := range eventKeys {
+		switch k {
+		case "time", "seq", "prev_hash", "fields", "details":
+		default:
+			want = append(want, k)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("log fields = %v\nwant         %v", got, want)
+	}
+}
+
+func TestEventNamesAreClosed(t *testing.T) {
+	seen := map[EventName]bool{}
+	for _, n := range EventNames() {
+		if seen[n] || n == "" || strings.ContainsAny(string(n), " *") {
+			t.Errorf("event name %q is empty, repeated or not a plain name", n)
+		}
+		seen[n] = true
+	}
+	for n, want := range map[EventName]EventName{EventProxied: EventCompleted, EventPassthrough: EventPassthroughClosed,
+		EventRejected: EventRejected, EventApprovalDenied: EventApprovalDenied} {
+		if got := n.Outcome(); got != want {
+			t.Errorf("%s.Outcome() = %s, want %s", n, got, want)
+		}
 	}
 }

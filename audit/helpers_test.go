@@ -30,7 +30,7 @@ func (c *fakeClock) Now() time.Time {
 // testEvent is a typical proxy event; i makes each one distinct.
 func testEvent(i int) *Event {
 	return &Event{
-		Event:    "connector.proxy.proxied",
+		Name:     EventProxied,
 		AuditID:  fmt.Sprintf("a_%04d", i),
 		Session:  "s1",
 		Method:   "GET",

@@ -206,11 +206,11 @@ func (l *Log) Write(ev *Event) error {
 	ev.Seq, ev.PrevHash = l.seq+1, l.hash
 	l.buf.Reset()
 	if err := l.enc.Encode(ev); err != nil {
-		return l.fail(fmt.Errorf("%w: event %q does not marshal: %v", ErrInvalidEvent, ev.Event, err))
+		return l.fail(fmt.Errorf("%w: event %q does not marshal: %v", ErrInvalidEvent, ev.Name, err))
 	}
 	line := l.buf.Bytes() // ends in '\n'
 	if len(line)-1 > MaxLineBytes {
-		return l.fail(fmt.Errorf("%w: event %q is %d bytes, over the %d-byte line limit; trim Fields/Details", ErrInvalidEvent, ev.Event, len(line)-1, MaxLineBytes))
+		return l.fail(fmt.Errorf("%w: event %q is %d bytes, over the %d-byte line limit; trim Fields/Details", ErrInvalidEvent, ev.Name, len(line)-1, MaxLineBytes))
 	}
 	if err := l.ensureFile(int64(len(line))); err != nil {
 		return l.fail(err)

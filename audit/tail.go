@@ -38,9 +38,9 @@ func (f Filter) Match(ev *Event) bool {
 		return false
 	}
 	if prefix, ok := strings.CutSuffix(f.Event, "*"); ok {
-		return strings.HasPrefix(ev.Event, prefix)
+		return strings.HasPrefix(string(ev.Name), prefix)
 	}
-	return f.Event == "" || ev.Event == f.Event
+	return f.Event == "" || string(ev.Name) == f.Event
 }
 
 // Tail calls out for every line of dir's log, in chain order, whose event

@@ -31,11 +31,11 @@ func TestTailFilters(t *testing.T) {
 	dir := t.TempDir()
 	l := openLog(t, dir, 1000)
 	evs := []*Event{
-		{Event: "connector.proxy.proxied", Session: "s1", Connector: "github://o/r", Decision: "allow"},
-		{Event: "connector.proxy.rejected", Session: "s2", Decision: "deny"},
-		{Event: "approval.requested", Session: "s1", Connector: "github://o/r"},
-		{Event: "approval.denied", Session: "s2"},
-		{Event: "store.installed", Details: map[string]string{"fqn": "github://o/r"}},
+		{Name: "connector.proxy.proxied", Session: "s1", Connector: "github://o/r", Decision: "allow"},
+		{Name: "connector.proxy.rejected", Session: "s2", Decision: "deny"},
+		{Name: "approval.requested", Session: "s1", Connector: "github://o/r"},
+		{Name: "approval.denied", Session: "s2"},
+		{Name: "store.installed", Details: map[string]string{"fqn": "github://o/r"}},
 	}
 	for _, ev := range evs {
 		if err := l.Write(ev); err != nil {

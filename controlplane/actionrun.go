@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 )
@@ -24,14 +25,6 @@ type Executor interface {
 }
 
 var _ Executor = (*dataplane.Proxy)(nil)
-
-// Audit events ActionRunner reports through OnEvent.
-const (
-	EventActionPending   = "action.pending"
-	EventActionCompleted = "action.completed"
-	EventActionFailed    = "action.failed"
-	EventActionDenied    = "action.denied"
-)
 
 // ErrRunnerClosed is wrapped when an action would start after
 // ActionRunner.Close.
@@ -86,7 +79,7 @@ type ActionRunner struct {
 	// action.denied with the run's id, session, action, version, connector,
 	// approval_id and, for failures, reason and step: never argument values.
 	// nil drops events.
-	OnEvent func(event string, details map[string]string)
+	OnEvent func(event audit.EventName, details map[string]string)
 	// SessionByID returns the live session id, for a run approved while no
 	// request of its session is in flight in this process (after a
 	// restart). nil means only sessions seen by Run and Result in this

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/aileronhq/aileron/audit"
 )
 
 // The action_runs table (migration 2) holds one row per action run. Its
@@ -249,11 +251,11 @@ func (r *ActionRunner) emit(run *actionRun) {
 	if r.OnEvent == nil {
 		return
 	}
-	event := map[string]string{
-		ActionStatusPendingApproval: EventActionPending,
-		ActionStatusCompleted:       EventActionCompleted,
-		ActionStatusFailed:          EventActionFailed,
-		ActionStatusDenied:          EventActionDenied,
+	event := map[string]audit.EventName{
+		ActionStatusPendingApproval: audit.EventActionPending,
+		ActionStatusCompleted:       audit.EventActionCompleted,
+		ActionStatusFailed:          audit.EventActionFailed,
+		ActionStatusDenied:          audit.EventActionDenied,
 	}[run.Status]
 	if event == "" {
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 )
 
@@ -118,7 +119,7 @@ func TestActionRunApprovalApproved(t *testing.T) {
 	if err := e.store.Approve(id, "tester"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitRunEvent(t, EventActionCompleted, id)
+	e.waitRunEvent(t, audit.EventActionCompleted, id)
 	status, res = e.actionResult(t, "s1", id)
 	out, _ := res.Output.(map[string]any)
 	if status != 200 || res.Status != ActionStatusCompleted || out["id"] != "msg-1" || len(res.AuditIDs) != 1 {
@@ -161,7 +162,7 @@ func TestActionRunApprovalDenied(t *testing.T) {
 	if err := e.store.Deny(res.ApprovalID, "tester", "not today"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitRunEvent(t, EventActionDenied, res.ApprovalID)
+	e.waitRunEvent(t, audit.EventActionDenied, res.ApprovalID)
 	status, got := e.actionResult(t, "s1", res.ApprovalID)
 	if status != 200 || got.Status != ActionStatusDenied || got.Error == nil || got.Error.Reason != "approval_denied" ||
 		!strings.Contains(got.Error.Message, "not today") {
@@ -208,7 +209,7 @@ func TestActionRunConcurrentPollsSendOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.waitRunEvent(t, EventActionCompleted, res.ApprovalID)
+	e.waitRunEvent(t, audit.EventActionCompleted, res.ApprovalID)
 	if got, err := e.runner.Result(ctx, s1, res.ApprovalID); err != nil || got.Status != ActionStatusCompleted {
 		t.Fatalf("%+v %v", got, err)
 	}
@@ -238,7 +239,7 @@ func TestActionRunStepApprovalParksAndResumes(t *testing.T) {
 	if err := e.store.Approve(res.ApprovalID, "tester"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitRunEvent(t, EventActionCompleted, "")
+	e.waitRunEvent(t, audit.EventActionCompleted, "")
 	_, got := e.actionResult(t, "s1", res.ApprovalID)
 	out, _ := got.Output.(map[string]any)
 	comment, _ := out["comment"].(map[string]any)
@@ -298,7 +299,7 @@ func TestActionRunRestart(t *testing.T) {
 	// A new runner on the same database, as after a daemon restart.
 	events := make(chan string, 16)
 	r2 := &ActionRunner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog,
-		OnEvent: func(ev string, d map[string]string) { events <- ev + " " + d["id"] }}
+		OnEvent: func(ev audit.EventName, d map[string]string) { events <- string(ev) + " " + d["id"] }}
 	t.Cleanup(func() { r2.Close() })
 	got, err := r2.Result(ctx, s1, "ar_stuck")
 	if err != nil || got.Status != ActionStatusFailed || got.Error == nil || got.Error.Reason != "daemon_stopped" ||
@@ -312,7 +313,7 @@ func TestActionRunRestart(t *testing.T) {
 	for done := false; !done; {
 		select {
 		case ev := <-events:
-			done = ev == EventActionCompleted+" "+pending.ApprovalID
+			done = ev == string(audit.EventActionCompleted)+" "+pending.ApprovalID
 		case <-time.After(20 * time.Second):
 			t.Fatal("the approved run did not complete after the restart")
 		}

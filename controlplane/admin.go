@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/audit"
 )
 
 // maxAdminBody bounds an admin API request body.
@@ -48,7 +49,7 @@ type Admin struct {
 	// session.created, session.deleted, store.installed, store.removed,
 	// credential.set, credential.deleted, binding.set, binding.removed, with
 	// identifying details only (never secret values). Nil means none.
-	OnEvent func(event string, details map[string]string)
+	OnEvent func(event audit.EventName, details map[string]string)
 	// Logf receives unexpected (500) failures. Nil discards them.
 	Logf func(format string, args ...any)
 
@@ -133,7 +134,7 @@ func (a *Admin) createSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	a.event("session.created", map[string]string{"session": info.ID, "name": info.Name,
+	a.event(audit.EventSessionCreated, map[string]string{"session": info.ID, "name": info.Name,
 		"expires_at": info.ExpiresAt.UTC().Format(time.RFC3339), "connectors": strings.Join(info.Connectors, ",")})
 	writeJSON(w, http.StatusCreated, info)
 }
@@ -164,7 +165,7 @@ func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	a.event("session.deleted", map[string]string{"session": r.PathValue("id")})
+	a.event(audit.EventSessionDeleted, map[string]string{"session": r.PathValue("id")})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -200,7 +201,7 @@ func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	a.event("store.installed", map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash})
+	a.event(audit.EventStoreInstalled, map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash})
 	writeJSON(w, http.StatusCreated, inst)
 }
 
@@ -214,7 +215,7 @@ func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	a.event("store.removed", map[string]string{"ref": req.Ref})
+	a.event(audit.EventStoreRemoved, map[string]string{"ref": req.Ref})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -224,7 +225,7 @@ func (a *Admin) verifyConnectors(w http.ResponseWriter, r *http.Request) {
 }
 
 // event reports a control-plane change to OnEvent, if set.
-func (a *Admin) event(name string, details map[string]string) {
+func (a *Admin) event(name audit.EventName, details map[string]string) {
 	if a.OnEvent != nil {
 		a.OnEvent(name, details)
 	}

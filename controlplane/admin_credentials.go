@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/aileronhq/aileron/audit"
 )
 
 // SetCredentialRequest is the body of POST /v1/credentials. Input is the
@@ -58,7 +60,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
-		a.event("credential.deleted", map[string]string{"credential": r.PathValue("name")})
+		a.event(audit.EventCredentialDeleted, map[string]string{"credential": r.PathValue("name")})
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +73,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
-		a.event("binding.set", map[string]string{"connector": b.Connector, "credential": b.Credential})
+		a.event(audit.EventBindingSet, map[string]string{"connector": b.Connector, "credential": b.Credential})
 		writeJSON(w, http.StatusCreated, b)
 	})
 	mux.HandleFunc("GET /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
@@ -87,7 +89,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
-		a.event("binding.removed", map[string]string{"connector": req.Connector})
+		a.event(audit.EventBindingRemoved, map[string]string{"connector": req.Connector})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
@@ -109,7 +111,7 @@ func (a *Admin) setCredential(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	a.event("credential.set", map[string]string{"credential": req.Name, "kind": req.Kind})
+	a.event(audit.EventCredentialSet, map[string]string{"credential": req.Name, "kind": req.Kind})
 	for _, info := range a.Vault.List() {
 		if info.Name == req.Name {
 			writeJSON(w, http.StatusCreated, info)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 )
 
@@ -27,14 +28,6 @@ const (
 	ApprovalStateExpired = "expired"
 	// ApprovalStateConsumed: approved and used; the request was forwarded.
 	ApprovalStateConsumed = "consumed"
-)
-
-// Audit events ApprovalStore reports through OnEvent.
-const (
-	EventApprovalRequested = "approval.requested"
-	EventApprovalApproved  = "approval.approved"
-	EventApprovalDenied    = "approval.denied"
-	EventApprovalExpired   = "approval.expired"
 )
 
 const (
@@ -91,7 +84,7 @@ type ApprovalStore struct {
 	// approval.denied and approval.expired with the approval's id, session,
 	// digest and preview summary, after the change is committed; nil means
 	// events are dropped. It must not call back into the store.
-	OnEvent func(event string, details map[string]string)
+	OnEvent func(event audit.EventName, details map[string]string)
 	// Poll is how often a waiting Await re-reads the database for a decision
 	// made by another process; 0 means 250ms.
 	Poll time.Duration
@@ -210,7 +203,7 @@ func (s *ApprovalStore) notify(id string) {
 }
 
 // emit reports an event about a to OnEvent.
-func (s *ApprovalStore) emit(event string, a *Approval) {
+func (s *ApprovalStore) emit(event audit.EventName, a *Approval) {
 	if s.OnEvent == nil {
 		return
 	}
@@ -330,7 +323,7 @@ func (s *ApprovalStore) expireTx(ctx context.Context, tx *sql.Tx, now time.Time)
 func (s *ApprovalStore) announceExpired(rows []approvalRow) {
 	for i := range rows {
 		s.notify(rows[i].ID)
-		s.emit(EventApprovalExpired, &rows[i].Approval)
+		s.emit(audit.EventApprovalExpired, &rows[i].Approval)
 	}
 }
 
@@ -499,9 +492,9 @@ func (s *ApprovalStore) decide(id, by, state, reason string) error {
 		return err
 	}
 	s.notify(id)
-	event := EventApprovalApproved
+	event := audit.EventApprovalApproved
 	if state == ApprovalStateDenied {
-		event = EventApprovalDenied
+		event = audit.EventApprovalDenied
 	}
 	s.emit(event, &decided.Approval)
 	return nil
@@ -542,7 +535,7 @@ func (s *ApprovalStore) Await(ctx context.Context, req *dataplane.ApprovalReques
 		res.ReviewURL = s.ReviewURL(row.ID)
 	}
 	if created {
-		s.emit(EventApprovalRequested, &row.Approval)
+		s.emit(audit.EventApprovalRequested, &row.Approval)
 	}
 	if consumed {
 		res.Outcome = dataplane.ApprovalApproved

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 )
 
@@ -19,10 +20,10 @@ type eventLog struct {
 	detail []map[string]string
 }
 
-func (l *eventLog) record(event string, d map[string]string) {
+func (l *eventLog) record(event audit.EventName, d map[string]string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, event)
+	l.events = append(l.events, string(event))
 	l.detail = append(l.detail, d)
 }
 
@@ -135,7 +136,7 @@ func TestAwaitHoldTimeoutLeavesPending(t *testing.T) {
 		a.Preview.Inputs["to"] != "alice@example.com" || !a.ExpiresAt.Equal(a.CreatedAt.Add(10*time.Minute)) || a.DecidedAt != nil {
 		t.Errorf("listed approval = %+v", a)
 	}
-	if got := ts.events.list(); len(got) != 1 || got[0] != EventApprovalRequested {
+	if got := ts.events.list(); len(got) != 1 || got[0] != string(audit.EventApprovalRequested) {
 		t.Fatalf("events = %v, want one approval.requested", got)
 	}
 	d := ts.events.detail[0]
@@ -242,7 +243,7 @@ func TestDenyWithReason(t *testing.T) {
 	ts.events.mu.Lock()
 	last := ts.events.detail[len(ts.events.detail)-1]
 	ts.events.mu.Unlock()
-	if ev := ts.events.list(); ev[len(ev)-1] != EventApprovalDenied || last["reason"] != "wrong recipient" || last["decided_by"] != "bob" {
+	if ev := ts.events.list(); ev[len(ev)-1] != string(audit.EventApprovalDenied) || last["reason"] != "wrong recipient" || last["decided_by"] != "bob" {
 		t.Errorf("last event %s %v", ev[len(ev)-1], last)
 	}
 	if err := ts.Deny(id, "bob", strings.Repeat("x", 2000)); !errors.Is(err, ErrInvalidArgument) {
@@ -297,7 +298,7 @@ func TestApprovalTTL(t *testing.T) {
 	if n, err := ts.Expire(); err != nil || n != 1 {
 		t.Fatalf("Expire at TTL = %d, %v; want 1", n, err)
 	}
-	if ev := ts.events.list(); ev[len(ev)-1] != EventApprovalExpired {
+	if ev := ts.events.list(); ev[len(ev)-1] != string(audit.EventApprovalExpired) {
 		t.Errorf("events = %v, want approval.expired last", ev)
 	}
 	if err := ts.Approve(first.ID, "alice"); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "expired") {

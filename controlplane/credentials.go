@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/policy"
@@ -52,7 +53,7 @@ type Credentials struct {
 	// OnEvent receives the same events for the audit trail and metrics:
 	// "credential.refreshed" or "credential.refresh_failed" with the
 	// credential's name (never a value). Nil means none.
-	OnEvent func(event string, details map[string]string)
+	OnEvent func(event audit.EventName, details map[string]string)
 
 	mu      sync.Mutex
 	sources map[string]*oauthSource // by credential name
@@ -193,9 +194,9 @@ func (c *Credentials) source(cred Credential) *inject.OAuthSource {
 		Now:        c.Now,
 		OnRefresh: func(ok bool, err error) {
 			if c.OnEvent != nil {
-				ev := "credential.refresh_failed"
+				ev := audit.EventCredentialRefreshFailed
 				if ok {
-					ev = "credential.refreshed"
+					ev = audit.EventCredentialRefreshed
 				}
 				c.OnEvent(ev, map[string]string{"credential": name})
 			}

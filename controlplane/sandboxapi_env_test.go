@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
@@ -126,16 +127,16 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	e.db = openTestDB(t, o.dbPath)
 	e.store = &ApprovalStore{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
 	e.runner = &ActionRunner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
-		OnEvent: func(ev string, d map[string]string) {
+		OnEvent: func(ev audit.EventName, d map[string]string) {
 			e.events.record(ev, d)
 			select {
-			case e.runEvents <- [2]string{ev, d["id"]}:
+			case e.runEvents <- [2]string{string(ev), d["id"]}:
 			default:
 			}
 		}}
-	e.store.OnEvent = func(ev string, d map[string]string) {
+	e.store.OnEvent = func(ev audit.EventName, d map[string]string) {
 		e.events.record(ev, d)
-		if !o.noDecided && ev != EventApprovalRequested {
+		if !o.noDecided && ev != audit.EventApprovalRequested {
 			e.runner.Decided(d["approval_id"])
 		}
 	}
@@ -334,13 +335,13 @@ func (e *sapiEnv) do(t *testing.T, id, method, path string, body any) apiRespons
 
 // waitRunEvent waits for action event ev of run id ("" = any run),
 // skipping others.
-func (e *sapiEnv) waitRunEvent(t *testing.T, ev, id string) {
+func (e *sapiEnv) waitRunEvent(t *testing.T, ev audit.EventName, id string) {
 	t.Helper()
 	timeout := time.After(20 * time.Second)
 	for {
 		select {
 		case got := <-e.runEvents:
-			if got[0] == ev && (id == "" || got[1] == id) {
+			if got[0] == string(ev) && (id == "" || got[1] == id) {
 				return
 			}
 		case <-timeout:

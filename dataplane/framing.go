@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/aileronhq/aileron/policy"
 	"io"
 	"math"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aileronhq/aileron/policy"
 )
 
 // ErrMalformedRequest is wrapped by every error a FramingGuard reports for a

@@ -181,8 +181,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if out, _ := resp.Request.Context().Value(outboundKey{}).(*outbound); out != nil {
-		out.rec.Upstream = resp.StatusCode
-		out.rec.UpstreamD = time.Since(out.sentAt)
+		out.rec.UpstreamStatus = resp.StatusCode
+		out.rec.UpstreamMS = ms(time.Since(out.sentAt))
 		resp.Header.Set("X-Aileron-Audit-Id", out.rec.AuditID)
 	}
 	return nil

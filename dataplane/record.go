@@ -8,41 +8,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/policy"
 )
 
-// Record is everything the proxy knows about one decision: the canonical log
-// line and the audit event are both rendered from it. It never holds header
+// Record is everything the proxy knows about one decision. Its audit.Event
+// is the audit line itself, filled by the pipeline and written by the
+// Recorder as it stands (the sink adds time, seq and prev_hash); the
+// canonical log line is rendered from the same Event. The other fields are
+// the pipeline's own and are never audited. A Record never holds header
 // values, query strings, bodies or credentials.
 type Record struct {
-	AuditID   string        `json:"audit_id"`
-	Time      time.Time     `json:"time"`
-	Event     string        `json:"event"`
-	Session   string        `json:"session,omitempty"`
-	Client    string        `json:"client,omitempty"`
-	Method    string        `json:"method,omitempty"`
-	Host      string        `json:"host,omitempty"`
-	Port      int           `json:"port,omitempty"`
-	Path      string        `json:"path,omitempty"`
-	Verdict   string        `json:"decision"`
-	Reason    string        `json:"reason"`
-	FQN       string        `json:"connector,omitempty"`
-	Version   string        `json:"connector_version,omitempty"`
-	Hash      string        `json:"connector_hash,omitempty"`
-	Tool      string        `json:"tool,omitempty"`
-	Operation string        `json:"operation,omitempty"`
-	Status    int           `json:"status,omitempty"`
-	Upstream  int           `json:"upstream_status,omitempty"`
-	BytesIn   int64         `json:"bytes_in"`
-	BytesOut  int64         `json:"bytes_out"`
-	Duration  time.Duration `json:"-"`
-	UpstreamD time.Duration `json:"-"`
-	Message   string        `json:"-"` // the client-facing sentence; logged, not audited
-	// Fields are the operation's audit[] values, redacted by their rules.
-	Fields map[string]any `json:"fields,omitempty"`
+	audit.Event
+	// Start is when the proxy began handling the request; DurationMS is
+	// measured from it.
+	Start time.Time
+	// Message is the client-facing sentence: logged, not audited.
+	Message string
 	// Decided is set once Recorder.Decided accepted the record, before
 	// forwarding; Completed then reports the outcome of the same decision.
-	Decided bool `json:"-"`
+	Decided bool
 }
 
 // Recorder receives decisions. Decided runs before an allowed request is
@@ -72,7 +57,7 @@ func (a *auditIDs) next() string {
 }
 
 func (p *Proxy) newRecord(r *http.Request) *Record {
-	rec := &Record{AuditID: p.ids.next(), Time: time.Now(), Event: "connector.proxy.rejected"}
+	rec := &Record{Event: audit.Event{Name: audit.EventRejected, AuditID: p.ids.next()}, Start: time.Now()}
 	if r != nil {
 		rec.Client = r.RemoteAddr
 		rec.Method = r.Method
@@ -82,8 +67,8 @@ func (p *Proxy) newRecord(r *http.Request) *Record {
 
 // refused fills the decision fields of a refusal.
 func (rec *Record) refused(ref refusal) {
-	rec.Event = "connector.proxy.rejected"
-	rec.Verdict = policy.Deny.String()
+	rec.Name = audit.EventRejected
+	rec.Decision = policy.Deny.String()
 	rec.Reason = string(ref.Reason)
 	rec.Status = ref.Status
 	rec.Message = ref.Message
@@ -91,32 +76,27 @@ func (rec *Record) refused(ref refusal) {
 
 // allowed fills the decision fields of an allowed request.
 func (rec *Record) allowed(d policy.Decision) {
-	rec.Event = "connector.proxy.proxied"
-	rec.Verdict = d.Verdict.String()
+	rec.Name = audit.EventProxied
+	rec.Decision = d.Verdict.String()
 	rec.Reason = string(d.Reason)
 	if op := d.Op; op != nil {
-		rec.FQN, rec.Version, rec.Hash, rec.Tool = op.FQN, op.Version, op.Hash, op.Tool
+		rec.Connector, rec.ConnectorVersion, rec.ConnectorHash, rec.Tool = op.FQN, op.Version, op.Hash, op.Tool
 		rec.Operation = op.Spec.Name
 	}
 }
 
 // finish writes the canonical log line and hands the record to the Recorder.
 func (p *Proxy) finish(rec *Record) {
-	rec.Duration = time.Since(rec.Time)
+	rec.DurationMS = ms(time.Since(rec.Start))
 	ev := p.log.Info()
-	if rec.Verdict == policy.Deny.String() {
+	if rec.Decision == policy.Deny.String() {
 		ev = p.log.Warn()
 	}
-	ev.Str("event", rec.Event).Str("audit_id", rec.AuditID).Str("session", rec.Session).
-		Str("method", rec.Method).Str("host", rec.Host).Int("port", rec.Port).Str("path", rec.Path).
-		Str("decision", rec.Verdict).Str("reason", rec.Reason).
-		Str("connector", rec.FQN).Str("tool", rec.Tool).Str("operation", rec.Operation).
-		Int("status", rec.Status).Int("upstream_status", rec.Upstream).
-		Int64("bytes_in", rec.BytesIn).Int64("bytes_out", rec.BytesOut).
-		Float64("duration_ms", float64(rec.Duration.Microseconds())/1000).
-		Float64("upstream_ms", float64(rec.UpstreamD.Microseconds())/1000).
-		Msg(rec.Message)
+	ev.EmbedObject(&rec.Event).Msg(rec.Message)
 	if p.Recorder != nil {
 		p.Recorder.Completed(rec)
 	}
 }
+
+// ms is d in milliseconds, to the microsecond, as the audit line has it.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // listRecorder keeps what the proxy hands it; failing makes Decided refuse.
@@ -42,16 +43,35 @@ func TestEveryDecisionIsRecordedBeforeForwarding(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+	// The outcome is recorded once the handler returns, which may be just
+	// after the client has read the response.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec.mu.Lock()
+		n := len(rec.completed)
+		rec.mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.decided) != 1 || rec.decided[0].Verdict != "allow" || rec.decided[0].Operation != "items.get" {
+	if len(rec.decided) != 1 || rec.decided[0].Decision != "allow" || rec.decided[0].Operation != "items.get" {
 		t.Fatalf("decided before forwarding: %+v", rec.decided)
 	}
-	if len(rec.completed) != 2 || rec.completed[0].Upstream != 200 || rec.completed[1].Reason != "no_matching_operation" {
+	if len(rec.completed) != 2 {
 		t.Fatalf("completed: %+v", rec.completed)
 	}
-	if rec.completed[0].AuditID != rec.decided[0].AuditID {
+	allowed, denied := rec.completed[0], rec.completed[1]
+	if allowed.AuditID != rec.decided[0].AuditID {
+		allowed, denied = denied, allowed
+	}
+	if allowed.AuditID != rec.decided[0].AuditID {
 		t.Error("the decision and its completion carry different audit ids")
+	}
+	if allowed.UpstreamStatus != 200 || denied.Reason != "no_matching_operation" {
+		t.Fatalf("completed: %+v", rec.completed)
 	}
 }
 

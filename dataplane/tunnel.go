@@ -14,6 +14,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/policy"
 )
 
@@ -104,7 +105,7 @@ func (p *Proxy) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 			p.intercept(c, t)
 		}}, host
 	case policy.Passthrough:
-		rec.Event, rec.Verdict, rec.Reason = "sandbox.proxy.passthrough", d.Verdict.String(), string(d.Reason)
+		rec.Name, rec.Decision, rec.Reason = audit.EventPassthrough, d.Verdict.String(), string(d.Reason)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
 			p.passthrough(c, t, rec)
 		}}, host

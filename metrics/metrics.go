@@ -151,18 +151,18 @@ func (m *Metrics) Handler() http.Handler { return m.handler }
 
 // Observe counts one finished record: the request counter, the total and
 // upstream latency histograms, and the byte counters. A nil record is
-// ignored. Upstream latency is observed only when UpstreamD is positive;
+// ignored. Upstream latency is observed only when UpstreamMS is positive;
 // negative byte counts and durations count as zero.
 func (m *Metrics) Observe(r *dataplane.Record) {
 	if r == nil {
 		return
 	}
-	decision := decisionLabel(r.Verdict)
-	connector := m.connector.admit(r.FQN)
+	decision := decisionLabel(r.Decision)
+	connector := m.connector.admit(r.Connector)
 	m.requests.WithLabelValues(decision, m.reasons.admit(r.Reason), connector).Inc()
-	m.duration.WithLabelValues(decision).Observe(seconds(r.Duration))
-	if r.UpstreamD > 0 {
-		m.upstream.WithLabelValues(connector).Observe(r.UpstreamD.Seconds())
+	m.duration.WithLabelValues(decision).Observe(max(r.DurationMS, 0) / 1000)
+	if r.UpstreamMS > 0 {
+		m.upstream.WithLabelValues(connector).Observe(r.UpstreamMS / 1000)
 	}
 	if r.BytesIn > 0 {
 		m.bytesIn.Add(float64(r.BytesIn))

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 )
 
@@ -94,14 +95,14 @@ func lbl(kv ...string) map[string]string {
 func TestObserveRequests(t *testing.T) {
 	const gh = "github://aileronhq/github"
 	records := []*dataplane.Record{
-		{Verdict: "allow", Reason: "operation_matched", FQN: gh, BytesIn: 100, BytesOut: 1000,
-			Duration: 20 * time.Millisecond, UpstreamD: 15 * time.Millisecond, Upstream: 200},
-		{Verdict: "allow", Reason: "operation_matched", FQN: gh, BytesIn: 10, BytesOut: 20,
-			Duration: 2 * time.Second, UpstreamD: time.Second},
-		{Verdict: "deny", Reason: "no_matching_operation", FQN: gh, Duration: time.Millisecond},
-		{Verdict: "deny", Reason: "host_not_allowed", Duration: 100 * time.Microsecond},
-		{Verdict: "passthrough", Reason: "passthrough_rule", BytesIn: 5, BytesOut: 7},
-		{Verdict: "invalid_verdict(9)", Reason: "", BytesIn: -3, Duration: -time.Second},
+		{Event: audit.Event{Decision: "allow", Reason: "operation_matched", Connector: gh, BytesIn: 100, BytesOut: 1000,
+			DurationMS: 20, UpstreamMS: 15, UpstreamStatus: 200}},
+		{Event: audit.Event{Decision: "allow", Reason: "operation_matched", Connector: gh, BytesIn: 10, BytesOut: 20,
+			DurationMS: 2000, UpstreamMS: 1000}},
+		{Event: audit.Event{Decision: "deny", Reason: "no_matching_operation", Connector: gh, DurationMS: 1}},
+		{Event: audit.Event{Decision: "deny", Reason: "host_not_allowed", DurationMS: 0.1}},
+		{Event: audit.Event{Decision: "passthrough", Reason: "passthrough_rule", BytesIn: 5, BytesOut: 7}},
+		{Event: audit.Event{Decision: "invalid_verdict(9)", Reason: "", BytesIn: -3, DurationMS: -1000}},
 		nil,
 	}
 	m := New()
@@ -150,8 +151,8 @@ func TestObserveRequests(t *testing.T) {
 
 func TestHistogramBuckets(t *testing.T) {
 	m := New()
-	m.Observe(&dataplane.Record{Verdict: "allow", Reason: "operation_matched", Duration: 50 * time.Microsecond})
-	m.Observe(&dataplane.Record{Verdict: "allow", Reason: "operation_matched", Duration: time.Minute})
+	m.Observe(&dataplane.Record{Event: audit.Event{Decision: "allow", Reason: "operation_matched", DurationMS: 0.05}})
+	m.Observe(&dataplane.Record{Event: audit.Event{Decision: "allow", Reason: "operation_matched", DurationMS: 60000}})
 	h := find(scrape(t, m), "aileron_proxy_request_duration_seconds", lbl("decision", "allow")).GetHistogram()
 	b := h.GetBucket()
 	var at30 *dto.Bucket
@@ -183,7 +184,7 @@ func TestLabelBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := New()
-			m.Observe(&dataplane.Record{Verdict: "deny", Reason: tt.reason, FQN: tt.fqn})
+			m.Observe(&dataplane.Record{Event: audit.Event{Decision: "deny", Reason: tt.reason, Connector: tt.fqn}})
 			fams := scrape(t, m)
 			want := lbl("decision", "deny", "reason", tt.wantReason, "connector", tt.wantConnect)
 			if got := value(t, fams, "aileron_proxy_requests_total", want); got != 1 {
@@ -196,8 +197,8 @@ func TestLabelBounds(t *testing.T) {
 func TestCardinalityCap(t *testing.T) {
 	m := New()
 	for i := range MaxConnectors + 10 {
-		m.Observe(&dataplane.Record{Verdict: "allow", Reason: fmt.Sprintf("r%d", i),
-			FQN: fmt.Sprintf("github://o/c%d", i), UpstreamD: time.Millisecond})
+		m.Observe(&dataplane.Record{Event: audit.Event{Decision: "allow", Reason: fmt.Sprintf("r%d", i),
+			Connector: fmt.Sprintf("github://o/c%d", i), UpstreamMS: 1}})
 	}
 	fams := scrape(t, m)
 	reasons, connectors := map[string]bool{}, map[string]bool{}
@@ -221,7 +222,7 @@ func TestCardinalityCap(t *testing.T) {
 		t.Errorf("upstream histogram for other = %v, want 10", got)
 	}
 	// A value admitted before the cap keeps its own label afterwards.
-	m.Observe(&dataplane.Record{Verdict: "allow", Reason: "r0", FQN: "github://o/c0"})
+	m.Observe(&dataplane.Record{Event: audit.Event{Decision: "allow", Reason: "r0", Connector: "github://o/c0"}})
 	got := value(t, scrape(t, m), "aileron_proxy_requests_total",
 		lbl("decision", "allow", "reason", "r0", "connector", "github://o/c0"))
 	if got != 2 {
@@ -350,8 +351,8 @@ func TestAuditWriteAndOAuth(t *testing.T) {
 
 func TestNoDefaultRegistry(t *testing.T) {
 	m := New()
-	m.Observe(&dataplane.Record{Verdict: "allow", Reason: "operation_matched", FQN: "github://a/b",
-		UpstreamD: time.Millisecond, BytesIn: 1})
+	m.Observe(&dataplane.Record{Event: audit.Event{Decision: "allow", Reason: "operation_matched", Connector: "github://a/b",
+		UpstreamMS: 1, BytesIn: 1}})
 	m.ObserveAuditWrite(time.Millisecond, nil)
 	if err := m.ApprovalsPending(func() float64 { return 1 }); err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func TestNoDefaultRegistry(t *testing.T) {
 
 func TestNewRegistersEverything(t *testing.T) {
 	m := New()
-	m.Observe(&dataplane.Record{Verdict: "allow", Reason: "operation_matched", UpstreamD: time.Millisecond, BytesIn: 1})
+	m.Observe(&dataplane.Record{Event: audit.Event{Decision: "allow", Reason: "operation_matched", UpstreamMS: 1, BytesIn: 1}})
 	m.ObserveAuditWrite(time.Millisecond, nil)
 	fams := scrape(t, m)
 	for _, name := range []string{
@@ -432,8 +433,8 @@ func TestHandlerLogsCollectorErrors(t *testing.T) {
 
 func BenchmarkObserve(b *testing.B) {
 	m := New()
-	r := &dataplane.Record{Verdict: "allow", Reason: "operation_matched", FQN: "github://aileronhq/github",
-		Duration: 3 * time.Millisecond, UpstreamD: 2 * time.Millisecond, BytesIn: 100, BytesOut: 2000}
+	r := &dataplane.Record{Event: audit.Event{Decision: "allow", Reason: "operation_matched", Connector: "github://aileronhq/github",
+		DurationMS: 3, UpstreamMS: 2, BytesIn: 100, BytesOut: 2000}}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -96,7 +96,7 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 			_, err := fmt.Fprintf(stdout, "%s\n", line)
 			return err
 		}
-		_, err := fmt.Fprintf(stdout, row, ev.Time.Local().Format("15:04:05.000"), ev.Event,
+		_, err := fmt.Fprintf(stdout, row, ev.Time.Local().Format("15:04:05.000"), ev.Name,
 			dash(ev.Decision), dash(ev.Reason), dash(ev.Session), statusOf(ev), requestOf(ev))
 		return err
 	})

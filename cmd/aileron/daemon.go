@@ -256,7 +256,7 @@ func (d *daemon) reload() error {
 	for _, err := range append(errs, cerrs...) {
 		d.log.Error().Str("event", "store.load_failed").Msg(err.Error())
 		if errors.Is(err, controlplane.ErrTampered) && d.rec != nil {
-			d.rec.Event("store.tamper_detected", map[string]string{"error": err.Error()})
+			d.rec.Event(audit.EventStoreTamperDetected, map[string]string{"error": err.Error()})
 		}
 	}
 	d.policy.Store(pol)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
@@ -34,10 +35,10 @@ func (d *daemon) openTools() error {
 		Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, MCP: d.mcp, Logf: logf,
 	}
 	record := d.approval.OnEvent
-	d.approval.OnEvent = func(event string, details map[string]string) {
+	d.approval.OnEvent = func(event audit.EventName, details map[string]string) {
 		record(event, details)
 		switch event {
-		case controlplane.EventApprovalApproved, controlplane.EventApprovalDenied, controlplane.EventApprovalExpired:
+		case audit.EventApprovalApproved, audit.EventApprovalDenied, audit.EventApprovalExpired:
 			d.runner.Decided(details["approval_id"])
 		}
 	}

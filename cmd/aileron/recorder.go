@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -28,34 +27,31 @@ type recorder struct {
 
 // Decided writes the decision line; an error refuses the request.
 func (r *recorder) Decided(rec *dataplane.Record) error {
-	return r.write(eventOf(rec, rec.Event))
+	ev := rec.Event
+	return r.write(&ev)
 }
 
 // Completed writes the outcome line and updates the metrics.
 func (r *recorder) Completed(rec *dataplane.Record) {
 	r.metrics.Observe(rec)
-	name := rec.Event
+	ev := rec.Event
 	if rec.Decided {
-		switch rec.Event {
-		case "connector.proxy.proxied":
-			name = "connector.proxy.completed"
-		case "sandbox.proxy.passthrough":
-			name = "sandbox.proxy.closed"
-		}
+		ev.Name = ev.Name.Outcome()
 	}
-	if err := r.write(eventOf(rec, name)); err != nil {
+	if err := r.write(&ev); err != nil {
 		r.log.Error().Str("event", "audit.write_failed").Str("audit_id", rec.AuditID).Msg(err.Error())
 	}
 }
 
 // Event records a control-plane change (session.created, store.installed,
 // credential.refreshed, …).
-func (r *recorder) Event(name string, details map[string]string) {
-	if strings.HasPrefix(name, "credential.refresh") {
-		r.metrics.OAuthRefresh(name == "credential.refreshed")
+func (r *recorder) Event(name audit.EventName, details map[string]string) {
+	switch name {
+	case audit.EventCredentialRefreshed, audit.EventCredentialRefreshFailed:
+		r.metrics.OAuthRefresh(name == audit.EventCredentialRefreshed)
 	}
-	if err := r.write(&audit.Event{Event: name, Details: details}); err != nil {
-		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", name).Msg(err.Error())
+	if err := r.write(&audit.Event{Name: name, Details: details}); err != nil {
+		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(name)).Msg(err.Error())
 	}
 }
 
@@ -71,19 +67,3 @@ func (r *recorder) write(ev *audit.Event) error {
 	}
 	return err
 }
-
-// eventOf renders a proxy record as an audit event: decision facts only,
-// never headers, query strings, bodies or credentials.
-func eventOf(rec *dataplane.Record, name string) *audit.Event {
-	return &audit.Event{
-		Event: name, AuditID: rec.AuditID, Session: rec.Session, Client: rec.Client,
-		Method: rec.Method, Host: rec.Host, Port: rec.Port, Path: rec.Path,
-		Decision: rec.Verdict, Reason: rec.Reason,
-		Connector: rec.FQN, ConnectorVersion: rec.Version, ConnectorHash: rec.Hash,
-		Tool: rec.Tool, Operation: rec.Operation,
-		Status: rec.Status, UpstreamStatus: rec.Upstream, BytesIn: rec.BytesIn, BytesOut: rec.BytesOut,
-		DurationMS: ms(rec.Duration), UpstreamMS: ms(rec.UpstreamD), Fields: rec.Fields,
-	}
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,93 @@
+package audit
+
+import "github.com/rs/zerolog"
+
+// EventName names what an audit line records. The set is closed: every
+// name the daemon writes is one of the constants below (EventNames lists
+// them), and archtest fails on a name built anywhere else.
+type EventName string
+
+// Events of the request path: one decision line before anything is
+// forwarded, and one outcome line with the same audit_id when it ends.
+const (
+	// EventProxied: an inner request was allowed and is about to be sent.
+	EventProxied EventName = "connector.proxy.proxied"
+	// EventCompleted: the exchange of an EventProxied request ended.
+	EventCompleted EventName = "connector.proxy.completed"
+	// EventRejected: a request was refused, or its upstream leg failed.
+	EventRejected EventName = "connector.proxy.rejected"
+	// EventPassthrough: a passthrough tunnel was allowed and opened.
+	EventPassthrough EventName = "sandbox.proxy.passthrough"
+	// EventPassthroughClosed: a passthrough tunnel ended.
+	EventPassthroughClosed EventName = "sandbox.proxy.closed"
+)
+
+// Events of the control plane; their facts are in Event.Details.
+const (
+	EventApprovalRequested EventName = "approval.requested"
+	EventApprovalApproved  EventName = "approval.approved"
+	EventApprovalDenied    EventName = "approval.denied"
+	EventApprovalExpired   EventName = "approval.expired"
+
+	EventActionPending   EventName = "action.pending"
+	EventActionCompleted EventName = "action.completed"
+	EventActionFailed    EventName = "action.failed"
+	EventActionDenied    EventName = "action.denied"
+
+	EventCredentialSet           EventName = "credential.set"
+	EventCredentialDeleted       EventName = "credential.deleted"
+	EventCredentialRefreshed     EventName = "credential.refreshed"
+	EventCredentialRefreshFailed EventName = "credential.refresh_failed"
+	EventBindingSet              EventName = "binding.set"
+	EventBindingRemoved          EventName = "binding.removed"
+
+	EventSessionCreated EventName = "session.created"
+	EventSessionDeleted EventName = "session.deleted"
+
+	EventStoreInstalled      EventName = "store.installed"
+	EventStoreRemoved        EventName = "store.removed"
+	EventStoreTamperDetected EventName = "store.tamper_detected"
+)
+
+// EventNames returns every event name the daemon writes.
+func EventNames() []EventName {
+	return []EventName{
+		EventProxied, EventCompleted, EventRejected, EventPassthrough, EventPassthroughClosed,
+		EventApprovalRequested, EventApprovalApproved, EventApprovalDenied, EventApprovalExpired,
+		EventActionPending, EventActionCompleted, EventActionFailed, EventActionDenied,
+		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
+		EventBindingSet, EventBindingRemoved,
+		EventSessionCreated, EventSessionDeleted,
+		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected,
+	}
+}
+
+// Outcome is the name of the outcome line that follows a decision line
+// named n once the exchange ends: connector.proxy.completed after
+// connector.proxy.proxied, sandbox.proxy.closed after
+// sandbox.proxy.passthrough, n itself otherwise.
+func (n EventName) Outcome() EventName {
+	switch n {
+	case EventProxied:
+		return EventCompleted
+	case EventPassthrough:
+		return EventPassthroughClosed
+	}
+	return n
+}
+
+// MarshalZerologObject writes the event as the fields of the daemon's
+// canonical log line: the same keys as the audit line, except the chain's
+// (time, seq, prev_hash, which the log has its own of) and the audit[]
+// values and details (which stay in the trail). TestLogFieldsFollowTheSchema
+// keeps it in step with the JSON schema.
+func (e *Event) MarshalZerologObject(z *zerolog.Event) {
+	z.Str("event", string(e.Name)).Str("audit_id", e.AuditID).Str("session", e.Session).Str("client", e.Client).
+		Str("method", e.Method).Str("host", e.Host).Int("port", e.Port).Str("path", e.Path).
+		Str("decision", e.Decision).Str("reason", e.Reason).
+		Str("connector", e.Connector).Str("connector_version", e.ConnectorVersion).Str("connector_hash", e.ConnectorHash).
+		Str("tool", e.Tool).Str("operation", e.Operation).
+		Int("status", e.Status).Int("upstream_status", e.UpstreamStatus).
+		Int64("bytes_in", e.BytesIn).Int64("bytes_out", e.BytesOut).
+		Float64("duration_ms", e.DurationMS).Float64("upstream_ms", e.UpstreamMS)
+}
