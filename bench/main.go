@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aileronhq/aileron/dataplane"
 )
 
 // upstreamIP is the loopback address the upstream listens on. It is an IP
@@ -291,7 +293,7 @@ func (e *env) check(ctx context.Context) error {
 	for _, t := range e.targets {
 		hdr, err := checkOne(ctx, t, e.up.urlFor(t, 1))
 		if err == nil {
-			if t.name == "aileron" && hdr.Get("X-Aileron-Audit-Id") == "" {
+			if t.name == "aileron" && hdr.Get(dataplane.HeaderAuditID) == "" {
 				e.notes = append(e.notes, "contract: an allowed response through aileron lacks the X-Aileron-Audit-Id header")
 			}
 			kept = append(kept, t)

@@ -137,7 +137,7 @@ func (r *ActionRunner) recoverRuns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := r.finish(ctx, &run, ActionStatusFailed, "daemon_stopped", stopped, "", ActionStatusRunning); err != nil {
+		if err := r.finish(ctx, &run, ActionStatusFailed, policy.ReasonDaemonStopped, stopped, "", ActionStatusRunning); err != nil {
 			return err
 		}
 	}
@@ -152,7 +152,7 @@ func (r *ActionRunner) recoverRuns(ctx context.Context) error {
 		}
 		ap, err := r.Approvals.Get(run.ApprovalID)
 		if err == nil && ap.State == ApprovalStateConsumed {
-			if err := r.finish(ctx, &run, ActionStatusFailed, "daemon_stopped", stopped, "", ActionStatusPendingApproval); err != nil {
+			if err := r.finish(ctx, &run, ActionStatusFailed, policy.ReasonDaemonStopped, stopped, "", ActionStatusPendingApproval); err != nil {
 				return err
 			}
 			continue
@@ -420,7 +420,7 @@ func (r *ActionRunner) startConsumed(ctx context.Context, sess *dataplane.Sessio
 		return ActionResult{}, err
 	}
 	if !r.acquire() {
-		err := r.finish(ctx, &cur, ActionStatusFailed, "daemon_stopped",
+		err := r.finish(ctx, &cur, ActionStatusFailed, policy.ReasonDaemonStopped,
 			"the daemon shut down after the approval was used and before the action ran; nothing was sent: run the action again", "",
 			ActionStatusPendingApproval, ActionStatusRunning)
 		return cur.Result, err

@@ -28,7 +28,7 @@ func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.S
 	}
 	ap, err := r.Approvals.Get(run.ApprovalID)
 	if errors.Is(err, ErrNotFound) {
-		err = r.finish(ctx, &run, ActionStatusFailed, "approval_missing",
+		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalMissing,
 			fmt.Sprintf("approval %s is no longer recorded; run the action again", run.ApprovalID), "", ActionStatusPendingApproval)
 		return run, err
 	}
@@ -44,9 +44,9 @@ func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.S
 		if ap.Reason != "" {
 			msg += ": " + ap.Reason
 		}
-		err = r.finish(ctx, &run, ActionStatusDenied, "approval_denied", msg, step, ActionStatusPendingApproval)
+		err = r.finish(ctx, &run, ActionStatusDenied, policy.ReasonApprovalDenied, msg, step, ActionStatusPendingApproval)
 	case ApprovalStateExpired:
-		err = r.finish(ctx, &run, ActionStatusFailed, "approval_expired",
+		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalExpired,
 			"the approval expired before it was decided or used; run the action again to ask anew", step, ActionStatusPendingApproval)
 	case ApprovalStateConsumed:
 		if run.actionApproval() {
@@ -54,7 +54,7 @@ func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.S
 			// the row: answer the row as it is now (running or later).
 			return r.loadRun(ctx, run.ID)
 		}
-		err = r.finish(ctx, &run, ActionStatusFailed, "approval_consumed",
+		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalConsumed,
 			fmt.Sprintf("approval %s was used by another identical request, which may have been sent; check the upstream before running the action again", run.ApprovalID),
 			step, ActionStatusPendingApproval)
 	case ApprovalStateApproved:
@@ -125,15 +125,15 @@ func (r *ActionRunner) continueRun(ctx context.Context, id string, sess *datapla
 		res, err := r.Approvals.Await(ctx, r.approvalRequest(run.Session, inst, &run), 0)
 		switch {
 		case err != nil:
-			r.fail(ctx, &run, &ActionError{Reason: "approval_unavailable", Message: "reading the approval failed: " + err.Error()})
+			r.fail(ctx, &run, &ActionError{Reason: policy.ReasonApprovalUnavailable, Message: "reading the approval failed: " + err.Error()})
 			return
 		case res.Outcome == dataplane.ApprovalConsumed:
 			return // an identical Run consumed it and runs the steps
 		case res.Outcome == dataplane.ApprovalExpired:
-			r.fail(ctx, &run, &ActionError{Reason: "approval_expired", Message: "the approval expired before it was used; run the action again to ask anew"})
+			r.fail(ctx, &run, &ActionError{Reason: policy.ReasonApprovalExpired, Message: "the approval expired before it was used; run the action again to ask anew"})
 			return
 		case res.Outcome != dataplane.ApprovalApproved:
-			r.fail(ctx, &run, &ActionError{Reason: "approval_unavailable", Message: fmt.Sprintf("approval %s is no longer approved; run the action again", run.ApprovalID)})
+			r.fail(ctx, &run, &ActionError{Reason: policy.ReasonApprovalUnavailable, Message: fmt.Sprintf("approval %s is no longer approved; run the action again", run.ApprovalID)})
 			return
 		}
 	}
@@ -145,7 +145,7 @@ func (r *ActionRunner) continueRun(ctx context.Context, id string, sess *datapla
 func (r *ActionRunner) installedFor(run *actionRun) (action.Installed, *ActionError) {
 	inst, ok := r.catalog().Lookup(run.Action)
 	if !ok || inst.Name != run.Action || inst.Version != run.Version || inst.Connector != run.Connector {
-		return inst, &ActionError{Reason: "action_changed", Message: fmt.Sprintf(
+		return inst, &ActionError{Reason: policy.ReasonActionChanged, Message: fmt.Sprintf(
 			"action %s %s of %s is no longer installed as it was when the run started; nothing more was sent: run the action again",
 			run.Action, run.Version, run.Connector)}
 	}
@@ -159,7 +159,7 @@ func (r *ActionRunner) runSteps(ctx context.Context, run *actionRun, inst action
 	pol := r.policy()
 	spec := specOf(pol, inst.Connector)
 	if spec != nil && inst.ConnectorVersion != "" && spec.Connector.Version != inst.ConnectorVersion {
-		r.fail(ctx, run, &ActionError{Reason: "connector_changed", Message: fmt.Sprintf(
+		r.fail(ctx, run, &ActionError{Reason: policy.ReasonConnectorChanged, Message: fmt.Sprintf(
 			"action %s belongs to %s %s but version %s is active; reinstall the package or run the action again after the reload",
 			inst.Name, inst.Connector, inst.ConnectorVersion, spec.Connector.Version)})
 		return
@@ -174,14 +174,14 @@ func (r *ActionRunner) runSteps(ctx context.Context, run *actionRun, inst action
 		call.Session, call.ApprovedBy = sess, approvedBy
 		res, err := r.Exec.Execute(ctx, call)
 		if err != nil {
-			r.fail(ctx, run, &ActionError{Reason: "internal", Message: err.Error(), Step: step.ID})
+			r.fail(ctx, run, &ActionError{Reason: policy.ReasonInternal, Message: err.Error(), Step: step.ID})
 			return
 		}
 		if res.AuditID != "" {
 			run.Result.AuditIDs = append(run.Result.AuditIDs, res.AuditID)
 		}
 		if ref := res.Refusal; ref != nil {
-			if ref.Reason == string(policy.ReasonApprovalPending) && ref.ApprovalID != "" {
+			if ref.Reason == policy.ReasonApprovalPending && ref.ApprovalID != "" {
 				r.park(ctx, run, inst, i, ref, sess)
 				return
 			}
@@ -189,7 +189,7 @@ func (r *ActionRunner) runSteps(ctx context.Context, run *actionRun, inst action
 			return
 		}
 		if res.Status < 200 || res.Status > 299 {
-			r.fail(ctx, run, &ActionError{Reason: "upstream_status", Step: step.ID, Message: fmt.Sprintf(
+			r.fail(ctx, run, &ActionError{Reason: policy.ReasonUpstreamStatus, Step: step.ID, Message: fmt.Sprintf(
 				"%s %s answered HTTP %d: %s", call.Method, call.URL.Path, res.Status, clipBody(res.Body))})
 			return
 		}
@@ -236,7 +236,7 @@ func (r *ActionRunner) fail(ctx context.Context, run *actionRun, aerr *ActionErr
 // finish moves run, if it is in one of the states from, to final status
 // (failed or denied) with the error reason, message and step; *run then
 // holds the stored state whether or not this call moved it.
-func (r *ActionRunner) finish(ctx context.Context, run *actionRun, status, reason, msg, step string, from ...string) error {
+func (r *ActionRunner) finish(ctx context.Context, run *actionRun, status string, reason policy.Reason, msg, step string, from ...string) error {
 	next := *run
 	next.Status = status
 	res := ActionResult{Status: status, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL, AuditIDs: run.Result.AuditIDs,
@@ -270,16 +270,16 @@ func (r *ActionRunner) finish(ctx context.Context, run *actionRun, status, reaso
 func stepCall(pol *policy.Policy, spec *policy.Spec, step action.Step, run *actionRun) (dataplane.Call, *ActionError) {
 	tool, op, err := action.ResolveStep(spec, step)
 	if err != nil {
-		return dataplane.Call{}, &ActionError{Reason: "step_unresolved", Step: step.ID,
+		return dataplane.Call{}, &ActionError{Reason: policy.ReasonStepUnresolved, Step: step.ID,
 			Message: err.Error() + "; check that the action's connector is installed and active (aileron connector list)"}
 	}
 	in, err := step.Args(run.Args, run.Outputs)
 	if err != nil {
-		return dataplane.Call{}, &ActionError{Reason: "step_inputs", Message: err.Error(), Step: step.ID}
+		return dataplane.Call{}, &ActionError{Reason: policy.ReasonStepInputs, Message: err.Error(), Step: step.ID}
 	}
 	call, _, err := OperationCall(pol, step.Connector, tool, op.Name, in)
 	if err != nil {
-		return dataplane.Call{}, &ActionError{Reason: "invalid_arguments", Message: err.Error(), Step: step.ID}
+		return dataplane.Call{}, &ActionError{Reason: policy.ReasonInvalidArguments, Message: err.Error(), Step: step.ID}
 	}
 	return call, nil
 }

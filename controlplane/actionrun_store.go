@@ -266,7 +266,7 @@ func (r *ActionRunner) emit(run *actionRun) {
 		d["approval_id"] = run.ApprovalID
 	}
 	if e := run.Result.Error; e != nil {
-		d["reason"] = e.Reason
+		d["reason"] = string(e.Reason)
 		if e.Step != "" {
 			d["step"] = e.Step
 		}

@@ -1,5 +1,7 @@
 package controlplane
 
+import "github.com/aileronhq/aileron/policy"
+
 // Wire types shared by the action runner, the sandbox API and the MCP server.
 // Their JSON is the sandbox API's: GET /v1/actions answers an ActionList,
 // POST /v1/actions/{name}/run and GET /v1/action-approvals/{id}/result answer
@@ -70,8 +72,9 @@ type ActionResult struct {
 
 // ActionError explains a failed or denied run.
 type ActionError struct {
-	// Reason is machine-readable (e.g. "approval_denied", "upstream_status").
-	Reason string `json:"reason"`
+	// Reason is machine-readable (e.g. "approval_denied", "upstream_status"),
+	// from the closed set of policy.Reason.
+	Reason policy.Reason `json:"reason"`
 	// Message is human-readable and actionable.
 	Message string `json:"message"`
 	// Step is the id of the [[execute]] step that failed, if one did.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // maxAdminBody bounds an admin API request body.
@@ -282,62 +284,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
-// errorBody is the admin API's error envelope.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-// errorDetail is the inside of the envelope, on the admin API and the
-// sandbox API alike (the sandbox API adds the ids of a pipeline refusal).
-type errorDetail struct {
-	Class      string `json:"class"`
-	Reason     string `json:"reason"`
-	Message    string `json:"message"`
-	AuditID    string `json:"audit_id,omitempty"`
-	ApprovalID string `json:"approval_id,omitempty"`
-	ReviewURL  string `json:"review_url,omitempty"`
-}
-
-// errorClass maps one sentinel to its answer.
-type errorClass struct {
-	target        error
-	status        int
-	class, reason string
-}
-
-// classifyError returns the first class whose sentinel err wraps, or a 500
-// internal_error.
-func classifyError(err error, classes []errorClass) errorClass {
-	for _, k := range classes {
-		if errors.Is(err, k.target) {
-			return k
-		}
-	}
-	return errorClass{status: http.StatusInternalServerError, class: "internal", reason: "internal_error"}
-}
-
-// adminErrorClasses is consulted in order; the first sentinel err wraps wins.
-func adminErrorClasses() []errorClass {
-	return []errorClass{
-		{ErrInvalidSpec, http.StatusBadRequest, "invalid_request", "invalid_spec"},
-		{ErrInvalidPackage, http.StatusBadRequest, "invalid_request", "invalid_package"},
-		{ErrInvalidArgument, http.StatusBadRequest, "invalid_request", "invalid_argument"},
-		{ErrConflict, http.StatusConflict, "conflict", "conflict"},
-		{ErrNotFound, http.StatusNotFound, "not_found", "not_found"},
-		{errNoRoute, http.StatusNotFound, "not_found", "no_route"},
-		{ErrTampered, http.StatusInternalServerError, "internal", "integrity_failure"},
-		{errReload, http.StatusInternalServerError, "internal", "policy_reload_failed"},
-		{ErrNotOpen, http.StatusServiceUnavailable, "unavailable", "not_ready"},
+// adminErrors is consulted in order; the first sentinel err wraps wins.
+func adminErrors() []dataplane.ErrorRule {
+	return []dataplane.ErrorRule{
+		{Target: ErrInvalidSpec, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidSpec},
+		{Target: ErrInvalidPackage, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidPackage},
+		{Target: ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},
+		{Target: ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
+		{Target: ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
+		{Target: errNoRoute, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNoRoute},
+		{Target: ErrTampered, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonIntegrityFailure},
+		{Target: errReload, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonPolicyReloadFailed},
+		{Target: ErrNotOpen, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonNotReady},
 	}
 }
 
 // writeError is the admin API's single error path: it classifies err by the
-// sentinel it wraps and answers with the JSON envelope. Anything unclassified
-// is a 500 and is logged.
+// sentinel it wraps and answers with the refusal envelope. Anything
+// unclassified is a 500 and is logged.
 func (a *Admin) writeError(w http.ResponseWriter, err error) {
-	c := classifyError(err, adminErrorClasses())
-	if c.status >= 500 && a.Logf != nil {
-		a.Logf("admin: %s: %v", c.reason, err)
+	ref := dataplane.RefuseError(err, adminErrors())
+	if ref.Status >= 500 && a.Logf != nil {
+		a.Logf("admin: %s: %v", ref.Reason, err)
 	}
-	writeJSON(w, c.status, errorBody{Error: errorDetail{Class: c.class, Reason: c.reason, Message: strings.TrimSpace(err.Error())}})
+	dataplane.WriteRefusal(w, ref)
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aileronhq/aileron/policy"
 )
 
 // daemon is an Admin served on a unix socket in a temp dir.
@@ -43,7 +45,7 @@ func startDaemon(t *testing.T) *daemon {
 }
 
 // apiError asserts err is an *APIError with the given status and reason.
-func apiError(t *testing.T, what string, err error, status int, reason string) *APIError {
+func apiError(t *testing.T, what string, err error, status int, reason policy.Reason) *APIError {
 	t.Helper()
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != status || ae.Reason != reason {
@@ -165,7 +167,7 @@ func TestAdminRawRequests(t *testing.T) {
 	tests := []struct {
 		method, path, body string
 		status             int
-		reason             string
+		reason             policy.Reason
 	}{
 		{"POST", "/v1/connectors", `{"path":"relative/spec.json"}`, 400, "invalid_argument"},
 		{"POST", "/v1/connectors", `{"path":`, 400, "invalid_argument"},

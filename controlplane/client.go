@@ -12,6 +12,9 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // maxAnswer bounds how much of an admin API answer the client reads.
@@ -30,11 +33,12 @@ type Client struct {
 	HTTPClient *http.Client
 }
 
-// APIError is an error answer from the admin API.
+// APIError is an error answer from the admin or sandbox API: the status
+// and the refusal envelope's class, reason and message.
 type APIError struct {
 	Status  int
-	Class   string
-	Reason  string
+	Class   dataplane.Class
+	Reason  policy.Reason
 	Message string
 }
 
@@ -158,9 +162,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 // decodeAPIError turns an error answer into an *APIError, tolerating a body
 // that is not the envelope.
 func decodeAPIError(status int, data []byte) *APIError {
-	var env errorBody
-	if err := json.Unmarshal(data, &env); err == nil && env.Error.Message != "" {
-		return &APIError{Status: status, Class: env.Error.Class, Reason: env.Error.Reason, Message: env.Error.Message}
+	var env dataplane.Refusal
+	if err := json.Unmarshal(data, &env); err == nil && env.Message != "" {
+		return &APIError{Status: status, Class: env.Class, Reason: env.Reason, Message: env.Message}
 	}
 	msg := strings.TrimSpace(string(data))
 	if len(msg) > 200 {
@@ -169,7 +173,7 @@ func decodeAPIError(status int, data []byte) *APIError {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &APIError{Status: status, Class: "unknown", Reason: "unexpected_answer", Message: msg}
+	return &APIError{Status: status, Class: dataplane.ClassUnknown, Reason: policy.ReasonUnexpectedAnswer, Message: msg}
 }
 
 // dialError marks a failure to reach the socket at all.

@@ -12,6 +12,9 @@ import (
 	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // ErrSandboxAPI is wrapped by every HTTPBackend error: the API could not be
@@ -164,9 +167,9 @@ func intIn(v int, set []int) bool {
 // {"error":{"class","reason","message"}} when there is one, else the status
 // and the start of the body.
 func apiErrorFrom(status int, body []byte) *APIError {
-	var env errorBody
-	if err := json.Unmarshal(body, &env); err == nil && (env.Error.Reason != "" || env.Error.Message != "") {
-		return &APIError{Status: status, Class: env.Error.Class, Reason: env.Error.Reason, Message: env.Error.Message}
+	var env dataplane.Refusal
+	if err := json.Unmarshal(body, &env); err == nil && (env.Reason != "" || env.Message != "") {
+		return &APIError{Status: status, Class: env.Class, Reason: env.Reason, Message: env.Message}
 	}
 	text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "?")
 	if len(text) > 200 {
@@ -180,5 +183,5 @@ func apiErrorFrom(status int, body []byte) *APIError {
 	if text != "" {
 		msg += ": " + text
 	}
-	return &APIError{Status: status, Reason: "unexpected_status", Message: msg}
+	return &APIError{Status: status, Reason: policy.ReasonUnexpectedStatus, Message: msg}
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // fakeSandboxAPI serves the sandbox API's action endpoints over fb, in the
@@ -21,7 +24,7 @@ func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 		if !errors.As(err, &ae) {
 			ae = &APIError{Status: 500, Class: "internal", Reason: "internal", Message: err.Error()}
 		}
-		writeJSON(w, ae.Status, errorBody{Error: errorDetail{Class: ae.Class, Reason: ae.Reason, Message: ae.Message}})
+		dataplane.WriteRefusal(w, dataplane.Refusal{Status: ae.Status, Class: ae.Class, Reason: ae.Reason, Message: ae.Message})
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/actions", func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +92,7 @@ func TestHTTPBackend(t *testing.T) {
 		do         func() (ActionResult, error)
 		want       ActionResult
 		wantStatus int // of the *APIError; 0 = success
-		wantReason string
+		wantReason policy.Reason
 		wantMsg    string
 	}{
 		{name: "200 completed", do: func() (ActionResult, error) {

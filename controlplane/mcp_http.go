@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -85,8 +87,8 @@ func (h *MCPHTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("no tool backend for this request")
 	}
 	if err != nil {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: errorDetail{Class: "capability_denied", Reason: "mcp_unavailable",
-			Message: "the MCP endpoint is not available to this caller: " + err.Error()}})
+		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusForbidden, Class: dataplane.ClassCapabilityDenied,
+			Reason: policy.ReasonMCPUnavailable, Message: "the MCP endpoint is not available to this caller: " + err.Error()})
 		return
 	}
 	ref := rand.Text()
@@ -98,8 +100,8 @@ func (h *MCPHTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 		// A request that may open a session: give it its own server.
 		if sess, err = h.newSession(b); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Class: "unavailable", Reason: "mcp_unavailable",
-				Message: "could not start an MCP session: " + err.Error()}})
+			dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable,
+				Reason: policy.ReasonMCPUnavailable, Message: "could not start an MCP session: " + err.Error()})
 			return
 		}
 		ctx = context.WithValue(ctx, mcpNewSessionKey{}, sess)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/dataplane"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
@@ -447,9 +448,9 @@ func TestMCPHTTPRefusesWithoutBackend(t *testing.T) {
 	defer h.Close()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/mcp", strings.NewReader(`{}`)))
-	var env errorBody
+	var env dataplane.Refusal
 	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != http.StatusForbidden ||
-		env.Error.Reason != "mcp_unavailable" || !strings.Contains(env.Error.Message, "no session in context") {
+		env.Reason != "mcp_unavailable" || !strings.Contains(env.Message, "no session in context") {
 		t.Errorf("answer %d %s, want 403 with reason mcp_unavailable naming the cause", rec.Code, rec.Body)
 	}
 }

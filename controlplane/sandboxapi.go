@@ -175,13 +175,6 @@ type operationResponse struct {
 	Truncated      bool            `json:"truncated,omitempty"`
 }
 
-// sandboxError is the error envelope; Status is "refused" for a refusal by
-// the pipeline and absent otherwise.
-type sandboxError struct {
-	Status string      `json:"status,omitempty"`
-	Error  errorDetail `json:"error"`
-}
-
 func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
 	raw := false
 	switch out := r.URL.Query().Get("output"); out {
@@ -232,11 +225,11 @@ func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *
 		if ct != "" {
 			h.Set("Content-Type", ct)
 		}
-		h.Set("X-Aileron-Upstream-Status", strconv.Itoa(res.Status))
-		h.Set("X-Aileron-Audit-Id", res.AuditID)
+		h.Set(dataplane.HeaderUpstreamStatus, strconv.Itoa(res.Status))
+		h.Set(dataplane.HeaderAuditID, res.AuditID)
 		h.Set("Cache-Control", "no-store")
 		if res.Truncated {
-			h.Set("X-Aileron-Truncated", "true")
+			h.Set(dataplane.HeaderTruncated, "true")
 		}
 		w.WriteHeader(http.StatusOK) // the upstream's status is in the header, never the daemon's own
 		_, _ = w.Write(res.Body)
@@ -260,26 +253,14 @@ func responseBody(res dataplane.CallResult, ct string) json.RawMessage {
 }
 
 // writeCallRefusal answers a refusal by the pipeline with its status and
-// the envelope, as the proxy would have.
+// the envelope, as the proxy would have, marked "status": "refused".
 func writeCallRefusal(w http.ResponseWriter, res dataplane.CallResult) {
-	ref := res.Refusal
-	h := w.Header()
-	if res.AuditID != "" {
-		h.Set("X-Aileron-Audit-Id", res.AuditID)
+	ref := *res.Refusal
+	ref.AuditID, ref.Outcome = res.AuditID, "refused"
+	if ref.Status < 400 {
+		ref.Status = http.StatusBadGateway
 	}
-	if ref.ApprovalID != "" {
-		h.Set("X-Aileron-Approval-Id", ref.ApprovalID)
-	}
-	if ref.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(ref.RetryAfter.Seconds())))
-	}
-	status := ref.Status
-	if status < 400 {
-		status = http.StatusBadGateway
-	}
-	h.Set("X-Aileron-Message", headerLine(ref.Message))
-	writeJSON(w, status, sandboxError{Status: "refused", Error: errorDetail{Class: ref.Class, Reason: ref.Reason,
-		Message: ref.Message, AuditID: res.AuditID, ApprovalID: ref.ApprovalID, ReviewURL: ref.ReviewURL}})
+	dataplane.WriteRefusal(w, ref)
 }
 
 func (s *SandboxAPI) listActions(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
@@ -319,19 +300,19 @@ func writeActionResult(w http.ResponseWriter, r *http.Request, res ActionResult)
 	if res.Status == ActionStatusPendingApproval || res.Status == ActionStatusRunning {
 		status = http.StatusAccepted
 		if res.ApprovalID != "" {
-			w.Header().Set("X-Aileron-Approval-Id", res.ApprovalID)
+			w.Header().Set(dataplane.HeaderApprovalID, res.ApprovalID)
 		}
-		w.Header().Set("X-Aileron-Message", headerLine(res.Message))
+		w.Header().Set(dataplane.HeaderMessage, dataplane.HeaderLine(res.Message))
 	}
 	if res.Error != nil {
-		w.Header().Set("X-Aileron-Message", headerLine(res.Error.Message))
+		w.Header().Set(dataplane.HeaderMessage, dataplane.HeaderLine(res.Error.Message))
 	}
 	if r.URL.Query().Get("output") == "body" && res.Status == ActionStatusCompleted {
 		writeJSON(w, status, res.Output)
 		return
 	}
 	if res.Status == ActionStatusFailed || res.Status == ActionStatusDenied {
-		w.Header().Set("X-Aileron-Upstream-Status", "0") // the shim exits 1: the action did not complete
+		w.Header().Set(dataplane.HeaderUpstreamStatus, "0") // the shim exits 1: the action did not complete
 	}
 	writeJSON(w, status, res)
 }
@@ -379,52 +360,33 @@ func decodeSandboxBody(w http.ResponseWriter, r *http.Request, v any, strict boo
 	return nil
 }
 
-// sandboxErrorClasses is consulted in order; the first sentinel err wraps
-// wins.
-func sandboxErrorClasses() []errorClass {
-	return []errorClass{
-		{errNoSession, http.StatusUnauthorized, "proxy_auth", "proxy_auth_required"},
-		{errBodyTooLarge, http.StatusRequestEntityTooLarge, "invalid_request", "body_too_large"},
-		{ErrInvalidArgument, http.StatusBadRequest, "invalid_request", "invalid_argument"},
-		{errMethod, http.StatusMethodNotAllowed, "invalid_request", "method_not_allowed"},
-		{errNoEndpoint, http.StatusNotFound, "not_found", "no_route"},
-		{errFeatureDisabled, http.StatusNotFound, "not_found", "not_enabled"},
-		{ErrNotFound, http.StatusNotFound, "not_found", "not_found"},
-		{ErrConflict, http.StatusConflict, "conflict", "conflict"},
-		{ErrRunnerClosed, http.StatusServiceUnavailable, "unavailable", "shutting_down"},
+// sandboxErrors is consulted in order; the first sentinel err wraps wins.
+func sandboxErrors() []dataplane.ErrorRule {
+	return []dataplane.ErrorRule{
+		{Target: errNoSession, Status: http.StatusUnauthorized, Class: dataplane.ClassProxyAuth, Reason: policy.ReasonProxyAuth},
+		{Target: errBodyTooLarge, Status: http.StatusRequestEntityTooLarge, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonBodyTooLarge},
+		{Target: ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},
+		{Target: errMethod, Status: http.StatusMethodNotAllowed, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonMethodNotAllowed},
+		{Target: errNoEndpoint, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNoRoute},
+		{Target: errFeatureDisabled, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotEnabled},
+		{Target: ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
+		{Target: ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
+		{Target: ErrRunnerClosed, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonShuttingDown},
 	}
 }
 
 // writeError is the sandbox API's single error path: it classifies err by
-// the sentinel it wraps and answers with the envelope. Anything
-// unclassified is a 500 and is logged.
+// the sentinel it wraps and answers with the refusal envelope. Anything
+// unclassified is a 500, logged, and answered without the daemon's detail.
 func (s *SandboxAPI) writeError(w http.ResponseWriter, err error) {
-	c := classifyError(err, sandboxErrorClasses())
-	msg := strings.TrimSpace(err.Error())
-	if c.status >= 500 {
+	ref := dataplane.RefuseError(err, sandboxErrors())
+	if ref.Status >= 500 {
 		if s.Logf != nil {
-			s.Logf("sandbox api: %s: %v", c.reason, err)
+			s.Logf("sandbox api: %s: %v", ref.Reason, err)
 		}
-		if c.status == http.StatusInternalServerError {
-			msg = "the daemon failed to process the request; its log has the details"
-		}
-	}
-	w.Header().Set("X-Aileron-Message", headerLine(msg))
-	writeJSON(w, c.status, sandboxError{Error: errorDetail{Class: c.class, Reason: c.reason, Message: msg}})
-}
-
-// headerLine makes msg safe for one header line (shims print it): control
-// characters become spaces, and it is cut at 1 KiB.
-func headerLine(msg string) string {
-	b := []rune(msg)
-	for i, r := range b {
-		if r < 0x20 || r == 0x7f {
-			b[i] = ' '
+		if ref.Status == http.StatusInternalServerError {
+			ref.Message = "the daemon failed to process the request; its log has the details"
 		}
 	}
-	out := string(b)
-	if len(out) > 1024 {
-		out = out[:1024]
-	}
-	return strings.ToValidUTF8(out, "")
+	dataplane.WriteRefusal(w, ref)
 }

@@ -291,14 +291,14 @@ func (a apiResponse) decode(t *testing.T, v any) {
 }
 
 // envelope decodes an error answer.
-func (a apiResponse) envelope(t *testing.T) errorDetail {
+func (a apiResponse) envelope(t *testing.T) dataplane.Refusal {
 	t.Helper()
-	var env sandboxError
+	var env dataplane.Refusal
 	a.decode(t, &env)
-	if env.Error.Class == "" || env.Error.Reason == "" || env.Error.Message == "" {
+	if env.Class == "" || env.Reason == "" || env.Message == "" {
 		t.Fatalf("not an error envelope: %s", a.body)
 	}
-	return env.Error
+	return env
 }
 
 // do sends method path (under https://aileron.internal) with body (a

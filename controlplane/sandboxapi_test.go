@@ -6,6 +6,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // opRun is the body of the run endpoint.
@@ -21,10 +24,10 @@ func TestSandboxAPIRunOperation(t *testing.T) {
 		query      string
 		body       any
 		status     int
-		reason     string   // error envelope reason
-		has        []string // in the message or body
-		upstream   string   // URI the upstream must have seen
-		upBody     string   // body the upstream must have seen
+		reason     policy.Reason // error envelope reason
+		has        []string      // in the message or body
+		upstream   string        // URI the upstream must have seen
+		upBody     string        // body the upstream must have seen
 		noUpstream bool
 	}{
 		{name: "GET with query args", body: opRun("items", "get", map[string]any{"id": "a b", "tags": []any{"x", "y"}, "n": json.Number("12345678901234567890")}),
@@ -227,9 +230,9 @@ func TestSandboxAPIWithoutSession(t *testing.T) {
 	} {
 		w := httptest.NewRecorder()
 		api.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, strings.NewReader("{}")))
-		var env sandboxError
+		var env dataplane.Refusal
 		if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || w.Code != http.StatusUnauthorized ||
-			env.Error.Reason != "proxy_auth_required" {
+			env.Reason != "proxy_auth_required" {
 			t.Errorf("%s %s: %d %s (%v)", tc.method, tc.path, w.Code, w.Body, err)
 		}
 	}
@@ -240,7 +243,7 @@ func TestSandboxAPIUnknownEndpointsAndMethods(t *testing.T) {
 	tests := []struct {
 		method, path string
 		status       int
-		reason       string
+		reason       policy.Reason
 	}{
 		{"GET", "/v1/nope", 404, "no_route"},
 		{"GET", "/", 404, "no_route"},

@@ -20,6 +20,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // webAssets holds the approvals page: HTML templates at the top, and the
@@ -401,8 +404,8 @@ func (wb *Web) logout(w http.ResponseWriter, r *http.Request, id string, _ webSe
 // api answers GET /api/approvals: 401 JSON without a session.
 func (wb *Web) api(w http.ResponseWriter, r *http.Request) {
 	if _, _, ok := wb.session(r); !ok {
-		writeJSON(w, http.StatusUnauthorized, errorBody{Error: errorDetail{
-			Class: "unauthenticated", Reason: "login_required", Message: "log in at /login first"}})
+		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusUnauthorized,
+			Class: dataplane.ClassUnauthenticated, Reason: policy.ReasonLoginRequired, Message: "log in at /login first"})
 		return
 	}
 	state := r.URL.Query().Get("state")
@@ -411,14 +414,14 @@ func (wb *Web) api(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := wb.Approvals.List(ApprovalFilter{State: state, Session: r.URL.Query().Get("session")})
 	if errors.Is(err, ErrInvalidArgument) {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: errorDetail{
-			Class: "invalid_request", Reason: "invalid_argument", Message: err.Error()}})
+		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusBadRequest,
+			Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument, Message: err.Error()})
 		return
 	}
 	if err != nil {
 		wb.logf("web: listing approvals: %v", err)
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: errorDetail{
-			Class: "internal", Reason: "internal_error", Message: err.Error()}})
+		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusInternalServerError,
+			Class: dataplane.ClassInternal, Reason: policy.ReasonInternalError, Message: err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, approvalList{Approvals: append([]Approval{}, list...)})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // newTestApprovals opens an approval store in a temp dir.
@@ -469,7 +470,7 @@ func TestAdminApprovalsRoundTrip(t *testing.T) {
 		what   string
 		call   func() error
 		status int
-		reason string
+		reason policy.Reason
 	}{
 		{"approve again", func() error { _, err := c.ApproveApproval(ctx, a, "cli:bob"); return err }, 409, "conflict"},
 		{"deny approved", func() error { _, err := c.DenyApproval(ctx, a, "cli:bob", "late"); return err }, 409, "conflict"},

@@ -66,17 +66,6 @@ type CallResult struct {
 	Refusal *Refusal
 }
 
-// Refusal is the machine-readable form of the error envelope.
-type Refusal struct {
-	Status     int           `json:"status"`
-	Class      string        `json:"class"`
-	Reason     string        `json:"reason"`
-	Message    string        `json:"message"`
-	ApprovalID string        `json:"approval_id,omitempty"`
-	ReviewURL  string        `json:"review_url,omitempty"`
-	RetryAfter time.Duration `json:"-"`
-}
-
 // callState rides in a synthetic request's context: the call's approval
 // settings.
 type callState struct {
@@ -112,7 +101,7 @@ func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	ctx = context.WithValue(ctx, http.ServerContextKey, p.inner)
 	w := &callWriter{header: make(http.Header)}
 	p.serveInner(w, r.WithContext(ctx))
-	res := CallResult{AuditID: w.header.Get("X-Aileron-Audit-Id"), Status: w.status, Header: w.header,
+	res := CallResult{AuditID: w.header.Get(HeaderAuditID), Status: w.status, Header: w.header,
 		Body: w.body.Bytes(), Truncated: w.truncated, Refusal: w.refusal}
 	if res.Status == 0 {
 		res.Status = http.StatusOK
@@ -169,10 +158,10 @@ func sameOperation(a, b *policy.Operation) bool {
 
 // noteRefusal hands a refusal back to Execute's caller when w, or a writer
 // it wraps, is a call's writer.
-func noteRefusal(w http.ResponseWriter, ref refusal) {
+func noteRefusal(w http.ResponseWriter, ref Refusal) {
 	for w != nil {
 		if cw, ok := w.(*callWriter); ok {
-			cw.refusal = newRefusal(ref)
+			cw.refusal = &ref
 			return
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
@@ -181,14 +170,6 @@ func noteRefusal(w http.ResponseWriter, ref refusal) {
 		}
 		w = u.Unwrap()
 	}
-}
-
-func newRefusal(ref refusal) *Refusal {
-	rf := &Refusal{Status: ref.Status, Class: ref.Class, Reason: string(ref.Reason), Message: ref.Message, RetryAfter: ref.RetryAfter}
-	if ref.Approval != nil {
-		rf.ApprovalID, rf.ReviewURL = ref.Approval.ID, ref.Approval.ReviewURL
-	}
-	return rf
 }
 
 // callWriter collects a call's response in memory, up to maxCallBody.

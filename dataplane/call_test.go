@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/aileronhq/aileron/policy"
 )
 
 func mustURL(t *testing.T, s string) *url.URL {
@@ -28,7 +30,7 @@ func TestExecuteEntersTheOnePipeline(t *testing.T) {
 		name       string
 		call       Call
 		status     int
-		reason     string
+		reason     policy.Reason
 		hits       int64
 		approvalID string
 	}{

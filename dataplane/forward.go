@@ -66,7 +66,7 @@ func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) 
 	}
 	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		_ = resp.Body.Close()
-		return nil, deny("encoded_response", "the upstream answered a request that carries a credential with a %q-encoded body, which Aileron cannot check for an echo of the credential; it asked for an identity body", ce)
+		return nil, deny(policy.ReasonEncodedResponse, "the upstream answered a request that carries a credential with a %q-encoded body, which Aileron cannot check for an echo of the credential; it asked for an identity body", ce)
 	}
 	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
 		return maskSmall(resp, red)

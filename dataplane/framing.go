@@ -532,11 +532,11 @@ func (g *framingGuard) setSniff(on bool) {
 
 // rejectResponse renders the rejection with the JSON error envelope.
 func rejectResponse(status int, msg, auditID string) []byte {
-	reason := policy.Reason("malformed_request")
+	reason := policy.ReasonMalformedRequest
 	if status == http.StatusRequestHeaderFieldsTooLarge {
-		reason = "request_header_too_large"
+		reason = policy.ReasonHeaderTooLarge
 	}
-	body := marshalEnvelope(refusal{Status: status, Class: "bad_request", Reason: reason, Message: msg}, auditID)
+	body := Refusal{Status: status, Class: ClassBadRequest, Reason: reason, Message: msg, AuditID: auditID}.body()
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
 }

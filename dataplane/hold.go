@@ -56,7 +56,7 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	defer cancel()
 	res, err := p.Approvals.Await(ctx, req, wait)
 	if err != nil && res.Outcome != ApprovalPending {
-		return &unavailableError{reason: "approval_unavailable", err: err}
+		return &unavailableError{reason: policy.ReasonApprovalUnavailable, err: err}
 	}
 	switch res.Outcome {
 	case ApprovalApproved:
@@ -66,10 +66,10 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	case ApprovalDenied:
 		return &approvalError{res: res, reason: policy.ReasonApprovalDenied, msg: "a human denied this request: " + res.Reason}
 	case ApprovalConsumed:
-		return &approvalError{res: res, reason: "approval_consumed",
+		return &approvalError{res: res, reason: policy.ReasonApprovalConsumed,
 			msg: "this approval already released an identical request; send it again to ask for a new approval"}
 	case ApprovalExpired:
-		return &approvalError{res: res, reason: "approval_expired",
+		return &approvalError{res: res, reason: policy.ReasonApprovalExpired,
 			msg: "the approval expired before anyone decided; send the request again to ask anew"}
 	}
 	msg := fmt.Sprintf("%s %s waits for a human's approval (%s); retry the identical request after it is approved", r.Method, tgt.logPath(), res.ID)
@@ -114,14 +114,14 @@ func readBounded(r *http.Request, limit int64) ([]byte, error) {
 		return nil, nil
 	}
 	if r.ContentLength > limit {
-		return nil, deny("body_too_large_for_approval", "the body is %d bytes; requests that need approval may carry at most %d", r.ContentLength, limit)
+		return nil, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d", r.ContentLength, limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
 	}
 	if int64(len(b)) > limit {
-		return nil, deny("body_too_large_for_approval", "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
+		return nil, deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
 	}
 	return b, nil
 }

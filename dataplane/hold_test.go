@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aileronhq/aileron/policy"
 )
 
 // scriptedApprovals answers Await with a fixed outcome and keeps what it
@@ -40,7 +42,7 @@ func TestApprovalGate(t *testing.T) {
 		outcome ApprovalOutcome
 		body    string
 		status  int
-		reason  string
+		reason  policy.Reason
 	}{
 		{"approved forwards the previewed body", ApprovalApproved, `{"note":"hello"}`, 200, ""},
 		{"denied", ApprovalDenied, `{"note":"x"}`, 403, "approval_denied"},

@@ -36,7 +36,7 @@ type outboundKey struct{}
 func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	t, ok := r.Context().Value(tunnelKey{}).(*tunnel)
 	if !ok {
-		writeRefusal(w, mkRefusal(http.StatusInternalServerError, "internal", "internal", "request arrived without a tunnel"), "")
+		WriteRefusal(w, mkRefusal(http.StatusInternalServerError, ClassInternal, policy.ReasonInternal, "request arrived without a tunnel"))
 		return
 	}
 	if t.api {
@@ -79,7 +79,7 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		rec.Status = cw.status
 	}
 	if cut {
-		rec.Reason, rec.Message = "upstream_cut", "the upstream cut its response off before the end"
+		rec.Reason, rec.Message = string(policy.ReasonUpstreamCut), "the upstream cut its response off before the end"
 	}
 	rec.BytesIn, rec.BytesOut = body.n, cw.n
 	p.finish(rec)
@@ -111,7 +111,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) (cut bool) {
 func abort(w http.ResponseWriter, rec *Record) {
 	if cw, ok := w.(*callWriter); ok {
 		cw.status = http.StatusBadGateway
-		cw.refusal = newRefusal(mkRefusal(http.StatusBadGateway, "upstream_error", policy.ReasonUpstreamUnavailable, rec.Message))
+		ref := mkRefusal(http.StatusBadGateway, ClassUpstreamError, policy.ReasonUpstreamUnavailable, rec.Message)
+		cw.refusal = &ref
 		return
 	}
 	panic(http.ErrAbortHandler)
@@ -124,7 +125,7 @@ func (p *Proxy) decided(rec *Record) error {
 		return nil
 	}
 	if err := p.Recorder.Decided(rec); err != nil {
-		return &unavailableError{reason: "audit_unavailable", err: err}
+		return &unavailableError{reason: policy.ReasonAuditUnavailable, err: err}
 	}
 	rec.Decided = true
 	return nil
@@ -161,7 +162,8 @@ func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error) {
 	ref := classify(err)
 	rec.refused(ref)
-	writeRefusal(w, ref, rec.AuditID)
+	ref.AuditID = rec.AuditID
+	WriteRefusal(w, ref)
 	p.finish(rec)
 }
 
@@ -175,7 +177,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.URL = out.target
 	pr.Out.Host = ""
-	pr.Out.Header.Del("X-Aileron-Audit-Id")
+	pr.Out.Header.Del(HeaderAuditID)
 	out.sentAt = time.Now()
 }
 
@@ -183,7 +185,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if out, _ := resp.Request.Context().Value(outboundKey{}).(*outbound); out != nil {
 		out.rec.UpstreamStatus = resp.StatusCode
 		out.rec.UpstreamMS = ms(time.Since(out.sentAt))
-		resp.Header.Set("X-Aileron-Audit-Id", out.rec.AuditID)
+		resp.Header.Set(HeaderAuditID, out.rec.AuditID)
 	}
 	return nil
 }
@@ -193,12 +195,12 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
 	out, _ := r.Context().Value(outboundKey{}).(*outbound)
 	if out == nil {
-		writeRefusal(w, classify(err), "")
+		WriteRefusal(w, classify(err))
 		return
 	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		out.rejected = true
-		out.rec.Reason, out.rec.Message = "client_gone", "client closed the connection"
+		out.rec.Reason, out.rec.Message = string(policy.ReasonClientGone), "client closed the connection"
 		return
 	}
 	ref := classify(&upstreamError{Authority: out.target.Host, Err: err})
@@ -207,7 +209,8 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error
 	if raw := out.red.String(err.Error()); raw != ref.Message {
 		out.rec.Message += " (" + raw + ")" // for the log only, masked: a malformed answer may quote an echo
 	}
-	writeRefusal(w, ref, out.rec.AuditID)
+	ref.AuditID = out.rec.AuditID
+	WriteRefusal(w, ref)
 }
 
 // handlePlain answers plain-HTTP proxy requests (absolute-form http:// URLs
@@ -229,17 +232,18 @@ func (p *Proxy) handlePlain(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Reque
 	ref := classify(err)
 	rec.refused(ref)
 	p.finish(rec)
-	return r, refusalResponse(r, ref, rec.AuditID)
+	ref.AuditID = rec.AuditID
+	return r, ref.Response(r)
 }
 
 // unavailableError is a pipeline stage that could not do its job; the
 // request is refused with 503 rather than forwarded without it.
 type unavailableError struct {
-	reason string
+	reason policy.Reason
 	err    error
 }
 
-func (e *unavailableError) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *unavailableError) Error() string { return string(e.reason) + ": " + e.err.Error() }
 func (e *unavailableError) Unwrap() error { return e.err }
 
 // countingWriter counts the response bytes and keeps Flush and Hijack

@@ -243,8 +243,8 @@ func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
 }
 
 func (p *Proxy) serveNonProxy(w http.ResponseWriter, r *http.Request) {
-	writeRefusal(w, mkRefusal(http.StatusBadRequest, "bad_request", policy.ReasonBadRequest,
-		"this is Aileron's proxy port: send requests through it as a proxy (HTTPS_PROXY=proxy_url), not to it"), "")
+	WriteRefusal(w, mkRefusal(http.StatusBadRequest, ClassBadRequest, policy.ReasonBadRequest,
+		"this is Aileron's proxy port: send requests through it as a proxy (HTTPS_PROXY=proxy_url), not to it"))
 }
 
 func (p *Proxy) trackRaw(c net.Conn, add bool) {

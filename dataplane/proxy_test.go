@@ -181,13 +181,13 @@ func (e *env) client(t testing.TB, user *url.Userinfo) *http.Client {
 	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-func readEnvelope(t *testing.T, r io.Reader) envelopeBody {
+func readEnvelope(t *testing.T, r io.Reader) Refusal {
 	t.Helper()
-	var env envelope
+	var env Refusal
 	if err := json.NewDecoder(r).Decode(&env); err != nil {
 		t.Fatalf("response is not the JSON envelope: %v", err)
 	}
-	return env.Error
+	return env
 }
 
 func TestProxyDecidesEveryInnerRequest(t *testing.T) {
@@ -196,7 +196,7 @@ func TestProxyDecidesEveryInnerRequest(t *testing.T) {
 	for _, tc := range []struct {
 		method, url string
 		status      int
-		reason      string
+		reason      policy.Reason
 	}{
 		{"GET", "https://api.example.com/v1/items/42", 200, ""},
 		{"POST", "https://api.example.com/v1/items", 200, ""},
@@ -367,7 +367,7 @@ func TestInnerRequestAdversarial(t *testing.T) {
 	for _, tc := range []struct {
 		name, raw string
 		status    int
-		reason    string
+		reason    policy.Reason
 	}{
 		{"Host of another host", "GET /v1/items/1 HTTP/1.1\r\nHost: other.example.com\r\n\r\n", 403, "authority_mismatch"},
 		{"Host with another port", "GET /v1/items/1 HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", 403, "authority_mismatch"},

@@ -66,7 +66,7 @@ func (p *Proxy) newRecord(r *http.Request) *Record {
 }
 
 // refused fills the decision fields of a refusal.
-func (rec *Record) refused(ref refusal) {
+func (rec *Record) refused(ref Refusal) {
 	rec.Name = audit.EventRejected
 	rec.Decision = policy.Deny.String()
 	rec.Reason = string(ref.Reason)

@@ -75,7 +75,8 @@ func (p *Proxy) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 		ref := classify(err)
 		rec.refused(ref)
 		p.finish(rec)
-		ctx.Resp = refusalResponse(ctx.Req, ref, rec.AuditID)
+		ref.AuditID = rec.AuditID
+		ctx.Resp = ref.Response(ctx.Req)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, host
 	}
 	sess, err := p.authenticate(ctx.Req)
@@ -181,7 +182,8 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 		ref := classify(err)
 		rec.refused(ref)
 		p.finish(rec)
-		resp := refusalResponse(nil, ref, rec.AuditID)
+		ref.AuditID = rec.AuditID
+		resp := ref.Response(nil)
 		_ = resp.Write(c)
 		_ = c.Close()
 		return

@@ -37,34 +37,6 @@ func (v Verdict) String() string {
 // MarshalText renders the String form, for JSON and logs.
 func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
 
-// Reason is the machine-readable reason of a decision.
-type Reason string
-
-// Reasons. Policy decisions use the first group; the others are for the
-// pipeline stages that deny after policy (proxy auth, approval,
-// credentials, upstream) so every component speaks one vocabulary.
-const (
-	ReasonMatched               Reason = "operation_matched"
-	ReasonHostMatched           Reason = "host_matched"
-	ReasonPassthroughRule       Reason = "passthrough_rule"
-	ReasonNoMatchingOperation   Reason = "no_matching_operation"
-	ReasonHostNotAllowed        Reason = "host_not_allowed"
-	ReasonNonCanonicalPath      Reason = "non_canonical_path"
-	ReasonConnectorNotInSession Reason = "connector_not_in_session"
-	ReasonBadRequest            Reason = "bad_request"
-	ReasonAuthorityMismatch     Reason = "authority_mismatch"
-	ReasonPrivateAddress        Reason = "private_address"
-	ReasonApprovalDenied        Reason = "approval_denied"
-	ReasonApprovalPending       Reason = "approval_pending"
-	ReasonCredentialUnavailable Reason = "credential_unavailable"
-	ReasonInsecureScheme        Reason = "insecure_scheme"
-	ReasonUpstreamUnavailable   Reason = "upstream_unavailable"
-	ReasonUpstreamTimeout       Reason = "upstream_timeout"
-	ReasonUpstreamTLS           Reason = "upstream_tls_failed"
-	ReasonProxyAuth             Reason = "proxy_auth_required"
-	ReasonPlaceholder           Reason = "placeholder_misuse"
-)
-
 // Args describes one inner request to decide on.
 type Args struct {
 	// Method is the request method as sent (case-sensitive).

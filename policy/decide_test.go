@@ -345,3 +345,19 @@ func TestDecideNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestReasonsAreClosedAndDistinct(t *testing.T) {
+	seen := map[Reason]bool{}
+	for _, r := range Reasons() {
+		if seen[r] || r == "" {
+			t.Errorf("reason %q is empty or listed twice", r)
+		}
+		for _, c := range r {
+			if !(c >= 'a' && c <= 'z' || c == '_') {
+				t.Errorf("reason %q is not snake_case", r)
+				break
+			}
+		}
+		seen[r] = true
+	}
+}

@@ -1,0 +1,106 @@
+package policy
+
+// Reason is the machine-readable reason of a decision or refusal, the
+// "reason" of the error envelope and of audit lines. The set is closed:
+// every reason the daemon can emit is one of the constants below (Reasons
+// lists them), and archtest fails on a reason built anywhere else.
+type Reason string
+
+// Decisions: what Decide and DecideConnect answer.
+const (
+	ReasonMatched               Reason = "operation_matched"
+	ReasonHostMatched           Reason = "host_matched"
+	ReasonPassthroughRule       Reason = "passthrough_rule"
+	ReasonNoMatchingOperation   Reason = "no_matching_operation"
+	ReasonHostNotAllowed        Reason = "host_not_allowed"
+	ReasonNonCanonicalPath      Reason = "non_canonical_path"
+	ReasonConnectorNotInSession Reason = "connector_not_in_session"
+	ReasonBadRequest            Reason = "bad_request"
+	ReasonAuthorityMismatch     Reason = "authority_mismatch"
+)
+
+// The request pipeline: the stages that refuse after (or around) policy.
+const (
+	ReasonProxyAuth             Reason = "proxy_auth_required"
+	ReasonMalformedRequest      Reason = "malformed_request"
+	ReasonHeaderTooLarge        Reason = "request_header_too_large"
+	ReasonInsecureScheme        Reason = "insecure_scheme"
+	ReasonPrivateAddress        Reason = "private_address"
+	ReasonApprovalPending       Reason = "approval_pending"
+	ReasonApprovalDenied        Reason = "approval_denied"
+	ReasonApprovalConsumed      Reason = "approval_consumed"
+	ReasonApprovalExpired       Reason = "approval_expired"
+	ReasonApprovalUnavailable   Reason = "approval_unavailable"
+	ReasonApprovalBodyTooLarge  Reason = "body_too_large_for_approval"
+	ReasonCredentialUnavailable Reason = "credential_unavailable"
+	ReasonPlaceholder           Reason = "placeholder_misuse"
+	ReasonAuditUnavailable      Reason = "audit_unavailable"
+	ReasonEncodedResponse       Reason = "encoded_response"
+	ReasonUpstreamUnavailable   Reason = "upstream_unavailable"
+	ReasonUpstreamTimeout       Reason = "upstream_timeout"
+	ReasonUpstreamTLS           Reason = "upstream_tls_failed"
+	ReasonUpstreamCut           Reason = "upstream_cut"
+	ReasonClientGone            Reason = "client_gone"
+	// ReasonInternal: the proxy or an action step could not run (a bug).
+	ReasonInternal Reason = "internal"
+)
+
+// The APIs (admin, sandbox, approvals page) and the clients that read them.
+const (
+	ReasonInvalidArgument    Reason = "invalid_argument"
+	ReasonInvalidSpec        Reason = "invalid_spec"
+	ReasonInvalidPackage     Reason = "invalid_package"
+	ReasonConflict           Reason = "conflict"
+	ReasonNotFound           Reason = "not_found"
+	ReasonNoRoute            Reason = "no_route"
+	ReasonMethodNotAllowed   Reason = "method_not_allowed"
+	ReasonBodyTooLarge       Reason = "body_too_large"
+	ReasonNotEnabled         Reason = "not_enabled"
+	ReasonNotReady           Reason = "not_ready"
+	ReasonShuttingDown       Reason = "shutting_down"
+	ReasonIntegrityFailure   Reason = "integrity_failure"
+	ReasonPolicyReloadFailed Reason = "policy_reload_failed"
+	ReasonMCPUnavailable     Reason = "mcp_unavailable"
+	ReasonLoginRequired      Reason = "login_required"
+	// ReasonInternalError: an API request failed unexpectedly (the log has
+	// the details).
+	ReasonInternalError Reason = "internal_error"
+	// ReasonUnexpectedAnswer and ReasonUnexpectedStatus: a client got an
+	// answer that is not the error envelope.
+	ReasonUnexpectedAnswer Reason = "unexpected_answer"
+	ReasonUnexpectedStatus Reason = "unexpected_status"
+)
+
+// Action runs: why a run failed or was denied (ActionResult.error.reason).
+const (
+	ReasonApprovalMissing  Reason = "approval_missing"
+	ReasonDaemonStopped    Reason = "daemon_stopped"
+	ReasonActionChanged    Reason = "action_changed"
+	ReasonConnectorChanged Reason = "connector_changed"
+	ReasonStepUnresolved   Reason = "step_unresolved"
+	ReasonStepInputs       Reason = "step_inputs"
+	ReasonInvalidArguments Reason = "invalid_arguments"
+	ReasonUpstreamStatus   Reason = "upstream_status"
+)
+
+// Reasons returns every reason the daemon can emit.
+func Reasons() []Reason {
+	return []Reason{
+		ReasonMatched, ReasonHostMatched, ReasonPassthroughRule, ReasonNoMatchingOperation, ReasonHostNotAllowed,
+		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch,
+
+		ReasonProxyAuth, ReasonMalformedRequest, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
+		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
+		ReasonApprovalUnavailable, ReasonApprovalBodyTooLarge, ReasonCredentialUnavailable, ReasonPlaceholder, ReasonAuditUnavailable,
+		ReasonEncodedResponse, ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonUpstreamTLS,
+		ReasonUpstreamCut, ReasonClientGone, ReasonInternal,
+
+		ReasonInvalidArgument, ReasonInvalidSpec, ReasonInvalidPackage, ReasonConflict, ReasonNotFound,
+		ReasonNoRoute, ReasonMethodNotAllowed, ReasonBodyTooLarge, ReasonNotEnabled, ReasonNotReady,
+		ReasonShuttingDown, ReasonIntegrityFailure, ReasonPolicyReloadFailed, ReasonMCPUnavailable,
+		ReasonLoginRequired, ReasonInternalError, ReasonUnexpectedAnswer, ReasonUnexpectedStatus,
+
+		ReasonApprovalMissing, ReasonDaemonStopped, ReasonActionChanged, ReasonConnectorChanged,
+		ReasonStepUnresolved, ReasonStepInputs, ReasonInvalidArguments, ReasonUpstreamStatus,
+	}
+}
