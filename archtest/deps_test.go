@@ -20,7 +20,8 @@ var allowed = map[string][]string{
 	"audit":        {"github.com/rs/zerolog"},
 	"dataplane":    {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "github.com/rs/zerolog", "golang.org/x/net/"},
 	"action":       {"policy", "github.com/BurntSushi/toml"},
-	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "*"},
+	"state":        {"modernc.org/sqlite"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "*"},
 	"sandbox":      {"ca", "policy", "action", "controlplane", "*"},
 	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Executor runs a synthetic call through the proxy's one request pipeline
@@ -60,7 +61,7 @@ const actionMethod = "ACTION"
 // ActionRunner must not be copied after first use.
 type ActionRunner struct {
 	// DB holds action_runs. Required.
-	DB *DB
+	DB *state.DB
 	// Approvals records and decides action approvals. Required.
 	Approvals *ApprovalStore
 	// Exec runs each step's call. Required.

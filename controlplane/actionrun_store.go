@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/state"
 )
 
 // The action_runs table (migration 2) holds one row per action run. Its
@@ -41,7 +42,7 @@ type actionRun struct {
 func (run *actionRun) actionApproval() bool { return run.ApprovalID != "" && run.ApprovalID == run.ID }
 
 // newRunID returns "ar_" and 20 random lower-case base32 characters.
-func newRunID() (string, error) { return randomID(runIDPrefix, runIDChars) }
+func newRunID() (string, error) { return state.RandomID(runIDPrefix, runIDChars) }
 
 // decodeJSONNumbers decodes data keeping numbers as json.Number, so that
 // values survive a round trip through the database unchanged.
@@ -91,7 +92,7 @@ func canonicalArgs(args map[string]any) (string, map[string]any, error) {
 const actionRunColumns = `id, session, action, version, connector, args, status, approval_id, next_step, outputs, result`
 
 // scanRun reads one row selected with actionRunColumns.
-func scanRun(sc rowScanner) (actionRun, error) {
+func scanRun(sc state.Scanner) (actionRun, error) {
 	var run actionRun
 	var outputs, result string
 	err := sc.Scan(&run.ID, &run.Session, &run.Action, &run.Version, &run.Connector, &run.ArgsJSON,
@@ -120,9 +121,9 @@ func scanRun(sc rowScanner) (actionRun, error) {
 // loadRun reads the run with id key or, failing that, the newest run
 // waiting (or that waited) on approval key. A missing one wraps ErrNotFound.
 func (r *ActionRunner) loadRun(ctx context.Context, key string) (actionRun, error) {
-	run, err := scanRun(r.DB.sql.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs WHERE id = ?`, key))
+	run, err := scanRun(r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs WHERE id = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
-		run, err = scanRun(r.DB.sql.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs
+		run, err = scanRun(r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs
 			WHERE approval_id = ? ORDER BY created_at DESC, id LIMIT 1`, key))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -138,7 +139,7 @@ func (r *ActionRunner) loadRun(ctx context.Context, key string) (actionRun, erro
 // this action, version and arguments that is still pending or running.
 func (r *ActionRunner) findLiveRun(ctx context.Context, session, name, version, args string) (string, bool, error) {
 	var id string
-	err := r.DB.sql.QueryRowContext(ctx, `SELECT id FROM action_runs
+	err := r.DB.QueryRowContext(ctx, `SELECT id FROM action_runs
 		WHERE session = ? AND action = ? AND version = ? AND args = ? AND id = approval_id
 		  AND status IN ('pending_approval','running')
 		ORDER BY created_at DESC, id LIMIT 1`, session, name, version, args).Scan(&id)
@@ -170,9 +171,9 @@ func (r *ActionRunner) insertRun(ctx context.Context, run *actionRun) (bool, err
 	if err != nil {
 		return false, err
 	}
-	now := fmtTime(r.now())
+	now := state.FormatTime(r.now())
 	var n int64
-	err = r.DB.write(ctx, func(tx *sql.Tx) error {
+	err = r.DB.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO action_runs (`+actionRunColumns+`, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			run.ID, run.Session, run.Action, run.Version, run.Connector, run.ArgsJSON, run.Status,
@@ -196,7 +197,7 @@ func (r *ActionRunner) saveRun(ctx context.Context, run *actionRun, from ...stri
 	}
 	var n int64
 	var prev string
-	err = r.DB.write(ctx, func(tx *sql.Tx) error {
+	err = r.DB.Write(ctx, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT status FROM action_runs WHERE id = ?`, run.ID).Scan(&prev); err != nil {
 			return fmt.Errorf("reading action run %s: %w", run.ID, err)
 		}
@@ -209,7 +210,7 @@ func (r *ActionRunner) saveRun(ctx context.Context, run *actionRun, from ...stri
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE action_runs SET status = ?, approval_id = ?, next_step = ?, outputs = ?,
 			result = ?, updated_at = ? WHERE id = ? AND status = ?`,
-			run.Status, run.ApprovalID, run.NextStep, outputs, result, fmtTime(r.now()), run.ID, prev)
+			run.Status, run.ApprovalID, run.NextStep, outputs, result, state.FormatTime(r.now()), run.ID, prev)
 		if err != nil {
 			return fmt.Errorf("updating action run %s: %w", run.ID, err)
 		}
@@ -227,7 +228,7 @@ func (r *ActionRunner) saveRun(ctx context.Context, run *actionRun, from ...stri
 
 // runIDsWithStatus lists the runs in status, oldest first.
 func (r *ActionRunner) runIDsWithStatus(ctx context.Context, status string) ([]string, error) {
-	rows, err := r.DB.sql.QueryContext(ctx, `SELECT id FROM action_runs WHERE status = ? ORDER BY created_at, id`, status)
+	rows, err := r.DB.QueryContext(ctx, `SELECT id FROM action_runs WHERE status = ? ORDER BY created_at, id`, status)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s action runs: %w", status, err)
 	}

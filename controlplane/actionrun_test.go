@@ -13,6 +13,7 @@ import (
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 // runAction posts args to the run endpoint as session id.
@@ -53,7 +54,7 @@ func TestActionRunReadCompletes(t *testing.T) {
 		t.Fatalf("by tool name: %+v", res)
 	}
 	var stored string
-	if err := e.db.sql.QueryRow(`SELECT result FROM action_runs WHERE action = 'get-issue' LIMIT 1`).Scan(&stored); err != nil ||
+	if err := e.db.QueryRowContext(context.Background(), `SELECT result FROM action_runs WHERE action = 'get-issue' LIMIT 1`).Scan(&stored); err != nil ||
 		!strings.Contains(stored, "12345678901234567890") {
 		t.Fatalf("stored result %s (%v)", stored, err)
 	}
@@ -84,7 +85,7 @@ func TestActionRunRejectsBeforeRunning(t *testing.T) {
 		t.Fatalf("upstream reached %d times", n)
 	}
 	var runs int
-	if err := e.db.sql.QueryRow(`SELECT COUNT(*) FROM action_runs`).Scan(&runs); err != nil || runs != 0 {
+	if err := e.db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM action_runs`).Scan(&runs); err != nil || runs != 0 {
 		t.Fatalf("%d runs recorded (%v)", runs, err)
 	}
 }
@@ -276,7 +277,7 @@ func TestActionRunOtherSessionCannotRead(t *testing.T) {
 // TestActionRunRestart: a run left running is failed when a runner starts;
 // a run approved while no runner listened runs at its session's next poll.
 func TestActionRunRestart(t *testing.T) {
-	dbPath := filepath.Join(t.TempDir(), DBFileName)
+	dbPath := filepath.Join(t.TempDir(), state.FileName)
 	e := newSapiEnv(t, sapiOpts{dbPath: dbPath, noDecided: true})
 	ctx := context.Background()
 	s1 := e.sessions["s1"]

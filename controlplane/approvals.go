@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Approval states, as stored and as reported by the admin API.
@@ -70,7 +70,7 @@ type ApprovalFilter struct {
 // ApprovalStore must not be copied after first use.
 type ApprovalStore struct {
 	// DB is the control-plane database. Required.
-	DB *DB
+	DB *state.DB
 	// TTL is how long a pending approval waits for a decision, and how long
 	// an approval, once approved, waits for the retry that uses it.
 	// 0 means one hour.
@@ -141,29 +141,7 @@ func (s *ApprovalStore) check() error {
 
 // newApprovalID returns "ap_" and 20 random lower-case base32 characters
 // (100 bits).
-func newApprovalID() (string, error) { return randomID(approvalIDPrefix, approvalIDChars) }
-
-// randomID returns prefix and n random lower-case base32 characters.
-func randomID(prefix string, n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating a %s id: %w", prefix, err)
-	}
-	for i := range b {
-		b[i] = base32Lower[b[i]&31]
-	}
-	return prefix + string(b), nil
-}
-
-func fmtTime(t time.Time) string { return t.UTC().Format(dbTimeLayout) }
-
-func parseTime(s string) (time.Time, error) {
-	t, err := time.ParseInLocation(dbTimeLayout, s, time.UTC)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: approval time %q: %v", ErrCorruptState, s, err)
-	}
-	return t, nil
-}
+func newApprovalID() (string, error) { return state.RandomID(approvalIDPrefix, approvalIDChars) }
 
 // subscribe returns the channel closed at approval id's next change.
 func (s *ApprovalStore) subscribe(id string) chan struct{} {
@@ -237,16 +215,8 @@ func pathOnly(p string) string {
 const approvalColumns = `id, session, digest, state, preview, created_at, expires_at,
 	decided_at, decided_by, reason, consumed_at`
 
-// rowScanner is *sql.Row or *sql.Rows.
-type rowScanner interface{ Scan(dest ...any) error }
-
-// rowQuerier is *sql.DB or *sql.Tx.
-type rowQuerier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // scanApproval reads one row selected with approvalColumns.
-func scanApproval(sc rowScanner) (approvalRow, error) {
+func scanApproval(db *state.DB, sc state.Scanner) (approvalRow, error) {
 	var (
 		r                 approvalRow
 		preview, created  string
@@ -261,10 +231,10 @@ func scanApproval(sc rowScanner) (approvalRow, error) {
 	if err := json.Unmarshal([]byte(preview), &r.Preview); err != nil {
 		return r, fmt.Errorf("%w: preview of approval %s: %v", ErrCorruptState, r.ID, err)
 	}
-	if r.CreatedAt, err = parseTime(created); err != nil {
+	if r.CreatedAt, err = db.ParseTime("approval "+r.ID+" created_at", created); err != nil {
 		return r, err
 	}
-	if r.ExpiresAt, err = parseTime(expires); err != nil {
+	if r.ExpiresAt, err = db.ParseTime("approval "+r.ID+" expires_at", expires); err != nil {
 		return r, err
 	}
 	for _, p := range []struct {
@@ -272,7 +242,7 @@ func scanApproval(sc rowScanner) (approvalRow, error) {
 		dst **time.Time
 	}{{decided, &r.DecidedAt}, {consumed, &r.ConsumedAt}} {
 		if p.s.Valid {
-			t, err := parseTime(p.s.String)
+			t, err := db.ParseTime("approval "+r.ID+" time", p.s.String)
 			if err != nil {
 				return r, err
 			}
@@ -283,8 +253,8 @@ func scanApproval(sc rowScanner) (approvalRow, error) {
 }
 
 // getRow reads approval id; a missing one wraps ErrNotFound.
-func (s *ApprovalStore) getRow(ctx context.Context, q rowQuerier, id string) (approvalRow, error) {
-	r, err := scanApproval(q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = ?`, id))
+func (s *ApprovalStore) getRow(ctx context.Context, q state.Querier, id string) (approvalRow, error) {
+	r, err := scanApproval(s.DB, q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("%w: approval %q; list approvals with: aileron approvals list", ErrNotFound, id)
 	}
@@ -299,14 +269,14 @@ func (s *ApprovalStore) getRow(ctx context.Context, q rowQuerier, id string) (ap
 func (s *ApprovalStore) expireTx(ctx context.Context, tx *sql.Tx, now time.Time) ([]approvalRow, error) {
 	rows, err := tx.QueryContext(ctx, `UPDATE approvals SET state = 'expired'
 		WHERE state IN ('pending','approved') AND expires_at <= ?
-		RETURNING `+approvalColumns, fmtTime(now))
+		RETURNING `+approvalColumns, state.FormatTime(now))
 	if err != nil {
 		return nil, fmt.Errorf("expiring approvals: %w", err)
 	}
 	defer rows.Close()
 	var out []approvalRow
 	for rows.Next() {
-		r, err := scanApproval(rows)
+		r, err := scanApproval(s.DB, rows)
 		if err != nil {
 			return nil, err
 		}
@@ -341,7 +311,7 @@ func (s *ApprovalStore) Expire() (int, error) {
 
 func (s *ApprovalStore) expire(ctx context.Context) (int, error) {
 	var expired []approvalRow
-	err := s.DB.write(ctx, func(tx *sql.Tx) error {
+	err := s.DB.Write(ctx, func(tx *sql.Tx) error {
 		var err error
 		expired, err = s.expireTx(ctx, tx, s.now())
 		return err
@@ -362,7 +332,7 @@ func (s *ApprovalStore) Get(id string) (Approval, error) {
 	if _, err := s.expire(ctx); err != nil {
 		return Approval{}, err
 	}
-	r, err := s.getRow(ctx, s.DB.sql, id)
+	r, err := s.getRow(ctx, s.DB, id)
 	return r.Approval, err
 }
 
@@ -374,7 +344,7 @@ func (s *ApprovalStore) Covers(ctx context.Context, id, session, connector strin
 	if err := s.check(); err != nil {
 		return err
 	}
-	r, err := s.getRow(ctx, s.DB.sql, id)
+	r, err := s.getRow(ctx, s.DB, id)
 	if err != nil {
 		return err
 	}
@@ -407,7 +377,7 @@ func (s *ApprovalStore) List(f ApprovalFilter) ([]Approval, error) {
 	if _, err := s.expire(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.DB.sql.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+	rows, err := s.DB.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE (? = '' OR state = ?) AND (? = '' OR session = ?)
 		ORDER BY created_at, id`, f.State, f.State, f.Session, f.Session)
 	if err != nil {
@@ -416,7 +386,7 @@ func (s *ApprovalStore) List(f ApprovalFilter) ([]Approval, error) {
 	defer rows.Close()
 	out := []Approval{}
 	for rows.Next() {
-		r, err := scanApproval(rows)
+		r, err := scanApproval(s.DB, rows)
 		if err != nil {
 			return nil, err
 		}
@@ -445,8 +415,8 @@ func (s *ApprovalStore) Deny(id, by, reason string) error {
 	return s.decide(id, by, ApprovalStateDenied, reason)
 }
 
-// decide moves approval id from pending to state.
-func (s *ApprovalStore) decide(id, by, state, reason string) error {
+// decide moves approval id from pending to state to.
+func (s *ApprovalStore) decide(id, by, to, reason string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -462,12 +432,12 @@ func (s *ApprovalStore) decide(id, by, state, reason string) error {
 	}
 	now := s.now()
 	var decided approvalRow
-	err := s.DB.write(ctx, func(tx *sql.Tx) error {
+	err := s.DB.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE approvals
 			SET state = ?, decided_at = ?, decided_by = ?, reason = ?,
 			    expires_at = CASE WHEN ? = 'approved' THEN ? ELSE expires_at END
 			WHERE id = ? AND state = 'pending' AND expires_at > ?`,
-			state, fmtTime(now), by, reason, state, fmtTime(now.Add(s.ttl())), id, fmtTime(now))
+			to, state.FormatTime(now), by, reason, to, state.FormatTime(now.Add(s.ttl())), id, state.FormatTime(now))
 		if err != nil {
 			return fmt.Errorf("deciding approval %s: %w", id, err)
 		}
@@ -493,7 +463,7 @@ func (s *ApprovalStore) decide(id, by, state, reason string) error {
 	}
 	s.notify(id)
 	event := audit.EventApprovalApproved
-	if state == ApprovalStateDenied {
+	if to == ApprovalStateDenied {
 		event = audit.EventApprovalDenied
 	}
 	s.emit(event, &decided.Approval)
@@ -549,12 +519,12 @@ func (s *ApprovalStore) Await(ctx context.Context, req *dataplane.ApprovalReques
 func (s *ApprovalStore) join(ctx context.Context, req *dataplane.ApprovalRequest, preview []byte) (row approvalRow, created, consumed bool, err error) {
 	now := s.now()
 	var expired []approvalRow
-	err = s.DB.write(ctx, func(tx *sql.Tx) error {
+	err = s.DB.Write(ctx, func(tx *sql.Tx) error {
 		var err error
 		if expired, err = s.expireTx(ctx, tx, now); err != nil {
 			return err
 		}
-		row, err = scanApproval(tx.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+		row, err = scanApproval(s.DB, tx.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals
 			WHERE session = ? AND digest = ? AND state IN ('pending','approved')`, req.Session, req.Digest))
 		switch {
 		case err == nil && row.State == ApprovalStateApproved:
@@ -571,7 +541,7 @@ func (s *ApprovalStore) join(ctx context.Context, req *dataplane.ApprovalRequest
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO approvals
 			(id, session, digest, state, preview, created_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)`,
-			id, req.Session, req.Digest, string(preview), fmtTime(now), fmtTime(now.Add(s.ttl())))
+			id, req.Session, req.Digest, string(preview), state.FormatTime(now), state.FormatTime(now.Add(s.ttl())))
 		if err != nil {
 			return fmt.Errorf("recording approval for session %s: %w", req.Session, err)
 		}
@@ -590,7 +560,7 @@ func (s *ApprovalStore) join(ctx context.Context, req *dataplane.ApprovalRequest
 // this call moved it to consumed, false if it was no longer approved.
 func (s *ApprovalStore) consumeTx(ctx context.Context, tx *sql.Tx, id string, now time.Time) (bool, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE approvals SET state = 'consumed', consumed_at = ?
-		WHERE id = ? AND state = 'approved'`, fmtTime(now), id)
+		WHERE id = ? AND state = 'approved'`, state.FormatTime(now), id)
 	if err != nil {
 		return false, fmt.Errorf("consuming approval %s: %w", id, err)
 	}
@@ -637,7 +607,7 @@ func (s *ApprovalStore) wait(ctx context.Context, res dataplane.ApprovalResult, 
 // settle reads approval res.ID and, unless it is still pending, sets
 // res's outcome (consuming an approved one) and reports done.
 func (s *ApprovalStore) settle(ctx context.Context, res *dataplane.ApprovalResult) (done bool, err error) {
-	row, err := s.getRow(ctx, s.DB.sql, res.ID)
+	row, err := s.getRow(ctx, s.DB, res.ID)
 	if err != nil {
 		return false, err
 	}
@@ -645,7 +615,7 @@ func (s *ApprovalStore) settle(ctx context.Context, res *dataplane.ApprovalResul
 		if _, err := s.expire(ctx); err != nil {
 			return false, err
 		}
-		if row, err = s.getRow(ctx, s.DB.sql, res.ID); err != nil {
+		if row, err = s.getRow(ctx, s.DB, res.ID); err != nil {
 			return false, err
 		}
 	}
@@ -654,7 +624,7 @@ func (s *ApprovalStore) settle(ctx context.Context, res *dataplane.ApprovalResul
 		return false, nil
 	case ApprovalStateApproved:
 		var won bool
-		err := s.DB.write(ctx, func(tx *sql.Tx) error {
+		err := s.DB.Write(ctx, func(tx *sql.Tx) error {
 			var err error
 			won, err = s.consumeTx(ctx, tx, res.ID, s.now())
 			return err

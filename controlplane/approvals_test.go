@@ -11,6 +11,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 // eventLog records OnEvent calls.
@@ -114,7 +115,7 @@ func mustAwait(t *testing.T, s *ApprovalStore, req *dataplane.ApprovalRequest, w
 }
 
 func TestAwaitHoldTimeoutLeavesPending(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
 	res, err := ts.Await(context.Background(), req, time.Millisecond)
 	if err != nil || res.Outcome != dataplane.ApprovalPending {
@@ -146,7 +147,7 @@ func TestAwaitHoldTimeoutLeavesPending(t *testing.T) {
 }
 
 func TestApproveWakesWaiter(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
 	id, out := ts.awaitAsync(t, context.Background(), req)
 	if err := ts.Approve(id, "alice"); err != nil {
@@ -171,7 +172,7 @@ func TestApproveWakesWaiter(t *testing.T) {
 
 func TestConcurrentAwaitsConsumeOnce(t *testing.T) {
 	const n = 50
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
 	out := make(chan awaitResult, n)
 	for range n {
@@ -205,7 +206,7 @@ func TestConcurrentAwaitsConsumeOnce(t *testing.T) {
 }
 
 func TestApprovalBindsToDigestAndSession(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	a := mustAwait(t, ts.ApprovalStore, testRequest("s_one", "A"), dataplane.ApprovalPending)
 	b := mustAwait(t, ts.ApprovalStore, testRequest("s_one", "B"), dataplane.ApprovalPending)
 	other := mustAwait(t, ts.ApprovalStore, testRequest("s_two", "A"), dataplane.ApprovalPending)
@@ -226,7 +227,7 @@ func TestApprovalBindsToDigestAndSession(t *testing.T) {
 }
 
 func TestDenyWithReason(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
 	id, out := ts.awaitAsync(t, context.Background(), req)
 	if err := ts.Deny(id, "bob", "wrong recipient"); err != nil {
@@ -252,7 +253,7 @@ func TestDenyWithReason(t *testing.T) {
 }
 
 func TestDecideConflicts(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	tests := []struct {
 		name   string
 		first  func(id string) error
@@ -287,7 +288,7 @@ func TestDecideConflicts(t *testing.T) {
 }
 
 func TestApprovalTTL(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
 	first := mustAwait(t, ts.ApprovalStore, req, dataplane.ApprovalPending)
 	ts.clock.Advance(10*time.Minute - time.Second)
@@ -332,7 +333,7 @@ func TestApprovalTTL(t *testing.T) {
 }
 
 func TestApprovalsSurviveRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), DBFileName)
+	path := filepath.Join(t.TempDir(), state.FileName)
 	req := testRequest("s_one", "A")
 	before := newTestStore(t, path, 0)
 	first := mustAwait(t, before.ApprovalStore, req, dataplane.ApprovalPending)
@@ -360,9 +361,9 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 }
 
 func TestDecisionFromAnotherProcess(t *testing.T) {
-	path := filepath.Join(t.TempDir(), DBFileName)
+	path := filepath.Join(t.TempDir(), state.FileName)
 	daemon := newTestStore(t, path, 5*time.Millisecond)
-	admin := newTestStore(t, path, 0) // its own *DB: another process's view
+	admin := newTestStore(t, path, 0) // its own *state.DB: another process's view
 	id, out := daemon.awaitAsync(t, context.Background(), testRequest("s_one", "A"))
 	if err := admin.Approve(id, "alice"); err != nil {
 		t.Fatal(err)
@@ -373,7 +374,7 @@ func TestDecisionFromAnotherProcess(t *testing.T) {
 }
 
 func TestAwaitContextCancelled(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	id, out := ts.awaitAsync(t, ctx, testRequest("s_one", "A"))
 	cancel()
@@ -393,7 +394,7 @@ func TestAwaitContextCancelled(t *testing.T) {
 }
 
 func TestApprovalsInvalidArguments(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	tests := []struct {
 		name string
 		call func() error
@@ -423,7 +424,7 @@ func TestApprovalsInvalidArguments(t *testing.T) {
 // lets approval-gated operations of an action through on Covers alone, so
 // nothing but this session's approved-and-taken action approval may pass.
 func TestCoversOnlyAConsumedActionApprovalOfTheSameSession(t *testing.T) {
-	ts := newTestStore(t, filepath.Join(t.TempDir(), DBFileName), 0)
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	ctx := context.Background()
 	actionReq := func(body string) *dataplane.ApprovalRequest {
 		r := testRequest("s_one", body)

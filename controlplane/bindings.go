@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Binding limits.
@@ -52,10 +53,10 @@ type Binding struct {
 // after first use.
 type Bindings struct {
 	// DB is the control-plane database. Required.
-	DB *DB
+	DB *state.DB
 
 	writeMu sync.Mutex // serialises changes; guards db
-	db      *DB        // nil until Open
+	db      *state.DB  // nil until Open
 	mu      sync.RWMutex
 	byFQN   map[string]Binding // copy-on-write; nil until Open
 }
@@ -70,7 +71,7 @@ func (b *Bindings) Open() error {
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
 	db := b.DB
-	byFQN, err := loadBindings(context.Background(), db.sql, db)
+	byFQN, err := loadBindings(context.Background(), db, db)
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func (b *Bindings) change(fn func(ctx context.Context, tx *sql.Tx, cur map[strin
 	}
 	ctx := context.Background()
 	var next map[string]Binding
-	err := b.db.write(ctx, func(tx *sql.Tx) error {
+	err := b.db.Write(ctx, func(tx *sql.Tx) error {
 		cur, err := loadBindings(ctx, tx, b.db)
 		if err != nil {
 			return err

@@ -7,12 +7,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/aileronhq/aileron/state"
 )
 
 // bindingsAt returns opened Bindings on its own handle of home's database.
 func bindingsAt(t *testing.T, home string) *Bindings {
 	t.Helper()
-	b := &Bindings{DB: openTestDB(t, filepath.Join(home, DBFileName))}
+	b := &Bindings{DB: openTestDB(t, filepath.Join(home, state.FileName))}
 	if err := b.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +155,7 @@ func TestBindingEnvConflicts(t *testing.T) {
 }
 
 func TestBindingsBeforeOpen(t *testing.T) {
-	b := &Bindings{DB: openTestDB(t, filepath.Join(t.TempDir(), DBFileName))}
+	b := &Bindings{DB: openTestDB(t, filepath.Join(t.TempDir(), state.FileName))}
 	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear"}); !errors.Is(err, ErrNotOpen) {
 		t.Errorf("Bind = %v, want ErrNotOpen", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // linearOp compiles the Linear fixture, with the graphql operation's
@@ -506,7 +507,7 @@ func TestParseSecretInput(t *testing.T) {
 func BenchmarkInjectAPIKey(b *testing.B) {
 	home := b.TempDir()
 	v := &Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
-	db, err := OpenDB(filepath.Join(home, DBFileName))
+	db, err := state.Open(filepath.Join(home, state.FileName))
 	if err != nil {
 		b.Fatal(err)
 	}

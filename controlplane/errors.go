@@ -6,7 +6,11 @@
 // dataplane.Sessions, which *Sessions implements.
 package controlplane
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/aileronhq/aileron/state"
+)
 
 // Sentinel errors. Errors this package returns about content, arguments or
 // state wrap one of them (Sessions.Authenticate wraps dataplane.ErrProxyAuth
@@ -15,10 +19,10 @@ import "errors"
 var (
 	// ErrNotFound is wrapped when a session, connector version or other named
 	// object does not exist (or no longer exists: an expired session).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = state.ErrNotFound
 	// ErrInvalidArgument is wrapped when a caller-supplied value is malformed:
 	// a reference, a session name or TTL, a request body.
-	ErrInvalidArgument = errors.New("invalid argument")
+	ErrInvalidArgument = state.ErrInvalidArgument
 	// ErrInvalidSpec is wrapped when a connector spec does not parse or
 	// validate. The message is the spec parser's own, naming the file, the
 	// JSON path and the rule broken.
@@ -30,18 +34,18 @@ var (
 	// ErrConflict is wrapped when a change would contradict existing state: a
 	// spec that clashes with another connector's active spec, or a version
 	// already installed with different content.
-	ErrConflict = errors.New("conflict")
+	ErrConflict = state.ErrConflict
 	// ErrTampered is wrapped when an installed package no longer matches its
 	// content hash (a file edited, added or removed, or the directory gone).
 	ErrTampered = errors.New("connector package failed its integrity check")
 	// ErrCorruptState is wrapped when the daemon's own files (store index,
 	// session records, session key) cannot be read back as written.
-	ErrCorruptState = errors.New("corrupt control-plane state")
+	ErrCorruptState = state.ErrCorruptState
 	// ErrInsecureFile is wrapped when a secret file (the session key) is not a
 	// regular file or group or others may access it.
-	ErrInsecureFile = errors.New("secret file not private")
+	ErrInsecureFile = state.ErrInsecureFile
 	// ErrNotOpen is wrapped when a Sessions method is called before Open.
-	ErrNotOpen = errors.New("sessions not opened")
+	ErrNotOpen = state.ErrNotOpen
 	// ErrDaemonUnreachable is wrapped by Client methods when nothing answers
 	// on the admin socket.
 	ErrDaemonUnreachable = errors.New("aileron daemon unreachable")

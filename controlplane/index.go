@@ -78,5 +78,5 @@ func (s *Store) readIndex() (*storeIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	return loadIndex(context.Background(), db.sql, db)
+	return loadIndex(context.Background(), db, db)
 }

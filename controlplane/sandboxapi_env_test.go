@@ -23,6 +23,7 @@ import (
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Connectors of action/testdata.
@@ -54,7 +55,7 @@ type upstreamHit struct {
 type sapiEnv struct {
 	proxy     *dataplane.Proxy
 	proxyAddr string
-	db        *DB
+	db        *state.DB
 	store     *ApprovalStore
 	runner    *ActionRunner
 	api       *SandboxAPI
@@ -122,7 +123,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	}
 
 	if o.dbPath == "" {
-		o.dbPath = filepath.Join(t.TempDir(), DBFileName)
+		o.dbPath = filepath.Join(t.TempDir(), state.FileName)
 	}
 	e.db = openTestDB(t, o.dbPath)
 	e.store = &ApprovalStore{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}

@@ -3,35 +3,29 @@ package controlplane
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/aileronhq/aileron/ca"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Session files and formats.
 const (
 	// bundleFile is the session CA followed by the system roots.
 	bundleFile = "ca-bundle.pem"
-	// sessionKeySize is the session key's length in bytes.
-	sessionKeySize = 32
 	// tokenSize is the token's length in bytes before base64url (192 bits).
 	tokenSize = 24
 	// sessionIDPrefix starts every session id.
 	sessionIDPrefix = "s_"
 	// sessionIDChars is the number of random base32 characters after it.
 	sessionIDChars = 20
-	// base32Lower is the RFC 4648 base32 alphabet in lower case.
-	base32Lower = "abcdefghijklmnopqrstuvwxyz234567"
 	// creatingPrefix marks a session directory still being written.
 	creatingPrefix = ".creating-"
 )
@@ -48,22 +42,11 @@ func defaultSystemRoots() []string {
 
 // newSessionID returns "s_" and 20 random lower-case base32 characters
 // (100 bits).
-func newSessionID() (string, error) { return randomID(sessionIDPrefix, sessionIDChars) }
+func newSessionID() (string, error) { return state.RandomID(sessionIDPrefix, sessionIDChars) }
 
 // validSessionID reports whether id has the form newSessionID produces, so it
 // is safe to use as a directory name.
-func validSessionID(id string) bool {
-	rest, ok := strings.CutPrefix(id, sessionIDPrefix)
-	if !ok || len(rest) != sessionIDChars {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		if strings.IndexByte(base32Lower, rest[i]) < 0 {
-			return false
-		}
-	}
-	return true
-}
+func validSessionID(id string) bool { return state.ValidID(id, sessionIDPrefix, sessionIDChars) }
 
 // deriveToken returns the session's token: base64url (no padding) of
 // HMAC-SHA256(key, id) truncated to 192 bits.
@@ -73,74 +56,12 @@ func deriveToken(key []byte, id string) string {
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:tokenSize])
 }
 
-// loadOrCreateKey reads the session key at path, first creating it (32
-// random bytes, mode 0600, parent directory 0700) if it does not exist.
-func loadOrCreateKey(path string) ([]byte, error) {
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		if err := createKey(path); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, err
-		}
-	}
-	info, err := os.Lstat(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading session key: %w", err)
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: session key %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s)",
-			ErrInsecureFile, path, info.Mode(), path)
-	}
-	key, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading session key: %w", err)
-	}
-	if len(key) != sessionKeySize {
-		return nil, fmt.Errorf("%w: session key %s is %d bytes, want %d; restore it from a backup "+
-			"(deleting it makes every existing session unusable)", ErrCorruptState, path, len(key), sessionKeySize)
-	}
-	return key, nil
-}
-
-// createKey writes a new random session key to path, failing with
-// fs.ErrExist if another process created it first.
-func createKey(path string) error {
-	key := make([]byte, sessionKeySize)
-	if _, err := rand.Read(key); err != nil {
-		return fmt.Errorf("generating session key: %w", err)
-	}
-	return createPrivateFile(path, key, "session key")
-}
-
-// createPrivateFile writes data to a NEW file at path, mode 0600 in a 0700
-// directory, and syncs it. It fails with fs.ErrExist if the file appeared
-// meanwhile, and removes a half-written file. what names the file in errors.
-func createPrivateFile(path string, data []byte, what string) (err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("creating %s directory: %w", what, err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", what, err)
-	}
-	return f.Sync()
-}
-
 // loadAll brings the sessions on record up to date and loads them:
 // leftovers of interrupted creations are deleted, expired sessions deleted
 // (row and directory), and
 // every other session loaded with its CA; the ones that cannot be are logged
 // and skipped.
-func (s *Sessions) loadAll(db *DB, key []byte) (map[string]*sessionEntry, error) {
+func (s *Sessions) loadAll(db *state.DB, key []byte) (map[string]*sessionEntry, error) {
 	dirs, err := s.sessionDirs()
 	if err != nil {
 		return nil, err
@@ -177,7 +98,7 @@ func (s *Sessions) loadAll(db *DB, key []byte) (map[string]*sessionEntry, error)
 	}
 	for _, id := range dirs {
 		if !known[id] {
-			s.logf("session: %s has no record in %s; `aileron session delete %s` removes it", filepath.Join(s.Dir, id), db.path, id)
+			s.logf("session: %s has no record in %s; `aileron session delete %s` removes it", filepath.Join(s.Dir, id), db.Path(), id)
 		}
 	}
 	return live, nil
@@ -220,30 +141,12 @@ func (s *Sessions) loadSession(key []byte, rec sessionRecord) (*sessionEntry, er
 	return newEntry(rec, tokenHash, authority), nil
 }
 
-// readBounded reads at most limit bytes of the file at p, failing if it is
-// longer.
-func readBounded(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorruptState, p, limit)
-	}
-	return data, nil
-}
-
 // writeSession stores a new session: its directory is staged as
 // Dir/.creating-<id> (mode 0700) with the CA and the CA bundle and renamed to
 // Dir/<id>, and then its row is inserted into db, so that a crash never
 // leaves a half-written session on record. If the row cannot be written, the
 // directory is removed.
-func (s *Sessions) writeSession(db *DB, rec sessionRecord, authority *ca.Authority) error {
+func (s *Sessions) writeSession(db *state.DB, rec sessionRecord, authority *ca.Authority) error {
 	tmp := filepath.Join(s.Dir, creatingPrefix+rec.ID)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("creating session directory: %w", err)
@@ -261,7 +164,7 @@ func (s *Sessions) writeSession(db *DB, rec sessionRecord, authority *ca.Authori
 		return fmt.Errorf("writing session %s: %w", rec.ID, err)
 	}
 	ctx := context.Background()
-	if err := db.write(ctx, func(tx *sql.Tx) error { return insertSession(ctx, tx, rec) }); err != nil {
+	if err := db.Write(ctx, func(tx *sql.Tx) error { return insertSession(ctx, tx, rec) }); err != nil {
 		os.RemoveAll(final)
 		return err
 	}
@@ -297,8 +200,3 @@ func (s *Sessions) systemRoots() []byte {
 	}
 	return nil
 }
-
-// LoadOrCreateKey returns the 32-byte key in path, creating it (random,
-// mode 0600, directory 0700) on first use and refusing a key file others
-// can read.
-func LoadOrCreateKey(path string) ([]byte, error) { return loadOrCreateKey(path) }

@@ -18,6 +18,7 @@ import (
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Session limits and defaults.
@@ -127,7 +128,7 @@ type Sessions struct {
 	// Dir is the sessions directory, normally $AILERON_HOME/sessions. Required.
 	Dir string
 	// DB is the control-plane database holding session metadata. Required.
-	DB *DB
+	DB *state.DB
 	// KeyFile is the session key, normally $AILERON_HOME/keys/session.key.
 	// Required; created by Open if missing.
 	KeyFile string
@@ -149,7 +150,7 @@ type Sessions struct {
 
 	mu   sync.RWMutex
 	key  []byte                   // nil until Open
-	db   *DB                      // nil until Open
+	db   *state.DB                // nil until Open
 	live map[string]*sessionEntry // by id
 	// retired sums the leaf-cache counters of removed sessions, so CertStats
 	// never goes backwards.
@@ -184,7 +185,7 @@ func (s *Sessions) Open() error {
 	if s.Dir == "" || s.DB == nil || s.KeyFile == "" || s.ProxyURLHost == "" {
 		return fmt.Errorf("%w: Sessions needs Dir, DB, KeyFile and ProxyURLHost", ErrInvalidArgument)
 	}
-	key, err := loadOrCreateKey(s.KeyFile)
+	key, err := state.LoadOrCreateKey(s.KeyFile, "session key")
 	if err != nil {
 		return err
 	}
@@ -451,7 +452,7 @@ func (s *Sessions) info(e *sessionEntry, token string) SessionInfo {
 }
 
 // opened returns the key and database of Open, or ErrNotOpen.
-func (s *Sessions) opened() ([]byte, *DB, error) {
+func (s *Sessions) opened() ([]byte, *state.DB, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.key == nil || s.db == nil {

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 // sessionsAt returns an opened Sessions rooted at home, with its own handle
@@ -22,7 +24,7 @@ func sessionsAt(t *testing.T, home string, clock *fakeClock) *Sessions {
 	t.Helper()
 	roots := writeFile(t, home, "roots.pem", []byte("-----BEGIN CERTIFICATE-----\nSYSTEM\n-----END CERTIFICATE-----\n"))
 	s := &Sessions{
-		DB:           openTestDB(t, filepath.Join(home, DBFileName)),
+		DB:           openTestDB(t, filepath.Join(home, state.FileName)),
 		Dir:          filepath.Join(home, "sessions"),
 		KeyFile:      filepath.Join(home, "keys", "session.key"),
 		ProxyURLHost: "127.0.0.1:9080",
@@ -93,7 +95,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("session.json written; session metadata belongs in the database (%v)", err)
 	}
 	var row string
-	err = s.DB.sql.QueryRow(`SELECT id || ' ' || name || ' ' || token_sha256 || ' ' || connectors || ' ' || expires_at
+	err = s.DB.QueryRowContext(context.Background(), `SELECT id || ' ' || name || ' ' || token_sha256 || ' ' || connectors || ' ' || expires_at
 		FROM sessions WHERE id = ?`, info.ID).Scan(&row)
 	if err != nil || strings.Contains(row, token) || !strings.Contains(row, `["`+googleFQN+`"]`) || !strings.Contains(row, "agent 1") {
 		t.Errorf("sessions row = %q, %v; want the metadata without the token", row, err)
@@ -202,7 +204,7 @@ func TestOpenSkipsUnusableSessions(t *testing.T) {
 	badRow, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
 	expired, _ := s.Create(CreateRequest{TTL: time.Hour})
 	writeFile(t, filepath.Join(home, "sessions", badCA.ID), ca.CertFile, []byte("{"))
-	if _, err := s.DB.sql.Exec(`UPDATE sessions SET connectors = '{' WHERE id = ?`, badRow.ID); err != nil {
+	if _, err := s.DB.ExecContext(context.Background(), `UPDATE sessions SET connectors = '{' WHERE id = ?`, badRow.ID); err != nil {
 		t.Fatal(err)
 	}
 	os.Mkdir(filepath.Join(home, "sessions", creatingPrefix+"s_x"), 0o700)
@@ -233,10 +235,10 @@ func TestOpenSkipsUnusableSessions(t *testing.T) {
 }
 
 // countRows returns the number of rows in table.
-func countRows(t *testing.T, db *DB, table string) int {
+func countRows(t *testing.T, db *state.DB, table string) int {
 	t.Helper()
 	var n int
-	if err := db.sql.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+	if err := db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -293,7 +295,7 @@ func TestOpenKeyFileChecks(t *testing.T) {
 			home := t.TempDir()
 			key := writeFile(t, home, "keys/session.key", tt.key)
 			os.Chmod(key, tt.perm)
-			s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: openTestDB(t, filepath.Join(home, DBFileName)), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
+			s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: openTestDB(t, filepath.Join(home, state.FileName)), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
 			if err := s.Open(); !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.fixed) {
 				t.Errorf("Open = %v, want %v mentioning %q", err, tt.want, tt.fixed)
 			}
@@ -411,7 +413,7 @@ func FuzzCreateRequestJSON(f *testing.F) {
 
 func BenchmarkAuthenticate(b *testing.B) {
 	home := b.TempDir()
-	db, err := OpenDB(filepath.Join(home, DBFileName))
+	db, err := state.Open(filepath.Join(home, state.FileName))
 	if err != nil {
 		b.Fatal(err)
 	}

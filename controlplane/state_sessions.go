@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/aileronhq/aileron/state"
 )
 
 // sessionColumns are the sessions table's columns, in scanSession's order.
@@ -22,7 +24,7 @@ func insertSession(ctx context.Context, tx *sql.Tx, rec sessionRecord) error {
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
-		rec.ID, rec.Name, rec.TokenSHA256, string(conns), fmtTime(rec.CreatedAt), fmtTime(rec.ExpiresAt))
+		rec.ID, rec.Name, rec.TokenSHA256, string(conns), state.FormatTime(rec.CreatedAt), state.FormatTime(rec.ExpiresAt))
 	if err != nil {
 		return fmt.Errorf("recording session %s: %w", rec.ID, err)
 	}
@@ -40,10 +42,10 @@ func nonNil(s []string) []string {
 // sessionRows reads every row of the sessions table. A row that cannot be
 // decoded comes back with its id and an error wrapping ErrCorruptState in
 // bad; the others in good.
-func sessionRows(ctx context.Context, db *DB) (good []sessionRecord, bad map[string]error, err error) {
-	rows, err := db.sql.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions ORDER BY id`)
+func sessionRows(ctx context.Context, db *state.DB) (good []sessionRecord, bad map[string]error, err error) {
+	rows, err := db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions ORDER BY id`)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.path, err)
+		return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.Path(), err)
 	}
 	defer rows.Close()
 	bad = map[string]error{}
@@ -51,7 +53,7 @@ func sessionRows(ctx context.Context, db *DB) (good []sessionRecord, bad map[str
 		var rec sessionRecord
 		var conns, created, expires string
 		if err := rows.Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires); err != nil {
-			return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.path, err)
+			return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.Path(), err)
 		}
 		if err := decodeSessionRow(db, &rec, conns, created, expires); err != nil {
 			bad[rec.ID] = err
@@ -60,22 +62,22 @@ func sessionRows(ctx context.Context, db *DB) (good []sessionRecord, bad map[str
 		good = append(good, rec)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.path, err)
+		return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.Path(), err)
 	}
 	return good, bad, nil
 }
 
 // decodeSessionRow fills rec's connectors and times from their stored form.
-func decodeSessionRow(db *DB, rec *sessionRecord, conns, created, expires string) error {
+func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires string) error {
 	var err error
-	if rec.CreatedAt, err = parseStateTime(db, "session "+rec.ID+" created_at", created); err != nil {
+	if rec.CreatedAt, err = db.ParseTime("session "+rec.ID+" created_at", created); err != nil {
 		return err
 	}
-	if rec.ExpiresAt, err = parseStateTime(db, "session "+rec.ID+" expires_at", expires); err != nil {
+	if rec.ExpiresAt, err = db.ParseTime("session "+rec.ID+" expires_at", expires); err != nil {
 		return err
 	}
 	if err := json.Unmarshal([]byte(conns), &rec.Connectors); err != nil {
-		return fmt.Errorf("%w: %s: session %s: connectors %q is not a JSON array of strings", ErrCorruptState, db.path, rec.ID, conns)
+		return fmt.Errorf("%w: %s: session %s: connectors %q is not a JSON array of strings", ErrCorruptState, db.Path(), rec.ID, conns)
 	}
 	if len(rec.Connectors) == 0 {
 		rec.Connectors = nil
@@ -85,13 +87,13 @@ func decodeSessionRow(db *DB, rec *sessionRecord, conns, created, expires string
 
 // deleteSessionRow removes session id's row and reports whether there was
 // one.
-func deleteSessionRow(db *DB, id string) (bool, error) {
+func deleteSessionRow(db *state.DB, id string) (bool, error) {
 	var n int64
 	ctx := context.Background()
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 		if err != nil {
-			return fmt.Errorf("deleting session %s from %s: %w", id, db.path, err)
+			return fmt.Errorf("deleting session %s from %s: %w", id, db.Path(), err)
 		}
 		n, err = res.RowsAffected()
 		return err
@@ -101,13 +103,13 @@ func deleteSessionRow(db *DB, id string) (bool, error) {
 
 // deleteExpiredSessions removes the rows of sessions expired at now and
 // returns their ids.
-func deleteExpiredSessions(db *DB, now time.Time) ([]string, error) {
+func deleteExpiredSessions(db *state.DB, now time.Time) ([]string, error) {
 	var ids []string
 	ctx := context.Background()
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `DELETE FROM sessions WHERE expires_at <= ? RETURNING id`, fmtTime(now))
+	err := db.Write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `DELETE FROM sessions WHERE expires_at <= ? RETURNING id`, state.FormatTime(now))
 		if err != nil {
-			return fmt.Errorf("deleting expired sessions from %s: %w", db.path, err)
+			return fmt.Errorf("deleting expired sessions from %s: %w", db.Path(), err)
 		}
 		defer rows.Close()
 		for rows.Next() {

@@ -7,16 +7,18 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/aileronhq/aileron/state"
 )
 
 // database returns the Store's database; a Store without Dir or DB wraps
 // ErrInvalidArgument.
-func (s *Store) database() (*DB, error) {
+func (s *Store) database() (*state.DB, error) {
 	if err := s.checkDir(); err != nil {
 		return nil, err
 	}
 	if s.DB == nil {
-		return nil, fmt.Errorf("%w: Store.DB is nil; open $AILERON_HOME/%s with OpenDB", ErrInvalidArgument, DBFileName)
+		return nil, fmt.Errorf("%w: Store.DB is nil; open $AILERON_HOME/%s with OpenDB", ErrInvalidArgument, state.FileName)
 	}
 	return s.DB, nil
 }
@@ -25,10 +27,10 @@ func (s *Store) database() (*DB, error) {
 // decoded index: well-formed FQNs, strict SemVer, 64-hex hashes and
 // exactly one active version per connector. Content failures wrap
 // ErrCorruptState and name the database, the table and the connector.
-func loadIndex(ctx context.Context, q queryer, db *DB) (*storeIndex, error) {
+func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex, error) {
 	rows, err := q.QueryContext(ctx, `SELECT fqn, version, hash, active, installed_at FROM store_versions`)
 	if err != nil {
-		return nil, fmt.Errorf("reading the store index from %s: %w", db.path, err)
+		return nil, fmt.Errorf("reading the store index from %s: %w", db.Path(), err)
 	}
 	defer rows.Close()
 	ix := newIndex()
@@ -36,9 +38,9 @@ func loadIndex(ctx context.Context, q queryer, db *DB) (*storeIndex, error) {
 		var fqn, version, hash, at string
 		var active bool
 		if err := rows.Scan(&fqn, &version, &hash, &active, &at); err != nil {
-			return nil, fmt.Errorf("reading the store index from %s: %w", db.path, err)
+			return nil, fmt.Errorf("reading the store index from %s: %w", db.Path(), err)
 		}
-		when, err := parseStateTime(db, "store_versions "+fqn+"@"+version+" installed_at", at)
+		when, err := db.ParseTime("store_versions "+fqn+"@"+version+" installed_at", at)
 		if err != nil {
 			return nil, err
 		}
@@ -53,12 +55,12 @@ func loadIndex(ctx context.Context, q queryer, db *DB) (*storeIndex, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading the store index from %s: %w", db.path, err)
+		return nil, fmt.Errorf("reading the store index from %s: %w", db.Path(), err)
 	}
 	for fqn, c := range ix.Connectors {
 		if err := validateIndexEntry(fqn, c); err != nil {
 			return nil, fmt.Errorf("%w: %s: table store_versions, connector %q: %v "+
-				"(restore a backup of the database, or fix the row with sqlite3)", ErrCorruptState, db.path, fqn, err)
+				"(restore a backup of the database, or fix the row with sqlite3)", ErrCorruptState, db.Path(), fqn, err)
 		}
 	}
 	return ix, nil
@@ -76,7 +78,7 @@ func (s *Store) update(fn func(ctx context.Context, tx *sql.Tx, ix *storeIndex) 
 		return fmt.Errorf("creating store directory: %w", err)
 	}
 	ctx := context.Background()
-	return db.write(ctx, func(tx *sql.Tx) error {
+	return db.Write(ctx, func(tx *sql.Tx) error {
 		ix, err := loadIndex(ctx, tx, db)
 		if err != nil {
 			return err
@@ -92,7 +94,7 @@ func activateVersion(ctx context.Context, tx *sql.Tx, fqn, version, hash string,
 		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO store_versions (fqn, version, hash, active, installed_at)
-		VALUES (?, ?, ?, 1, ?) ON CONFLICT (fqn, version) DO UPDATE SET active = 1`, fqn, version, hash, fmtTime(at))
+		VALUES (?, ?, ?, 1, ?) ON CONFLICT (fqn, version) DO UPDATE SET active = 1`, fqn, version, hash, state.FormatTime(at))
 	if err != nil {
 		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Store is the content-addressed connector store under $AILERON_HOME/store.
@@ -35,7 +36,7 @@ type Store struct {
 	// Dir is the store root, normally $AILERON_HOME/store. Required.
 	Dir string
 	// DB is the control-plane database holding the index. Required.
-	DB *DB
+	DB *state.DB
 	// Logf receives one line per install, removal, repair and refused
 	// package. Nil discards them.
 	Logf func(format string, args ...any)

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 const (
@@ -111,7 +113,7 @@ func newStore(t *testing.T) (*Store, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	home := t.TempDir()
-	db := openTestDB(t, filepath.Join(home, DBFileName))
+	db := openTestDB(t, filepath.Join(home, state.FileName))
 	return &Store{Dir: filepath.Join(home, "store"), DB: db, Logf: logs.Logf, Now: newFakeClock().Now}, logs
 }
 
@@ -425,7 +427,7 @@ func TestVerifyFindsUnparsableSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Rename(inst.Dir, s.packageDir(hash))
-	_, err = s.DB.sql.Exec(`UPDATE store_versions SET hash = ? WHERE fqn = ? AND version = '1.2.3'`, hash, googleFQN)
+	_, err = s.DB.ExecContext(context.Background(), `UPDATE store_versions SET hash = ? WHERE fqn = ? AND version = '1.2.3'`, hash, googleFQN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,7 +655,7 @@ func TestCorruptIndexRows(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, _ := newStore(t)
 			for _, q := range stmts {
-				if _, err := s.DB.sql.Exec(q); err != nil {
+				if _, err := s.DB.ExecContext(context.Background(), q); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -671,7 +673,7 @@ func TestCorruptIndexRows(t *testing.T) {
 	}
 	// The schema itself refuses a hash that could name a path outside the store.
 	s, _ := newStore(t)
-	_, err := s.DB.sql.Exec(`INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '../../../etc', 1, '2026-01-01T00:00:00.000000000Z')`)
+	_, err := s.DB.ExecContext(context.Background(), `INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '../../../etc', 1, '2026-01-01T00:00:00.000000000Z')`)
 	if err == nil {
 		t.Error("store_versions accepted a hash that is not 64 hex digits")
 	}

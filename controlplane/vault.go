@@ -19,6 +19,7 @@ import (
 	"filippo.io/age"
 
 	"github.com/aileronhq/aileron/inject"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Vault files and limits.
@@ -338,7 +339,7 @@ func (v *Vault) commit(next map[string]Credential) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(v.file(), data); err != nil {
+	if err := state.WriteFileAtomic(v.file(), data); err != nil {
 		return fmt.Errorf("writing vault: %w", err)
 	}
 	v.mu.Lock()
@@ -400,7 +401,7 @@ func readVault(file, keyFile string, id *age.X25519Identity) (map[string]Credent
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: vault %s is not a regular file (mode %v); restore it from a backup", ErrCorruptState, file, info.Mode())
 	}
-	data, err := readBounded(file, maxVaultSize)
+	data, err := state.ReadBounded(file, maxVaultSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading vault: %w", err)
 	}
@@ -468,10 +469,10 @@ func loadOrCreateIdentity(keyFile, vaultFile string) (*age.X25519Identity, error
 			return nil, err
 		}
 	}
-	if err := checkPrivateFile("vault key", keyFile); err != nil {
+	if err := state.CheckPrivateFile("vault key", keyFile); err != nil {
 		return nil, err
 	}
-	data, err := readBounded(keyFile, maxKeyFileSize)
+	data, err := state.ReadBounded(keyFile, maxKeyFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading vault key: %w", err)
 	}
@@ -495,59 +496,7 @@ func createIdentity(keyFile string) error {
 	}
 	body := fmt.Sprintf("# aileron vault key: keep it private and back it up; without it the vault cannot be read\n"+
 		"# public key: %s\n%s\n", id.Recipient(), id)
-	return createPrivateFile(keyFile, []byte(body), "vault key")
-}
-
-// checkPrivateFile refuses p unless it is a regular file only its owner may
-// access; the error wraps ErrInsecureFile and says how to fix it.
-func checkPrivateFile(what, p string) error {
-	info, err := os.Lstat(p)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", what, err)
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%w: %s %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s)",
-			ErrInsecureFile, what, p, info.Mode(), p)
-	}
-	return nil
-}
-
-// writeFileAtomic replaces p with data: a mode 0600 temporary file in the
-// same directory (created 0700 if missing), fsync, rename, then fsync of
-// the directory, so that a crash leaves the old file or the new one, never
-// a mix.
-func writeFileAtomic(p string, data []byte) error {
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = f.Chmod(0o600)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // best effort: not every file system syncs directories
-		d.Close()
-	}
-	return nil
+	return state.CreatePrivateFile(keyFile, []byte(body), "vault key")
 }
 
 // isCredentialName reports whether name is 1 to 64 of A-Z a-z 0-9 . _ -.

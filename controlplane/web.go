@@ -23,6 +23,7 @@ import (
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // webAssets holds the approvals page: HTML templates at the top, and the
@@ -105,11 +106,11 @@ func LoadOrCreateAdminToken(path string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := createPrivateFile(path, []byte(tok+"\n"), "admin token"); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := state.CreatePrivateFile(path, []byte(tok+"\n"), "admin token"); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("creating admin token: %w", err)
 		}
 	}
-	if err := checkPrivateFile("admin token", path); err != nil {
+	if err := state.CheckPrivateFile("admin token", path); err != nil {
 		return "", err
 	}
 	data, err := os.ReadFile(path)

@@ -17,12 +17,13 @@ import (
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // newTestApprovals opens an approval store in a temp dir.
 func newTestApprovals(t *testing.T) *ApprovalStore {
 	t.Helper()
-	db, err := OpenDB(filepath.Join(t.TempDir(), DBFileName))
+	db, err := state.Open(filepath.Join(t.TempDir(), state.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 func testInfo() controlplane.SessionInfo {
@@ -102,7 +103,7 @@ func TestRenderShellEvaluates(t *testing.T) {
 // under an env name of its choice; none of the names Env sets itself may be
 // taken, or a binding could turn the sandbox's proxy or trust settings off.
 func TestEnvNamesCannotBeBound(t *testing.T) {
-	db, err := controlplane.OpenDB(filepath.Join(t.TempDir(), controlplane.DBFileName))
+	db, err := state.Open(filepath.Join(t.TempDir(), state.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}

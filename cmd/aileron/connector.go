@@ -10,6 +10,7 @@ import (
 
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -50,7 +51,7 @@ func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 // offline runs fn on the store the daemon would use, over its database, for
 // when the daemon is not running: changes take effect at its next start.
 func offline(cfg *config.Config, fn func(*controlplane.Store) error) error {
-	db, err := controlplane.OpenDB(filepath.Join(cfg.Home, controlplane.DBFileName))
+	db, err := state.Open(filepath.Join(cfg.Home, state.FileName))
 	if err != nil {
 		return err
 	}

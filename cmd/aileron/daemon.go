@@ -28,6 +28,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error {
@@ -80,7 +81,7 @@ type daemon struct {
 	metrics  *metrics.Metrics
 	audit    *audit.Log
 	rec      *recorder
-	db       *controlplane.DB
+	db       *state.DB
 	approval *controlplane.ApprovalStore
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
@@ -166,7 +167,7 @@ func (d *daemon) openAudit() error {
 
 // openApprovals opens the control-plane database and the approval store.
 func (d *daemon) openApprovals() error {
-	db, err := controlplane.OpenDB(filepath.Join(d.cfg.Home, "aileron.db"))
+	db, err := state.Open(filepath.Join(d.cfg.Home, state.FileName))
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 	if err := d.bindings.Open(); err != nil {
 		return err
 	}
-	key, err := controlplane.LoadOrCreateKey(filepath.Join(home, "keys", "placeholder.key"))
+	key, err := state.LoadOrCreateKey(filepath.Join(home, "keys", "placeholder.key"), "placeholder key")
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package state
 
 import (
 	"context"
@@ -15,26 +15,19 @@ import (
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
 )
 
-// DBFileName is the control-plane database's file name inside $AILERON_HOME.
-const DBFileName = "aileron.db"
+// FileName is the control-plane database's file name inside $AILERON_HOME.
+const FileName = "aileron.db"
 
 // dbBusyTimeout is how long a statement waits for another connection or
 // process holding the write lock before failing with SQLITE_BUSY.
 const dbBusyTimeout = 10 * time.Second
 
-// dbTimeLayout is how times are stored: UTC, fixed width, so that text
-// comparison in SQL orders them like time.Time.Before.
-const dbTimeLayout = "2006-01-02T15:04:05.000000000Z"
-
-// ErrSchemaTooNew is wrapped by OpenDB when the database was migrated by a
-// newer aileron than this binary: opening it could corrupt data the newer
-// schema relies on.
-var ErrSchemaTooNew = errors.New("database schema is newer than this aileron binary")
-
 // DB is the daemon's persistent control-plane state, a SQLite database
 // (normally $AILERON_HOME/aileron.db, mode 0600) opened in WAL mode with a
 // busy timeout and foreign keys on. It holds approvals, action runs, session
-// metadata, the connector store index and credential bindings metadata.
+// metadata, the connector store index and credential bindings metadata, each
+// kept by the package that owns it (approvals, actions, sessions, store,
+// credentials) through Write and the Querier methods.
 // What must stay a file stays one: each session's CA private key (0600,
 // sessions/<id>/), connector package bytes (store/connectors/sha256/<hash>/)
 // and secrets (the age-encrypted vault).
@@ -50,119 +43,7 @@ type DB struct {
 	wmu sync.Mutex
 }
 
-// migration is one step of the schema. Versions start at 1 and are
-// consecutive; a released migration is never edited, only followed by a new
-// one.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the schema steps in order. Migration N is applied, in
-// its own transaction, to a database at version N-1.
-func migrations() []migration {
-	return append([]migration{
-		{version: 1, name: "approvals", sql: `
-CREATE TABLE approvals (
-	id          TEXT PRIMARY KEY,
-	session     TEXT NOT NULL,
-	digest      TEXT NOT NULL,
-	state       TEXT NOT NULL CHECK (state IN ('pending','approved','denied','expired','consumed')),
-	preview     TEXT NOT NULL,
-	created_at  TEXT NOT NULL,
-	expires_at  TEXT NOT NULL,
-	decided_at  TEXT,
-	decided_by  TEXT NOT NULL DEFAULT '',
-	reason      TEXT NOT NULL DEFAULT '',
-	consumed_at TEXT
-) STRICT;
-CREATE INDEX approvals_session_digest_state ON approvals (session, digest, state);
-CREATE INDEX approvals_state_expires ON approvals (state, expires_at);
--- At most one live (pending or approved) approval per session and digest:
--- a retry joins it instead of asking twice.
-CREATE UNIQUE INDEX approvals_live ON approvals (session, digest)
-	WHERE state IN ('pending','approved');
-`},
-		{version: 2, name: "action_runs", sql: `
-CREATE TABLE action_runs (
-	id          TEXT PRIMARY KEY,          -- the approval id when one is involved, else "ar_…"
-	session     TEXT NOT NULL,
-	action      TEXT NOT NULL,             -- action name
-	version     TEXT NOT NULL,
-	connector   TEXT NOT NULL,             -- FQN of the package the action came from
-	args        TEXT NOT NULL,             -- canonical JSON
-	status      TEXT NOT NULL CHECK (status IN ('pending_approval','running','completed','denied','failed')),
-	approval_id TEXT NOT NULL DEFAULT '',  -- approval the run currently waits on
-	next_step   INTEGER NOT NULL DEFAULT 0,
-	outputs     TEXT NOT NULL DEFAULT '{}',-- step id → decoded output
-	result      TEXT NOT NULL DEFAULT '',  -- JSON ActionResult once final
-	created_at  TEXT NOT NULL,
-	updated_at  TEXT NOT NULL
-) STRICT;
-CREATE INDEX action_runs_approval ON action_runs (approval_id);
-`},
-	}, stateMigrations()...)
-}
-
-// stateMigrations are the steps that moved the file-based state (store
-// index, sessions, bindings) into the database.
-func stateMigrations() []migration {
-	return []migration{
-		{version: 3, name: "state_imports", sql: `
--- Unused: meant for a one-time import of pre-SQLite state files, a format
--- no release ever had (the import is gone; the table stays, since a
--- released migration is never edited).
-CREATE TABLE state_imports (
-	kind        TEXT PRIMARY KEY,          -- 'store_index' or 'bindings'
-	file        TEXT NOT NULL,             -- the file imported, now renamed file + '.imported'
-	imported_at TEXT NOT NULL
-) STRICT;
-`},
-		{version: 4, name: "store_versions", sql: `
--- The connector store index; package bytes stay content-addressed on disk
--- under store/connectors/sha256/<hash>/.
-CREATE TABLE store_versions (
-	fqn          TEXT NOT NULL,
-	version      TEXT NOT NULL,            -- strict SemVer
-	hash         TEXT NOT NULL CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
-	active       INTEGER NOT NULL DEFAULT 0 CHECK (active IN (0, 1)),
-	installed_at TEXT NOT NULL,
-	PRIMARY KEY (fqn, version)
-) STRICT;
--- At most one active version per connector (the store keeps exactly one).
-CREATE UNIQUE INDEX store_versions_active ON store_versions (fqn) WHERE active = 1;
-CREATE INDEX store_versions_hash ON store_versions (hash);
-`},
-		{version: 5, name: "sessions", sql: `
--- Session metadata; each session's CA (private key mode 0600) stays in
--- sessions/<id>/ on disk.
-CREATE TABLE sessions (
-	id           TEXT PRIMARY KEY,
-	name         TEXT NOT NULL DEFAULT '',
-	token_sha256 TEXT NOT NULL,            -- hex SHA-256 of the token; the token is never stored
-	connectors   TEXT NOT NULL DEFAULT '[]', -- JSON array of FQNs; empty means every installed connector
-	created_at   TEXT NOT NULL,
-	expires_at   TEXT NOT NULL
-) STRICT;
-CREATE INDEX sessions_expires ON sessions (expires_at);
-`},
-		{version: 6, name: "bindings", sql: `
--- Credential bindings metadata; secrets stay in the age-encrypted vault.
-CREATE TABLE bindings (
-	connector  TEXT PRIMARY KEY,           -- connector FQN
-	credential TEXT NOT NULL,              -- vault entry name
-	header     TEXT NOT NULL DEFAULT '',
-	format     TEXT NOT NULL DEFAULT '',
-	query      TEXT NOT NULL DEFAULT '',
-	env        TEXT NOT NULL DEFAULT '',
-	updated_at TEXT NOT NULL
-) STRICT;
-`},
-	}
-}
-
-// OpenDB opens (creating if needed, mode 0600, parent directory 0700) the
+// Open opens (creating if needed, mode 0600, parent directory 0700) the
 // control-plane database at path and brings its schema up to date, applying
 // each missing migration in its own transaction. Reopening an up-to-date
 // database changes nothing.
@@ -172,14 +53,14 @@ CREATE TABLE bindings (
 // by group or others wraps ErrInsecureFile; a file that is not a SQLite
 // database or whose schema_migrations table is inconsistent wraps
 // ErrCorruptState; file-system failures wrap their *fs.PathError.
-func OpenDB(path string) (*DB, error) {
-	return openDB(path, migrations())
+func Open(path string) (*DB, error) {
+	return open(path, migrations())
 }
 
-// openDB is OpenDB with the migration list as a parameter, for tests.
-func openDB(path string, migs []migration) (*DB, error) {
+// open is Open with the migration list as a parameter, for tests.
+func open(path string, migs []migration) (*DB, error) {
 	if path == "" {
-		return nil, fmt.Errorf("%w: database path is empty; use $AILERON_HOME/%s", ErrInvalidArgument, DBFileName)
+		return nil, fmt.Errorf("%w: database path is empty; use $AILERON_HOME/%s", ErrInvalidArgument, FileName)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -237,6 +118,38 @@ func prepareDBFile(p string) error {
 // Path returns the database file's absolute path.
 func (d *DB) Path() string { return d.path }
 
+// QueryContext runs a read-only query outside any transaction.
+func (d *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return d.sql.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext runs a read-only query for one row outside any
+// transaction.
+func (d *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return d.sql.QueryRowContext(ctx, query, args...)
+}
+
+// ExecContext runs one statement in a write transaction of its own (for
+// tools and tests that repair or inspect rows; stores use Write).
+func (d *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := d.Write(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = tx.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
+
+// Querier is what reads rows: *DB outside a transaction, *sql.Tx inside one.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Scanner is *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
 // Close closes the database. Operations after Close fail.
 func (d *DB) Close() error {
 	if err := d.sql.Close(); err != nil {
@@ -254,9 +167,10 @@ func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return int(v.Int64), nil
 }
 
-// write runs fn in a write transaction (BEGIN IMMEDIATE), committing if fn
-// returns nil and rolling back otherwise.
-func (d *DB) write(ctx context.Context, fn func(*sql.Tx) error) error {
+// Write runs fn in a write transaction (BEGIN IMMEDIATE), committing if fn
+// returns nil and rolling back otherwise. This process's writers take turns
+// before SQLite's lock, so only other processes ever make one wait.
+func (d *DB) Write(ctx context.Context, fn func(*sql.Tx) error) error {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	tx, err := d.sql.BeginTx(ctx, nil)
@@ -282,7 +196,7 @@ func (d *DB) migrate(ctx context.Context, migs []migration) error {
 				ErrCorruptState, m.name, m.version, i+1)
 		}
 	}
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	err := d.Write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			applied_at TEXT NOT NULL
@@ -299,13 +213,13 @@ func (d *DB) migrate(ctx context.Context, migs []migration) error {
 	}
 	// A database at a newer version than migs still needs the check when
 	// nothing was applied.
-	return d.write(ctx, func(tx *sql.Tx) error { _, err := d.currentVersion(ctx, tx, len(migs)); return err })
+	return d.Write(ctx, func(tx *sql.Tx) error { _, err := d.currentVersion(ctx, tx, len(migs)); return err })
 }
 
 // apply runs migration m in one transaction unless it is already applied.
 // latest is the highest version this binary knows.
 func (d *DB) apply(ctx context.Context, m migration, latest int) error {
-	return d.write(ctx, func(tx *sql.Tx) error {
+	return d.Write(ctx, func(tx *sql.Tx) error {
 		cur, err := d.currentVersion(ctx, tx, latest)
 		if err != nil {
 			return err
@@ -321,7 +235,7 @@ func (d *DB) apply(ctx context.Context, m migration, latest int) error {
 			return fmt.Errorf("applying migration %d (%s) to %s: %w", m.version, m.name, d.path, err)
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
-			m.version, time.Now().UTC().Format(dbTimeLayout))
+			m.version, FormatTime(time.Now()))
 		if err != nil {
 			return fmt.Errorf("recording migration %d in %s: %w", m.version, d.path, err)
 		}

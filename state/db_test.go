@@ -1,4 +1,4 @@
-package controlplane
+package state
 
 import (
 	"context"
@@ -12,16 +12,16 @@ import (
 
 func openTestDB(t *testing.T, path string) *DB {
 	t.Helper()
-	d, err := OpenDB(path)
+	d, err := Open(path)
 	if err != nil {
-		t.Fatalf("OpenDB(%s): %v", path, err)
+		t.Fatalf("Open(%s): %v", path, err)
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
 }
 
 func TestOpenDBFresh(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "home", DBFileName)
+	path := filepath.Join(t.TempDir(), "home", FileName)
 	d := openTestDB(t, path)
 	ctx := context.Background()
 
@@ -59,7 +59,7 @@ func TestOpenDBFresh(t *testing.T) {
 }
 
 func TestOpenDBReopenIsIdempotent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), DBFileName)
+	path := filepath.Join(t.TempDir(), FileName)
 	ctx := context.Background()
 	applied := func(d *DB) []string {
 		rows, err := d.sql.QueryContext(ctx, "SELECT version || '@' || applied_at FROM schema_migrations ORDER BY version")
@@ -77,7 +77,7 @@ func TestOpenDBReopenIsIdempotent(t *testing.T) {
 		}
 		return out
 	}
-	d, err := OpenDB(path)
+	d, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestOpenDBReopenIsIdempotent(t *testing.T) {
 }
 
 func TestOpenDBMigrations(t *testing.T) {
-	path := filepath.Join(t.TempDir(), DBFileName)
+	path := filepath.Join(t.TempDir(), FileName)
 	ctx := context.Background()
 	v1 := migrations()
 	next := len(v1) + 1
@@ -103,17 +103,17 @@ func TestOpenDBMigrations(t *testing.T) {
 	broken := append(migrations(), migration{version: next, name: "broken",
 		sql: `CREATE TABLE half (id INTEGER); INSERT INTO no_such_table VALUES (1)`})
 
-	d, err := openDB(path, v1)
+	d, err := open(path, v1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
 
 	// A failing migration is rolled back whole and the version stays.
-	if _, err := openDB(path, broken); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("migration %d (broken)", next)) {
+	if _, err := open(path, broken); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("migration %d (broken)", next)) {
 		t.Fatalf("broken migration: err = %v, want one naming migration %d", err, next)
 	}
-	d, err = openDB(path, v1)
+	d, err = open(path, v1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestOpenDBMigrations(t *testing.T) {
 	}
 	d.Close()
 
-	d, err = openDB(path, v2)
+	d, err = open(path, v2)
 	if err != nil {
 		t.Fatalf("upgrade to version %d: %v", next, err)
 	}
@@ -136,7 +136,7 @@ func TestOpenDBMigrations(t *testing.T) {
 	d.Close()
 
 	// The older binary must refuse the newer database.
-	_, err = openDB(path, v1)
+	_, err = open(path, v1)
 	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), fmt.Sprintf("schema version %d", next)) {
 		t.Fatalf("old binary on new schema: err = %v, want ErrSchemaTooNew naming version %d", err, next)
 	}
@@ -179,14 +179,14 @@ func TestOpenDBRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), DBFileName)
+			path := filepath.Join(t.TempDir(), FileName)
 			migs := migrations()
 			if tt.setup != nil {
 				tt.setup(t, path)
 			} else {
 				migs = append(migs, migration{version: len(migs) + 2, name: "gap", sql: "SELECT 1"})
 			}
-			d, err := openDB(path, migs)
+			d, err := open(path, migs)
 			if err == nil {
 				d.Close()
 			}
@@ -195,14 +195,14 @@ func TestOpenDBRejects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := OpenDB(""); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("OpenDB(\"\"): err = %v, want ErrInvalidArgument", err)
+	if _, err := Open(""); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Open(\"\"): err = %v, want ErrInvalidArgument", err)
 	}
 }
 
 func TestOpenDBSchemaVersionFromFuture(t *testing.T) {
-	path := filepath.Join(t.TempDir(), DBFileName)
-	d, err := OpenDB(path)
+	path := filepath.Join(t.TempDir(), FileName)
+	d, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestOpenDBSchemaVersionFromFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	_, err = OpenDB(path)
+	_, err = Open(path)
 	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "99") || !strings.Contains(err.Error(), "newer aileron") {
 		t.Fatalf("err = %v, want ErrSchemaTooNew naming version 99 and the fix", err)
 	}

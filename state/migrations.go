@@ -1,0 +1,113 @@
+package state
+
+// migration is one step of the schema. Versions start at 1 and are
+// consecutive; a released migration is never edited, only followed by a new
+// one.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the schema steps in order. Migration N is applied, in
+// its own transaction, to a database at version N-1.
+func migrations() []migration {
+	return append([]migration{
+		{version: 1, name: "approvals", sql: `
+CREATE TABLE approvals (
+	id          TEXT PRIMARY KEY,
+	session     TEXT NOT NULL,
+	digest      TEXT NOT NULL,
+	state       TEXT NOT NULL CHECK (state IN ('pending','approved','denied','expired','consumed')),
+	preview     TEXT NOT NULL,
+	created_at  TEXT NOT NULL,
+	expires_at  TEXT NOT NULL,
+	decided_at  TEXT,
+	decided_by  TEXT NOT NULL DEFAULT '',
+	reason      TEXT NOT NULL DEFAULT '',
+	consumed_at TEXT
+) STRICT;
+CREATE INDEX approvals_session_digest_state ON approvals (session, digest, state);
+CREATE INDEX approvals_state_expires ON approvals (state, expires_at);
+-- At most one live (pending or approved) approval per session and digest:
+-- a retry joins it instead of asking twice.
+CREATE UNIQUE INDEX approvals_live ON approvals (session, digest)
+	WHERE state IN ('pending','approved');
+`},
+		{version: 2, name: "action_runs", sql: `
+CREATE TABLE action_runs (
+	id          TEXT PRIMARY KEY,          -- the approval id when one is involved, else "ar_…"
+	session     TEXT NOT NULL,
+	action      TEXT NOT NULL,             -- action name
+	version     TEXT NOT NULL,
+	connector   TEXT NOT NULL,             -- FQN of the package the action came from
+	args        TEXT NOT NULL,             -- canonical JSON
+	status      TEXT NOT NULL CHECK (status IN ('pending_approval','running','completed','denied','failed')),
+	approval_id TEXT NOT NULL DEFAULT '',  -- approval the run currently waits on
+	next_step   INTEGER NOT NULL DEFAULT 0,
+	outputs     TEXT NOT NULL DEFAULT '{}',-- step id → decoded output
+	result      TEXT NOT NULL DEFAULT '',  -- JSON ActionResult once final
+	created_at  TEXT NOT NULL,
+	updated_at  TEXT NOT NULL
+) STRICT;
+CREATE INDEX action_runs_approval ON action_runs (approval_id);
+`},
+	}, stateMigrations()...)
+}
+
+// stateMigrations are the steps that moved the file-based state (store
+// index, sessions, bindings) into the database.
+func stateMigrations() []migration {
+	return []migration{
+		{version: 3, name: "state_imports", sql: `
+-- Unused: meant for a one-time import of pre-SQLite state files, a format
+-- no release ever had (the import is gone; the table stays, since a
+-- released migration is never edited).
+CREATE TABLE state_imports (
+	kind        TEXT PRIMARY KEY,          -- 'store_index' or 'bindings'
+	file        TEXT NOT NULL,             -- the file imported, now renamed file + '.imported'
+	imported_at TEXT NOT NULL
+) STRICT;
+`},
+		{version: 4, name: "store_versions", sql: `
+-- The connector store index; package bytes stay content-addressed on disk
+-- under store/connectors/sha256/<hash>/.
+CREATE TABLE store_versions (
+	fqn          TEXT NOT NULL,
+	version      TEXT NOT NULL,            -- strict SemVer
+	hash         TEXT NOT NULL CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+	active       INTEGER NOT NULL DEFAULT 0 CHECK (active IN (0, 1)),
+	installed_at TEXT NOT NULL,
+	PRIMARY KEY (fqn, version)
+) STRICT;
+-- At most one active version per connector (the store keeps exactly one).
+CREATE UNIQUE INDEX store_versions_active ON store_versions (fqn) WHERE active = 1;
+CREATE INDEX store_versions_hash ON store_versions (hash);
+`},
+		{version: 5, name: "sessions", sql: `
+-- Session metadata; each session's CA (private key mode 0600) stays in
+-- sessions/<id>/ on disk.
+CREATE TABLE sessions (
+	id           TEXT PRIMARY KEY,
+	name         TEXT NOT NULL DEFAULT '',
+	token_sha256 TEXT NOT NULL,            -- hex SHA-256 of the token; the token is never stored
+	connectors   TEXT NOT NULL DEFAULT '[]', -- JSON array of FQNs; empty means every installed connector
+	created_at   TEXT NOT NULL,
+	expires_at   TEXT NOT NULL
+) STRICT;
+CREATE INDEX sessions_expires ON sessions (expires_at);
+`},
+		{version: 6, name: "bindings", sql: `
+-- Credential bindings metadata; secrets stay in the age-encrypted vault.
+CREATE TABLE bindings (
+	connector  TEXT PRIMARY KEY,           -- connector FQN
+	credential TEXT NOT NULL,              -- vault entry name
+	header     TEXT NOT NULL DEFAULT '',
+	format     TEXT NOT NULL DEFAULT '',
+	query      TEXT NOT NULL DEFAULT '',
+	env        TEXT NOT NULL DEFAULT '',
+	updated_at TEXT NOT NULL
+) STRICT;
+`},
+	}
+}
