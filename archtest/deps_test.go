@@ -21,7 +21,9 @@ var allowed = map[string][]string{
 	"dataplane":    {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "github.com/rs/zerolog", "golang.org/x/net/"},
 	"action":       {"policy", "github.com/BurntSushi/toml"},
 	"state":        {"modernc.org/sqlite"},
-	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "*"},
+	"store":        {"state", "policy", "action", "github.com/rs/zerolog"},
+	"internal":     {"state", "github.com/rs/zerolog"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "*"},
 	"sandbox":      {"ca", "policy", "action", "controlplane", "*"},
 	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 }
@@ -44,6 +46,9 @@ func TestPackageDependencies(t *testing.T) {
 			}
 			if topLevel(imp) == "controlplane" && top != "controlplane" && top != "sandbox" && top != "cmd" && top != "integration" {
 				t.Errorf("%s imports controlplane: only cmd, sandbox and integration may", pkg)
+			}
+			if topLevel(imp) == "internal" && top != "internal" {
+				t.Errorf("%s imports %s outside its tests: internal/testkit is for tests only", pkg, imp)
 			}
 			rules, ok := allowed[top]
 			if !ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/store"
 )
 
 // maxAdminBody bounds an admin API request body.
@@ -29,7 +30,7 @@ const maxAdminBody = 1 << 20
 // makes Store.Install's conflict check against the active specs race-free.
 type Admin struct {
 	// Store is the connector store. Required for the /v1/connectors routes.
-	Store *Store
+	Store *store.Store
 	// Sessions is the session manager. Required for the /v1/sessions routes.
 	Sessions *Sessions
 	// OnStoreChange runs after every successful install or removal, normally
@@ -78,11 +79,11 @@ type (
 		Sessions []SessionInfo `json:"sessions"`
 	}
 	connectorList struct {
-		Connectors []Installed `json:"connectors"`
+		Connectors []store.Installed `json:"connectors"`
 	}
 	problemList struct {
-		OK       bool      `json:"ok"`
-		Problems []Problem `json:"problems"`
+		OK       bool            `json:"ok"`
+		Problems []store.Problem `json:"problems"`
 	}
 	healthStatus struct {
 		Status string `json:"status"`
@@ -172,7 +173,7 @@ func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) listConnectors(w http.ResponseWriter, r *http.Request) {
-	list, err := a.Store.List()
+	list, err := a.Store.List(r.Context())
 	if err != nil {
 		a.writeError(w, err)
 		return
@@ -190,13 +191,13 @@ func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, fmt.Errorf("%w: path %q is not absolute; the daemon resolves it on its own machine", ErrInvalidArgument, req.Path))
 		return
 	}
-	var inst Installed
+	var inst store.Installed
 	err := a.changeStore(func() error {
 		// Load's refusals are the daemon's to report; a refused package is
 		// simply not active, so it cannot conflict.
-		active, _ := a.Store.Load()
+		active, _ := a.Store.Load(r.Context())
 		var err error
-		inst, err = a.Store.Install(req.Path, active)
+		inst, err = a.Store.Install(r.Context(), req.Path, active)
 		return err
 	})
 	if err != nil {
@@ -213,7 +214,7 @@ func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	if err := a.changeStore(func() error { return a.Store.Remove(req.Ref) }); err != nil {
+	if err := a.changeStore(func() error { return a.Store.Remove(r.Context(), req.Ref) }); err != nil {
 		a.writeError(w, err)
 		return
 	}
@@ -222,8 +223,8 @@ func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) verifyConnectors(w http.ResponseWriter, r *http.Request) {
-	problems := a.Store.Verify()
-	writeJSON(w, http.StatusOK, problemList{OK: len(problems) == 0, Problems: append([]Problem{}, problems...)})
+	problems := a.Store.Verify(r.Context())
+	writeJSON(w, http.StatusOK, problemList{OK: len(problems) == 0, Problems: append([]store.Problem{}, problems...)})
 }
 
 // event reports a control-plane change to OnEvent, if set.
@@ -287,13 +288,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // adminErrors is consulted in order; the first sentinel err wraps wins.
 func adminErrors() []dataplane.ErrorRule {
 	return []dataplane.ErrorRule{
-		{Target: ErrInvalidSpec, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidSpec},
-		{Target: ErrInvalidPackage, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidPackage},
+		{Target: store.ErrInvalidSpec, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidSpec},
+		{Target: store.ErrInvalidPackage, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidPackage},
 		{Target: ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},
 		{Target: ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
 		{Target: ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
 		{Target: errNoRoute, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNoRoute},
-		{Target: ErrTampered, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonIntegrityFailure},
+		{Target: store.ErrTampered, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonIntegrityFailure},
 		{Target: errReload, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonPolicyReloadFailed},
 		{Target: ErrNotOpen, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonNotReady},
 	}

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/store"
 )
 
 // daemon is an Admin served on a unix socket in a temp dir.
@@ -27,9 +29,9 @@ func startDaemon(t *testing.T) *daemon {
 	t.Helper()
 	home := t.TempDir()
 	d := &daemon{home: home}
-	sessions := sessionsAt(t, home, newFakeClock())
-	store := &Store{Dir: filepath.Join(home, "store"), DB: sessions.DB, Logf: t.Logf}
-	d.admin = &Admin{Store: store, Sessions: sessions, Logf: t.Logf,
+	sessions := sessionsAt(t, home, testkit.NewClock())
+	st := &store.Store{Dir: filepath.Join(home, "store"), DB: sessions.DB}
+	d.admin = &Admin{Store: st, Sessions: sessions, Logf: t.Logf,
 		OnStoreChange: func() error { d.reloads.Add(1); return nil }}
 	sock := filepath.Join(home, "admin.sock")
 	ln, err := ListenUnix(sock)
@@ -60,7 +62,7 @@ func TestAdminSessionsRoundTrip(t *testing.T) {
 	if err := d.client.Health(ctx); err != nil {
 		t.Fatal(err)
 	}
-	info, err := d.client.CreateSession(ctx, CreateRequest{Name: "ci", TTL: 90 * time.Minute, Connectors: []string{googleFQN}})
+	info, err := d.client.CreateSession(ctx, CreateRequest{Name: "ci", TTL: 90 * time.Minute, Connectors: []string{testkit.GoogleFQN}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +94,11 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 	d := startDaemon(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	inst, err := d.client.InstallConnector(ctx, writeFile(t, dir, "google.json", fixture(t, "gmail")))
+	inst, err := d.client.InstallConnector(ctx, testkit.WriteFile(t, dir, "google.json", testkit.Spec(t, "gmail")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inst.FQN != googleFQN || !inst.Active || d.reloads.Load() != 1 {
+	if inst.FQN != testkit.GoogleFQN || !inst.Active || d.reloads.Load() != 1 {
 		t.Errorf("installed %+v, reloads %d", inst, d.reloads.Load())
 	}
 	list, err := d.client.ListConnectors(ctx)
@@ -105,23 +107,23 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 	}
 
 	// A relative path is made absolute by the client.
-	writeFile(t, dir, "linear.json", fixture(t, "linear"))
-	gmail, linear := fixture(t, "gmail"), fixture(t, "linear")
+	testkit.WriteFile(t, dir, "linear.json", testkit.Spec(t, "linear"))
+	gmail, linear := testkit.Spec(t, "gmail"), testkit.Spec(t, "linear")
 	t.Chdir(dir)
 	if _, err := d.client.InstallConnector(ctx, "linear.json"); err != nil {
 		t.Errorf("relative install: %v", err)
 	}
 
-	clash := edit(t, linear, func(m map[string]any) {
+	clash := testkit.EditJSON(t, linear, func(m map[string]any) {
 		m["connector"].(map[string]any)["fqn"] = "github://other/linear-fork"
 	})
-	_, err = d.client.InstallConnector(ctx, writeFile(t, dir, "fork.json", clash))
+	_, err = d.client.InstallConnector(ctx, testkit.WriteFile(t, dir, "fork.json", clash))
 	ae := apiError(t, "conflicting install", err, 409, "conflict")
-	if !strings.Contains(ae.Message, linearFQN) {
+	if !strings.Contains(ae.Message, testkit.LinearFQN) {
 		t.Errorf("conflict message %q does not name the other connector", ae.Message)
 	}
-	bad := edit(t, gmail, func(m map[string]any) { m["schema_version"] = "v0" })
-	_, err = d.client.InstallConnector(ctx, writeFile(t, dir, "bad.json", bad))
+	bad := testkit.EditJSON(t, gmail, func(m map[string]any) { m["schema_version"] = "v0" })
+	_, err = d.client.InstallConnector(ctx, testkit.WriteFile(t, dir, "bad.json", bad))
 	if ae := apiError(t, "bad spec", err, 400, "invalid_spec"); !strings.Contains(ae.Message, "bad.json: $.schema_version") {
 		t.Errorf("bad spec message %q lacks file and JSON path", ae.Message)
 	}
@@ -130,14 +132,14 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 	if err != nil || len(problems) != 0 {
 		t.Errorf("VerifyConnectors = %v, %v", problems, err)
 	}
-	writeFile(t, inst.Dir, "evil", []byte("x"))
+	testkit.WriteFile(t, inst.Dir, "evil", []byte("x"))
 	problems, err = d.client.VerifyConnectors(ctx)
 	if err != nil || len(problems) != 1 || problems[0].Ref != inst.Ref() {
 		t.Errorf("VerifyConnectors after tampering = %v, %v", problems, err)
 	}
 
-	apiError(t, "malformed ref", d.client.RemoveConnector(ctx, googleFQN), 400, "invalid_argument")
-	apiError(t, "missing ref", d.client.RemoveConnector(ctx, googleFQN+"@9.0.0"), 404, "not_found")
+	apiError(t, "malformed ref", d.client.RemoveConnector(ctx, testkit.GoogleFQN), 400, "invalid_argument")
+	apiError(t, "missing ref", d.client.RemoveConnector(ctx, testkit.GoogleFQN+"@9.0.0"), 404, "not_found")
 	reloads := d.reloads.Load()
 	if err := d.client.RemoveConnector(ctx, inst.Ref()); err != nil {
 		t.Fatal(err)
@@ -145,7 +147,7 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 	if d.reloads.Load() != reloads+1 {
 		t.Error("OnStoreChange not called after remove")
 	}
-	if list, _ := d.client.ListConnectors(ctx); len(list) != 1 || list[0].FQN != linearFQN {
+	if list, _ := d.client.ListConnectors(ctx); len(list) != 1 || list[0].FQN != testkit.LinearFQN {
 		t.Errorf("after remove: %+v", list)
 	}
 }
@@ -153,7 +155,7 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 func TestAdminReloadFailure(t *testing.T) {
 	d := startDaemon(t)
 	d.admin.OnStoreChange = func() error { return errors.New("compile exploded") }
-	_, err := d.client.InstallConnector(context.Background(), writeFile(t, t.TempDir(), "g.json", fixture(t, "gmail")))
+	_, err := d.client.InstallConnector(context.Background(), testkit.WriteFile(t, t.TempDir(), "g.json", testkit.Spec(t, "gmail")))
 	ae := apiError(t, "install with failing reload", err, 500, "policy_reload_failed")
 	if !strings.Contains(ae.Message, "compile exploded") {
 		t.Errorf("message %q", ae.Message)
@@ -250,7 +252,7 @@ func TestListenUnix(t *testing.T) {
 	ln.Close()
 
 	// A regular file is never removed.
-	writeFile(t, filepath.Dir(sock), "admin.sock", []byte("keep"))
+	testkit.WriteFile(t, filepath.Dir(sock), "admin.sock", []byte("keep"))
 	if _, err := ListenUnix(sock); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("ListenUnix over a file = %v", err)
 	}

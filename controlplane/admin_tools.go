@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/store"
 )
 
 // SessionTools is what a session's tools are rendered from (GET
@@ -32,7 +33,7 @@ func (a *Admin) sessionTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inScope := func(fqn string) bool { return info.Connectors == nil || slices.Contains(info.Connectors, fqn) }
-	list, err := a.Store.List()
+	list, err := a.Store.List(r.Context())
 	if err != nil {
 		a.writeError(w, err)
 		return
@@ -42,7 +43,7 @@ func (a *Admin) sessionTools(w http.ResponseWriter, r *http.Request) {
 		if !in.Active || !inScope(in.FQN) {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(in.Dir, SpecFileName))
+		b, err := os.ReadFile(filepath.Join(in.Dir, store.SpecFileName))
 		if err != nil {
 			a.writeError(w, fmt.Errorf("reading the spec of %s: %w", in.Ref(), err))
 			return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/state"
 )
 
@@ -36,7 +37,7 @@ func (l *eventLog) list() []string {
 
 type testStore struct {
 	*ApprovalStore
-	clock  *fakeClock
+	clock  *testkit.Clock
 	events *eventLog
 	// waiting receives an approval id each time an Await starts waiting.
 	waiting chan string
@@ -50,12 +51,12 @@ func newTestStore(t *testing.T, path string, poll time.Duration) *testStore {
 		poll = time.Hour
 	}
 	ts := &testStore{
-		clock:   newFakeClock(), // store_test.go
+		clock:   testkit.NewClock(), // store_test.go
 		events:  &eventLog{},
 		waiting: make(chan string, 100),
 	}
 	ts.ApprovalStore = &ApprovalStore{
-		DB:        openTestDB(t, path),
+		DB:        testkit.OpenDB(t, path),
 		TTL:       10 * time.Minute,
 		Now:       ts.clock.Now,
 		ReviewURL: func(id string) string { return "http://aileron.local/approvals/" + id },

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/state"
 )
 
 // bindingsAt returns opened Bindings on its own handle of home's database.
 func bindingsAt(t *testing.T, home string) *Bindings {
 	t.Helper()
-	b := &Bindings{DB: openTestDB(t, filepath.Join(home, state.FileName))}
+	b := &Bindings{DB: testkit.OpenDB(t, filepath.Join(home, state.FileName))}
 	if err := b.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -24,8 +25,8 @@ func bindingsAt(t *testing.T, home string) *Bindings {
 func TestBindingsRoundTrip(t *testing.T) {
 	home := t.TempDir()
 	b := bindingsAt(t, home)
-	linear := Binding{Connector: linearFQN, Credential: "linear", Env: "LINEAR_API_KEY"}
-	google := Binding{Connector: googleFQN, Credential: "google_mail", Header: "Authorization", Format: "Bearer {token}"}
+	linear := Binding{Connector: testkit.LinearFQN, Credential: "linear", Env: "LINEAR_API_KEY"}
+	google := Binding{Connector: testkit.GoogleFQN, Credential: "google_mail", Header: "Authorization", Format: "Bearer {token}"}
 	for _, bd := range []Binding{linear, google} {
 		if err := b.Bind(bd); err != nil {
 			t.Fatal(err)
@@ -42,34 +43,34 @@ func TestBindingsRoundTrip(t *testing.T) {
 		t.Errorf("List after reopen = %+v, want %+v", got, want)
 	}
 
-	linear2 := Binding{Connector: linearFQN, Credential: "linear-2", Query: "api_key"}
+	linear2 := Binding{Connector: testkit.LinearFQN, Credential: "linear-2", Query: "api_key"}
 	if err := b.Bind(linear2); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := b.Get(linearFQN); !ok || got != linear2 {
+	if got, ok := b.Get(testkit.LinearFQN); !ok || got != linear2 {
 		t.Errorf("Get after rebinding = %+v, %v; want the new binding", got, ok)
 	}
 	if n := len(b.List()); n != 2 {
 		t.Errorf("rebinding left %d bindings, want 2", n)
 	}
 
-	if err := b.Unbind(googleFQN); err != nil {
+	if err := b.Unbind(testkit.GoogleFQN); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Unbind(googleFQN); !errors.Is(err, ErrNotFound) {
+	if err := b.Unbind(testkit.GoogleFQN); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second Unbind = %v, want ErrNotFound", err)
 	}
 	fresh := bindingsAt(t, home)
-	if _, ok := fresh.Get(googleFQN); ok {
+	if _, ok := fresh.Get(testkit.GoogleFQN); ok {
 		t.Error("Unbind was not persisted")
 	}
-	if got, _ := fresh.Get(linearFQN); got != linear2 {
+	if got, _ := fresh.Get(testkit.LinearFQN); got != linear2 {
 		t.Errorf("after reopen the linear binding is %+v, want %+v", got, linear2)
 	}
 }
 
 func TestBindingValidation(t *testing.T) {
-	ok := Binding{Connector: linearFQN, Credential: "linear"}
+	ok := Binding{Connector: testkit.LinearFQN, Credential: "linear"}
 	with := func(fn func(b *Binding)) Binding {
 		b := ok
 		fn(&b)
@@ -137,32 +138,32 @@ func TestBindingValidation(t *testing.T) {
 
 func TestBindingEnvConflicts(t *testing.T) {
 	b := bindingsAt(t, t.TempDir())
-	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear", Env: "API_KEY"}); err != nil {
+	if err := b.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear", Env: "API_KEY"}); err != nil {
 		t.Fatal(err)
 	}
 	// The same credential may feed the same variable from another connector.
 	if err := b.Bind(Binding{Connector: "local://me/linear-beta", Credential: "linear", Env: "API_KEY"}); err != nil {
 		t.Errorf("same credential, same env: %v", err)
 	}
-	err := b.Bind(Binding{Connector: googleFQN, Credential: "google_mail", Env: "API_KEY"})
+	err := b.Bind(Binding{Connector: testkit.GoogleFQN, Credential: "google_mail", Env: "API_KEY"})
 	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "API_KEY") {
 		t.Errorf("another credential, same env: %v, want ErrConflict naming API_KEY", err)
 	}
 	// Rebinding the connector that owns the variable to another credential is fine.
-	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear-2", Env: "OTHER_KEY"}); err != nil {
+	if err := b.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear-2", Env: "OTHER_KEY"}); err != nil {
 		t.Errorf("rebinding: %v", err)
 	}
 }
 
 func TestBindingsBeforeOpen(t *testing.T) {
-	b := &Bindings{DB: openTestDB(t, filepath.Join(t.TempDir(), state.FileName))}
-	if err := b.Bind(Binding{Connector: linearFQN, Credential: "linear"}); !errors.Is(err, ErrNotOpen) {
+	b := &Bindings{DB: testkit.OpenDB(t, filepath.Join(t.TempDir(), state.FileName))}
+	if err := b.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear"}); !errors.Is(err, ErrNotOpen) {
 		t.Errorf("Bind = %v, want ErrNotOpen", err)
 	}
-	if err := b.Unbind(linearFQN); !errors.Is(err, ErrNotOpen) {
+	if err := b.Unbind(testkit.LinearFQN); !errors.Is(err, ErrNotOpen) {
 		t.Errorf("Unbind = %v, want ErrNotOpen", err)
 	}
-	if _, ok := b.Get(linearFQN); ok || b.List() != nil {
+	if _, ok := b.Get(testkit.LinearFQN); ok || b.List() != nil {
 		t.Error("Get or List before Open returned bindings")
 	}
 	if err := (&Bindings{}).Open(); !errors.Is(err, ErrInvalidArgument) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/store"
 )
 
 // maxAnswer bounds how much of an admin API answer the client reads.
@@ -81,18 +82,18 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 // InstallConnector installs the spec file or package directory at path,
 // made absolute against the current directory first (the daemon runs on the
 // same machine).
-func (c *Client) InstallConnector(ctx context.Context, path string) (Installed, error) {
+func (c *Client) InstallConnector(ctx context.Context, path string) (store.Installed, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return Installed{}, fmt.Errorf("%w: %q: %v", ErrInvalidArgument, path, err)
+		return store.Installed{}, fmt.Errorf("%w: %q: %v", ErrInvalidArgument, path, err)
 	}
-	var inst Installed
+	var inst store.Installed
 	err = c.do(ctx, http.MethodPost, "/v1/connectors", InstallRequest{Path: abs}, &inst)
 	return inst, err
 }
 
 // ListConnectors lists installed connector versions.
-func (c *Client) ListConnectors(ctx context.Context) ([]Installed, error) {
+func (c *Client) ListConnectors(ctx context.Context) ([]store.Installed, error) {
 	var out connectorList
 	err := c.do(ctx, http.MethodGet, "/v1/connectors", nil, &out)
 	return out.Connectors, err
@@ -105,7 +106,7 @@ func (c *Client) RemoveConnector(ctx context.Context, ref string) error {
 
 // VerifyConnectors re-checks every installed package; an empty result means
 // all are intact.
-func (c *Client) VerifyConnectors(ctx context.Context) ([]Problem, error) {
+func (c *Client) VerifyConnectors(ctx context.Context) ([]store.Problem, error) {
 	var out problemList
 	err := c.do(ctx, http.MethodPost, "/v1/connectors/verify", nil, &out)
 	return out.Problems, err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/inject"
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 )
@@ -57,7 +58,7 @@ func linearOp(tb testing.TB, cred any, hosts ...string) *policy.Operation {
 	if len(errs) != 0 {
 		tb.Fatal(errs)
 	}
-	compiled, ok := p.Lookup(linearFQN, "linear", "graphql")
+	compiled, ok := p.Lookup(testkit.LinearFQN, "linear", "graphql")
 	if !ok {
 		tb.Fatal("the linear graphql operation did not compile")
 	}
@@ -68,7 +69,7 @@ func linearOp(tb testing.TB, cred any, hosts ...string) *policy.Operation {
 // holding creds and binds.
 func injectorAt(t *testing.T, home string, creds []Credential, binds ...Binding) (*Credentials, *logBuffer) {
 	t.Helper()
-	v := vaultAt(t, home, newFakeClock())
+	v := vaultAt(t, home, testkit.NewClock())
 	setAll(t, v, creds)
 	b := bindingsAt(t, home)
 	for _, bd := range binds {
@@ -136,7 +137,7 @@ func TestInjectPlacesEachKind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.bind.Connector = linearFQN
+			tt.bind.Connector = testkit.LinearFQN
 			c, _ := injectorAt(t, t.TempDir(), creds, tt.bind)
 			u := tt.url
 			if u == "" {
@@ -162,7 +163,7 @@ func TestInjectPlacesEachKind(t *testing.T) {
 
 func TestInjectSigV4Signs(t *testing.T) {
 	c, _ := injectorAt(t, t.TempDir(), sampleCredentials("https://oauth2.example.com/token")[3:4],
-		Binding{Connector: linearFQN, Credential: "aws.prod"})
+		Binding{Connector: testkit.LinearFQN, Credential: "aws.prod"})
 	out := outbound(t, "https://abc123.execute-api.us-east-1.amazonaws.com/graphql")
 	op := linearOp(t, map[string]any{"kind": "aws_sigv4", "service": "execute-api"}, "abc123.execute-api.us-east-1.amazonaws.com")
 	if _, err := c.Inject(context.Background(), nil, op, out); err != nil {
@@ -202,9 +203,9 @@ func TestInjectFailsClosed(t *testing.T) {
 		nilV bool
 		says []string
 	}{
-		{name: "no binding", says: []string{linearFQN, "none is bound", "aileron credential bind " + linearFQN + " --credential NAME"}},
+		{name: "no binding", says: []string{testkit.LinearFQN, "none is bound", "aileron credential bind " + testkit.LinearFQN + " --credential NAME"}},
 		{name: "no vault entry", bind: &Binding{Credential: "linear"}, drop: "linear",
-			says: []string{linearFQN, `credential linear, which is not in the vault`, "aileron credential set linear --kind api_key", "aileron credential bind"}},
+			says: []string{testkit.LinearFQN, `credential linear, which is not in the vault`, "aileron credential set linear --kind api_key", "aileron credential bind"}},
 		{name: "basic entry for an api_key spec", bind: &Binding{Credential: "jira"}, says: []string{"needs a api_key credential", "kind basic", "api_key or bearer"}},
 		{name: "bearer entry for an oauth2 spec", spec: "oauth2", bind: &Binding{Credential: "github"}, says: []string{"needs a oauth2 credential", "kind bearer"}},
 		{name: "api_key entry for a sigv4 spec", spec: "aws_sigv4", bind: &Binding{Credential: "linear"}, says: []string{"kind api_key"}},
@@ -217,7 +218,7 @@ func TestInjectFailsClosed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var binds []Binding
 			if tt.bind != nil {
-				tt.bind.Connector = linearFQN
+				tt.bind.Connector = testkit.LinearFQN
 				binds = append(binds, *tt.bind)
 			}
 			c, logs := injectorAt(t, t.TempDir(), creds, binds...)
@@ -254,7 +255,7 @@ func TestInjectFailsClosed(t *testing.T) {
 }
 
 func TestInjectSeesRotationAtOnce(t *testing.T) {
-	c, _ := injectorAt(t, t.TempDir(), sampleCredentials("")[:1], Binding{Connector: linearFQN, Credential: "linear"})
+	c, _ := injectorAt(t, t.TempDir(), sampleCredentials("")[:1], Binding{Connector: testkit.LinearFQN, Credential: "linear"})
 	op := linearOp(t, nil)
 	for _, tok := range []string{apiKeySecret, "rotated-key-0123456789"} {
 		if err := c.Vault.Set(Credential{Name: "linear", Kind: inject.KindAPIKey, Secret: inject.Secret{Token: tok}}); err != nil {
@@ -311,7 +312,7 @@ func expiredOAuth(ts *tokenServer) Credential {
 func TestInjectOAuth2RefreshesOnceAndPersists(t *testing.T) {
 	ts := newTokenServer(t)
 	home := t.TempDir()
-	c, logs := injectorAt(t, home, []Credential{expiredOAuth(ts)}, Binding{Connector: linearFQN, Credential: "google_mail"})
+	c, logs := injectorAt(t, home, []Credential{expiredOAuth(ts)}, Binding{Connector: testkit.LinearFQN, Credential: "google_mail"})
 	c.HTTPClient = ts.Client()
 	op := linearOp(t, "oauth2")
 
@@ -336,7 +337,7 @@ func TestInjectOAuth2RefreshesOnceAndPersists(t *testing.T) {
 	if n := ts.calls.Load(); n != 1 {
 		t.Errorf("the token endpoint was called %d times, want once", n)
 	}
-	stored, err := vaultAt(t, home, newFakeClock()).Get("google_mail")
+	stored, err := vaultAt(t, home, testkit.NewClock()).Get("google_mail")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +371,7 @@ func TestInjectOAuth2RefreshesOnceAndPersists(t *testing.T) {
 func TestInjectOAuth2RefreshFailure(t *testing.T) {
 	ts := newTokenServer(t)
 	ts.fail = true
-	c, logs := injectorAt(t, t.TempDir(), []Credential{expiredOAuth(ts)}, Binding{Connector: linearFQN, Credential: "google_mail"})
+	c, logs := injectorAt(t, t.TempDir(), []Credential{expiredOAuth(ts)}, Binding{Connector: testkit.LinearFQN, Credential: "google_mail"})
 	c.HTTPClient = ts.Client()
 	out := outbound(t, "https://api.linear.app/graphql")
 	before := out.Header.Clone()
@@ -392,7 +393,7 @@ func TestInjectOAuth2RefreshFailure(t *testing.T) {
 }
 
 func TestStaleRefreshDoesNotOverwriteARotation(t *testing.T) {
-	v := vaultAt(t, t.TempDir(), newFakeClock())
+	v := vaultAt(t, t.TempDir(), testkit.NewClock())
 	setAll(t, v, sampleCredentials("https://oauth2.example.com/token")[4:])
 	old, _ := v.Get("google_mail")
 	rotated := sampleCredentials("https://oauth2.example.com/token")[4]
@@ -408,8 +409,8 @@ func TestStaleRefreshDoesNotOverwriteARotation(t *testing.T) {
 
 func TestPlaceholders(t *testing.T) {
 	c, _ := injectorAt(t, t.TempDir(), nil,
-		Binding{Connector: linearFQN, Credential: "linear", Env: "LINEAR_API_KEY"},
-		Binding{Connector: googleFQN, Credential: "google_mail"})
+		Binding{Connector: testkit.LinearFQN, Credential: "linear", Env: "LINEAR_API_KEY"},
+		Binding{Connector: testkit.GoogleFQN, Credential: "google_mail"})
 	got := c.Placeholders("s_one")
 	want := map[string]string{"LINEAR_API_KEY": inject.Placeholder(c.PlaceholderKey, "s_one", "linear")}
 	if !reflect.DeepEqual(got, want) {
@@ -522,7 +523,7 @@ func BenchmarkInjectAPIKey(b *testing.B) {
 	if err := v.Set(sampleCredentials("")[0]); err != nil {
 		b.Fatal(err)
 	}
-	if err := bs.Bind(Binding{Connector: linearFQN, Credential: "linear"}); err != nil {
+	if err := bs.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear"}); err != nil {
 		b.Fatal(err)
 	}
 	c := &Credentials{Vault: v, Bindings: bs}

@@ -23,21 +23,10 @@ var (
 	// ErrInvalidArgument is wrapped when a caller-supplied value is malformed:
 	// a reference, a session name or TTL, a request body.
 	ErrInvalidArgument = state.ErrInvalidArgument
-	// ErrInvalidSpec is wrapped when a connector spec does not parse or
-	// validate. The message is the spec parser's own, naming the file, the
-	// JSON path and the rule broken.
-	ErrInvalidSpec = errors.New("invalid connector spec")
-	// ErrInvalidPackage is wrapped when a connector package cannot be
-	// installed as it stands: no spec file, a symlink or device inside, a file
-	// or the whole package over the size limits.
-	ErrInvalidPackage = errors.New("invalid connector package")
 	// ErrConflict is wrapped when a change would contradict existing state: a
 	// spec that clashes with another connector's active spec, or a version
 	// already installed with different content.
 	ErrConflict = state.ErrConflict
-	// ErrTampered is wrapped when an installed package no longer matches its
-	// content hash (a file edited, added or removed, or the directory gone).
-	ErrTampered = errors.New("connector package failed its integrity check")
 	// ErrCorruptState is wrapped when the daemon's own files (store index,
 	// session records, session key) cannot be read back as written.
 	ErrCorruptState = state.ErrCorruptState

@@ -22,6 +22,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 )
@@ -125,7 +126,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	if o.dbPath == "" {
 		o.dbPath = filepath.Join(t.TempDir(), state.FileName)
 	}
-	e.db = openTestDB(t, o.dbPath)
+	e.db = testkit.OpenDB(t, o.dbPath)
 	e.store = &ApprovalStore{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
 	e.runner = &ActionRunner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
 		OnEvent: func(ev audit.EventName, d map[string]string) {

@@ -15,16 +15,17 @@ import (
 
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/state"
 )
 
 // sessionsAt returns an opened Sessions rooted at home, with its own handle
 // on home's database, a fake system roots file and the given clock.
-func sessionsAt(t *testing.T, home string, clock *fakeClock) *Sessions {
+func sessionsAt(t *testing.T, home string, clock *testkit.Clock) *Sessions {
 	t.Helper()
-	roots := writeFile(t, home, "roots.pem", []byte("-----BEGIN CERTIFICATE-----\nSYSTEM\n-----END CERTIFICATE-----\n"))
+	roots := testkit.WriteFile(t, home, "roots.pem", []byte("-----BEGIN CERTIFICATE-----\nSYSTEM\n-----END CERTIFICATE-----\n"))
 	s := &Sessions{
-		DB:           openTestDB(t, filepath.Join(home, state.FileName)),
+		DB:           testkit.OpenDB(t, filepath.Join(home, state.FileName)),
 		Dir:          filepath.Join(home, "sessions"),
 		KeyFile:      filepath.Join(home, "keys", "session.key"),
 		ProxyURLHost: "127.0.0.1:9080",
@@ -63,9 +64,9 @@ func mode(t *testing.T, p string) os.FileMode {
 
 func TestSessionLifecycle(t *testing.T) {
 	home := t.TempDir()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s := sessionsAt(t, home, clock)
-	info, err := s.Create(CreateRequest{Name: "agent 1", TTL: 2 * time.Hour, Connectors: []string{googleFQN, googleFQN}})
+	info, err := s.Create(CreateRequest{Name: "agent 1", TTL: 2 * time.Hour, Connectors: []string{testkit.GoogleFQN, testkit.GoogleFQN}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestSessionLifecycle(t *testing.T) {
 	var row string
 	err = s.DB.QueryRowContext(context.Background(), `SELECT id || ' ' || name || ' ' || token_sha256 || ' ' || connectors || ' ' || expires_at
 		FROM sessions WHERE id = ?`, info.ID).Scan(&row)
-	if err != nil || strings.Contains(row, token) || !strings.Contains(row, `["`+googleFQN+`"]`) || !strings.Contains(row, "agent 1") {
+	if err != nil || strings.Contains(row, token) || !strings.Contains(row, `["`+testkit.GoogleFQN+`"]`) || !strings.Contains(row, "agent 1") {
 		t.Errorf("sessions row = %q, %v; want the metadata without the token", row, err)
 	}
 	certPEM, _ := os.ReadFile(info.CACertPath)
@@ -132,9 +133,9 @@ func TestSessionLifecycle(t *testing.T) {
 }
 
 func TestAuthenticate(t *testing.T) {
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s := sessionsAt(t, t.TempDir(), clock)
-	live, _ := s.Create(CreateRequest{TTL: time.Hour, Connectors: []string{linearFQN}})
+	live, _ := s.Create(CreateRequest{TTL: time.Hour, Connectors: []string{testkit.LinearFQN}})
 	liveID, liveToken := proxyCreds(t, live.ProxyURL)
 	gone, _ := s.Create(CreateRequest{TTL: time.Hour})
 	goneID, goneToken := proxyCreds(t, gone.ProxyURL)
@@ -149,7 +150,7 @@ func TestAuthenticate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sess.ID != liveID || sess.CA == nil || len(sess.Connectors) != 1 || sess.Connectors[0] != linearFQN {
+	if sess.ID != liveID || sess.CA == nil || len(sess.Connectors) != 1 || sess.Connectors[0] != testkit.LinearFQN {
 		t.Errorf("session = %+v", sess)
 	}
 	tests := []struct{ name, id, token string }{
@@ -173,7 +174,7 @@ func TestAuthenticate(t *testing.T) {
 
 func TestSessionsSurviveReopen(t *testing.T) {
 	home := t.TempDir()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	first := sessionsAt(t, home, clock)
 	info, err := first.Create(CreateRequest{Name: "keep", TTL: time.Hour})
 	if err != nil {
@@ -197,13 +198,13 @@ func TestSessionsSurviveReopen(t *testing.T) {
 
 func TestOpenSkipsUnusableSessions(t *testing.T) {
 	home := t.TempDir()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s := sessionsAt(t, home, clock)
 	keep, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
 	badCA, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
 	badRow, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
 	expired, _ := s.Create(CreateRequest{TTL: time.Hour})
-	writeFile(t, filepath.Join(home, "sessions", badCA.ID), ca.CertFile, []byte("{"))
+	testkit.WriteFile(t, filepath.Join(home, "sessions", badCA.ID), ca.CertFile, []byte("{"))
 	if _, err := s.DB.ExecContext(context.Background(), `UPDATE sessions SET connectors = '{' WHERE id = ?`, badRow.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func countRows(t *testing.T, db *state.DB, table string) int {
 
 func TestReplacedKeyInvalidatesSessions(t *testing.T) {
 	home := t.TempDir()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s := sessionsAt(t, home, clock)
 	info, _ := s.Create(CreateRequest{})
 	os.Remove(s.KeyFile)
@@ -257,7 +258,7 @@ func TestReplacedKeyInvalidatesSessions(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s := sessionsAt(t, t.TempDir(), clock)
 	short, _ := s.Create(CreateRequest{TTL: time.Hour})
 	long, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
@@ -293,9 +294,9 @@ func TestOpenKeyFileChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			home := t.TempDir()
-			key := writeFile(t, home, "keys/session.key", tt.key)
+			key := testkit.WriteFile(t, home, "keys/session.key", tt.key)
 			os.Chmod(key, tt.perm)
-			s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: openTestDB(t, filepath.Join(home, state.FileName)), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
+			s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: testkit.OpenDB(t, filepath.Join(home, state.FileName)), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
 			if err := s.Open(); !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.fixed) {
 				t.Errorf("Open = %v, want %v mentioning %q", err, tt.want, tt.fixed)
 			}
@@ -304,7 +305,7 @@ func TestOpenKeyFileChecks(t *testing.T) {
 }
 
 func TestCreateValidation(t *testing.T) {
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s := sessionsAt(t, t.TempDir(), clock)
 	bad := []CreateRequest{
 		{Name: strings.Repeat("n", MaxSessionNameLen+1)},
@@ -314,7 +315,7 @@ func TestCreateValidation(t *testing.T) {
 		{TTL: time.Millisecond},
 		{TTL: MaxSessionTTL + time.Hour},
 		{Connectors: []string{"gmail"}},
-		{Connectors: []string{googleFQN + "@1.2.3"}},
+		{Connectors: []string{testkit.GoogleFQN + "@1.2.3"}},
 	}
 	for _, req := range bad {
 		if _, err := s.Create(req); !errors.Is(err, ErrInvalidArgument) {
@@ -358,9 +359,9 @@ func TestTokenDerivationIsStable(t *testing.T) {
 }
 
 func TestSessionCAIsUsable(t *testing.T) {
-	s := sessionsAt(t, t.TempDir(), newFakeClock())
+	s := sessionsAt(t, t.TempDir(), testkit.NewClock())
 	info, _ := s.Create(CreateRequest{TTL: time.Hour})
-	a, err := ca.LoadDir(filepath.Dir(info.CACertPath), ca.Options{Now: newFakeClock().Now})
+	a, err := ca.LoadDir(filepath.Dir(info.CACertPath), ca.Options{Now: testkit.NewClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}

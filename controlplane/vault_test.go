@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/inject"
+	"github.com/aileronhq/aileron/internal/testkit"
 )
 
 // Secret values used by the vault and injector tests. Each is distinctive
@@ -34,7 +35,7 @@ func allSecrets() []string {
 }
 
 // vaultAt returns an opened Vault rooted at home.
-func vaultAt(t *testing.T, home string, clock *fakeClock) *Vault {
+func vaultAt(t *testing.T, home string, clock *testkit.Clock) *Vault {
 	t.Helper()
 	v := &Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key"), Now: clock.Now}
 	if err := v.Open(); err != nil {
@@ -79,7 +80,7 @@ func assertNoSecrets(t *testing.T, what, text string) {
 
 func TestVaultRoundTrip(t *testing.T) {
 	home := t.TempDir()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	v := vaultAt(t, home, clock)
 	want := sampleCredentials("https://oauth2.example.com/token")
 	setAll(t, v, want)
@@ -140,7 +141,7 @@ func TestVaultOpenRefusesWhatItCannotRead(t *testing.T) {
 	}{
 		{"wrong key", func(t *testing.T, home string) {
 			other := t.TempDir()
-			vaultAt(t, other, newFakeClock())
+			vaultAt(t, other, testkit.NewClock())
 			key, _ := os.ReadFile(filepath.Join(other, "keys", "vault.key"))
 			os.WriteFile(filepath.Join(home, "keys", "vault.key"), key, 0o600)
 		}, ErrCorruptState, []string{"vault.age", "vault.key", "different key", "left untouched"}},
@@ -160,7 +161,7 @@ func TestVaultOpenRefusesWhatItCannotRead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			home := t.TempDir()
-			setAll(t, vaultAt(t, home, newFakeClock()), sampleCredentials("https://oauth2.example.com/token")[:1])
+			setAll(t, vaultAt(t, home, testkit.NewClock()), sampleCredentials("https://oauth2.example.com/token")[:1])
 			vaultFile := filepath.Join(home, "vault", VaultFile)
 			tt.prepare(t, home)
 			before, _ := os.ReadFile(vaultFile)
@@ -220,7 +221,7 @@ func TestVaultSetValidation(t *testing.T) {
 		{"oauth2 scope with space", Credential{Name: "x", Kind: "oauth2", OAuth: oauth(func(m *OAuthMaterial) { m.Scopes = []string{"a b"} })}, "scope"},
 		{"oauth material on api_key", Credential{Name: "x", Kind: "api_key", Secret: inject.Secret{Token: apiKeySecret}, OAuth: oauth(func(*OAuthMaterial) {})}, "only oauth2"},
 	}
-	v := vaultAt(t, t.TempDir(), newFakeClock())
+	v := vaultAt(t, t.TempDir(), testkit.NewClock())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := v.Set(tt.c)
@@ -236,7 +237,7 @@ func TestVaultSetValidation(t *testing.T) {
 }
 
 func TestVaultAcceptsLoopbackHTTPTokenURL(t *testing.T) {
-	v := vaultAt(t, t.TempDir(), newFakeClock())
+	v := vaultAt(t, t.TempDir(), testkit.NewClock())
 	for _, u := range []string{"http://127.0.0.1:8080/token", "http://localhost/token", "http://[::1]:9/t"} {
 		c := sampleCredentials(u)[4]
 		if err := v.Set(c); err != nil {
@@ -246,7 +247,7 @@ func TestVaultAcceptsLoopbackHTTPTokenURL(t *testing.T) {
 }
 
 func TestVaultListNeverShowsValues(t *testing.T) {
-	v := vaultAt(t, t.TempDir(), newFakeClock())
+	v := vaultAt(t, t.TempDir(), testkit.NewClock())
 	setAll(t, v, sampleCredentials("https://oauth2.example.com/token"))
 	list := v.List()
 	data, err := json.Marshal(list)
@@ -273,7 +274,7 @@ func TestVaultListNeverShowsValues(t *testing.T) {
 
 func TestVaultRotationIsVisibleToTheNextGet(t *testing.T) {
 	home := t.TempDir()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	v := vaultAt(t, home, clock)
 	c := Credential{Name: "linear", Kind: inject.KindAPIKey, Secret: inject.Secret{Token: "old-token-0123456789"}}
 	setAll(t, v, []Credential{c})
@@ -295,7 +296,7 @@ func TestVaultRotationIsVisibleToTheNextGet(t *testing.T) {
 }
 
 func TestVaultGetReturnsACopy(t *testing.T) {
-	v := vaultAt(t, t.TempDir(), newFakeClock())
+	v := vaultAt(t, t.TempDir(), testkit.NewClock())
 	setAll(t, v, sampleCredentials("https://oauth2.example.com/token"))
 	c, _ := v.Get("google_mail")
 	c.OAuth.Scopes[0] = "changed"
@@ -308,7 +309,7 @@ func TestVaultGetReturnsACopy(t *testing.T) {
 
 func TestVaultUpdateOAuthToken(t *testing.T) {
 	home := t.TempDir()
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	v := vaultAt(t, home, clock)
 	setAll(t, v, sampleCredentials("https://oauth2.example.com/token"))
 	before, _ := v.Get("google_mail")
@@ -351,7 +352,7 @@ func TestVaultUpdateOAuthToken(t *testing.T) {
 
 func TestVaultDelete(t *testing.T) {
 	home := t.TempDir()
-	v := vaultAt(t, home, newFakeClock())
+	v := vaultAt(t, home, testkit.NewClock())
 	setAll(t, v, sampleCredentials("https://oauth2.example.com/token")[:2])
 	if err := v.Delete("linear"); err != nil {
 		t.Fatal(err)
@@ -362,7 +363,7 @@ func TestVaultDelete(t *testing.T) {
 	if err := v.Delete("linear"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second Delete = %v, want ErrNotFound", err)
 	}
-	fresh := vaultAt(t, home, newFakeClock())
+	fresh := vaultAt(t, home, testkit.NewClock())
 	if _, err := fresh.Get("linear"); !errors.Is(err, ErrNotFound) {
 		t.Error("the deletion was not persisted")
 	}
@@ -373,11 +374,11 @@ func TestVaultDelete(t *testing.T) {
 
 func TestVaultFailedWriteChangesNothing(t *testing.T) {
 	home := t.TempDir()
-	v := vaultAt(t, home, newFakeClock())
+	v := vaultAt(t, home, testkit.NewClock())
 	setAll(t, v, sampleCredentials("https://oauth2.example.com/token")[:1])
 	file := filepath.Join(home, "vault", VaultFile)
 	os.Remove(file) // a non-empty directory in its place makes the rename fail
-	writeFile(t, file, "blocker", []byte("x"))
+	testkit.WriteFile(t, file, "blocker", []byte("x"))
 
 	c := Credential{Name: "linear", Kind: inject.KindAPIKey, Secret: inject.Secret{Token: "rotated-0123456789"}}
 	if err := v.Set(c); err == nil {
@@ -418,7 +419,7 @@ func TestVaultBeforeOpen(t *testing.T) {
 }
 
 func TestVaultConcurrentRotationAndReads(t *testing.T) {
-	v := vaultAt(t, t.TempDir(), newFakeClock())
+	v := vaultAt(t, t.TempDir(), testkit.NewClock())
 	setAll(t, v, sampleCredentials("https://oauth2.example.com/token")[:1])
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

@@ -11,6 +11,7 @@ import (
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/state"
+	"github.com/aileronhq/aileron/store"
 )
 
 func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -50,13 +51,13 @@ func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 
 // offline runs fn on the store the daemon would use, over its database, for
 // when the daemon is not running: changes take effect at its next start.
-func offline(cfg *config.Config, fn func(*controlplane.Store) error) error {
+func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) error) error {
 	db, err := state.Open(filepath.Join(cfg.Home, state.FileName))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return fn(&controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db})
+	return fn(&store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db})
 }
 
 func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, stdout io.Writer) error {
@@ -64,12 +65,13 @@ func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, s
 	if err != nil {
 		return err
 	}
-	inst, err := c.InstallConnector(context.Background(), abs)
+	ctx := context.Background()
+	inst, err := c.InstallConnector(ctx, abs)
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		err = offline(cfg, func(st *controlplane.Store) error {
-			active, _ := st.Load()
+		err = offline(ctx, cfg, func(st *store.Store) error {
+			active, _ := st.Load(ctx)
 			var ierr error
-			inst, ierr = st.Install(abs, active)
+			inst, ierr = st.Install(ctx, abs, active)
 			return ierr
 		})
 		if err == nil {
@@ -84,10 +86,11 @@ func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, s
 }
 
 func connectorList(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
-	list, err := c.ListConnectors(context.Background())
+	ctx := context.Background()
+	list, err := c.ListConnectors(ctx)
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		err = offline(cfg, func(st *controlplane.Store) (lerr error) {
-			list, lerr = st.List()
+		err = offline(ctx, cfg, func(st *store.Store) (lerr error) {
+			list, lerr = st.List(ctx)
 			return lerr
 		})
 	}
@@ -110,10 +113,11 @@ func connectorList(cfg *config.Config, c *controlplane.Client, asJSON bool, stdo
 }
 
 func connectorVerify(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
-	probs, err := c.VerifyConnectors(context.Background())
+	ctx := context.Background()
+	probs, err := c.VerifyConnectors(ctx)
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		err = offline(cfg, func(st *controlplane.Store) error {
-			probs = st.Verify()
+		err = offline(ctx, cfg, func(st *store.Store) error {
+			probs = st.Verify(ctx)
 			return nil
 		})
 	}
@@ -139,9 +143,10 @@ func connectorVerify(cfg *config.Config, c *controlplane.Client, asJSON bool, st
 }
 
 func connectorRemove(cfg *config.Config, c *controlplane.Client, ref string, stdout io.Writer) error {
-	err := c.RemoveConnector(context.Background(), ref)
+	ctx := context.Background()
+	err := c.RemoveConnector(ctx, ref)
 	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
-		err = offline(cfg, func(st *controlplane.Store) error { return st.Remove(ref) })
+		err = offline(ctx, cfg, func(st *store.Store) error { return st.Remove(ctx, ref) })
 	}
 	if err != nil {
 		return err

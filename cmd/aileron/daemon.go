@@ -29,6 +29,7 @@ import (
 	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
+	"github.com/aileronhq/aileron/store"
 )
 
 func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error {
@@ -73,7 +74,7 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 type daemon struct {
 	cfg      *config.Config
 	log      *zerolog.Logger
-	store    *controlplane.Store
+	store    *store.Store
 	sessions *controlplane.Sessions
 	vault    *controlplane.Vault
 	bindings *controlplane.Bindings
@@ -106,8 +107,7 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	if err := d.openApprovals(); err != nil {
 		return nil, err
 	}
-	logf := func(format string, args ...any) { log.Info().Msgf(format, args...) }
-	d.store = &controlplane.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Logf: logf}
+	d.store = &store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Log: log}
 	d.sessions = &controlplane.Sessions{
 		DB:         d.db,
 		Dir:        filepath.Join(cfg.Home, "sessions"),
@@ -248,7 +248,7 @@ func restartOnly(old, next *config.Config) bool {
 func (d *daemon) reload() error {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
-	srcs, errs := d.store.Load()
+	srcs, errs := d.store.Load(context.Background())
 	rules := make([]policy.PassthroughRule, 0, len(d.cfg.Proxy.Passthrough))
 	for _, r := range d.cfg.Proxy.Passthrough {
 		rules = append(rules, policy.PassthroughRule{Host: r.Host, Port: r.Port})
@@ -256,7 +256,7 @@ func (d *daemon) reload() error {
 	pol, cerrs := policy.Compile(srcs, rules)
 	for _, err := range append(errs, cerrs...) {
 		d.log.Error().Str("event", "store.load_failed").Msg(err.Error())
-		if errors.Is(err, controlplane.ErrTampered) && d.rec != nil {
+		if errors.Is(err, store.ErrTampered) && d.rec != nil {
 			d.rec.Event(audit.EventStoreTamperDetected, map[string]string{"error": err.Error()})
 		}
 	}

@@ -1,6 +1,7 @@
-package controlplane
+package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,11 +18,11 @@ import (
 // edited, added or removed), a spec that no longer parses, or a spec whose
 // FQN@VERSION differs from its index entry. A nil result means all is well.
 // An unreadable index is reported as a single Problem with an empty Ref.
-func (s *Store) Verify() []Problem {
+func (s *Store) Verify(ctx context.Context) []Problem {
 	if err := s.checkDir(); err != nil {
 		return []Problem{{Err: err.Error()}}
 	}
-	ix, err := s.readIndex()
+	ix, err := s.readIndex(ctx)
 	if err != nil {
 		return []Problem{{Err: err.Error()}}
 	}
@@ -40,16 +41,16 @@ func (s *Store) Verify() []Problem {
 
 // Load returns the active version of every installed connector, each
 // re-hashed and re-parsed now. A package that fails (tampered, missing,
-// unparsable) is refused: it is left out, logged through Logf, and its error
+// unparsable) is refused: it is left out, logged through Log, and its error
 // (wrapping ErrTampered or ErrInvalidSpec) is returned alongside the sources
 // that did load. Origin is the spec file's path in the store.
-func (s *Store) Load() ([]policy.Source, []error) {
+func (s *Store) Load(ctx context.Context) ([]policy.Source, []error) {
 	if err := s.checkDir(); err != nil {
 		return nil, []error{err}
 	}
-	ix, err := s.readIndex()
+	ix, err := s.readIndex(ctx)
 	if err != nil {
-		s.logf("store: cannot load connectors: %v", err)
+		s.log().Error().Str("event", "store.load_failed").Err(err).Msg("cannot load connectors")
 		return nil, []error{err}
 	}
 	var srcs []policy.Source
@@ -58,7 +59,8 @@ func (s *Store) Load() ([]policy.Source, []error) {
 		c := ix.Connectors[fqn]
 		src, err := s.checkPackage(fqn, c.Active, c.Versions[c.Active].Hash)
 		if err != nil {
-			s.logf("store: REFUSING connector %s@%s: %v", fqn, c.Active, err)
+			s.log().Error().Str("event", "store.refused").Str("connector", fqn+"@"+c.Active).Err(err).
+				Msg("REFUSING the connector: its package failed its check")
 			errs = append(errs, err)
 			continue
 		}

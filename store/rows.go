@@ -1,4 +1,4 @@
-package controlplane
+package store
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 )
 
 // database returns the Store's database; a Store without Dir or DB wraps
-// ErrInvalidArgument.
+// state.ErrInvalidArgument.
 func (s *Store) database() (*state.DB, error) {
 	if err := s.checkDir(); err != nil {
 		return nil, err
 	}
 	if s.DB == nil {
-		return nil, fmt.Errorf("%w: Store.DB is nil; open $AILERON_HOME/%s with OpenDB", ErrInvalidArgument, state.FileName)
+		return nil, fmt.Errorf("%w: Store.DB is nil; open $AILERON_HOME/%s with state.Open", state.ErrInvalidArgument, state.FileName)
 	}
 	return s.DB, nil
 }
@@ -26,7 +26,7 @@ func (s *Store) database() (*state.DB, error) {
 // loadIndex reads the whole store index from q and validates it like a
 // decoded index: well-formed FQNs, strict SemVer, 64-hex hashes and
 // exactly one active version per connector. Content failures wrap
-// ErrCorruptState and name the database, the table and the connector.
+// state.ErrCorruptState and name the database, the table and the connector.
 func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex, error) {
 	rows, err := q.QueryContext(ctx, `SELECT fqn, version, hash, active, installed_at FROM store_versions`)
 	if err != nil {
@@ -60,7 +60,7 @@ func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex,
 	for fqn, c := range ix.Connectors {
 		if err := validateIndexEntry(fqn, c); err != nil {
 			return nil, fmt.Errorf("%w: %s: table store_versions, connector %q: %v "+
-				"(restore a backup of the database, or fix the row with sqlite3)", ErrCorruptState, db.Path(), fqn, err)
+				"(restore a backup of the database, or fix the row with sqlite3)", state.ErrCorruptState, db.Path(), fqn, err)
 		}
 	}
 	return ix, nil
@@ -69,7 +69,7 @@ func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex,
 // update runs fn in one write transaction with the index as it stands in
 // it. SQLite's write lock (BEGIN IMMEDIATE) serialises updates across
 // goroutines and processes, and covers fn's moves of package directories.
-func (s *Store) update(fn func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error) error {
+func (s *Store) update(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error) error {
 	db, err := s.database()
 	if err != nil {
 		return err
@@ -77,7 +77,6 @@ func (s *Store) update(fn func(ctx context.Context, tx *sql.Tx, ix *storeIndex) 
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating store directory: %w", err)
 	}
-	ctx := context.Background()
 	return db.Write(ctx, func(tx *sql.Tx) error {
 		ix, err := loadIndex(ctx, tx, db)
 		if err != nil {
@@ -142,6 +141,7 @@ func (s *Store) movePackageAside(hash string) (string, error) {
 // unless another install placed one meanwhile.
 func (s *Store) restorePackage(staging, hash string) {
 	if err := os.Rename(filepath.Join(staging, "removed"), s.packageDir(hash)); err != nil {
-		s.logf("store: could not restore %s after a failed removal: %v (reinstall the package)", s.packageDir(hash), err)
+		s.log().Error().Str("event", "store.restore_failed").Str("dir", s.packageDir(hash)).Err(err).
+			Msg("could not put a package back after a failed removal; reinstall it")
 	}
 }

@@ -1,4 +1,4 @@
-package controlplane
+package store
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
+	"github.com/rs/zerolog"
 )
 
 // Store is the content-addressed connector store under $AILERON_HOME/store.
@@ -37,9 +38,9 @@ type Store struct {
 	Dir string
 	// DB is the control-plane database holding the index. Required.
 	DB *state.DB
-	// Logf receives one line per install, removal, repair and refused
+	// Log receives one line per install, removal, repair and refused
 	// package. Nil discards them.
-	Logf func(format string, args ...any)
+	Log *zerolog.Logger
 	// Now stamps installs. Nil means time.Now.
 	Now func() time.Time
 }
@@ -80,10 +81,10 @@ type Problem struct {
 // Reinstalling identical content is a no-op apart from making that version
 // active again, and repairs a damaged copy in the store. Errors: a spec that
 // does not parse wraps ErrInvalidSpec and keeps the parser's message (file,
-// JSON path, rule); a bad path or package content wraps ErrInvalidArgument or
+// JSON path, rule); a bad path or package content wraps state.ErrInvalidArgument or
 // ErrInvalidPackage; a conflict with another connector, or the same version
-// already installed with different content, wraps ErrConflict.
-func (s *Store) Install(path string, active []policy.Source) (Installed, error) {
+// already installed with different content, wraps state.ErrConflict.
+func (s *Store) Install(ctx context.Context, path string, active []policy.Source) (Installed, error) {
 	if err := s.checkDir(); err != nil {
 		return Installed{}, err
 	}
@@ -109,14 +110,15 @@ func (s *Store) Install(path string, active []policy.Source) (Installed, error) 
 	got, herr := HashPackage(s.packageDir(src.Hash))
 	intact := herr == nil && got == src.Hash
 	var inst Installed
-	err = s.update(func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
+	err = s.update(ctx, func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
 		inst, err = s.commitInstall(ctx, tx, ix, src, pkg, staging, intact)
 		return err
 	})
 	if err != nil {
 		return Installed{}, err
 	}
-	s.logf("store: installed %s (sha256 %s) from %s", inst.Ref(), inst.Hash, origin)
+	s.log().Info().Str("event", "store.installed").Str("connector", inst.Ref()).Str("hash", inst.Hash).
+		Str("from", origin).Msg("connector installed")
 	return inst, nil
 }
 
@@ -135,25 +137,25 @@ func (s *Store) newStaging() (string, error) {
 
 // stagePackage copies the package at path (spec file or directory) into pkg
 // and returns the path to name the spec by in messages. Failures wrap
-// ErrInvalidArgument (path unusable) or ErrInvalidPackage (content).
+// state.ErrInvalidArgument (path unusable) or ErrInvalidPackage (content).
 func stagePackage(path, pkg string) (origin string, err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", fmt.Errorf("%w: connector package path %q: %v", ErrInvalidArgument, path, err)
+		return "", fmt.Errorf("%w: connector package path %q: %v", state.ErrInvalidArgument, path, err)
 	}
 	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return "", fmt.Errorf("%w: connector package %s: %v", ErrInvalidArgument, abs, err)
+		return "", fmt.Errorf("%w: connector package %s: %v", state.ErrInvalidArgument, abs, err)
 	}
 	info, err := os.Stat(resolved)
 	if err != nil {
-		return "", fmt.Errorf("%w: connector package %s: %v", ErrInvalidArgument, abs, err)
+		return "", fmt.Errorf("%w: connector package %s: %v", state.ErrInvalidArgument, abs, err)
 	}
 	switch {
 	case info.Mode().IsRegular():
 		return abs, copyPackageFile(resolved, filepath.Join(pkg, SpecFileName))
 	case !info.IsDir():
-		return "", fmt.Errorf("%w: %s is neither a spec file nor a package directory", ErrInvalidArgument, abs)
+		return "", fmt.Errorf("%w: %s is neither a spec file nor a package directory", state.ErrInvalidArgument, abs)
 	}
 	files, err := scanPackage(resolved)
 	if err != nil {
@@ -210,7 +212,7 @@ func (e specError) Unwrap() []error { return []error{ErrInvalidSpec, e.err} }
 
 // checkConflicts compiles src together with the active specs of other FQNs
 // and reports the conflicts that src adds (conflicts already present among
-// the active specs are not src's fault). The error wraps ErrConflict and the
+// the active specs are not src's fault). The error wraps state.ErrConflict and the
 // compiler's errors, which name both sides.
 func checkConflicts(src policy.Source, active []policy.Source) error {
 	fqn := src.Spec.Connector.FQN
@@ -238,7 +240,7 @@ func checkConflicts(src policy.Source, active []policy.Source) error {
 		added = append(added, e)
 	}
 	return fmt.Errorf("%w: %s@%s cannot be installed next to the active connectors: %w",
-		ErrConflict, fqn, src.Spec.Connector.Version, errors.Join(added...))
+		state.ErrConflict, fqn, src.Spec.Connector.Version, errors.Join(added...))
 }
 
 // commitInstall places the staged package and records it in the index ix
@@ -251,7 +253,7 @@ func (s *Store) commitInstall(ctx context.Context, tx *sql.Tx, ix *storeIndex, s
 		if e, ok := c.Versions[version]; ok && e.Hash != src.Hash {
 			return Installed{}, fmt.Errorf("%w: %s@%s is already installed with different content (sha256 %s, new %s); "+
 				"a version's content never changes: bump connector.version, or `aileron connector remove %s@%s` first",
-				ErrConflict, fqn, version, e.Hash, src.Hash, fqn, version)
+				state.ErrConflict, fqn, version, e.Hash, src.Hash, fqn, version)
 		}
 	}
 	if err := s.place(pkg, src.Hash, staging, intact); err != nil {
@@ -287,7 +289,8 @@ func (s *Store) place(pkg, hash, staging string, intact bool) error {
 		if herr == nil && got == hash {
 			return nil
 		}
-		s.logf("store: %s was damaged (%v); replacing it with the package being installed", final, describeMismatch(got, herr))
+		s.log().Warn().Str("event", "store.repaired").Str("dir", final).Str("damage", describeMismatch(got, herr)).
+			Msg("package was damaged; replacing it with the package being installed")
 		if err := os.Rename(final, filepath.Join(staging, "damaged")); err != nil {
 			return fmt.Errorf("moving damaged package %s aside: %w", final, err)
 		}
@@ -309,13 +312,13 @@ func describeMismatch(got string, err error) string {
 }
 
 // List returns every installed connector version, sorted by FQN and then by
-// SemVer precedence. Failures reading the index wrap ErrCorruptState or are
+// SemVer precedence. Failures reading the index wrap state.ErrCorruptState or are
 // I/O errors.
-func (s *Store) List() ([]Installed, error) {
+func (s *Store) List(ctx context.Context) ([]Installed, error) {
 	if err := s.checkDir(); err != nil {
 		return nil, err
 	}
-	ix, err := s.readIndex()
+	ix, err := s.readIndex(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -338,26 +341,26 @@ func (s *Store) List() ([]Installed, error) {
 // Remove uninstalls the connector version ref (FQN@VERSION, strict SemVer).
 // If it was the active version, the highest remaining version becomes
 // active. The package directory is deleted unless another version still
-// refers to the same hash. A malformed ref wraps ErrInvalidArgument; a
-// version that is not installed wraps ErrNotFound.
-func (s *Store) Remove(ref string) error {
+// refers to the same hash. A malformed ref wraps state.ErrInvalidArgument; a
+// version that is not installed wraps state.ErrNotFound.
+func (s *Store) Remove(ctx context.Context, ref string) error {
 	if err := s.checkDir(); err != nil {
 		return err
 	}
 	fqn, version, err := policy.ParseRef(ref)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %v", state.ErrInvalidArgument, err)
 	}
 	var newActive, moved, hash string
-	err = s.update(func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
+	err = s.update(ctx, func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
 		c := ix.Connectors[fqn]
 		if c == nil {
-			return fmt.Errorf("%w: connector %s is not installed (see `aileron connector list`)", ErrNotFound, fqn)
+			return fmt.Errorf("%w: connector %s is not installed (see `aileron connector list`)", state.ErrNotFound, fqn)
 		}
 		e, ok := c.Versions[version]
 		if !ok {
 			return fmt.Errorf("%w: %s is not installed; installed versions of %s: %s",
-				ErrNotFound, ref, fqn, strings.Join(sortedVersions(c), ", "))
+				state.ErrNotFound, ref, fqn, strings.Join(sortedVersions(c), ", "))
 		}
 		delete(c.Versions, version)
 		switch {
@@ -387,10 +390,11 @@ func (s *Store) Remove(ref string) error {
 	if err != nil {
 		return err
 	}
-	s.logf("store: removed %s", ref)
+	ev := s.log().Info().Str("event", "store.removed").Str("connector", ref)
 	if newActive != "" {
-		s.logf("store: %s@%s is now the active version", fqn, newActive)
+		ev = ev.Str("active", fqn+"@"+newActive)
 	}
+	ev.Msg("connector version removed")
 	return nil
 }
 
@@ -419,7 +423,7 @@ func hashInUse(ix *storeIndex, hash string) bool {
 // checkDir refuses a Store without a Dir.
 func (s *Store) checkDir() error {
 	if s.Dir == "" {
-		return fmt.Errorf("%w: Store.Dir is empty; set it to $AILERON_HOME/store", ErrInvalidArgument)
+		return fmt.Errorf("%w: Store.Dir is empty; set it to $AILERON_HOME/store", state.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -437,9 +441,11 @@ func (s *Store) now() time.Time {
 	return time.Now()
 }
 
-// logf writes to Logf if set.
-func (s *Store) logf(format string, args ...any) {
-	if s.Logf != nil {
-		s.Logf(format, args...)
+// log returns Log, or a logger that discards.
+func (s *Store) log() *zerolog.Logger {
+	if s.Log != nil {
+		return s.Log
 	}
+	nop := zerolog.Nop()
+	return &nop
 }

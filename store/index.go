@@ -1,4 +1,4 @@
-package controlplane
+package store
 
 import (
 	"context"
@@ -72,11 +72,11 @@ func isHexHash(s string) bool {
 }
 
 // readIndex loads the store index from the database. Content failures wrap
-// ErrCorruptState.
-func (s *Store) readIndex() (*storeIndex, error) {
+// state.ErrCorruptState.
+func (s *Store) readIndex(ctx context.Context) (*storeIndex, error) {
 	db, err := s.database()
 	if err != nil {
 		return nil, err
 	}
-	return loadIndex(context.Background(), db, db)
+	return loadIndex(ctx, db, db)
 }

@@ -1,11 +1,10 @@
-package controlplane
+package store
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,112 +15,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 )
 
-const (
-	googleFQN = "github://acme/aileron-connector-google"
-	linearFQN = "github://acme/aileron-connector-linear"
-)
-
-// fixture reads one of the policy package's realistic specs.
-func fixture(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "policy", "testdata", "specs", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-// edit decodes a spec, applies fn to its generic form and re-encodes it.
-func edit(t *testing.T, data []byte, fn func(m map[string]any)) []byte {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	fn(m)
-	out, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// withVersion returns the spec with connector.version set to v.
-func withVersion(t *testing.T, data []byte, v string) []byte {
-	return edit(t, data, func(m map[string]any) { m["connector"].(map[string]any)["version"] = v })
-}
-
-// writeFile writes data to dir/name (creating parents) and returns the path.
-func writeFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(name))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// fakeClock is a settable clock safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// logBuffer collects Logf lines.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logBuffer) Logf(format string, args ...any) {
-	l.mu.Lock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-	l.mu.Unlock()
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // newStore returns a Store in a fresh home with its own database.
-func newStore(t *testing.T) (*Store, *logBuffer) {
+func newStore(t *testing.T) (*Store, *testkit.Log) {
 	t.Helper()
-	logs := &logBuffer{}
-	home := t.TempDir()
-	db := openTestDB(t, filepath.Join(home, state.FileName))
-	return &Store{Dir: filepath.Join(home, "store"), DB: db, Logf: logs.Logf, Now: newFakeClock().Now}, logs
+	logs := &testkit.Log{}
+	home, db := testkit.HomeDB(t)
+	return &Store{Dir: filepath.Join(home, "store"), DB: db, Log: logs.Logger(), Now: testkit.NewClock().Now}, logs
 }
 
 // install installs path against the store's own active set, as Admin does.
 func install(t *testing.T, s *Store, path string) Installed {
 	t.Helper()
-	active, _ := s.Load()
-	inst, err := s.Install(path, active)
+	active, _ := s.Load(t.Context())
+	inst, err := s.Install(t.Context(), path, active)
 	if err != nil {
 		t.Fatalf("Install(%s): %v", path, err)
 	}
@@ -131,7 +42,7 @@ func install(t *testing.T, s *Store, path string) Installed {
 // refs renders List as "FQN@VERSION[*]" strings, * marking the active one.
 func refs(t *testing.T, s *Store) []string {
 	t.Helper()
-	list, err := s.List()
+	list, err := s.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,11 +59,11 @@ func refs(t *testing.T, s *Store) []string {
 
 func TestInstallSpecFile(t *testing.T) {
 	s, _ := newStore(t)
-	data := fixture(t, "gmail")
-	src := writeFile(t, t.TempDir(), "google.json", data)
+	data := testkit.Spec(t, "gmail")
+	src := testkit.WriteFile(t, t.TempDir(), "google.json", data)
 	inst := install(t, s, src)
 
-	if inst.FQN != googleFQN || inst.Version != "1.2.3" || !inst.Active || inst.InstalledAt.IsZero() {
+	if inst.FQN != testkit.GoogleFQN || inst.Version != "1.2.3" || !inst.Active || inst.InstalledAt.IsZero() {
 		t.Errorf("Installed = %+v", inst)
 	}
 	want := filepath.Join(s.Dir, "connectors", "sha256", inst.Hash)
@@ -170,14 +81,14 @@ func TestInstallSpecFile(t *testing.T) {
 	if h, err := HashPackage(inst.Dir); err != nil || h != inst.Hash {
 		t.Errorf("HashPackage = %s, %v; want %s", h, err, inst.Hash)
 	}
-	srcs, errs := s.Load()
+	srcs, errs := s.Load(t.Context())
 	if len(errs) != 0 || len(srcs) != 1 {
 		t.Fatalf("Load = %d sources, errors %v", len(srcs), errs)
 	}
-	if srcs[0].Hash != inst.Hash || srcs[0].Origin != filepath.Join(inst.Dir, SpecFileName) || srcs[0].Spec.Connector.FQN != googleFQN {
+	if srcs[0].Hash != inst.Hash || srcs[0].Origin != filepath.Join(inst.Dir, SpecFileName) || srcs[0].Spec.Connector.FQN != testkit.GoogleFQN {
 		t.Errorf("Load source = %+v", srcs[0])
 	}
-	if p := s.Verify(); p != nil {
+	if p := s.Verify(t.Context()); p != nil {
 		t.Errorf("Verify = %v", p)
 	}
 }
@@ -185,10 +96,10 @@ func TestInstallSpecFile(t *testing.T) {
 func TestInstallPackageDir(t *testing.T) {
 	s, _ := newStore(t)
 	pkg := t.TempDir()
-	writeFile(t, pkg, SpecFileName, fixture(t, "gmail"))
-	writeFile(t, pkg, "manifest.toml", []byte("[connector]\nname = \"github://acme/aileron-connector-google\"\n"))
-	writeFile(t, pkg, "bin/run.sh", []byte("#!/bin/sh\necho hi\n"))
-	writeFile(t, pkg, ".DS_Store", []byte("junk"))
+	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
+	testkit.WriteFile(t, pkg, "manifest.toml", []byte("[connector]\nname = \"github://acme/aileron-connector-google\"\n"))
+	testkit.WriteFile(t, pkg, "bin/run.sh", []byte("#!/bin/sh\necho hi\n"))
+	testkit.WriteFile(t, pkg, ".DS_Store", []byte("junk"))
 	os.Chmod(filepath.Join(pkg, "bin/run.sh"), 0o755)
 	inst := install(t, s, pkg)
 
@@ -215,9 +126,9 @@ func TestInstallPackageDir(t *testing.T) {
 
 func TestHashPackageCanonicalStream(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "a/b", []byte("B"))
-	writeFile(t, dir, "a.txt", []byte("hello"))
-	writeFile(t, dir, "Z", nil)
+	testkit.WriteFile(t, dir, "a/b", []byte("B"))
+	testkit.WriteFile(t, dir, "a.txt", []byte("hello"))
+	testkit.WriteFile(t, dir, "Z", nil)
 	os.MkdirAll(filepath.Join(dir, "empty"), 0o755)
 	// Byte-wise order of slash paths: "Z" < "a.txt" < "a/b" ('.' < '/').
 	stream := "Z\x000\x00" + "a.txt\x005\x00hello" + "a/b\x001\x00B"
@@ -233,9 +144,9 @@ func TestHashPackageCanonicalStream(t *testing.T) {
 
 func TestReinstallIsIdempotent(t *testing.T) {
 	s, _ := newStore(t)
-	clock := newFakeClock()
+	clock := testkit.NewClock()
 	s.Now = clock.Now
-	src := writeFile(t, t.TempDir(), "google.json", fixture(t, "gmail"))
+	src := testkit.WriteFile(t, t.TempDir(), "google.json", testkit.Spec(t, "gmail"))
 	first := install(t, s, src)
 	clock.Advance(time.Hour)
 	second := install(t, s, src)
@@ -253,11 +164,11 @@ func TestReinstallIsIdempotent(t *testing.T) {
 
 func TestReinstallRepairsDamagedPackage(t *testing.T) {
 	s, logs := newStore(t)
-	src := writeFile(t, t.TempDir(), "google.json", fixture(t, "gmail"))
+	src := testkit.WriteFile(t, t.TempDir(), "google.json", testkit.Spec(t, "gmail"))
 	inst := install(t, s, src)
-	writeFile(t, inst.Dir, "extra", []byte("x"))
+	testkit.WriteFile(t, inst.Dir, "extra", []byte("x"))
 	install(t, s, src)
-	if p := s.Verify(); p != nil {
+	if p := s.Verify(t.Context()); p != nil {
 		t.Errorf("Verify after repair = %v", p)
 	}
 	if !strings.Contains(logs.String(), "damaged") {
@@ -268,27 +179,30 @@ func TestReinstallRepairsDamagedPackage(t *testing.T) {
 func TestVersionsSideBySide(t *testing.T) {
 	s, _ := newStore(t)
 	dir := t.TempDir()
-	gmail := fixture(t, "gmail")
-	v123 := writeFile(t, dir, "v123.json", gmail)
-	v130 := writeFile(t, dir, "v130.json", withVersion(t, gmail, "1.3.0"))
-	v200rc := writeFile(t, dir, "v200rc.json", withVersion(t, gmail, "2.0.0-rc.1"))
-	v1100 := writeFile(t, dir, "v1100.json", withVersion(t, gmail, "1.10.0"))
+	gmail := testkit.Spec(t, "gmail")
+	v123 := testkit.WriteFile(t, dir, "v123.json", gmail)
+	v130 := testkit.WriteFile(t, dir, "v130.json", testkit.WithVersion(t, gmail, "1.3.0"))
+	v200rc := testkit.WriteFile(t, dir, "v200rc.json", testkit.WithVersion(t, gmail, "2.0.0-rc.1"))
+	v1100 := testkit.WriteFile(t, dir, "v1100.json", testkit.WithVersion(t, gmail, "1.10.0"))
 
 	steps := []struct {
 		do   func() error
 		want []string
 	}{
-		{func() error { install(t, s, v123); return nil }, []string{googleFQN + "@1.2.3*"}},
-		{func() error { install(t, s, v130); return nil }, []string{googleFQN + "@1.2.3", googleFQN + "@1.3.0*"}},
-		{func() error { install(t, s, v123); return nil }, []string{googleFQN + "@1.2.3*", googleFQN + "@1.3.0"}},
+		{func() error { install(t, s, v123); return nil }, []string{testkit.GoogleFQN + "@1.2.3*"}},
+		{func() error { install(t, s, v130); return nil }, []string{testkit.GoogleFQN + "@1.2.3", testkit.GoogleFQN + "@1.3.0*"}},
+		{func() error { install(t, s, v123); return nil }, []string{testkit.GoogleFQN + "@1.2.3*", testkit.GoogleFQN + "@1.3.0"}},
 		{func() error { install(t, s, v1100); install(t, s, v200rc); return nil },
-			[]string{googleFQN + "@1.2.3", googleFQN + "@1.3.0", googleFQN + "@1.10.0", googleFQN + "@2.0.0-rc.1*"}},
+			[]string{testkit.GoogleFQN + "@1.2.3", testkit.GoogleFQN + "@1.3.0", testkit.GoogleFQN + "@1.10.0", testkit.GoogleFQN + "@2.0.0-rc.1*"}},
 		// Removing the active version activates the highest remaining one.
-		{func() error { return s.Remove(googleFQN + "@2.0.0-rc.1") },
-			[]string{googleFQN + "@1.2.3", googleFQN + "@1.3.0", googleFQN + "@1.10.0*"}},
+		{func() error { return s.Remove(t.Context(), testkit.GoogleFQN+"@2.0.0-rc.1") },
+			[]string{testkit.GoogleFQN + "@1.2.3", testkit.GoogleFQN + "@1.3.0", testkit.GoogleFQN + "@1.10.0*"}},
 		// Removing an inactive version leaves the active one alone.
-		{func() error { return s.Remove(googleFQN + "@1.2.3") }, []string{googleFQN + "@1.3.0", googleFQN + "@1.10.0*"}},
-		{func() error { s.Remove(googleFQN + "@1.3.0"); return s.Remove(googleFQN + "@1.10.0") }, nil},
+		{func() error { return s.Remove(t.Context(), testkit.GoogleFQN+"@1.2.3") }, []string{testkit.GoogleFQN + "@1.3.0", testkit.GoogleFQN + "@1.10.0*"}},
+		{func() error {
+			s.Remove(t.Context(), testkit.GoogleFQN+"@1.3.0")
+			return s.Remove(t.Context(), testkit.GoogleFQN+"@1.10.0")
+		}, nil},
 	}
 	for i, st := range steps {
 		if err := st.do(); err != nil {
@@ -297,7 +211,7 @@ func TestVersionsSideBySide(t *testing.T) {
 		if got := refs(t, s); strings.Join(got, " ") != strings.Join(st.want, " ") {
 			t.Fatalf("step %d: List = %v, want %v", i, got, st.want)
 		}
-		srcs, errs := s.Load()
+		srcs, errs := s.Load(t.Context())
 		if wantN := min(len(st.want), 1); len(errs) != 0 || len(srcs) != wantN {
 			t.Fatalf("step %d: Load = %d sources (want %d), %v", i, len(srcs), wantN, errs)
 		}
@@ -324,14 +238,14 @@ func contains(list []string, s string) bool {
 func TestSameVersionDifferentContentConflicts(t *testing.T) {
 	s, _ := newStore(t)
 	dir := t.TempDir()
-	gmail := fixture(t, "gmail")
-	install(t, s, writeFile(t, dir, "a.json", gmail))
-	changed := edit(t, gmail, func(m map[string]any) {
+	gmail := testkit.Spec(t, "gmail")
+	install(t, s, testkit.WriteFile(t, dir, "a.json", gmail))
+	changed := testkit.EditJSON(t, gmail, func(m map[string]any) {
 		m["tools"].([]any)[0].(map[string]any)["description"] = "changed"
 	})
-	_, err := s.Install(writeFile(t, dir, "b.json", changed), nil)
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "bump connector.version") {
-		t.Fatalf("err = %v, want ErrConflict asking for a version bump", err)
+	_, err := s.Install(t.Context(), testkit.WriteFile(t, dir, "b.json", changed), nil)
+	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "bump connector.version") {
+		t.Fatalf("err = %v, want state.ErrConflict asking for a version bump", err)
 	}
 	if pkgs, _ := os.ReadDir(filepath.Join(s.Dir, "connectors", "sha256")); len(pkgs) != 1 {
 		t.Errorf("refused install left a package behind: %d packages", len(pkgs))
@@ -340,24 +254,24 @@ func TestSameVersionDifferentContentConflicts(t *testing.T) {
 
 func TestRemoveErrors(t *testing.T) {
 	s, _ := newStore(t)
-	install(t, s, writeFile(t, t.TempDir(), "g.json", fixture(t, "gmail")))
+	install(t, s, testkit.WriteFile(t, t.TempDir(), "g.json", testkit.Spec(t, "gmail")))
 	tests := []struct {
 		ref     string
 		want    error
 		message string
 	}{
-		{"", ErrInvalidArgument, "no @VERSION"},
-		{googleFQN, ErrInvalidArgument, "no @VERSION"},
-		{googleFQN + "@latest", ErrInvalidArgument, "SemVer"},
-		{googleFQN + "@v1.2.3", ErrInvalidArgument, "SemVer"},
-		{googleFQN + "@1.2", ErrInvalidArgument, "SemVer"},
-		{"gmail@1.2.3", ErrInvalidArgument, "scheme"},
-		{"ftp://acme/x@1.2.3", ErrInvalidArgument, "scheme"},
-		{"github://acme/other@1.2.3", ErrNotFound, "not installed"},
-		{googleFQN + "@9.9.9", ErrNotFound, "installed versions of " + googleFQN + ": 1.2.3"},
+		{"", state.ErrInvalidArgument, "no @VERSION"},
+		{testkit.GoogleFQN, state.ErrInvalidArgument, "no @VERSION"},
+		{testkit.GoogleFQN + "@latest", state.ErrInvalidArgument, "SemVer"},
+		{testkit.GoogleFQN + "@v1.2.3", state.ErrInvalidArgument, "SemVer"},
+		{testkit.GoogleFQN + "@1.2", state.ErrInvalidArgument, "SemVer"},
+		{"gmail@1.2.3", state.ErrInvalidArgument, "scheme"},
+		{"ftp://acme/x@1.2.3", state.ErrInvalidArgument, "scheme"},
+		{"github://acme/other@1.2.3", state.ErrNotFound, "not installed"},
+		{testkit.GoogleFQN + "@9.9.9", state.ErrNotFound, "installed versions of " + testkit.GoogleFQN + ": 1.2.3"},
 	}
 	for _, tt := range tests {
-		err := s.Remove(tt.ref)
+		err := s.Remove(t.Context(), tt.ref)
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.message) {
 			t.Errorf("Remove(%q) = %v, want %v mentioning %q", tt.ref, err, tt.want, tt.message)
 		}
@@ -376,7 +290,7 @@ func TestTamperedPackage(t *testing.T) {
 			data[i] = 's'
 			os.WriteFile(p, data, 0o644)
 		},
-		"add a file":    func(t *testing.T, dir string) { writeFile(t, dir, "actions/evil.sh", []byte("curl evil")) },
+		"add a file":    func(t *testing.T, dir string) { testkit.WriteFile(t, dir, "actions/evil.sh", []byte("curl evil")) },
 		"delete a file": func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, "manifest.toml")) },
 		"delete the spec": func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, SpecFileName))
@@ -390,25 +304,25 @@ func TestTamperedPackage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, logs := newStore(t)
 			pkg := t.TempDir()
-			writeFile(t, pkg, SpecFileName, fixture(t, "gmail"))
-			writeFile(t, pkg, "manifest.toml", []byte("name = 'google'\n"))
+			testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
+			testkit.WriteFile(t, pkg, "manifest.toml", []byte("name = 'google'\n"))
 			google := install(t, s, pkg)
-			linear := install(t, s, writeFile(t, t.TempDir(), "linear.json", fixture(t, "linear")))
+			linear := install(t, s, testkit.WriteFile(t, t.TempDir(), "linear.json", testkit.Spec(t, "linear")))
 
 			fn(t, google.Dir)
 
-			problems := s.Verify()
+			problems := s.Verify(t.Context())
 			if len(problems) != 1 || problems[0].Ref != google.Ref() || problems[0].Hash != google.Hash {
 				t.Fatalf("Verify = %+v, want one problem for %s", problems, google.Ref())
 			}
-			srcs, errs := s.Load()
-			if len(srcs) != 1 || srcs[0].Spec.Connector.FQN != linearFQN || srcs[0].Hash != linear.Hash {
-				t.Errorf("Load returned %d sources, want only %s", len(srcs), linearFQN)
+			srcs, errs := s.Load(t.Context())
+			if len(srcs) != 1 || srcs[0].Spec.Connector.FQN != testkit.LinearFQN || srcs[0].Hash != linear.Hash {
+				t.Errorf("Load returned %d sources, want only %s", len(srcs), testkit.LinearFQN)
 			}
 			if len(errs) != 1 || !errors.Is(errs[0], ErrTampered) || !strings.Contains(errs[0].Error(), google.Ref()) {
 				t.Errorf("Load errors = %v, want one ErrTampered naming %s", errs, google.Ref())
 			}
-			if !strings.Contains(logs.String(), "REFUSING connector "+google.Ref()) {
+			if !strings.Contains(logs.String(), `"event":"store.refused","connector":"`+google.Ref()+`"`) {
 				t.Errorf("refusal not logged: %s", logs)
 			}
 		})
@@ -420,22 +334,22 @@ func TestVerifyFindsUnparsableSpec(t *testing.T) {
 	// after an upgrade to a stricter parser), simulated by re-pointing the
 	// index at a re-hashed, edited copy.
 	s, _ := newStore(t)
-	inst := install(t, s, writeFile(t, t.TempDir(), "g.json", fixture(t, "gmail")))
-	writeFile(t, inst.Dir, SpecFileName, []byte(`{"schema_version": "aileron.connector.v0"}`))
+	inst := install(t, s, testkit.WriteFile(t, t.TempDir(), "g.json", testkit.Spec(t, "gmail")))
+	testkit.WriteFile(t, inst.Dir, SpecFileName, []byte(`{"schema_version": "aileron.connector.v0"}`))
 	hash, err := HashPackage(inst.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Rename(inst.Dir, s.packageDir(hash))
-	_, err = s.DB.ExecContext(context.Background(), `UPDATE store_versions SET hash = ? WHERE fqn = ? AND version = '1.2.3'`, hash, googleFQN)
+	_, err = s.DB.ExecContext(context.Background(), `UPDATE store_versions SET hash = ? WHERE fqn = ? AND version = '1.2.3'`, hash, testkit.GoogleFQN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems := s.Verify()
+	problems := s.Verify(t.Context())
 	if len(problems) != 1 || !strings.Contains(problems[0].Err, "schema_version") {
 		t.Fatalf("Verify = %+v, want the parse error", problems)
 	}
-	_, errs := s.Load()
+	_, errs := s.Load(t.Context())
 	if len(errs) != 1 || !errors.Is(errs[0], ErrInvalidSpec) {
 		t.Errorf("Load errors = %v, want ErrInvalidSpec", errs)
 	}
@@ -472,9 +386,9 @@ func TestInstallRefusesBadPackages(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newStore(t)
 			dir := t.TempDir()
-			writeFile(t, dir, SpecFileName, fixture(t, "gmail"))
+			testkit.WriteFile(t, dir, SpecFileName, testkit.Spec(t, "gmail"))
 			tt.setup(t, dir)
-			_, err := s.Install(dir, nil)
+			_, err := s.Install(t.Context(), dir, nil)
 			if !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Install = %v, want ErrInvalidPackage mentioning %q", err, tt.want)
 			}
@@ -502,22 +416,22 @@ func TestInstallBadPaths(t *testing.T) {
 	s, _ := newStore(t)
 	dir := t.TempDir()
 	for _, p := range []string{filepath.Join(dir, "missing.json"), "/dev/null"} {
-		if _, err := s.Install(p, nil); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("Install(%s) = %v, want ErrInvalidArgument", p, err)
+		if _, err := s.Install(t.Context(), p, nil); !errors.Is(err, state.ErrInvalidArgument) {
+			t.Errorf("Install(%s) = %v, want state.ErrInvalidArgument", p, err)
 		}
 	}
 	// A symlink given as the path itself is followed: it is the user's choice.
-	spec := writeFile(t, dir, "g.json", fixture(t, "gmail"))
+	spec := testkit.WriteFile(t, dir, "g.json", testkit.Spec(t, "gmail"))
 	link := filepath.Join(dir, "link.json")
 	os.Symlink(spec, link)
-	if _, err := s.Install(link, nil); err != nil {
+	if _, err := s.Install(t.Context(), link, nil); err != nil {
 		t.Errorf("Install(symlink to spec) = %v", err)
 	}
 }
 
 func TestInstallBadSpecKeepsLocation(t *testing.T) {
 	s, _ := newStore(t)
-	bad := edit(t, fixture(t, "gmail"), func(m map[string]any) {
+	bad := testkit.EditJSON(t, testkit.Spec(t, "gmail"), func(m map[string]any) {
 		op := m["tools"].([]any)[0].(map[string]any)["operations"].([]any)[1].(map[string]any)
 		op["hosts"] = []any{"https://gmail.googleapis.com"}
 	})
@@ -526,15 +440,15 @@ func TestInstallBadSpecKeepsLocation(t *testing.T) {
 		path func(dir string) string
 		file func(dir string) string
 	}{
-		{"spec file", func(dir string) string { return writeFile(t, dir, "google.json", bad) },
+		{"spec file", func(dir string) string { return testkit.WriteFile(t, dir, "google.json", bad) },
 			func(dir string) string { return filepath.Join(dir, "google.json") }},
-		{"package dir", func(dir string) string { writeFile(t, dir, SpecFileName, bad); return dir },
+		{"package dir", func(dir string) string { testkit.WriteFile(t, dir, SpecFileName, bad); return dir },
 			func(dir string) string { return filepath.Join(dir, SpecFileName) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := s.Install(tt.path(dir), nil)
+			_, err := s.Install(t.Context(), tt.path(dir), nil)
 			if !errors.Is(err, ErrInvalidSpec) || !errors.Is(err, policy.ErrInvalidSpec) {
 				t.Fatalf("Install = %v, want ErrInvalidSpec", err)
 			}
@@ -555,19 +469,19 @@ func TestInstallBadSpecKeepsLocation(t *testing.T) {
 func TestInstallConflicts(t *testing.T) {
 	s, _ := newStore(t)
 	dir := t.TempDir()
-	install(t, s, writeFile(t, dir, "google.json", fixture(t, "gmail")))
+	install(t, s, testkit.WriteFile(t, dir, "google.json", testkit.Spec(t, "gmail")))
 
 	// Another connector whose tool is also called "google".
-	clash := edit(t, fixture(t, "linear"), func(m map[string]any) {
+	clash := testkit.EditJSON(t, testkit.Spec(t, "linear"), func(m map[string]any) {
 		m["tools"].([]any)[0].(map[string]any)["name"] = "google"
 	})
-	clashPath := writeFile(t, dir, "clash.json", clash)
-	active, _ := s.Load()
-	_, err := s.Install(clashPath, active)
-	if !errors.Is(err, ErrConflict) || !errors.Is(err, policy.ErrConflict) {
-		t.Fatalf("Install = %v, want ErrConflict", err)
+	clashPath := testkit.WriteFile(t, dir, "clash.json", clash)
+	active, _ := s.Load(t.Context())
+	_, err := s.Install(t.Context(), clashPath, active)
+	if !errors.Is(err, state.ErrConflict) || !errors.Is(err, policy.ErrConflict) {
+		t.Fatalf("Install = %v, want state.ErrConflict", err)
 	}
-	for _, want := range []string{linearFQN, googleFQN, clashPath} {
+	for _, want := range []string{testkit.LinearFQN, testkit.GoogleFQN, clashPath} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("conflict error %q does not name %s", err, want)
 		}
@@ -577,11 +491,11 @@ func TestInstallConflicts(t *testing.T) {
 	}
 
 	// A new version of the same connector replaces it: no conflict with itself.
-	install(t, s, writeFile(t, dir, "google2.json", withVersion(t, fixture(t, "gmail"), "1.3.0")))
+	install(t, s, testkit.WriteFile(t, dir, "google2.json", testkit.WithVersion(t, testkit.Spec(t, "gmail"), "1.3.0")))
 
 	// Conflicts already among the active specs do not block unrelated installs.
-	active, _ = s.Load()
-	dup := edit(t, fixture(t, "gmail"), func(m map[string]any) {
+	active, _ = s.Load(t.Context())
+	dup := testkit.EditJSON(t, testkit.Spec(t, "gmail"), func(m map[string]any) {
 		m["connector"].(map[string]any)["fqn"] = "github://other/google-fork"
 	})
 	dupSrc, err := readStagedPackageFrom(t, dup)
@@ -589,7 +503,7 @@ func TestInstallConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	active = append(active, dupSrc) // clashes with the google connector
-	if _, err := s.Install(writeFile(t, dir, "linear.json", fixture(t, "linear")), active); err != nil {
+	if _, err := s.Install(t.Context(), testkit.WriteFile(t, dir, "linear.json", testkit.Spec(t, "linear")), active); err != nil {
 		t.Errorf("unrelated install refused because of an existing conflict: %v", err)
 	}
 }
@@ -610,8 +524,8 @@ func TestConcurrentInstalls(t *testing.T) {
 	for i := range 6 {
 		v := fmt.Sprintf("1.%d.0", i)
 		paths = append(paths,
-			writeFile(t, dir, "g"+v+".json", withVersion(t, fixture(t, "gmail"), v)),
-			writeFile(t, dir, "l"+v+".json", withVersion(t, fixture(t, "linear"), v)))
+			testkit.WriteFile(t, dir, "g"+v+".json", testkit.WithVersion(t, testkit.Spec(t, "gmail"), v)),
+			testkit.WriteFile(t, dir, "l"+v+".json", testkit.WithVersion(t, testkit.Spec(t, "linear"), v)))
 	}
 	paths = append(paths, paths[0], paths[1]) // identical content, concurrently
 	var wg sync.WaitGroup
@@ -620,7 +534,7 @@ func TestConcurrentInstalls(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Install(p, nil)
+			_, err := s.Install(t.Context(), p, nil)
 			errs <- err
 		}()
 	}
@@ -635,10 +549,10 @@ func TestConcurrentInstalls(t *testing.T) {
 	if len(got) != 12 {
 		t.Errorf("List = %v, want 12 versions", got)
 	}
-	if p := s.Verify(); p != nil {
+	if p := s.Verify(t.Context()); p != nil {
 		t.Errorf("Verify = %v", p)
 	}
-	if srcs, errs := s.Load(); len(srcs) != 2 || len(errs) != 0 {
+	if srcs, errs := s.Load(t.Context()); len(srcs) != 2 || len(errs) != 0 {
 		t.Errorf("Load = %d sources, %v", len(srcs), errs)
 	}
 }
@@ -659,15 +573,15 @@ func TestCorruptIndexRows(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := s.List()
-			if !errors.Is(err, ErrCorruptState) || !strings.Contains(err.Error(), s.DB.Path()) {
-				t.Errorf("List = %v, want ErrCorruptState naming %s", err, s.DB.Path())
+			_, err := s.List(t.Context())
+			if !errors.Is(err, state.ErrCorruptState) || !strings.Contains(err.Error(), s.DB.Path()) {
+				t.Errorf("List = %v, want state.ErrCorruptState naming %s", err, s.DB.Path())
 			}
-			if _, errs := s.Load(); len(errs) != 1 || !errors.Is(errs[0], ErrCorruptState) {
+			if _, errs := s.Load(t.Context()); len(errs) != 1 || !errors.Is(errs[0], state.ErrCorruptState) {
 				t.Errorf("Load errors = %v", errs)
 			}
-			if err := s.Remove("github://a/b@1.0.0"); !errors.Is(err, ErrCorruptState) {
-				t.Errorf("Remove = %v, want ErrCorruptState", err)
+			if err := s.Remove(t.Context(), "github://a/b@1.0.0"); !errors.Is(err, state.ErrCorruptState) {
+				t.Errorf("Remove = %v, want state.ErrCorruptState", err)
 			}
 		})
 	}
@@ -682,13 +596,13 @@ func TestCorruptIndexRows(t *testing.T) {
 func TestInstallRefusesBrokenActions(t *testing.T) {
 	s, _ := newStore(t)
 	pkg := t.TempDir()
-	writeFile(t, pkg, SpecFileName, fixture(t, "gmail"))
-	writeFile(t, pkg, "actions/send/action.md", []byte("+++\nname = \"send\"\nversoin = \"1.0.0\"\n+++\nSends.\n"))
-	_, err := s.Install(pkg, nil)
+	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
+	testkit.WriteFile(t, pkg, "actions/send/action.md", []byte("+++\nname = \"send\"\nversoin = \"1.0.0\"\n+++\nSends.\n"))
+	_, err := s.Install(t.Context(), pkg, nil)
 	if !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), "versoin") {
 		t.Fatalf("Install of a package with a misspelt action key: %v", err)
 	}
-	if list, _ := s.List(); len(list) != 0 {
+	if list, _ := s.List(t.Context()); len(list) != 0 {
 		t.Fatalf("a refused package was installed: %v", list)
 	}
 }

@@ -1,0 +1,149 @@
+// Package testkit holds what the control-plane packages' tests share: a
+// settable clock, a logger whose lines a test can read, the realistic specs
+// of policy/testdata, and a database in a temporary home. Only tests import
+// it (archtest enforces that); it imports state, zerolog and the standard
+// library.
+package testkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/aileronhq/aileron/state"
+)
+
+// Connector FQNs of the realistic specs (Spec "gmail", "linear", …).
+const (
+	GoogleFQN = "github://acme/aileron-connector-google"
+	LinearFQN = "github://acme/aileron-connector-linear"
+)
+
+// Clock is a settable clock safe for concurrent use, starting at
+// 2026-03-01 12:00 UTC.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock at its start time.
+func NewClock() *Clock { return &Clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Log collects the JSON lines of a zerolog logger for a test to read.
+type Log struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer for the logger.
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns every line written so far.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Logger returns a logger writing to l at every level.
+func (l *Log) Logger() *zerolog.Logger {
+	z := zerolog.New(l).Level(zerolog.DebugLevel)
+	return &z
+}
+
+// Root is the repository's root directory.
+func Root(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("testkit: cannot locate the repository")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Spec reads one of policy/testdata/specs/NAME.json.
+func Spec(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(Root(t), "policy", "testdata", "specs", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// EditJSON decodes a JSON object, applies fn to its generic form and
+// re-encodes it (indented).
+func EditJSON(t testing.TB, data []byte, fn func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	fn(m)
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// WithVersion returns the spec with connector.version set to v.
+func WithVersion(t testing.TB, data []byte, v string) []byte {
+	return EditJSON(t, data, func(m map[string]any) { m["connector"].(map[string]any)["version"] = v })
+}
+
+// WriteFile writes data to dir/name (creating parents) and returns the path.
+func WriteFile(t testing.TB, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// OpenDB opens the database at path, closed when the test ends.
+func OpenDB(t testing.TB, path string) *state.DB {
+	t.Helper()
+	d, err := state.Open(path)
+	if err != nil {
+		t.Fatalf("state.Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// HomeDB opens $HOME/aileron.db of a fresh temporary home and returns both.
+func HomeDB(t testing.TB) (home string, db *state.DB) {
+	t.Helper()
+	home = t.TempDir()
+	return home, OpenDB(t, filepath.Join(home, state.FileName))
+}

@@ -1,0 +1,21 @@
+package store
+
+import "errors"
+
+// Errors of the store, beside the state sentinels it also wraps
+// (state.ErrInvalidArgument, ErrNotFound, ErrConflict, ErrCorruptState).
+var (
+	// ErrInvalidSpec is wrapped when a connector spec does not parse or
+	// validate. The message is the spec parser's own, naming the file, the
+	// JSON path and the rule broken.
+	ErrInvalidSpec = errors.New("invalid connector spec")
+	// ErrInvalidPackage is wrapped when a connector package cannot be
+	// installed as it stands: no spec file, a symlink or device inside, a
+	// file or the whole package over the size limits, actions that do not
+	// load.
+	ErrInvalidPackage = errors.New("invalid connector package")
+	// ErrTampered is wrapped when an installed package no longer matches
+	// its content hash (a file edited, added or removed, or the directory
+	// gone).
+	ErrTampered = errors.New("connector package failed its integrity check")
+)
