@@ -22,9 +22,10 @@ var allowed = map[string][]string{
 	"action":       {"policy", "github.com/BurntSushi/toml"},
 	"state":        {"modernc.org/sqlite"},
 	"store":        {"state", "policy", "action", "github.com/rs/zerolog"},
+	"sessions":     {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"internal":     {"state", "github.com/rs/zerolog"},
-	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "*"},
-	"sandbox":      {"ca", "policy", "action", "controlplane", "*"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "sessions", "*"},
+	"sandbox":      {"ca", "policy", "action", "controlplane", "sessions", "*"},
 	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -32,7 +33,7 @@ type Admin struct {
 	// Store is the connector store. Required for the /v1/connectors routes.
 	Store *store.Store
 	// Sessions is the session manager. Required for the /v1/sessions routes.
-	Sessions *Sessions
+	Sessions *sessions.Manager
 	// OnStoreChange runs after every successful install or removal, normally
 	// to recompile and swap the policy. Its failure is reported to the caller
 	// (the store change itself stays). Nil means no-op.
@@ -76,7 +77,7 @@ type RemoveRequest struct {
 // the arrays in objects leaves room for more fields.
 type (
 	sessionList struct {
-		Sessions []SessionInfo `json:"sessions"`
+		Sessions []sessions.Info `json:"sessions"`
 	}
 	connectorList struct {
 		Connectors []store.Installed `json:"connectors"`
@@ -127,12 +128,12 @@ func (a *Admin) Handler() http.Handler {
 }
 
 func (a *Admin) createSession(w http.ResponseWriter, r *http.Request) {
-	var req CreateRequest
+	var req sessions.CreateRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.writeError(w, err)
 		return
 	}
-	info, err := a.Sessions.Create(req)
+	info, err := a.Sessions.Create(r.Context(), req)
 	if err != nil {
 		a.writeError(w, err)
 		return
@@ -164,7 +165,7 @@ func (a *Admin) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
-	if err := a.Sessions.Delete(r.PathValue("id")); err != nil {
+	if err := a.Sessions.Delete(r.Context(), r.PathValue("id")); err != nil {
 		a.writeError(w, err)
 		return
 	}

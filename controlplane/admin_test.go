@@ -14,6 +14,7 @@ import (
 
 	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -29,9 +30,9 @@ func startDaemon(t *testing.T) *daemon {
 	t.Helper()
 	home := t.TempDir()
 	d := &daemon{home: home}
-	sessions := sessionsAt(t, home, testkit.NewClock())
-	st := &store.Store{Dir: filepath.Join(home, "store"), DB: sessions.DB}
-	d.admin = &Admin{Store: st, Sessions: sessions, Logf: t.Logf,
+	sm := sessionsAt(t, home, testkit.NewClock())
+	st := &store.Store{Dir: filepath.Join(home, "store"), DB: sm.DB}
+	d.admin = &Admin{Store: st, Sessions: sm, Logf: t.Logf,
 		OnStoreChange: func() error { d.reloads.Add(1); return nil }}
 	sock := filepath.Join(home, "admin.sock")
 	ln, err := ListenUnix(sock)
@@ -62,7 +63,7 @@ func TestAdminSessionsRoundTrip(t *testing.T) {
 	if err := d.client.Health(ctx); err != nil {
 		t.Fatal(err)
 	}
-	info, err := d.client.CreateSession(ctx, CreateRequest{Name: "ci", TTL: 90 * time.Minute, Connectors: []string{testkit.GoogleFQN}})
+	info, err := d.client.CreateSession(ctx, sessions.CreateRequest{Name: "ci", TTL: 90 * time.Minute, Connectors: []string{testkit.GoogleFQN}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestAdminSessionsRoundTrip(t *testing.T) {
 	_, err = d.client.GetSession(ctx, info.ID)
 	apiError(t, "get deleted", err, 404, "not_found")
 	apiError(t, "delete deleted", d.client.DeleteSession(ctx, info.ID), 404, "not_found")
-	_, err = d.client.CreateSession(ctx, CreateRequest{TTL: -time.Second})
+	_, err = d.client.CreateSession(ctx, sessions.CreateRequest{TTL: -time.Second})
 	apiError(t, "negative ttl", err, 400, "invalid_argument")
 }
 

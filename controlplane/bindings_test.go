@@ -35,7 +35,7 @@ func TestBindingsRoundTrip(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "bindings.json")); !os.IsNotExist(err) {
 		t.Errorf("bindings.json written; bindings belong in the database (%v)", err)
 	}
-	if n := countRows(t, b.DB, "bindings"); n != 2 {
+	if n := testkit.CountRows(t, b.DB, "bindings"); n != 2 {
 		t.Errorf("%d rows in bindings, want 2", n)
 	}
 	want := []Binding{google, linear} // sorted by connector

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -54,22 +55,22 @@ func (c *Client) Health(ctx context.Context) error {
 }
 
 // CreateSession creates a session; the answer includes its ProxyURL.
-func (c *Client) CreateSession(ctx context.Context, req CreateRequest) (SessionInfo, error) {
-	var info SessionInfo
+func (c *Client) CreateSession(ctx context.Context, req sessions.CreateRequest) (sessions.Info, error) {
+	var info sessions.Info
 	err := c.do(ctx, http.MethodPost, "/v1/sessions", req, &info)
 	return info, err
 }
 
 // ListSessions lists live sessions (without ProxyURL).
-func (c *Client) ListSessions(ctx context.Context) ([]SessionInfo, error) {
+func (c *Client) ListSessions(ctx context.Context) ([]sessions.Info, error) {
 	var out sessionList
 	err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &out)
 	return out.Sessions, err
 }
 
 // GetSession returns one session with its ProxyURL.
-func (c *Client) GetSession(ctx context.Context, id string) (SessionInfo, error) {
-	var info SessionInfo
+func (c *Client) GetSession(ctx context.Context, id string) (sessions.Info, error) {
+	var info sessions.Info
 	err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &info)
 	return info, err
 }

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/sessions"
 )
 
 // NoProxy is the NO_PROXY value given to sandboxes: loopback stays local.
@@ -35,7 +35,7 @@ type EnvVar struct {
 //     placeholder the proxy swaps for the real credential, sorted by name.
 //
 // info must come from Create or Get (List leaves ProxyURL empty).
-func Env(info controlplane.SessionInfo, apiURL string) []EnvVar {
+func Env(info sessions.Info, apiURL string) []EnvVar {
 	vars := []EnvVar{
 		{"HTTPS_PROXY", info.ProxyURL},
 		{"HTTP_PROXY", info.ProxyURL},

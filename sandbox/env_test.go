@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 )
 
-func testInfo() controlplane.SessionInfo {
-	return controlplane.SessionInfo{
+func testInfo() sessions.Info {
+	return sessions.Info{
 		ID:           "s_abcdefghijklmnopqrst",
 		ProxyURL:     "http://s_abcdefghijklmnopqrst:tok-en_0123456789abcdefghijklmnopqr@127.0.0.1:9080",
 		CACertPath:   "/home/o'brien/.aileron/sessions/s_abcdefghijklmnopqrst/ca.pem",

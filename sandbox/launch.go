@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/sessions"
 )
 
 // DefaultAPIURL is the sandbox API as seen from inside a session: a reserved
@@ -69,7 +69,7 @@ type LaunchOptions struct {
 // command not found in PATH are reported before anything runs (the latter
 // also wraps ErrCommandNotFound). The exit status is -1 when the command did
 // not run.
-func Launch(ctx context.Context, info controlplane.SessionInfo, caPEM []byte, argv []string, opts LaunchOptions) (int, error) {
+func Launch(ctx context.Context, info sessions.Info, caPEM []byte, argv []string, opts LaunchOptions) (int, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return -1, fmt.Errorf("%w: no command given; name one after --, e.g. aileron launch -- claude", ErrLaunch)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
 )
@@ -75,7 +76,7 @@ type daemon struct {
 	cfg      *config.Config
 	log      *zerolog.Logger
 	store    *store.Store
-	sessions *controlplane.Sessions
+	sessions *sessions.Manager
 	vault    *controlplane.Vault
 	bindings *controlplane.Bindings
 	creds    *controlplane.Credentials
@@ -108,11 +109,12 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.store = &store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Log: log}
-	d.sessions = &controlplane.Sessions{
+	d.sessions = &sessions.Manager{
 		DB:         d.db,
 		Dir:        filepath.Join(cfg.Home, "sessions"),
 		KeyFile:    filepath.Join(cfg.Home, "keys", "session.key"),
 		DefaultTTL: cfg.Sessions.DefaultTTL,
+		Log:        log,
 	}
 	if err := d.reload(); err != nil {
 		return nil, err
@@ -332,7 +334,7 @@ func (d *daemon) run() error {
 // the approvals page on loopback TCP; it returns the servers and the page's
 // bound address.
 func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
-	if err := d.sessions.Open(); err != nil {
+	if err := d.sessions.Open(context.Background()); err != nil {
 		return nil, "", err
 	}
 	if err := d.registerGauges(); err != nil {
@@ -383,7 +385,7 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 			}
 			return d.shutdown(servers)
 		case <-sweep.C:
-			d.sessions.Sweep()
+			d.sessions.Sweep(context.Background())
 			_, _ = d.approval.Expire()
 		case err := <-errc:
 			if errors.Is(err, http.ErrServerClosed) {

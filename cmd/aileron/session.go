@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/sandbox"
+	"github.com/aileronhq/aileron/sessions"
 )
 
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -48,7 +48,7 @@ func sessionCreate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	info, err := newClient(cfg).CreateSession(context.Background(), controlplane.CreateRequest{Name: *name, TTL: *ttl, Connectors: *conns})
+	info, err := newClient(cfg).CreateSession(context.Background(), sessions.CreateRequest{Name: *name, TTL: *ttl, Connectors: *conns})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandbox"
+	"github.com/aileronhq/aileron/sessions"
 )
 
 // exitCodeError carries a launched command's exit status out of run.
@@ -123,12 +124,12 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 // launchSession returns the session to launch in: id's, or a new one that
 // cleanup deletes.
-func launchSession(ctx context.Context, c *controlplane.Client, id, name string, conns []string) (controlplane.SessionInfo, func(), error) {
+func launchSession(ctx context.Context, c *controlplane.Client, id, name string, conns []string) (sessions.Info, func(), error) {
 	if id != "" {
 		info, err := c.GetSession(ctx, id)
 		return info, func() {}, err
 	}
-	info, err := c.CreateSession(ctx, controlplane.CreateRequest{Name: name, Connectors: conns})
+	info, err := c.CreateSession(ctx, sessions.CreateRequest{Name: name, Connectors: conns})
 	if err != nil {
 		return info, func() {}, err
 	}

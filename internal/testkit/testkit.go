@@ -7,6 +7,7 @@ package testkit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -146,4 +147,14 @@ func HomeDB(t testing.TB) (home string, db *state.DB) {
 	t.Helper()
 	home = t.TempDir()
 	return home, OpenDB(t, filepath.Join(home, state.FileName))
+}
+
+// CountRows returns the number of rows in table.
+func CountRows(t testing.TB, db *state.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

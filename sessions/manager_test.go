@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"bytes"
@@ -19,21 +19,20 @@ import (
 	"github.com/aileronhq/aileron/state"
 )
 
-// sessionsAt returns an opened Sessions rooted at home, with its own handle
+// sessionsAt returns an opened Manager rooted at home, with its own handle
 // on home's database, a fake system roots file and the given clock.
-func sessionsAt(t *testing.T, home string, clock *testkit.Clock) *Sessions {
+func sessionsAt(t *testing.T, home string, clock *testkit.Clock) *Manager {
 	t.Helper()
 	roots := testkit.WriteFile(t, home, "roots.pem", []byte("-----BEGIN CERTIFICATE-----\nSYSTEM\n-----END CERTIFICATE-----\n"))
-	s := &Sessions{
+	s := &Manager{
 		DB:           testkit.OpenDB(t, filepath.Join(home, state.FileName)),
 		Dir:          filepath.Join(home, "sessions"),
 		KeyFile:      filepath.Join(home, "keys", "session.key"),
 		ProxyURLHost: "127.0.0.1:9080",
 		Now:          clock.Now,
 		SystemRoots:  []string{filepath.Join(home, "absent.pem"), roots},
-		Logf:         t.Logf,
 	}
-	if err := s.Open(); err != nil {
+	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -66,7 +65,7 @@ func TestSessionLifecycle(t *testing.T) {
 	home := t.TempDir()
 	clock := testkit.NewClock()
 	s := sessionsAt(t, home, clock)
-	info, err := s.Create(CreateRequest{Name: "agent 1", TTL: 2 * time.Hour, Connectors: []string{testkit.GoogleFQN, testkit.GoogleFQN}})
+	info, err := s.Create(t.Context(), CreateRequest{Name: "agent 1", TTL: 2 * time.Hour, Connectors: []string{testkit.GoogleFQN, testkit.GoogleFQN}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,18 +115,18 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("List = %+v, %v (want one entry without proxy_url)", list, err)
 	}
 
-	if err := s.Delete(info.ID); err != nil {
+	if err := s.Delete(t.Context(), info.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("session dir still there: %v", err)
 	}
-	if n := countRows(t, s.DB, "sessions"); n != 0 {
+	if n := testkit.CountRows(t, s.DB, "sessions"); n != 0 {
 		t.Errorf("%d session rows after Delete, want 0", n)
 	}
-	for _, err := range []error{s.Delete(info.ID), s.Delete("../../etc"), func() error { _, err := s.Get(info.ID); return err }()} {
-		if !errors.Is(err, ErrNotFound) {
-			t.Errorf("after delete: %v, want ErrNotFound", err)
+	for _, err := range []error{s.Delete(t.Context(), info.ID), s.Delete(t.Context(), "../../etc"), func() error { _, err := s.Get(info.ID); return err }()} {
+		if !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("after delete: %v, want state.ErrNotFound", err)
 		}
 	}
 }
@@ -135,14 +134,14 @@ func TestSessionLifecycle(t *testing.T) {
 func TestAuthenticate(t *testing.T) {
 	clock := testkit.NewClock()
 	s := sessionsAt(t, t.TempDir(), clock)
-	live, _ := s.Create(CreateRequest{TTL: time.Hour, Connectors: []string{testkit.LinearFQN}})
+	live, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour, Connectors: []string{testkit.LinearFQN}})
 	liveID, liveToken := proxyCreds(t, live.ProxyURL)
-	gone, _ := s.Create(CreateRequest{TTL: time.Hour})
+	gone, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
 	goneID, goneToken := proxyCreds(t, gone.ProxyURL)
-	if err := s.Delete(goneID); err != nil {
+	if err := s.Delete(t.Context(), goneID); err != nil {
 		t.Fatal(err)
 	}
-	short, _ := s.Create(CreateRequest{TTL: time.Minute})
+	short, _ := s.Create(t.Context(), CreateRequest{TTL: time.Minute})
 	shortID, shortToken := proxyCreds(t, short.ProxyURL)
 	clock.Advance(time.Minute)
 
@@ -176,7 +175,7 @@ func TestSessionsSurviveReopen(t *testing.T) {
 	home := t.TempDir()
 	clock := testkit.NewClock()
 	first := sessionsAt(t, home, clock)
-	info, err := first.Create(CreateRequest{Name: "keep", TTL: time.Hour})
+	info, err := first.Create(t.Context(), CreateRequest{Name: "keep", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +199,10 @@ func TestOpenSkipsUnusableSessions(t *testing.T) {
 	home := t.TempDir()
 	clock := testkit.NewClock()
 	s := sessionsAt(t, home, clock)
-	keep, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
-	badCA, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
-	badRow, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
-	expired, _ := s.Create(CreateRequest{TTL: time.Hour})
+	keep, _ := s.Create(t.Context(), CreateRequest{TTL: 3 * time.Hour})
+	badCA, _ := s.Create(t.Context(), CreateRequest{TTL: 3 * time.Hour})
+	badRow, _ := s.Create(t.Context(), CreateRequest{TTL: 3 * time.Hour})
+	expired, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
 	testkit.WriteFile(t, filepath.Join(home, "sessions", badCA.ID), ca.CertFile, []byte("{"))
 	if _, err := s.DB.ExecContext(context.Background(), `UPDATE sessions SET connectors = '{' WHERE id = ?`, badRow.ID); err != nil {
 		t.Fatal(err)
@@ -223,36 +222,26 @@ func TestOpenSkipsUnusableSessions(t *testing.T) {
 	}
 	// Sessions Open could not load can still be deleted, row and directory.
 	for _, id := range []string{badCA.ID, badRow.ID} {
-		if err := s2.Delete(id); err != nil {
+		if err := s2.Delete(t.Context(), id); err != nil {
 			t.Errorf("Delete(%s) = %v", id, err)
 		}
 		if _, err := os.Stat(filepath.Join(home, "sessions", id)); !os.IsNotExist(err) {
 			t.Errorf("unloadable session dir still there: %v", err)
 		}
 	}
-	if n := countRows(t, s2.DB, "sessions"); n != 1 {
+	if n := testkit.CountRows(t, s2.DB, "sessions"); n != 1 {
 		t.Errorf("%d session rows left, want 1 (%s)", n, keep.ID)
 	}
-}
-
-// countRows returns the number of rows in table.
-func countRows(t *testing.T, db *state.DB, table string) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 func TestReplacedKeyInvalidatesSessions(t *testing.T) {
 	home := t.TempDir()
 	clock := testkit.NewClock()
 	s := sessionsAt(t, home, clock)
-	info, _ := s.Create(CreateRequest{})
+	info, _ := s.Create(t.Context(), CreateRequest{})
 	os.Remove(s.KeyFile)
 	s2 := sessionsAt(t, home, clock)
-	if _, err := s2.Get(info.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s2.Get(info.ID); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("Get = %v; a session whose token cannot be derived must not load", err)
 	}
 }
@@ -260,19 +249,19 @@ func TestReplacedKeyInvalidatesSessions(t *testing.T) {
 func TestSweep(t *testing.T) {
 	clock := testkit.NewClock()
 	s := sessionsAt(t, t.TempDir(), clock)
-	short, _ := s.Create(CreateRequest{TTL: time.Hour})
-	long, _ := s.Create(CreateRequest{TTL: 3 * time.Hour})
+	short, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
+	long, _ := s.Create(t.Context(), CreateRequest{TTL: 3 * time.Hour})
 	clock.Advance(2 * time.Hour)
-	if _, err := s.Get(short.ID); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get(expired) = %v, want ErrNotFound", err)
+	if _, err := s.Get(short.ID); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Get(expired) = %v, want state.ErrNotFound", err)
 	}
-	if n := s.Sweep(); n != 1 {
+	if n := s.Sweep(t.Context()); n != 1 {
 		t.Errorf("Sweep = %d, want 1", n)
 	}
 	if _, err := os.Stat(filepath.Join(s.Dir, short.ID)); !os.IsNotExist(err) {
 		t.Errorf("expired session dir still there: %v", err)
 	}
-	if n := countRows(t, s.DB, "sessions"); n != 1 {
+	if n := testkit.CountRows(t, s.DB, "sessions"); n != 1 {
 		t.Errorf("%d session rows after Sweep, want 1", n)
 	}
 	if _, err := s.Authenticate(proxyCreds(t, long.ProxyURL)); err != nil {
@@ -288,16 +277,16 @@ func TestOpenKeyFileChecks(t *testing.T) {
 		want  error
 		fixed string
 	}{
-		{"readable by others", make([]byte, 32), 0o644, ErrInsecureFile, "chmod 600"},
-		{"wrong size", []byte("short"), 0o600, ErrCorruptState, "want 32"},
+		{"readable by others", make([]byte, 32), 0o644, state.ErrInsecureFile, "chmod 600"},
+		{"wrong size", []byte("short"), 0o600, state.ErrCorruptState, "want 32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			home := t.TempDir()
 			key := testkit.WriteFile(t, home, "keys/session.key", tt.key)
 			os.Chmod(key, tt.perm)
-			s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: testkit.OpenDB(t, filepath.Join(home, state.FileName)), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
-			if err := s.Open(); !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.fixed) {
+			s := &Manager{Dir: filepath.Join(home, "sessions"), DB: testkit.OpenDB(t, filepath.Join(home, state.FileName)), KeyFile: key, ProxyURLHost: "127.0.0.1:9080"}
+			if err := s.Open(t.Context()); !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.fixed) {
 				t.Errorf("Open = %v, want %v mentioning %q", err, tt.want, tt.fixed)
 			}
 		})
@@ -308,42 +297,42 @@ func TestCreateValidation(t *testing.T) {
 	clock := testkit.NewClock()
 	s := sessionsAt(t, t.TempDir(), clock)
 	bad := []CreateRequest{
-		{Name: strings.Repeat("n", MaxSessionNameLen+1)},
+		{Name: strings.Repeat("n", MaxNameLen+1)},
 		{Name: "line\nbreak"},
 		{Name: "bad\xffutf8"},
 		{TTL: -time.Hour},
 		{TTL: time.Millisecond},
-		{TTL: MaxSessionTTL + time.Hour},
+		{TTL: MaxTTL + time.Hour},
 		{Connectors: []string{"gmail"}},
 		{Connectors: []string{testkit.GoogleFQN + "@1.2.3"}},
 	}
 	for _, req := range bad {
-		if _, err := s.Create(req); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("Create(%+v) = %v, want ErrInvalidArgument", req, err)
+		if _, err := s.Create(t.Context(), req); !errors.Is(err, state.ErrInvalidArgument) {
+			t.Errorf("Create(%+v) = %v, want state.ErrInvalidArgument", req, err)
 		}
 	}
-	info, err := s.Create(CreateRequest{})
-	if err != nil || !info.ExpiresAt.Equal(clock.Now().Add(DefaultSessionTTL)) || info.Connectors != nil {
+	info, err := s.Create(t.Context(), CreateRequest{})
+	if err != nil || !info.ExpiresAt.Equal(clock.Now().Add(DefaultTTL)) || info.Connectors != nil {
 		t.Errorf("Create(default) = %+v, %v", info, err)
 	}
 	s.DefaultTTL = 30 * time.Minute
-	if info, _ := s.Create(CreateRequest{}); !info.ExpiresAt.Equal(clock.Now().Add(30 * time.Minute)) {
+	if info, _ := s.Create(t.Context(), CreateRequest{}); !info.ExpiresAt.Equal(clock.Now().Add(30 * time.Minute)) {
 		t.Errorf("DefaultTTL ignored: %+v", info)
 	}
 }
 
 func TestSessionsBeforeOpen(t *testing.T) {
-	s := &Sessions{Dir: t.TempDir(), KeyFile: filepath.Join(t.TempDir(), "k"), ProxyURLHost: "h:1"}
-	if _, err := s.Create(CreateRequest{}); !errors.Is(err, ErrNotOpen) {
+	s := &Manager{Dir: t.TempDir(), KeyFile: filepath.Join(t.TempDir(), "k"), ProxyURLHost: "h:1"}
+	if _, err := s.Create(t.Context(), CreateRequest{}); !errors.Is(err, state.ErrNotOpen) {
 		t.Errorf("Create = %v", err)
 	}
-	if _, err := s.List(); !errors.Is(err, ErrNotOpen) {
+	if _, err := s.List(); !errors.Is(err, state.ErrNotOpen) {
 		t.Errorf("List = %v", err)
 	}
 	if _, err := s.Authenticate("s_aaaaaaaaaaaaaaaaaaaa", "x"); !errors.Is(err, dataplane.ErrProxyAuth) {
 		t.Errorf("Authenticate = %v", err)
 	}
-	if err := (&Sessions{}).Open(); !errors.Is(err, ErrInvalidArgument) {
+	if err := (&Manager{}).Open(t.Context()); !errors.Is(err, state.ErrInvalidArgument) {
 		t.Errorf("Open without fields = %v", err)
 	}
 }
@@ -360,7 +349,7 @@ func TestTokenDerivationIsStable(t *testing.T) {
 
 func TestSessionCAIsUsable(t *testing.T) {
 	s := sessionsAt(t, t.TempDir(), testkit.NewClock())
-	info, _ := s.Create(CreateRequest{TTL: time.Hour})
+	info, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
 	a, err := ca.LoadDir(filepath.Dir(info.CACertPath), ca.Options{Now: testkit.NewClock().Now})
 	if err != nil {
 		t.Fatal(err)
@@ -386,8 +375,8 @@ func TestCreateRequestJSON(t *testing.T) {
 		t.Errorf("encoded %s", out)
 	}
 	for _, bad := range []string{`{"ttl":"forever"}`, `{"ttl":3600}`, `{"nmae":"typo"}`} {
-		if err := json.Unmarshal([]byte(bad), &req); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("Unmarshal(%s) = %v, want ErrInvalidArgument", bad, err)
+		if err := json.Unmarshal([]byte(bad), &req); !errors.Is(err, state.ErrInvalidArgument) {
+			t.Errorf("Unmarshal(%s) = %v, want state.ErrInvalidArgument", bad, err)
 		}
 	}
 }
@@ -396,40 +385,35 @@ func FuzzCreateRequestJSON(f *testing.F) {
 	for _, s := range []string{`{"name":"n","ttl":"90m","connectors":["github://a/b"]}`, `{}`, `{"ttl":"-1h"}`, `[]`, `{"ttl":null}`} {
 		f.Add([]byte(s))
 	}
-	s := &Sessions{}
+	s := &Manager{}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req CreateRequest
 		if err := req.UnmarshalJSON(data); err != nil {
-			if !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
+			if !errors.Is(err, state.ErrInvalidArgument) {
+				t.Fatalf("error %v does not wrap state.ErrInvalidArgument", err)
 			}
 			return
 		}
 		ttl, err := s.validate(&req)
-		if err == nil && (ttl < time.Second || ttl > MaxSessionTTL) {
+		if err == nil && (ttl < time.Second || ttl > MaxTTL) {
 			t.Fatalf("validate accepted ttl %v", ttl)
 		}
 	})
 }
 
 func BenchmarkAuthenticate(b *testing.B) {
-	home := b.TempDir()
-	db, err := state.Open(filepath.Join(home, state.FileName))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	s := &Sessions{Dir: filepath.Join(home, "sessions"), DB: db, KeyFile: filepath.Join(home, "session.key"),
+	home, db := testkit.HomeDB(b)
+	s := &Manager{Dir: filepath.Join(home, "sessions"), DB: db, KeyFile: filepath.Join(home, "session.key"),
 		ProxyURLHost: "127.0.0.1:9080", SystemRoots: []string{}}
-	if err := s.Open(); err != nil {
+	if err := s.Open(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	for range 100 {
-		if _, err := s.Create(CreateRequest{}); err != nil {
+		if _, err := s.Create(b.Context(), CreateRequest{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	info, _ := s.Create(CreateRequest{})
+	info, _ := s.Create(b.Context(), CreateRequest{})
 	u, _ := url.Parse(info.ProxyURL)
 	id := u.User.Username()
 	token, _ := u.User.Password()

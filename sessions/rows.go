@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func nonNil(s []string) []string {
 }
 
 // sessionRows reads every row of the sessions table. A row that cannot be
-// decoded comes back with its id and an error wrapping ErrCorruptState in
+// decoded comes back with its id and an error wrapping state.ErrCorruptState in
 // bad; the others in good.
 func sessionRows(ctx context.Context, db *state.DB) (good []sessionRecord, bad map[string]error, err error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions ORDER BY id`)
@@ -77,7 +77,7 @@ func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires 
 		return err
 	}
 	if err := json.Unmarshal([]byte(conns), &rec.Connectors); err != nil {
-		return fmt.Errorf("%w: %s: session %s: connectors %q is not a JSON array of strings", ErrCorruptState, db.Path(), rec.ID, conns)
+		return fmt.Errorf("%w: %s: session %s: connectors %q is not a JSON array of strings", state.ErrCorruptState, db.Path(), rec.ID, conns)
 	}
 	if len(rec.Connectors) == 0 {
 		rec.Connectors = nil
@@ -87,9 +87,8 @@ func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires 
 
 // deleteSessionRow removes session id's row and reports whether there was
 // one.
-func deleteSessionRow(db *state.DB, id string) (bool, error) {
+func deleteSessionRow(ctx context.Context, db *state.DB, id string) (bool, error) {
 	var n int64
-	ctx := context.Background()
 	err := db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 		if err != nil {
@@ -103,9 +102,8 @@ func deleteSessionRow(db *state.DB, id string) (bool, error) {
 
 // deleteExpiredSessions removes the rows of sessions expired at now and
 // returns their ids.
-func deleteExpiredSessions(db *state.DB, now time.Time) ([]string, error) {
+func deleteExpiredSessions(ctx context.Context, db *state.DB, now time.Time) ([]string, error) {
 	var ids []string
-	ctx := context.Background()
 	err := db.Write(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `DELETE FROM sessions WHERE expires_at <= ? RETURNING id`, state.FormatTime(now))
 		if err != nil {
@@ -128,16 +126,16 @@ func deleteExpiredSessions(db *state.DB, now time.Time) ([]string, error) {
 }
 
 // checkRecord verifies a session record against the session key and
-// returns its decoded token hash. Failures wrap ErrCorruptState.
+// returns its decoded token hash. Failures wrap state.ErrCorruptState.
 func checkRecord(key []byte, rec sessionRecord) ([sha256.Size]byte, error) {
 	var tokenHash [sha256.Size]byte
 	raw, err := hex.DecodeString(rec.TokenSHA256)
 	if err != nil || len(raw) != sha256.Size {
-		return tokenHash, fmt.Errorf("%w: token_sha256 is not a hex SHA-256", ErrCorruptState)
+		return tokenHash, fmt.Errorf("%w: token_sha256 is not a hex SHA-256", state.ErrCorruptState)
 	}
 	copy(tokenHash[:], raw)
 	if derived := sha256.Sum256([]byte(deriveToken(key, rec.ID))); derived != tokenHash {
-		return tokenHash, fmt.Errorf("%w: the session was created with a different session key", ErrCorruptState)
+		return tokenHash, fmt.Errorf("%w: the session was created with a different session key", state.ErrCorruptState)
 	}
 	return tokenHash, nil
 }

@@ -1,7 +1,8 @@
-package controlplane
+package sessions
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -19,17 +20,18 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
+	"github.com/rs/zerolog"
 )
 
 // Session limits and defaults.
 const (
-	// DefaultSessionTTL is the lifetime of a session created without a TTL
-	// when Sessions.DefaultTTL is zero.
-	DefaultSessionTTL = 24 * time.Hour
-	// MaxSessionTTL bounds a session's lifetime.
-	MaxSessionTTL = 366 * 24 * time.Hour
-	// MaxSessionNameLen bounds a session's name, in bytes.
-	MaxSessionNameLen = 128
+	// DefaultTTL is the lifetime of a session created without a TTL
+	// when Manager.DefaultTTL is zero.
+	DefaultTTL = 24 * time.Hour
+	// MaxTTL bounds a session's lifetime.
+	MaxTTL = 366 * 24 * time.Hour
+	// MaxNameLen bounds a session's name, in bytes.
+	MaxNameLen = 128
 	// caValidityMargin is how much longer a session's CA lives than the
 	// session, so that the CA never expires under a live session.
 	caValidityMargin = time.Hour
@@ -38,10 +40,10 @@ const (
 // CreateRequest asks for a new session. In JSON, TTL is a Go duration string
 // ("90m", "8h"); the zero TTL means the default.
 type CreateRequest struct {
-	// Name is an optional label (at most MaxSessionNameLen bytes, no control
+	// Name is an optional label (at most MaxNameLen bytes, no control
 	// characters).
 	Name string
-	// TTL is the session's lifetime; zero means Sessions.DefaultTTL.
+	// TTL is the session's lifetime; zero means Manager.DefaultTTL.
 	TTL time.Duration
 	// Connectors limits the session to these connector FQNs; empty means
 	// every installed connector.
@@ -65,19 +67,19 @@ func (r CreateRequest) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads TTL as a Go duration string and rejects unknown
-// fields. Failures wrap ErrInvalidArgument.
+// fields. Failures wrap state.ErrInvalidArgument.
 func (r *CreateRequest) UnmarshalJSON(data []byte) error {
 	var w createRequestJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
-		return fmt.Errorf("%w: session request: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: session request: %v", state.ErrInvalidArgument, err)
 	}
 	var ttl time.Duration
 	if w.TTL != "" {
 		d, err := time.ParseDuration(w.TTL)
 		if err != nil {
-			return fmt.Errorf("%w: session request: ttl %q is not a duration; write it like 30m, 8h or 72h", ErrInvalidArgument, w.TTL)
+			return fmt.Errorf("%w: session request: ttl %q is not a duration; write it like 30m, 8h or 72h", state.ErrInvalidArgument, w.TTL)
 		}
 		ttl = d
 	}
@@ -85,9 +87,9 @@ func (r *CreateRequest) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// SessionInfo is what the control plane shows about a session. ProxyURL
+// Info is what the control plane shows about a session. ProxyURL
 // carries the session's secret token: it is set only by Create and Get.
-type SessionInfo struct {
+type Info struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -108,7 +110,7 @@ type SessionInfo struct {
 	Placeholders map[string]string `json:"placeholders,omitempty"`
 }
 
-// Sessions manages proxy sessions: each has an id, a secret token, a TTL, a
+// Manager manages proxy sessions: each has an id, a secret token, a TTL, a
 // connector scope and its own root CA. A session's metadata (id, name, token
 // hash, times, connectors) is a row of the sessions table in the
 // control-plane database; its CA (private key mode 0600) and CA bundle stay
@@ -123,8 +125,8 @@ type SessionInfo struct {
 // sessions unusable.
 //
 // Call Open before anything else. Methods are safe for concurrent use. A
-// Sessions must not be copied after first use.
-type Sessions struct {
+// Manager must not be copied after first use.
+type Manager struct {
 	// Dir is the sessions directory, normally $AILERON_HOME/sessions. Required.
 	Dir string
 	// DB is the control-plane database holding session metadata. Required.
@@ -138,15 +140,15 @@ type Sessions struct {
 	// Now is the clock for creation and expiry. Nil means time.Now.
 	Now func() time.Time
 	// DefaultTTL applies when a CreateRequest has no TTL. Zero means
-	// DefaultSessionTTL.
+	// DefaultTTL.
 	DefaultTTL time.Duration
 	// SystemRoots lists candidate system CA bundle files; the first that
 	// exists is appended to each session's ca-bundle.pem. Nil means the usual
 	// Debian/Alpine, Fedora/RHEL, openSUSE and macOS/BSD locations.
 	SystemRoots []string
-	// Logf receives one line per created, deleted, expired or unloadable
+	// Log receives one line per created, deleted, expired or unloadable
 	// session. Nil discards them.
-	Logf func(format string, args ...any)
+	Log *zerolog.Logger
 
 	mu   sync.RWMutex
 	key  []byte                   // nil until Open
@@ -178,12 +180,12 @@ type sessionRecord struct {
 // session that is intact and unexpired, so sessions survive a daemon
 // restart. Expired sessions are deleted; sessions that cannot be loaded are
 // logged and skipped (Delete still removes them). Failures: a missing field
-// (Dir, DB, KeyFile, ProxyURLHost) wraps ErrInvalidArgument; a
-// key file others may read wraps ErrInsecureFile; a key of the wrong size
-// wraps ErrCorruptState; the database's failures are OpenDB's.
-func (s *Sessions) Open() error {
+// (Dir, DB, KeyFile, ProxyURLHost) wraps state.ErrInvalidArgument; a
+// key file others may read wraps state.ErrInsecureFile; a key of the wrong size
+// wraps state.ErrCorruptState; the database's failures are OpenDB's.
+func (s *Manager) Open(ctx context.Context) error {
 	if s.Dir == "" || s.DB == nil || s.KeyFile == "" || s.ProxyURLHost == "" {
-		return fmt.Errorf("%w: Sessions needs Dir, DB, KeyFile and ProxyURLHost", ErrInvalidArgument)
+		return fmt.Errorf("%w: sessions.Manager needs Dir, DB, KeyFile and ProxyURLHost", state.ErrInvalidArgument)
 	}
 	key, err := state.LoadOrCreateKey(s.KeyFile, "session key")
 	if err != nil {
@@ -193,7 +195,7 @@ func (s *Sessions) Open() error {
 		return fmt.Errorf("creating sessions directory: %w", err)
 	}
 	db := s.DB
-	live, err := s.loadAll(db, key)
+	live, err := s.loadAll(ctx, db, key)
 	if err != nil {
 		return err
 	}
@@ -205,19 +207,19 @@ func (s *Sessions) Open() error {
 
 // Create starts a session: a fresh id and token, a new root CA, and its files
 // under Dir/<id>. The returned info includes ProxyURL. Invalid requests wrap
-// ErrInvalidArgument; before Open, ErrNotOpen.
-func (s *Sessions) Create(req CreateRequest) (SessionInfo, error) {
+// state.ErrInvalidArgument; before Open, state.ErrNotOpen.
+func (s *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	ttl, err := s.validate(&req)
 	if err != nil {
-		return SessionInfo{}, err
+		return Info{}, err
 	}
 	key, db, err := s.opened()
 	if err != nil {
-		return SessionInfo{}, err
+		return Info{}, err
 	}
 	id, err := newSessionID()
 	if err != nil {
-		return SessionInfo{}, err
+		return Info{}, err
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	token := deriveToken(key, id)
@@ -226,28 +228,29 @@ func (s *Sessions) Create(req CreateRequest) (SessionInfo, error) {
 		Connectors: req.Connectors, TokenSHA256: hex.EncodeToString(tokenHash[:])}
 	authority, err := ca.New(ca.Options{CommonName: "Aileron session " + id, Validity: ttl + caValidityMargin, Now: s.Now})
 	if err != nil {
-		return SessionInfo{}, fmt.Errorf("creating session CA: %w", err)
+		return Info{}, fmt.Errorf("creating session CA: %w", err)
 	}
-	if err := s.writeSession(db, rec, authority); err != nil {
-		return SessionInfo{}, err
+	if err := s.writeSession(ctx, db, rec, authority); err != nil {
+		return Info{}, err
 	}
 	e := newEntry(rec, tokenHash, authority)
 	s.mu.Lock()
 	s.live[id] = e
 	s.mu.Unlock()
-	s.logf("session: created %s (%q), expires %s", id, req.Name, rec.ExpiresAt.Format(time.RFC3339))
+	s.log().Info().Str("event", "session.created").Str("session", id).Str("name", req.Name).
+		Time("expires_at", rec.ExpiresAt).Msg("session created")
 	return s.info(e, token), nil
 }
 
 // validate checks and normalises req, returning the TTL to use. Failures
-// wrap ErrInvalidArgument.
-func (s *Sessions) validate(req *CreateRequest) (time.Duration, error) {
-	if len(req.Name) > MaxSessionNameLen {
-		return 0, fmt.Errorf("%w: session name is %d bytes; the limit is %d", ErrInvalidArgument, len(req.Name), MaxSessionNameLen)
+// wrap state.ErrInvalidArgument.
+func (s *Manager) validate(req *CreateRequest) (time.Duration, error) {
+	if len(req.Name) > MaxNameLen {
+		return 0, fmt.Errorf("%w: session name is %d bytes; the limit is %d", state.ErrInvalidArgument, len(req.Name), MaxNameLen)
 	}
 	for _, r := range req.Name {
 		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return 0, fmt.Errorf("%w: session name %q contains a control character or invalid UTF-8", ErrInvalidArgument, req.Name)
+			return 0, fmt.Errorf("%w: session name %q contains a control character or invalid UTF-8", state.ErrInvalidArgument, req.Name)
 		}
 	}
 	ttl := req.TTL
@@ -255,16 +258,16 @@ func (s *Sessions) validate(req *CreateRequest) (time.Duration, error) {
 		ttl = s.DefaultTTL
 	}
 	if ttl == 0 {
-		ttl = DefaultSessionTTL
+		ttl = DefaultTTL
 	}
-	if ttl < time.Second || ttl > MaxSessionTTL {
-		return 0, fmt.Errorf("%w: session ttl %v is out of range; use between 1s and %v", ErrInvalidArgument, ttl, MaxSessionTTL)
+	if ttl < time.Second || ttl > MaxTTL {
+		return 0, fmt.Errorf("%w: session ttl %v is out of range; use between 1s and %v", state.ErrInvalidArgument, ttl, MaxTTL)
 	}
 	var conns []string
 	seen := map[string]bool{}
 	for _, fqn := range req.Connectors {
 		if err := policy.CheckFQN(fqn); err != nil {
-			return 0, fmt.Errorf("%w: session connectors: %v", ErrInvalidArgument, err)
+			return 0, fmt.Errorf("%w: session connectors: %v", state.ErrInvalidArgument, err)
 		}
 		if !seen[fqn] {
 			seen[fqn] = true
@@ -276,33 +279,33 @@ func (s *Sessions) validate(req *CreateRequest) (time.Duration, error) {
 }
 
 // Get returns the live session id, including its ProxyURL. An unknown or
-// expired session wraps ErrNotFound.
-func (s *Sessions) Get(id string) (SessionInfo, error) {
+// expired session wraps state.ErrNotFound.
+func (s *Manager) Get(id string) (Info, error) {
 	s.mu.RLock()
 	key, e := s.key, s.live[id]
 	s.mu.RUnlock()
 	if key == nil {
-		return SessionInfo{}, ErrNotOpen
+		return Info{}, state.ErrNotOpen
 	}
 	if e == nil {
-		return SessionInfo{}, fmt.Errorf("%w: session %q (see `aileron session list`)", ErrNotFound, id)
+		return Info{}, fmt.Errorf("%w: session %q (see `aileron session list`)", state.ErrNotFound, id)
 	}
 	if !s.now().Before(e.rec.ExpiresAt) {
-		return SessionInfo{}, fmt.Errorf("%w: session %s expired at %s", ErrNotFound, id, e.rec.ExpiresAt.Format(time.RFC3339))
+		return Info{}, fmt.Errorf("%w: session %s expired at %s", state.ErrNotFound, id, e.rec.ExpiresAt.Format(time.RFC3339))
 	}
 	return s.info(e, deriveToken(key, id)), nil
 }
 
 // List returns the live, unexpired sessions ordered by creation time, without
-// their ProxyURL (which holds the token). Before Open it wraps ErrNotOpen.
-func (s *Sessions) List() ([]SessionInfo, error) {
+// their ProxyURL (which holds the token). Before Open it wraps state.ErrNotOpen.
+func (s *Manager) List() ([]Info, error) {
 	now := s.now()
 	s.mu.RLock()
 	if s.key == nil {
 		s.mu.RUnlock()
-		return nil, ErrNotOpen
+		return nil, state.ErrNotOpen
 	}
-	out := make([]SessionInfo, 0, len(s.live))
+	out := make([]Info, 0, len(s.live))
 	for _, e := range s.live {
 		if now.Before(e.rec.ExpiresAt) {
 			out = append(out, s.info(e, ""))
@@ -320,13 +323,13 @@ func (s *Sessions) List() ([]SessionInfo, error) {
 
 // Delete ends a session at once (Authenticate fails from then on) and
 // removes its row and its directory, key material included. It also removes
-// a session Open could not load. An unknown id wraps ErrNotFound; before
-// Open, ErrNotOpen.
-func (s *Sessions) Delete(id string) error {
+// a session Open could not load. An unknown id wraps state.ErrNotFound; before
+// Open, state.ErrNotOpen.
+func (s *Manager) Delete(ctx context.Context, id string) error {
 	s.mu.Lock()
 	if s.key == nil || s.db == nil {
 		s.mu.Unlock()
-		return ErrNotOpen
+		return state.ErrNotOpen
 	}
 	db := s.db
 	e, ok := s.live[id]
@@ -334,20 +337,20 @@ func (s *Sessions) Delete(id string) error {
 	delete(s.live, id)
 	s.mu.Unlock()
 	if !validSessionID(id) {
-		return fmt.Errorf("%w: session %q (see `aileron session list`)", ErrNotFound, id)
+		return fmt.Errorf("%w: session %q (see `aileron session list`)", state.ErrNotFound, id)
 	}
-	hadRow, err := deleteSessionRow(db, id)
+	hadRow, err := deleteSessionRow(ctx, db, id)
 	if err != nil {
 		return err
 	}
 	dir := filepath.Join(s.Dir, id)
 	if _, err := os.Lstat(dir); !ok && !hadRow && err != nil {
-		return fmt.Errorf("%w: session %q (see `aileron session list`)", ErrNotFound, id)
+		return fmt.Errorf("%w: session %q (see `aileron session list`)", state.ErrNotFound, id)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing session %s: %w", id, err)
 	}
-	s.logf("session: deleted %s", id)
+	s.log().Info().Str("event", "session.deleted").Str("session", id).Msg("session deleted")
 	return nil
 }
 
@@ -356,7 +359,7 @@ func (s *Sessions) Delete(id string) error {
 // time. It reads only memory. An empty token, an unknown, deleted or expired
 // session, or a wrong token each wrap dataplane.ErrProxyAuth; the error never
 // contains the token.
-func (s *Sessions) Authenticate(id, token string) (*dataplane.Session, error) {
+func (s *Manager) Authenticate(id, token string) (*dataplane.Session, error) {
 	if token == "" {
 		return nil, fmt.Errorf("%w: empty token", dataplane.ErrProxyAuth)
 	}
@@ -378,13 +381,13 @@ func (s *Sessions) Authenticate(id, token string) (*dataplane.Session, error) {
 
 // Session returns live session id as the data plane sees it, for work the
 // daemon does on a session's behalf (an approved action that resumes after
-// a restart). An unknown or expired session wraps ErrNotFound.
-func (s *Sessions) Session(id string) (*dataplane.Session, error) {
+// a restart). An unknown or expired session wraps state.ErrNotFound.
+func (s *Manager) Session(id string) (*dataplane.Session, error) {
 	s.mu.RLock()
 	e := s.live[id]
 	s.mu.RUnlock()
 	if e == nil || !s.now().Before(e.rec.ExpiresAt) {
-		return nil, fmt.Errorf("%w: session %s is unknown or expired", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: session %s is unknown or expired", state.ErrNotFound, id)
 	}
 	return e.dp, nil
 }
@@ -392,7 +395,7 @@ func (s *Sessions) Session(id string) (*dataplane.Session, error) {
 // Sweep deletes expired sessions from memory, database and disk and returns
 // how many it removed. The daemon calls it periodically; Authenticate
 // refuses expired sessions whether or not they have been swept.
-func (s *Sessions) Sweep() int {
+func (s *Manager) Sweep(ctx context.Context) int {
 	now := s.now()
 	gone := map[string]bool{}
 	s.mu.Lock()
@@ -406,9 +409,9 @@ func (s *Sessions) Sweep() int {
 	}
 	s.mu.Unlock()
 	if db != nil {
-		ids, err := deleteExpiredSessions(db, now)
+		ids, err := deleteExpiredSessions(ctx, db, now)
 		if err != nil {
-			s.logf("session: sweeping expired sessions: %v", err)
+			s.log().Error().Str("event", "session.sweep_failed").Err(err).Msg("sweeping expired sessions")
 		}
 		for _, id := range ids {
 			gone[id] = true
@@ -423,10 +426,10 @@ func (s *Sessions) Sweep() int {
 	sort.Strings(expired)
 	for _, id := range expired {
 		if err := os.RemoveAll(filepath.Join(s.Dir, id)); err != nil {
-			s.logf("session: removing expired %s: %v", id, err)
+			s.log().Error().Str("event", "session.sweep_failed").Str("session", id).Err(err).Msg("removing an expired session")
 			continue
 		}
-		s.logf("session: expired %s removed", id)
+		s.log().Info().Str("event", "session.expired").Str("session", id).Msg("expired session removed")
 	}
 	return len(expired)
 }
@@ -439,9 +442,9 @@ func newEntry(rec sessionRecord, tokenHash [sha256.Size]byte, authority *ca.Auth
 }
 
 // info renders e; token, when non-empty, goes into ProxyURL.
-func (s *Sessions) info(e *sessionEntry, token string) SessionInfo {
+func (s *Manager) info(e *sessionEntry, token string) Info {
 	dir := filepath.Join(s.Dir, e.rec.ID)
-	in := SessionInfo{ID: e.rec.ID, Name: e.rec.Name, CreatedAt: e.rec.CreatedAt, ExpiresAt: e.rec.ExpiresAt,
+	in := Info{ID: e.rec.ID, Name: e.rec.Name, CreatedAt: e.rec.CreatedAt, ExpiresAt: e.rec.ExpiresAt,
 		Connectors: append([]string(nil), e.rec.Connectors...),
 		CACertPath: filepath.Join(dir, ca.CertFile), CABundlePath: filepath.Join(dir, bundleFile)}
 	if token != "" {
@@ -451,34 +454,36 @@ func (s *Sessions) info(e *sessionEntry, token string) SessionInfo {
 	return in
 }
 
-// opened returns the key and database of Open, or ErrNotOpen.
-func (s *Sessions) opened() ([]byte, *state.DB, error) {
+// opened returns the key and database of Open, or state.ErrNotOpen.
+func (s *Manager) opened() ([]byte, *state.DB, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.key == nil || s.db == nil {
-		return nil, nil, ErrNotOpen
+		return nil, nil, state.ErrNotOpen
 	}
 	return s.key, s.db, nil
 }
 
 // now returns the session clock's time.
-func (s *Sessions) now() time.Time {
+func (s *Manager) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
 	return time.Now()
 }
 
-// logf writes to Logf if set.
-func (s *Sessions) logf(format string, args ...any) {
-	if s.Logf != nil {
-		s.Logf(format, args...)
+// log returns Log, or a logger that discards.
+func (s *Manager) log() *zerolog.Logger {
+	if s.Log != nil {
+		return s.Log
 	}
+	nop := zerolog.Nop()
+	return &nop
 }
 
 // CertStats sums the leaf-cache counters of every session's CA, including
 // sessions already deleted or expired (for metrics: it never decreases).
-func (s *Sessions) CertStats() ca.Stats {
+func (s *Manager) CertStats() ca.Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	total := s.retired
@@ -489,7 +494,7 @@ func (s *Sessions) CertStats() ca.Stats {
 }
 
 // retire keeps a removed session's cache counters; s.mu is held.
-func (s *Sessions) retire(e *sessionEntry) {
+func (s *Manager) retire(e *sessionEntry) {
 	if e != nil && e.dp != nil && e.dp.CA != nil {
 		addStats(&s.retired, e.dp.CA.Stats())
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"context"
@@ -61,13 +61,13 @@ func deriveToken(key []byte, id string) string {
 // (row and directory), and
 // every other session loaded with its CA; the ones that cannot be are logged
 // and skipped.
-func (s *Sessions) loadAll(db *state.DB, key []byte) (map[string]*sessionEntry, error) {
+func (s *Manager) loadAll(ctx context.Context, db *state.DB, key []byte) (map[string]*sessionEntry, error) {
 	dirs, err := s.sessionDirs()
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	expired, err := deleteExpiredSessions(db, now)
+	expired, err := deleteExpiredSessions(ctx, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -75,30 +75,33 @@ func (s *Sessions) loadAll(db *state.DB, key []byte) (map[string]*sessionEntry, 
 		if validSessionID(id) {
 			os.RemoveAll(filepath.Join(s.Dir, id))
 		}
-		s.logf("session: expired %s removed", id)
+		s.log().Info().Str("event", "session.expired").Str("session", id).Msg("expired session removed")
 	}
-	recs, bad, err := sessionRows(context.Background(), db)
+	recs, bad, err := sessionRows(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	known := map[string]bool{}
 	for id, err := range bad {
 		known[id] = true
-		s.logf("session: skipping %s: %v (`aileron session delete %s` removes it)", id, err, id)
+		s.log().Error().Str("event", "session.unloadable").Str("session", id).Err(err).
+			Msg("skipping the session; `aileron session delete " + id + "` removes it")
 	}
 	live := make(map[string]*sessionEntry, len(recs))
 	for _, rec := range recs {
 		known[rec.ID] = true
 		e, err := s.loadSession(key, rec)
 		if err != nil {
-			s.logf("session: skipping %s: %v (`aileron session delete %s` removes it)", rec.ID, err, rec.ID)
+			s.log().Error().Str("event", "session.unloadable").Str("session", rec.ID).Err(err).
+				Msg("skipping the session; `aileron session delete " + rec.ID + "` removes it")
 			continue
 		}
 		live[rec.ID] = e
 	}
 	for _, id := range dirs {
 		if !known[id] {
-			s.logf("session: %s has no record in %s; `aileron session delete %s` removes it", filepath.Join(s.Dir, id), db.Path(), id)
+			s.log().Warn().Str("event", "session.orphaned").Str("dir", filepath.Join(s.Dir, id)).Str("db", db.Path()).
+				Msg("session directory has no record in the database; `aileron session delete " + id + "` removes it")
 		}
 	}
 	return live, nil
@@ -106,7 +109,7 @@ func (s *Sessions) loadAll(db *state.DB, key []byte) (map[string]*sessionEntry, 
 
 // sessionDirs returns the ids of the session directories under Dir,
 // deleting the leftovers of interrupted creations.
-func (s *Sessions) sessionDirs() ([]string, error) {
+func (s *Manager) sessionDirs() ([]string, error) {
 	entries, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading sessions directory: %w", err)
@@ -125,10 +128,10 @@ func (s *Sessions) sessionDirs() ([]string, error) {
 }
 
 // loadSession checks rec against the session key and loads its CA from
-// Dir/<id>. Failures wrap ErrCorruptState.
-func (s *Sessions) loadSession(key []byte, rec sessionRecord) (*sessionEntry, error) {
+// Dir/<id>. Failures wrap state.ErrCorruptState.
+func (s *Manager) loadSession(key []byte, rec sessionRecord) (*sessionEntry, error) {
 	if !validSessionID(rec.ID) {
-		return nil, fmt.Errorf("%w: session id %q is malformed", ErrCorruptState, rec.ID)
+		return nil, fmt.Errorf("%w: session id %q is malformed", state.ErrCorruptState, rec.ID)
 	}
 	tokenHash, err := checkRecord(key, rec)
 	if err != nil {
@@ -136,7 +139,7 @@ func (s *Sessions) loadSession(key []byte, rec sessionRecord) (*sessionEntry, er
 	}
 	authority, err := ca.LoadDir(filepath.Join(s.Dir, rec.ID), ca.Options{Now: s.Now})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorruptState, err)
+		return nil, fmt.Errorf("%w: %w", state.ErrCorruptState, err)
 	}
 	return newEntry(rec, tokenHash, authority), nil
 }
@@ -146,7 +149,7 @@ func (s *Sessions) loadSession(key []byte, rec sessionRecord) (*sessionEntry, er
 // Dir/<id>, and then its row is inserted into db, so that a crash never
 // leaves a half-written session on record. If the row cannot be written, the
 // directory is removed.
-func (s *Sessions) writeSession(db *state.DB, rec sessionRecord, authority *ca.Authority) error {
+func (s *Manager) writeSession(ctx context.Context, db *state.DB, rec sessionRecord, authority *ca.Authority) error {
 	tmp := filepath.Join(s.Dir, creatingPrefix+rec.ID)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("creating session directory: %w", err)
@@ -163,7 +166,6 @@ func (s *Sessions) writeSession(db *state.DB, rec sessionRecord, authority *ca.A
 		os.RemoveAll(tmp)
 		return fmt.Errorf("writing session %s: %w", rec.ID, err)
 	}
-	ctx := context.Background()
 	if err := db.Write(ctx, func(tx *sql.Tx) error { return insertSession(ctx, tx, rec) }); err != nil {
 		os.RemoveAll(final)
 		return err
@@ -172,7 +174,7 @@ func (s *Sessions) writeSession(db *state.DB, rec sessionRecord, authority *ca.A
 }
 
 // fillSessionDir writes the CA and the bundle into dir.
-func (s *Sessions) fillSessionDir(dir string, authority *ca.Authority) error {
+func (s *Manager) fillSessionDir(dir string, authority *ca.Authority) error {
 	if err := authority.Save(dir); err != nil {
 		return err
 	}
@@ -188,7 +190,7 @@ func (s *Sessions) fillSessionDir(dir string, authority *ca.Authority) error {
 
 // systemRoots returns the content of the first readable system CA bundle, or
 // nil if there is none.
-func (s *Sessions) systemRoots() []byte {
+func (s *Manager) systemRoots() []byte {
 	candidates := s.SystemRoots
 	if candidates == nil {
 		candidates = defaultSystemRoots()
