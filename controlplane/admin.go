@@ -13,6 +13,7 @@ import (
 
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sessions"
@@ -41,9 +42,9 @@ type Admin struct {
 	// Vault and Bindings back the /v1/credentials and /v1/bindings routes;
 	// Credentials adds each session's placeholder values to GET
 	// /v1/sessions/{id}. Nil Credentials means no placeholders.
-	Vault       *Vault
-	Bindings    *Bindings
-	Credentials *Credentials
+	Vault       *credentials.Vault
+	Bindings    *credentials.Bindings
+	Credentials *credentials.Injector
 	// Catalog returns the installed actions (GET /v1/sessions/{id}/tools);
 	// nil means none.
 	Catalog func() *action.Catalog

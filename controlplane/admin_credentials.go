@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/credentials"
 )
 
 // SetCredentialRequest is the body of POST /v1/credentials. Input is the
@@ -26,20 +27,20 @@ type UnbindRequest struct {
 
 type (
 	credentialList struct {
-		Credentials []CredentialInfo `json:"credentials"`
+		Credentials []credentials.Info `json:"credentials"`
 	}
 	bindingList struct {
-		Bindings []Binding `json:"bindings"`
+		Bindings []credentials.Binding `json:"bindings"`
 	}
 )
 
 // credentialRoutes adds the vault and binding routes:
 //
-//	POST   /v1/credentials             SetCredentialRequest → 201 CredentialInfo (never values)
-//	GET    /v1/credentials             → {"credentials":[CredentialInfo…]}
+//	POST   /v1/credentials             SetCredentialRequest → 201 credentials.Info (never values)
+//	GET    /v1/credentials             → {"credentials":[credentials.Info…]}
 //	DELETE /v1/credentials/{name}      → 204
-//	POST   /v1/bindings                Binding → 201 Binding
-//	GET    /v1/bindings                → {"bindings":[Binding…]}
+//	POST   /v1/bindings                credentials.Binding → 201 credentials.Binding
+//	GET    /v1/bindings                → {"bindings":[credentials.Binding…]}
 //	POST   /v1/bindings/remove         UnbindRequest → 204
 func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 	if a.Vault == nil || a.Bindings == nil {
@@ -53,7 +54,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("POST /v1/credentials", a.setCredential)
 	mux.HandleFunc("GET /v1/credentials", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, credentialList{Credentials: append([]CredentialInfo{}, a.Vault.List()...)})
+		writeJSON(w, http.StatusOK, credentialList{Credentials: append([]credentials.Info{}, a.Vault.List()...)})
 	})
 	mux.HandleFunc("DELETE /v1/credentials/{name}", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.Vault.Delete(r.PathValue("name")); err != nil {
@@ -64,12 +65,12 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
-		var b Binding
+		var b credentials.Binding
 		if err := decodeBody(r, &b); err != nil {
 			a.writeError(w, err)
 			return
 		}
-		if err := a.Bindings.Bind(b); err != nil {
+		if err := a.Bindings.Bind(r.Context(), b); err != nil {
 			a.writeError(w, err)
 			return
 		}
@@ -77,7 +78,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusCreated, b)
 	})
 	mux.HandleFunc("GET /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, bindingList{Bindings: append([]Binding{}, a.Bindings.List()...)})
+		writeJSON(w, http.StatusOK, bindingList{Bindings: append([]credentials.Binding{}, a.Bindings.List()...)})
 	})
 	mux.HandleFunc("POST /v1/bindings/remove", func(w http.ResponseWriter, r *http.Request) {
 		var req UnbindRequest
@@ -85,7 +86,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
-		if err := a.Bindings.Unbind(req.Connector); err != nil {
+		if err := a.Bindings.Unbind(r.Context(), req.Connector); err != nil {
 			a.writeError(w, err)
 			return
 		}
@@ -100,13 +101,13 @@ func (a *Admin) setCredential(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	secret, oauth, err := ParseSecretInput(req.Kind, []byte(req.Input), req.Username, req.Service)
+	secret, oauth, err := credentials.ParseSecretInput(req.Kind, []byte(req.Input), req.Username, req.Service)
 	if err != nil {
 		a.writeError(w, err)
 		return
 	}
 	now := time.Now()
-	c := Credential{Name: req.Name, Kind: req.Kind, Secret: secret, OAuth: oauth, CreatedAt: now, UpdatedAt: now}
+	c := credentials.Credential{Name: req.Name, Kind: req.Kind, Secret: secret, OAuth: oauth, CreatedAt: now, UpdatedAt: now}
 	if err := a.Vault.Set(c); err != nil {
 		a.writeError(w, err)
 		return

@@ -211,10 +211,10 @@ func TestListenUnix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := mode(t, sock); m != 0o600 {
+	if m := testkit.Mode(t, sock); m != 0o600 {
 		t.Errorf("socket mode %v, want 0600", m)
 	}
-	if m := mode(t, filepath.Dir(sock)); m != 0o700 {
+	if m := testkit.Mode(t, filepath.Dir(sock)); m != 0o700 {
 		t.Errorf("socket dir mode %v, want 0700", m)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(sock)); len(entries) != 1 {

@@ -4,18 +4,20 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+
+	"github.com/aileronhq/aileron/credentials"
 )
 
 // SetCredential stores (or rotates) a vault entry; the answer never holds
 // the secret.
-func (c *Client) SetCredential(ctx context.Context, req SetCredentialRequest) (CredentialInfo, error) {
-	var info CredentialInfo
+func (c *Client) SetCredential(ctx context.Context, req SetCredentialRequest) (credentials.Info, error) {
+	var info credentials.Info
 	err := c.do(ctx, http.MethodPost, "/v1/credentials", req, &info)
 	return info, err
 }
 
 // ListCredentials lists vault entries without their values.
-func (c *Client) ListCredentials(ctx context.Context) ([]CredentialInfo, error) {
+func (c *Client) ListCredentials(ctx context.Context) ([]credentials.Info, error) {
 	var out credentialList
 	err := c.do(ctx, http.MethodGet, "/v1/credentials", nil, &out)
 	return out.Credentials, err
@@ -27,14 +29,14 @@ func (c *Client) DeleteCredential(ctx context.Context, name string) error {
 }
 
 // Bind ties a connector to a vault entry (replacing its previous binding).
-func (c *Client) Bind(ctx context.Context, b Binding) (Binding, error) {
-	var out Binding
+func (c *Client) Bind(ctx context.Context, b credentials.Binding) (credentials.Binding, error) {
+	var out credentials.Binding
 	err := c.do(ctx, http.MethodPost, "/v1/bindings", b, &out)
 	return out, err
 }
 
 // ListBindings lists every binding.
-func (c *Client) ListBindings(ctx context.Context) ([]Binding, error) {
+func (c *Client) ListBindings(ctx context.Context) ([]credentials.Binding, error) {
 	var out bindingList
 	err := c.do(ctx, http.MethodGet, "/v1/bindings", nil, &out)
 	return out.Bindings, err

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 )
@@ -109,16 +109,16 @@ func TestEnvNamesCannotBeBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	b := &controlplane.Bindings{DB: db}
-	if err := b.Open(); err != nil {
+	b := &credentials.Bindings{DB: db}
+	if err := b.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range Env(testInfo(), DefaultAPIURL) {
 		if strings.ToUpper(v.Name) != v.Name {
 			continue // lower-case twins: binding env names are upper case
 		}
-		err := b.Bind(controlplane.Binding{Connector: "github://acme/aileron-connector-linear", Credential: "linear", Env: v.Name})
-		if !errors.Is(err, controlplane.ErrInvalidArgument) {
+		err := b.Bind(t.Context(), credentials.Binding{Connector: "github://acme/aileron-connector-linear", Credential: "linear", Env: v.Name})
+		if !errors.Is(err, state.ErrInvalidArgument) {
 			t.Errorf("binding env %s: %v, want it refused", v.Name, err)
 		}
 	}

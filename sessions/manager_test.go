@@ -52,15 +52,6 @@ func proxyCreds(t *testing.T, proxyURL string) (id, token string) {
 	return u.User.Username(), token
 }
 
-func mode(t *testing.T, p string) os.FileMode {
-	t.Helper()
-	info, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.Mode().Perm()
-}
-
 func TestSessionLifecycle(t *testing.T) {
 	home := t.TempDir()
 	clock := testkit.NewClock()
@@ -87,7 +78,7 @@ func TestSessionLifecycle(t *testing.T) {
 		filepath.Join(dir, ca.KeyFile): 0o600,
 	}
 	for p, want := range modes {
-		if got := mode(t, p); got != want {
+		if got := testkit.Mode(t, p); got != want {
 			t.Errorf("%s: mode %v, want %v", p, got, want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/credentials"
 )
 
 const credentialKinds = "api_key, bearer, basic, oauth2 or aws_sigv4"
@@ -154,7 +155,7 @@ func credentialBind(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, stdo
 	if fs.NArg() != 1 || str(fs, "credential") == "" {
 		return usagef("want a connector FQN and --credential NAME")
 	}
-	b, err := c.Bind(context.Background(), controlplane.Binding{
+	b, err := c.Bind(context.Background(), credentials.Binding{
 		Connector: fs.Arg(0), Credential: str(fs, "credential"),
 		Header: str(fs, "header"), Format: str(fs, "format"), Query: str(fs, "query"), Env: str(fs, "env"),
 	})

@@ -25,6 +25,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/policy"
@@ -77,9 +78,9 @@ type daemon struct {
 	log      *zerolog.Logger
 	store    *store.Store
 	sessions *sessions.Manager
-	vault    *controlplane.Vault
-	bindings *controlplane.Bindings
-	creds    *controlplane.Credentials
+	vault    *credentials.Vault
+	bindings *credentials.Bindings
+	creds    *credentials.Injector
 	metrics  *metrics.Metrics
 	audit    *audit.Log
 	rec      *recorder
@@ -183,12 +184,12 @@ func (d *daemon) openApprovals() error {
 // proxied requests, and never follow redirects.
 func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) error {
 	home := d.cfg.Home
-	d.vault = &controlplane.Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
+	d.vault = &credentials.Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
 	if err := d.vault.Open(); err != nil {
 		return err
 	}
-	d.bindings = &controlplane.Bindings{DB: d.db}
-	if err := d.bindings.Open(); err != nil {
+	d.bindings = &credentials.Bindings{DB: d.db}
+	if err := d.bindings.Open(context.Background()); err != nil {
 		return err
 	}
 	key, err := state.LoadOrCreateKey(filepath.Join(home, "keys", "placeholder.key"), "placeholder key")
@@ -203,10 +204,9 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	d.creds = &controlplane.Credentials{
+	d.creds = &credentials.Injector{
 		Vault: d.vault, Bindings: d.bindings, PlaceholderKey: key, HTTPClient: tokenClient,
-		Logf:    func(f string, a ...any) { d.log.Info().Msgf(f, a...) },
-		OnEvent: d.rec.Event,
+		Log: d.log, OnEvent: d.rec.Event,
 	}
 	return nil
 }

@@ -158,3 +158,13 @@ func CountRows(t testing.TB, db *state.DB, table string) int {
 	}
 	return n
 }
+
+// Mode returns p's permission bits.
+func Mode(t testing.TB, p string) os.FileMode {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}

@@ -1,4 +1,4 @@
-package controlplane
+package credentials
 
 import (
 	"context"
@@ -61,17 +61,17 @@ type Bindings struct {
 	byFQN   map[string]Binding // copy-on-write; nil until Open
 }
 
-// Open loads the bindings. Failures: no DB wraps ErrInvalidArgument; an
-// invalid row wraps ErrCorruptState, naming the database, the table and the
+// Open loads the bindings. Failures: no DB wraps state.ErrInvalidArgument; an
+// invalid row wraps state.ErrCorruptState, naming the database, the table and the
 // connector.
-func (b *Bindings) Open() error {
+func (b *Bindings) Open(ctx context.Context) error {
 	if b.DB == nil {
-		return fmt.Errorf("%w: Bindings needs DB (the control-plane database)", ErrInvalidArgument)
+		return fmt.Errorf("%w: Bindings needs DB (the control-plane database)", state.ErrInvalidArgument)
 	}
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
 	db := b.DB
-	byFQN, err := loadBindings(context.Background(), db, db)
+	byFQN, err := loadBindings(ctx, db, db)
 	if err != nil {
 		return err
 	}
@@ -85,19 +85,19 @@ func (b *Bindings) Open() error {
 // Bind adds bd, replacing the connector's previous binding. It does not
 // check that the credential exists (it may be stored later; until then the
 // connector's requests fail closed). Failures: an invalid binding wraps
-// ErrInvalidArgument and says which field is wrong and how; an Env variable
-// already given to another credential wraps ErrConflict; before Open,
-// ErrNotOpen.
-func (b *Bindings) Bind(bd Binding) error {
+// state.ErrInvalidArgument and says which field is wrong and how; an Env variable
+// already given to another credential wraps state.ErrConflict; before Open,
+// state.ErrNotOpen.
+func (b *Bindings) Bind(ctx context.Context, bd Binding) error {
 	if err := validateBinding(bd); err != nil {
 		return err
 	}
-	return b.change(func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
+	return b.change(ctx, func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
 		if bd.Env != "" {
 			for _, o := range cur {
 				if o.Env == bd.Env && o.Connector != bd.Connector && o.Credential != bd.Credential {
 					return fmt.Errorf("%w: env %s already carries the placeholder of credential %s (bound to %s); "+
-						"choose another variable name", ErrConflict, bd.Env, o.Credential, o.Connector)
+						"choose another variable name", state.ErrConflict, bd.Env, o.Credential, o.Connector)
 				}
 			}
 		}
@@ -107,11 +107,11 @@ func (b *Bindings) Bind(bd Binding) error {
 }
 
 // Unbind removes the binding of connector fqn. No binding wraps
-// ErrNotFound; before Open, ErrNotOpen.
-func (b *Bindings) Unbind(fqn string) error {
-	return b.change(func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
+// state.ErrNotFound; before Open, state.ErrNotOpen.
+func (b *Bindings) Unbind(ctx context.Context, fqn string) error {
+	return b.change(ctx, func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
 		if _, ok := cur[fqn]; !ok {
-			return fmt.Errorf("%w: connector %q has no credential binding (see `aileron credential list`)", ErrNotFound, fqn)
+			return fmt.Errorf("%w: connector %q has no credential binding (see `aileron credential list`)", state.ErrNotFound, fqn)
 		}
 		delete(cur, fqn)
 		if _, err := tx.ExecContext(ctx, `DELETE FROM bindings WHERE connector = ?`, fqn); err != nil {
@@ -148,14 +148,13 @@ func (b *Bindings) List() []Binding {
 
 // change runs fn in a write transaction with the bindings as they stand in
 // the database (a fresh map fn may modify to match what it writes), and
-// after the commit makes that map current. Before Open it wraps ErrNotOpen.
-func (b *Bindings) change(fn func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error) error {
+// after the commit makes that map current. Before Open it wraps state.ErrNotOpen.
+func (b *Bindings) change(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error) error {
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
 	if b.db == nil {
-		return fmt.Errorf("%w: bindings", ErrNotOpen)
+		return fmt.Errorf("%w: bindings", state.ErrNotOpen)
 	}
-	ctx := context.Background()
 	var next map[string]Binding
 	err := b.db.Write(ctx, func(tx *sql.Tx) error {
 		cur, err := loadBindings(ctx, tx, b.db)
@@ -175,19 +174,19 @@ func (b *Bindings) change(fn func(ctx context.Context, tx *sql.Tx, cur map[strin
 }
 
 // validateBinding checks every field of bd. Failures wrap
-// ErrInvalidArgument.
+// state.ErrInvalidArgument.
 func validateBinding(bd Binding) error {
 	if err := policy.CheckFQN(bd.Connector); err != nil {
-		return fmt.Errorf("%w: binding: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: binding: %v", state.ErrInvalidArgument, err)
 	}
 	if err := checkCredentialName(bd.Credential); err != nil {
 		return fmt.Errorf("binding for %s: %w", bd.Connector, err)
 	}
 	if msg := placementProblem(bd); msg != "" {
-		return fmt.Errorf("%w: binding for %s: %s", ErrInvalidArgument, bd.Connector, msg)
+		return fmt.Errorf("%w: binding for %s: %s", state.ErrInvalidArgument, bd.Connector, msg)
 	}
 	if msg := envProblem(bd.Env); msg != "" {
-		return fmt.Errorf("%w: binding for %s: %s", ErrInvalidArgument, bd.Connector, msg)
+		return fmt.Errorf("%w: binding for %s: %s", state.ErrInvalidArgument, bd.Connector, msg)
 	}
 	return nil
 }

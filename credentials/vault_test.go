@@ -1,4 +1,4 @@
-package controlplane
+package credentials
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/internal/testkit"
+	"github.com/aileronhq/aileron/state"
 )
 
 // Secret values used by the vault and injector tests. Each is distinctive
@@ -97,7 +98,7 @@ func TestVaultRoundTrip(t *testing.T) {
 		filepath.Join(home, "vault", VaultFile): 0o600, filepath.Join(home, "keys", "vault.key"): 0o600,
 		filepath.Join(home, "vault"): 0o700, filepath.Join(home, "keys"): 0o700,
 	} {
-		if got := mode(t, p); got != perm {
+		if got := testkit.Mode(t, p); got != perm {
 			t.Errorf("%s has mode %v, want %v", p, got, perm)
 		}
 	}
@@ -144,19 +145,19 @@ func TestVaultOpenRefusesWhatItCannotRead(t *testing.T) {
 			vaultAt(t, other, testkit.NewClock())
 			key, _ := os.ReadFile(filepath.Join(other, "keys", "vault.key"))
 			os.WriteFile(filepath.Join(home, "keys", "vault.key"), key, 0o600)
-		}, ErrCorruptState, []string{"vault.age", "vault.key", "different key", "left untouched"}},
+		}, state.ErrCorruptState, []string{"vault.age", "vault.key", "different key", "left untouched"}},
 		{"damaged vault", func(t *testing.T, home string) {
 			os.WriteFile(filepath.Join(home, "vault", VaultFile), []byte("age-encryption.org/v1\ngarbage"), 0o600)
-		}, ErrCorruptState, []string{"vault.age", "damaged"}},
+		}, state.ErrCorruptState, []string{"vault.age", "damaged"}},
 		{"key missing", func(t *testing.T, home string) {
 			os.Remove(filepath.Join(home, "keys", "vault.key"))
-		}, ErrCorruptState, []string{"vault.key", "missing", "backup"}},
+		}, state.ErrCorruptState, []string{"vault.key", "missing", "backup"}},
 		{"key readable by others", func(t *testing.T, home string) {
 			os.Chmod(filepath.Join(home, "keys", "vault.key"), 0o644)
-		}, ErrInsecureFile, []string{"chmod 600", "vault.key"}},
+		}, state.ErrInsecureFile, []string{"chmod 600", "vault.key"}},
 		{"key not an age identity", func(t *testing.T, home string) {
 			os.WriteFile(filepath.Join(home, "keys", "vault.key"), []byte("AGE-SECRET-KEY-1NOTAKEY\n"), 0o600)
-		}, ErrCorruptState, []string{"AGE-SECRET-KEY-1", "vault.key"}},
+		}, state.ErrCorruptState, []string{"AGE-SECRET-KEY-1", "vault.key"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,8 +180,8 @@ func TestVaultOpenRefusesWhatItCannotRead(t *testing.T) {
 			if !bytes.Equal(before, after) {
 				t.Error("Open changed the vault file it could not read")
 			}
-			if _, err := v.Get("linear"); !errors.Is(err, ErrNotOpen) {
-				t.Errorf("Get after a failed Open = %v, want ErrNotOpen", err)
+			if _, err := v.Get("linear"); !errors.Is(err, state.ErrNotOpen) {
+				t.Errorf("Get after a failed Open = %v, want state.ErrNotOpen", err)
 			}
 		})
 	}
@@ -225,8 +226,8 @@ func TestVaultSetValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := v.Set(tt.c)
-			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tt.says) {
-				t.Fatalf("Set = %v, want ErrInvalidArgument saying %q", err, tt.says)
+			if !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("Set = %v, want state.ErrInvalidArgument saying %q", err, tt.says)
 			}
 			assertNoSecrets(t, "the error", err.Error())
 		})
@@ -339,10 +340,10 @@ func TestVaultUpdateOAuthToken(t *testing.T) {
 		tok        inject.OAuthToken
 		want       error
 	}{
-		{"unknown", "nope", inject.OAuthToken{AccessToken: "a"}, ErrNotFound},
-		{"not oauth2", "linear", inject.OAuthToken{AccessToken: "a"}, ErrInvalidArgument},
-		{"empty access token", "google_mail", inject.OAuthToken{}, ErrInvalidArgument},
-		{"access token with LF", "google_mail", inject.OAuthToken{AccessToken: "a\nb"}, ErrInvalidArgument},
+		{"unknown", "nope", inject.OAuthToken{AccessToken: "a"}, state.ErrNotFound},
+		{"not oauth2", "linear", inject.OAuthToken{AccessToken: "a"}, state.ErrInvalidArgument},
+		{"empty access token", "google_mail", inject.OAuthToken{}, state.ErrInvalidArgument},
+		{"access token with LF", "google_mail", inject.OAuthToken{AccessToken: "a\nb"}, state.ErrInvalidArgument},
 	} {
 		if err := v.UpdateOAuthToken(tt.cred, tt.tok); !errors.Is(err, tt.want) {
 			t.Errorf("%s: UpdateOAuthToken = %v, want %v", tt.name, err, tt.want)
@@ -357,14 +358,14 @@ func TestVaultDelete(t *testing.T) {
 	if err := v.Delete("linear"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Get("linear"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get after Delete = %v, want ErrNotFound", err)
+	if _, err := v.Get("linear"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Get after Delete = %v, want state.ErrNotFound", err)
 	}
-	if err := v.Delete("linear"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("second Delete = %v, want ErrNotFound", err)
+	if err := v.Delete("linear"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("second Delete = %v, want state.ErrNotFound", err)
 	}
 	fresh := vaultAt(t, home, testkit.NewClock())
-	if _, err := fresh.Get("linear"); !errors.Is(err, ErrNotFound) {
+	if _, err := fresh.Get("linear"); !errors.Is(err, state.ErrNotFound) {
 		t.Error("the deletion was not persisted")
 	}
 	if _, err := fresh.Get("github"); err != nil {
@@ -398,23 +399,23 @@ func TestVaultFailedWriteChangesNothing(t *testing.T) {
 func TestVaultBeforeOpen(t *testing.T) {
 	v := &Vault{Dir: t.TempDir(), KeyFile: filepath.Join(t.TempDir(), "k")}
 	c := sampleCredentials("https://oauth2.example.com/token")[0]
-	if err := v.Set(c); !errors.Is(err, ErrNotOpen) {
-		t.Errorf("Set = %v, want ErrNotOpen", err)
+	if err := v.Set(c); !errors.Is(err, state.ErrNotOpen) {
+		t.Errorf("Set = %v, want state.ErrNotOpen", err)
 	}
-	if _, err := v.Get("linear"); !errors.Is(err, ErrNotOpen) {
-		t.Errorf("Get = %v, want ErrNotOpen", err)
+	if _, err := v.Get("linear"); !errors.Is(err, state.ErrNotOpen) {
+		t.Errorf("Get = %v, want state.ErrNotOpen", err)
 	}
-	if err := v.Delete("linear"); !errors.Is(err, ErrNotOpen) {
-		t.Errorf("Delete = %v, want ErrNotOpen", err)
+	if err := v.Delete("linear"); !errors.Is(err, state.ErrNotOpen) {
+		t.Errorf("Delete = %v, want state.ErrNotOpen", err)
 	}
-	if err := v.UpdateOAuthToken("linear", inject.OAuthToken{AccessToken: "a"}); !errors.Is(err, ErrNotOpen) {
-		t.Errorf("UpdateOAuthToken = %v, want ErrNotOpen", err)
+	if err := v.UpdateOAuthToken("linear", inject.OAuthToken{AccessToken: "a"}); !errors.Is(err, state.ErrNotOpen) {
+		t.Errorf("UpdateOAuthToken = %v, want state.ErrNotOpen", err)
 	}
 	if v.List() != nil {
 		t.Error("List before Open is not nil")
 	}
-	if err := (&Vault{Dir: t.TempDir()}).Open(); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Open without KeyFile = %v, want ErrInvalidArgument", err)
+	if err := (&Vault{Dir: t.TempDir()}).Open(); !errors.Is(err, state.ErrInvalidArgument) {
+		t.Errorf("Open without KeyFile = %v, want state.ErrInvalidArgument", err)
 	}
 }
 

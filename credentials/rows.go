@@ -1,4 +1,4 @@
-package controlplane
+package credentials
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // loadBindings reads every row of the bindings table and validates it like
-// a binding being bound. Content failures wrap ErrCorruptState
+// a binding being bound. Content failures wrap state.ErrCorruptState
 // and name the database, the table and the connector.
 func loadBindings(ctx context.Context, q state.Querier, db *state.DB) (map[string]Binding, error) {
 	rows, err := q.QueryContext(ctx, `SELECT connector, credential, header, format, query, env FROM bindings`)
@@ -26,7 +26,7 @@ func loadBindings(ctx context.Context, q state.Querier, db *state.DB) (map[strin
 		}
 		if err := validateBinding(bd); err != nil {
 			return nil, fmt.Errorf("%w: %s: table bindings, connector %q: %v "+
-				"(rebind it with `aileron credential bind`, or restore a backup of the database)", ErrCorruptState, db.Path(), bd.Connector, err)
+				"(rebind it with `aileron credential bind`, or restore a backup of the database)", state.ErrCorruptState, db.Path(), bd.Connector, err)
 		}
 		byFQN[bd.Connector] = bd
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package credentials
 
 import (
 	"context"
@@ -67,18 +67,18 @@ func linearOp(tb testing.TB, cred any, hosts ...string) *policy.Operation {
 
 // injectorAt returns an injector over a fresh vault and bindings in home,
 // holding creds and binds.
-func injectorAt(t *testing.T, home string, creds []Credential, binds ...Binding) (*Credentials, *logBuffer) {
+func injectorAt(t *testing.T, home string, creds []Credential, binds ...Binding) (*Injector, *testkit.Log) {
 	t.Helper()
 	v := vaultAt(t, home, testkit.NewClock())
 	setAll(t, v, creds)
 	b := bindingsAt(t, home)
 	for _, bd := range binds {
-		if err := b.Bind(bd); err != nil {
+		if err := b.Bind(t.Context(), bd); err != nil {
 			t.Fatal(err)
 		}
 	}
-	logs := &logBuffer{}
-	return &Credentials{Vault: v, Bindings: b, PlaceholderKey: []byte("0123456789abcdef0123456789abcdef"), Logf: logs.Logf}, logs
+	logs := &testkit.Log{}
+	return &Injector{Vault: v, Bindings: b, PlaceholderKey: []byte("0123456789abcdef0123456789abcdef"), Log: logs.Logger()}, logs
 }
 
 // outbound returns an outbound request carrying a client-sent Authorization
@@ -345,7 +345,7 @@ func TestInjectOAuth2RefreshesOnceAndPersists(t *testing.T) {
 		t.Errorf("the refreshed token was not persisted (access %v, refresh %v, expiry %v)",
 			m.AccessToken == "fresh-ACCESS-0123456789", m.RefreshToken == "fresh-REFRESH-0123456789", m.Expiry)
 	}
-	if l := logs.String(); !strings.Contains(l, "credential.refreshed credential=google_mail") || strings.Contains(l, "fresh-") {
+	if l := logs.String(); !strings.Contains(l, `"event":"credential.refreshed","credential":"google_mail"`) || strings.Contains(l, "fresh-") {
 		t.Errorf("log = %q; want credential.refreshed without token bytes", l)
 	}
 	assertNoSecrets(t, "the log", logs.String())
@@ -386,7 +386,7 @@ func TestInjectOAuth2RefreshFailure(t *testing.T) {
 	if !reflect.DeepEqual(out.Header, before) {
 		t.Error("a failed refresh changed the request")
 	}
-	if l := logs.String(); !strings.Contains(l, "credential.refresh_failed credential=google_mail") {
+	if l := logs.String(); !strings.Contains(l, `"event":"credential.refresh_failed","credential":"google_mail"`) {
 		t.Errorf("log = %q; want credential.refresh_failed", l)
 	}
 	assertNoSecrets(t, "the log", logs.String())
@@ -484,8 +484,8 @@ func TestParseSecretInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, m, err := ParseSecretInput(tt.kind, []byte(tt.input), tt.user, tt.service)
 			if tt.says != "" {
-				if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tt.says) {
-					t.Fatalf("ParseSecretInput = %v, want ErrInvalidArgument saying %q", err, tt.says)
+				if !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.says) {
+					t.Fatalf("ParseSecretInput = %v, want state.ErrInvalidArgument saying %q", err, tt.says)
 				}
 				assertNoSecrets(t, "the error", err.Error())
 				return
@@ -517,16 +517,16 @@ func BenchmarkInjectAPIKey(b *testing.B) {
 	if err := v.Open(); err != nil {
 		b.Fatal(err)
 	}
-	if err := bs.Open(); err != nil {
+	if err := bs.Open(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	if err := v.Set(sampleCredentials("")[0]); err != nil {
 		b.Fatal(err)
 	}
-	if err := bs.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear"}); err != nil {
+	if err := bs.Bind(b.Context(), Binding{Connector: testkit.LinearFQN, Credential: "linear"}); err != nil {
 		b.Fatal(err)
 	}
-	c := &Credentials{Vault: v, Bindings: bs}
+	c := &Injector{Vault: v, Bindings: bs}
 	op := linearOp(b, nil)
 	out := outbound(b, "https://api.linear.app/graphql")
 	b.ReportAllocs()
@@ -554,8 +554,8 @@ func FuzzParseSecretInput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind string, input []byte, user, service string) {
 		s, m, err := ParseSecretInput(kind, input, user, service)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("error %v does not wrap ErrInvalidArgument", err)
+			if !errors.Is(err, state.ErrInvalidArgument) {
+				t.Fatalf("error %v does not wrap state.ErrInvalidArgument", err)
 			}
 			flags := kind + "\x00" + user + "\x00" + service // flags are not secret and may be quoted
 			if len(input) >= 16 && strings.Contains(err.Error(), string(input)) && !strings.Contains(flags, string(input)) {

@@ -1,4 +1,4 @@
-package controlplane
+package credentials
 
 import (
 	"bytes"
@@ -93,8 +93,8 @@ func (c Credential) String() string {
 // GoString is String, for %#v.
 func (c Credential) GoString() string { return c.String() }
 
-// CredentialInfo describes a vault entry without any of its values.
-type CredentialInfo struct {
+// Info describes a vault entry without any of its values.
+type Info struct {
 	Name      string    `json:"name"`
 	Kind      string    `json:"kind"`
 	CreatedAt time.Time `json:"created_at"`
@@ -153,14 +153,14 @@ type credentialRecord struct {
 
 // Open loads (or creates) the key and decrypts the vault into memory. A
 // missing vault file is an empty vault; a vault file that exists is never
-// replaced by Open. Failures: Dir or KeyFile unset wraps ErrInvalidArgument;
-// a key file others may read wraps ErrInsecureFile; a key that is not an age
+// replaced by Open. Failures: Dir or KeyFile unset wraps state.ErrInvalidArgument;
+// a key file others may read wraps state.ErrInsecureFile; a key that is not an age
 // X25519 identity, a vault that does not decrypt with it (wrong key, damaged
-// file), or a vault whose key is missing wraps ErrCorruptState; each names
+// file), or a vault whose key is missing wraps state.ErrCorruptState; each names
 // the file and how to fix it.
 func (v *Vault) Open() error {
 	if v.Dir == "" || v.KeyFile == "" {
-		return fmt.Errorf("%w: Vault needs Dir and KeyFile", ErrInvalidArgument)
+		return fmt.Errorf("%w: Vault needs Dir and KeyFile", state.ErrInvalidArgument)
 	}
 	file := v.file()
 	id, err := loadOrCreateIdentity(v.KeyFile, file)
@@ -187,8 +187,8 @@ func (v *Vault) Open() error {
 // are ignored): a rotation keeps CreatedAt and always advances UpdatedAt.
 // c.Secret.Kind may be empty (it is set to c.Kind). Failures: an invalid
 // name, kind or secret field (empty where required, set where the kind does
-// not use it, or holding CR, LF or NUL) wraps ErrInvalidArgument and never
-// contains secret bytes; before Open, ErrNotOpen; a failed write leaves
+// not use it, or holding CR, LF or NUL) wraps state.ErrInvalidArgument and never
+// contains secret bytes; before Open, state.ErrNotOpen; a failed write leaves
 // both the file and memory as they were.
 func (v *Vault) Set(c Credential) error {
 	c = cloneCredential(c)
@@ -214,35 +214,35 @@ func (v *Vault) Set(c Credential) error {
 	return v.commit(next)
 }
 
-// Get returns a copy of the entry name. An unknown name wraps ErrNotFound;
-// before Open, ErrNotOpen.
+// Get returns a copy of the entry name. An unknown name wraps state.ErrNotFound;
+// before Open, state.ErrNotOpen.
 func (v *Vault) Get(name string) (Credential, error) {
 	v.mu.RLock()
 	entries := v.entries
 	c, ok := entries[name]
 	v.mu.RUnlock()
 	if entries == nil {
-		return Credential{}, fmt.Errorf("%w: vault", ErrNotOpen)
+		return Credential{}, fmt.Errorf("%w: vault", state.ErrNotOpen)
 	}
 	if !ok {
 		return Credential{}, fmt.Errorf("%w: credential %q is not in the vault (see `aileron credential list`; "+
-			"store it with `aileron credential set %s --kind KIND`)", ErrNotFound, name, name)
+			"store it with `aileron credential set %s --kind KIND`)", state.ErrNotFound, name, name)
 	}
 	return cloneCredential(c), nil
 }
 
 // List describes every entry, sorted by name, without any secret value.
 // Before Open it returns nil.
-func (v *Vault) List() []CredentialInfo {
+func (v *Vault) List() []Info {
 	v.mu.RLock()
 	entries := v.entries
 	v.mu.RUnlock()
 	if entries == nil {
 		return nil
 	}
-	out := make([]CredentialInfo, 0, len(entries))
+	out := make([]Info, 0, len(entries))
 	for _, c := range entries {
-		in := CredentialInfo{Name: c.Name, Kind: c.Kind, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		in := Info{Name: c.Name, Kind: c.Kind, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 		if c.OAuth != nil && !c.OAuth.Expiry.IsZero() {
 			exp := c.OAuth.Expiry
 			in.Expiry = &exp
@@ -253,8 +253,8 @@ func (v *Vault) List() []CredentialInfo {
 	return out
 }
 
-// Delete removes the entry name. An unknown name wraps ErrNotFound; before
-// Open, ErrNotOpen.
+// Delete removes the entry name. An unknown name wraps state.ErrNotFound; before
+// Open, state.ErrNotOpen.
 func (v *Vault) Delete(name string) error {
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()
@@ -263,7 +263,7 @@ func (v *Vault) Delete(name string) error {
 		return err
 	}
 	if _, ok := cur[name]; !ok {
-		return fmt.Errorf("%w: credential %q is not in the vault (see `aileron credential list`)", ErrNotFound, name)
+		return fmt.Errorf("%w: credential %q is not in the vault (see `aileron credential list`)", state.ErrNotFound, name)
 	}
 	next := maps.Clone(cur)
 	delete(next, name)
@@ -273,9 +273,9 @@ func (v *Vault) Delete(name string) error {
 // UpdateOAuthToken persists a refreshed token for the oauth2 entry name:
 // its access token, expiry and, when tok carries one, its refresh token
 // (an empty RefreshToken keeps the stored one). UpdatedAt does not change:
-// a refresh is not a rotation. Failures: an unknown name wraps ErrNotFound;
+// a refresh is not a rotation. Failures: an unknown name wraps state.ErrNotFound;
 // an entry of another kind or a token field holding CR, LF or NUL wraps
-// ErrInvalidArgument; before Open, ErrNotOpen.
+// state.ErrInvalidArgument; before Open, state.ErrNotOpen.
 func (v *Vault) UpdateOAuthToken(name string, tok inject.OAuthToken) error {
 	return v.updateOAuthToken(name, tok, nil)
 }
@@ -285,11 +285,11 @@ func (v *Vault) UpdateOAuthToken(name string, tok inject.OAuthToken) error {
 // nil returned.
 func (v *Vault) updateOAuthToken(name string, tok inject.OAuthToken, rev *time.Time) error {
 	if err := inject.CheckValue("access_token", tok.AccessToken); err != nil {
-		return fmt.Errorf("%w: refreshed token for credential %s: %w", ErrInvalidArgument, name, err)
+		return fmt.Errorf("%w: refreshed token for credential %s: %w", state.ErrInvalidArgument, name, err)
 	}
 	if tok.RefreshToken != "" {
 		if err := inject.CheckValue("refresh_token", tok.RefreshToken); err != nil {
-			return fmt.Errorf("%w: refreshed token for credential %s: %w", ErrInvalidArgument, name, err)
+			return fmt.Errorf("%w: refreshed token for credential %s: %w", state.ErrInvalidArgument, name, err)
 		}
 	}
 	v.writeMu.Lock()
@@ -301,9 +301,9 @@ func (v *Vault) updateOAuthToken(name string, tok inject.OAuthToken, rev *time.T
 	c, ok := cur[name]
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: credential %q is not in the vault", ErrNotFound, name)
+		return fmt.Errorf("%w: credential %q is not in the vault", state.ErrNotFound, name)
 	case c.Kind != inject.KindOAuth2 || c.OAuth == nil:
-		return fmt.Errorf("%w: credential %s is %s, not oauth2", ErrInvalidArgument, name, c.Kind)
+		return fmt.Errorf("%w: credential %s is %s, not oauth2", state.ErrInvalidArgument, name, c.Kind)
 	case rev != nil && !rev.Equal(c.UpdatedAt):
 		return nil
 	}
@@ -319,12 +319,12 @@ func (v *Vault) updateOAuthToken(name string, tok inject.OAuthToken, rev *time.T
 	return v.commit(next)
 }
 
-// snapshot returns the current map (never modified in place) or ErrNotOpen.
+// snapshot returns the current map (never modified in place) or state.ErrNotOpen.
 func (v *Vault) snapshot() (map[string]Credential, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.entries == nil {
-		return nil, fmt.Errorf("%w: vault", ErrNotOpen)
+		return nil, fmt.Errorf("%w: vault", state.ErrNotOpen)
 	}
 	return v.entries, nil
 }
@@ -389,7 +389,7 @@ func sealVault(entries map[string]Credential, id *age.X25519Identity) ([]byte, e
 }
 
 // readVault decrypts and decodes the vault file; a missing file is an empty
-// vault. Content failures wrap ErrCorruptState and name the file.
+// vault. Content failures wrap state.ErrCorruptState and name the file.
 func readVault(file, keyFile string, id *age.X25519Identity) (map[string]Credential, error) {
 	info, err := os.Lstat(file)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -399,7 +399,7 @@ func readVault(file, keyFile string, id *age.X25519Identity) (map[string]Credent
 		return nil, fmt.Errorf("reading vault: %w", err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: vault %s is not a regular file (mode %v); restore it from a backup", ErrCorruptState, file, info.Mode())
+		return nil, fmt.Errorf("%w: vault %s is not a regular file (mode %v); restore it from a backup", state.ErrCorruptState, file, info.Mode())
 	}
 	data, err := state.ReadBounded(file, maxVaultSize)
 	if err != nil {
@@ -416,7 +416,7 @@ func readVault(file, keyFile string, id *age.X25519Identity) (map[string]Credent
 			why = "it was encrypted to a different key"
 		}
 		return nil, fmt.Errorf("%w: vault %s does not decrypt with the key in %s: %s; restore the matching key or vault "+
-			"from a backup (the vault file was left untouched)", ErrCorruptState, file, keyFile, why)
+			"from a backup (the vault file was left untouched)", state.ErrCorruptState, file, keyFile, why)
 	}
 	return decodeVault(file, plain)
 }
@@ -425,10 +425,10 @@ func readVault(file, keyFile string, id *age.X25519Identity) (map[string]Credent
 func decodeVault(file string, plain []byte) (map[string]Credential, error) {
 	var pt vaultPlaintext
 	if err := json.Unmarshal(plain, &pt); err != nil {
-		return nil, fmt.Errorf("%w: vault %s decrypts but its content is not valid vault JSON", ErrCorruptState, file)
+		return nil, fmt.Errorf("%w: vault %s decrypts but its content is not valid vault JSON", state.ErrCorruptState, file)
 	}
 	if pt.Version != vaultFormat {
-		return nil, fmt.Errorf("%w: vault %s has format version %d; this aileron reads version %d", ErrCorruptState, file, pt.Version, vaultFormat)
+		return nil, fmt.Errorf("%w: vault %s has format version %d; this aileron reads version %d", state.ErrCorruptState, file, pt.Version, vaultFormat)
 	}
 	entries := make(map[string]Credential, len(pt.Credentials))
 	for i, r := range pt.Credentials {
@@ -436,10 +436,10 @@ func decodeVault(file string, plain []byte) (map[string]Credential, error) {
 			Secret: inject.Secret{Kind: r.Kind, Token: r.Token, Username: r.Username, Password: r.Password,
 				AccessKeyID: r.AccessKeyID, SecretAccessKey: r.SecretAccessKey, SessionToken: r.SessionToken, Service: r.Service}}
 		if err := validateCredential(&c); err != nil {
-			return nil, fmt.Errorf("%w: vault %s: entry %d: %v", ErrCorruptState, file, i, err)
+			return nil, fmt.Errorf("%w: vault %s: entry %d: %v", state.ErrCorruptState, file, i, err)
 		}
 		if _, dup := entries[c.Name]; dup {
-			return nil, fmt.Errorf("%w: vault %s: credential %q appears twice", ErrCorruptState, file, c.Name)
+			return nil, fmt.Errorf("%w: vault %s: credential %q appears twice", state.ErrCorruptState, file, c.Name)
 		}
 		entries[c.Name] = c
 	}
@@ -463,7 +463,7 @@ func loadOrCreateIdentity(keyFile, vaultFile string) (*age.X25519Identity, error
 	if _, err := os.Lstat(keyFile); errors.Is(err, fs.ErrNotExist) {
 		if _, verr := os.Lstat(vaultFile); verr == nil {
 			return nil, fmt.Errorf("%w: vault %s exists but its key %s is missing; restore the key from a backup "+
-				"(a new key cannot read the existing vault)", ErrCorruptState, vaultFile, keyFile)
+				"(a new key cannot read the existing vault)", state.ErrCorruptState, vaultFile, keyFile)
 		}
 		if err := createIdentity(keyFile); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, err
@@ -484,7 +484,7 @@ func loadOrCreateIdentity(keyFile, vaultFile string) (*age.X25519Identity, error
 		}
 	}
 	return nil, fmt.Errorf("%w: vault key %s does not hold exactly one age X25519 identity (a line AGE-SECRET-KEY-1…); "+
-		"restore it from a backup", ErrCorruptState, keyFile)
+		"restore it from a backup", state.ErrCorruptState, keyFile)
 }
 
 // createIdentity writes a new age X25519 identity to keyFile in
@@ -514,11 +514,11 @@ func isCredentialName(name string) bool {
 }
 
 // checkCredentialName validates a credential name; the error wraps
-// ErrInvalidArgument.
+// state.ErrInvalidArgument.
 func checkCredentialName(name string) error {
 	if !isCredentialName(name) {
 		return fmt.Errorf("%w: credential name %q must be 1 to %d of the characters A-Z a-z 0-9 . _ -",
-			ErrInvalidArgument, name, maxCredentialName)
+			state.ErrInvalidArgument, name, maxCredentialName)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package controlplane
+package credentials
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 func bindingsAt(t *testing.T, home string) *Bindings {
 	t.Helper()
 	b := &Bindings{DB: testkit.OpenDB(t, filepath.Join(home, state.FileName))}
-	if err := b.Open(); err != nil {
+	if err := b.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -28,7 +28,7 @@ func TestBindingsRoundTrip(t *testing.T) {
 	linear := Binding{Connector: testkit.LinearFQN, Credential: "linear", Env: "LINEAR_API_KEY"}
 	google := Binding{Connector: testkit.GoogleFQN, Credential: "google_mail", Header: "Authorization", Format: "Bearer {token}"}
 	for _, bd := range []Binding{linear, google} {
-		if err := b.Bind(bd); err != nil {
+		if err := b.Bind(t.Context(), bd); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,7 +44,7 @@ func TestBindingsRoundTrip(t *testing.T) {
 	}
 
 	linear2 := Binding{Connector: testkit.LinearFQN, Credential: "linear-2", Query: "api_key"}
-	if err := b.Bind(linear2); err != nil {
+	if err := b.Bind(t.Context(), linear2); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := b.Get(testkit.LinearFQN); !ok || got != linear2 {
@@ -54,11 +54,11 @@ func TestBindingsRoundTrip(t *testing.T) {
 		t.Errorf("rebinding left %d bindings, want 2", n)
 	}
 
-	if err := b.Unbind(testkit.GoogleFQN); err != nil {
+	if err := b.Unbind(t.Context(), testkit.GoogleFQN); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Unbind(testkit.GoogleFQN); !errors.Is(err, ErrNotFound) {
-		t.Errorf("second Unbind = %v, want ErrNotFound", err)
+	if err := b.Unbind(t.Context(), testkit.GoogleFQN); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("second Unbind = %v, want state.ErrNotFound", err)
 	}
 	fresh := bindingsAt(t, home)
 	if _, ok := fresh.Get(testkit.GoogleFQN); ok {
@@ -116,7 +116,7 @@ func TestBindingValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bindingsAt(t, t.TempDir())
-			err := b.Bind(tt.b)
+			err := b.Bind(t.Context(), tt.b)
 			if tt.says == "" {
 				if err != nil {
 					t.Fatalf("Bind(%+v) = %v, want success", tt.b, err)
@@ -126,8 +126,8 @@ func TestBindingValidation(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tt.says) {
-				t.Fatalf("Bind(%+v) = %v, want ErrInvalidArgument saying %q", tt.b, err, tt.says)
+			if !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("Bind(%+v) = %v, want state.ErrInvalidArgument saying %q", tt.b, err, tt.says)
 			}
 			if len(b.List()) != 0 {
 				t.Error("an invalid binding was stored")
@@ -138,35 +138,35 @@ func TestBindingValidation(t *testing.T) {
 
 func TestBindingEnvConflicts(t *testing.T) {
 	b := bindingsAt(t, t.TempDir())
-	if err := b.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear", Env: "API_KEY"}); err != nil {
+	if err := b.Bind(t.Context(), Binding{Connector: testkit.LinearFQN, Credential: "linear", Env: "API_KEY"}); err != nil {
 		t.Fatal(err)
 	}
 	// The same credential may feed the same variable from another connector.
-	if err := b.Bind(Binding{Connector: "local://me/linear-beta", Credential: "linear", Env: "API_KEY"}); err != nil {
+	if err := b.Bind(t.Context(), Binding{Connector: "local://me/linear-beta", Credential: "linear", Env: "API_KEY"}); err != nil {
 		t.Errorf("same credential, same env: %v", err)
 	}
-	err := b.Bind(Binding{Connector: testkit.GoogleFQN, Credential: "google_mail", Env: "API_KEY"})
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "API_KEY") {
-		t.Errorf("another credential, same env: %v, want ErrConflict naming API_KEY", err)
+	err := b.Bind(t.Context(), Binding{Connector: testkit.GoogleFQN, Credential: "google_mail", Env: "API_KEY"})
+	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "API_KEY") {
+		t.Errorf("another credential, same env: %v, want state.ErrConflict naming API_KEY", err)
 	}
 	// Rebinding the connector that owns the variable to another credential is fine.
-	if err := b.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear-2", Env: "OTHER_KEY"}); err != nil {
+	if err := b.Bind(t.Context(), Binding{Connector: testkit.LinearFQN, Credential: "linear-2", Env: "OTHER_KEY"}); err != nil {
 		t.Errorf("rebinding: %v", err)
 	}
 }
 
 func TestBindingsBeforeOpen(t *testing.T) {
 	b := &Bindings{DB: testkit.OpenDB(t, filepath.Join(t.TempDir(), state.FileName))}
-	if err := b.Bind(Binding{Connector: testkit.LinearFQN, Credential: "linear"}); !errors.Is(err, ErrNotOpen) {
-		t.Errorf("Bind = %v, want ErrNotOpen", err)
+	if err := b.Bind(t.Context(), Binding{Connector: testkit.LinearFQN, Credential: "linear"}); !errors.Is(err, state.ErrNotOpen) {
+		t.Errorf("Bind = %v, want state.ErrNotOpen", err)
 	}
-	if err := b.Unbind(testkit.LinearFQN); !errors.Is(err, ErrNotOpen) {
-		t.Errorf("Unbind = %v, want ErrNotOpen", err)
+	if err := b.Unbind(t.Context(), testkit.LinearFQN); !errors.Is(err, state.ErrNotOpen) {
+		t.Errorf("Unbind = %v, want state.ErrNotOpen", err)
 	}
 	if _, ok := b.Get(testkit.LinearFQN); ok || b.List() != nil {
 		t.Error("Get or List before Open returned bindings")
 	}
-	if err := (&Bindings{}).Open(); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Open without DB = %v, want ErrInvalidArgument", err)
+	if err := (&Bindings{}).Open(t.Context()); !errors.Is(err, state.ErrInvalidArgument) {
+		t.Errorf("Open without DB = %v, want state.ErrInvalidArgument", err)
 	}
 }

@@ -1,0 +1,11 @@
+// Package credentials owns what the daemon holds and a sandbox never does:
+// the age-encrypted vault of secrets ($AILERON_HOME/vault/vault.age, key in
+// keys/vault.key, 0600), the bindings that tie a connector to a vault
+// entry and a placement (the bindings table of the state database, no
+// secret in it), and the Injector that puts the bound credential on the
+// outbound copy of a matched request (dataplane.Injector), refreshing OAuth
+// tokens. Secret bytes never appear in its errors or logs.
+//
+// It imports state, policy, inject, audit (event names) and dataplane's
+// types; never another control-plane store.
+package credentials
