@@ -24,8 +24,9 @@ var allowed = map[string][]string{
 	"store":        {"state", "policy", "action", "github.com/rs/zerolog"},
 	"sessions":     {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials":  {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "github.com/rs/zerolog"},
+	"approvals":    {"state", "audit", "dataplane"},
 	"internal":     {"state", "github.com/rs/zerolog"},
-	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "sessions", "credentials", "*"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "sessions", "credentials", "approvals", "*"},
 	"sandbox":      {"ca", "policy", "action", "controlplane", "sessions", "*"},
 	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 }

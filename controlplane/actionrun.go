@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
@@ -63,7 +64,7 @@ type ActionRunner struct {
 	// DB holds action_runs. Required.
 	DB *state.DB
 	// Approvals records and decides action approvals. Required.
-	Approvals *ApprovalStore
+	Approvals *approvals.Store
 	// Exec runs each step's call. Required.
 	Exec Executor
 	// Policy is the compiled policy steps resolve against; nil means an
@@ -151,8 +152,8 @@ func (r *ActionRunner) recoverRuns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ap, err := r.Approvals.Get(run.ApprovalID)
-		if err == nil && ap.State == ApprovalStateConsumed {
+		ap, err := r.Approvals.Get(ctx, run.ApprovalID)
+		if err == nil && ap.State == dataplane.ApprovalStateConsumed {
 			if err := r.finish(ctx, &run, ActionStatusFailed, policy.ReasonDaemonStopped, stopped, "", ActionStatusPendingApproval); err != nil {
 				return err
 			}

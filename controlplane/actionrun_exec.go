@@ -26,7 +26,7 @@ func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.S
 	if err != nil || run.Status != ActionStatusPendingApproval {
 		return run, err
 	}
-	ap, err := r.Approvals.Get(run.ApprovalID)
+	ap, err := r.Approvals.Get(ctx, run.ApprovalID)
 	if errors.Is(err, ErrNotFound) {
 		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalMissing,
 			fmt.Sprintf("approval %s is no longer recorded; run the action again", run.ApprovalID), "", ActionStatusPendingApproval)
@@ -37,18 +37,18 @@ func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.S
 	}
 	step := r.waitingStep(&run)
 	switch ap.State {
-	case ApprovalStatePending:
+	case dataplane.ApprovalStatePending:
 		return run, nil
-	case ApprovalStateDenied:
+	case dataplane.ApprovalStateDenied:
 		msg := "a human denied the approval"
 		if ap.Reason != "" {
 			msg += ": " + ap.Reason
 		}
 		err = r.finish(ctx, &run, ActionStatusDenied, policy.ReasonApprovalDenied, msg, step, ActionStatusPendingApproval)
-	case ApprovalStateExpired:
+	case dataplane.ApprovalStateExpired:
 		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalExpired,
 			"the approval expired before it was decided or used; run the action again to ask anew", step, ActionStatusPendingApproval)
-	case ApprovalStateConsumed:
+	case dataplane.ApprovalStateConsumed:
 		if run.actionApproval() {
 			// The runner that won the run consumed it after this caller read
 			// the row: answer the row as it is now (running or later).
@@ -57,7 +57,7 @@ func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.S
 		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalConsumed,
 			fmt.Sprintf("approval %s was used by another identical request, which may have been sent; check the upstream before running the action again", run.ApprovalID),
 			step, ActionStatusPendingApproval)
-	case ApprovalStateApproved:
+	case dataplane.ApprovalStateApproved:
 		return r.resume(ctx, run, sess)
 	default:
 		err = fmt.Errorf("%w: approval %s has unknown state %q", ErrCorruptState, run.ApprovalID, ap.State)

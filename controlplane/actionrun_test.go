@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/state"
@@ -99,7 +100,7 @@ func TestActionRunApprovalApproved(t *testing.T) {
 		t.Fatalf("%d %+v", status, res)
 	}
 	id := res.ApprovalID
-	a, err := e.store.Get(id)
+	a, err := e.store.Get(t.Context(), id)
 	if err != nil || a.Preview.Action != "send-email" || a.Preview.Method != "ACTION" || a.Preview.Host != tdGoogleFQN ||
 		a.Preview.Summary != `Send "secret-subject" to alice@example.com` || a.Preview.Inputs["to"] != "alice@example.com" {
 		t.Fatalf("approval %+v (%v)", a, err)
@@ -117,7 +118,7 @@ func TestActionRunApprovalApproved(t *testing.T) {
 	if n := e.countHits("POST", "gmail.google.test"); n != 0 {
 		t.Fatalf("sent before approval: %d", n)
 	}
-	if err := e.store.Approve(id, "tester"); err != nil {
+	if err := e.store.Approve(t.Context(), id, "tester"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitRunEvent(t, audit.EventActionCompleted, id)
@@ -135,7 +136,7 @@ func TestActionRunApprovalApproved(t *testing.T) {
 			t.Errorf("sent body %s", h.Body)
 		}
 	}
-	if a, _ := e.store.Get(id); a.State != ApprovalStateConsumed {
+	if a, _ := e.store.Get(t.Context(), id); a.State != dataplane.ApprovalStateConsumed {
 		t.Errorf("approval state %s", a.State)
 	}
 	// The identical call now asks for a new approval: one approval, one run.
@@ -160,7 +161,7 @@ func TestActionRunApprovalApproved(t *testing.T) {
 func TestActionRunApprovalDenied(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
 	_, res := e.runAction(t, "s1", "send-email", sendArgs)
-	if err := e.store.Deny(res.ApprovalID, "tester", "not today"); err != nil {
+	if err := e.store.Deny(t.Context(), res.ApprovalID, "tester", "not today"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitRunEvent(t, audit.EventActionDenied, res.ApprovalID)
@@ -184,7 +185,7 @@ func TestActionRunConcurrentPollsSendOnce(t *testing.T) {
 	if err != nil || res.Status != ActionStatusPendingApproval {
 		t.Fatalf("%+v %v", res, err)
 	}
-	if err := e.store.Approve(res.ApprovalID, "tester"); err != nil {
+	if err := e.store.Approve(t.Context(), res.ApprovalID, "tester"); err != nil {
 		t.Fatal(err)
 	}
 	start := make(chan struct{})
@@ -230,14 +231,14 @@ func TestActionRunStepApprovalParksAndResumes(t *testing.T) {
 		!strings.Contains(res.Message, "Step comment") {
 		t.Fatalf("%d %+v", status, res)
 	}
-	a, err := e.store.Get(res.ApprovalID)
+	a, err := e.store.Get(t.Context(), res.ApprovalID)
 	if err != nil || a.Preview.Action != "" || a.Preview.Operation != "comment-create" || a.Preview.Path != "/issues/canon-ENG-7/comments" {
 		t.Fatalf("step approval %+v (%v)", a.Preview, err)
 	}
 	if n := e.countHits("GET", "api.linear.test"); n != 1 || e.countHits("POST", "api.linear.test") != 0 {
 		t.Fatalf("before approval: %+v", e.upstreamHits())
 	}
-	if err := e.store.Approve(res.ApprovalID, "tester"); err != nil {
+	if err := e.store.Approve(t.Context(), res.ApprovalID, "tester"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitRunEvent(t, audit.EventActionCompleted, "")
@@ -293,7 +294,7 @@ func TestActionRunRestart(t *testing.T) {
 	if err := e.runner.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Approve(pending.ApprovalID, "tester"); err != nil {
+	if err := e.store.Approve(t.Context(), pending.ApprovalID, "tester"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -335,7 +336,7 @@ func TestActionRunExpiredApproval(t *testing.T) {
 	e.store.Now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
 	_, res := e.runAction(t, "s1", "send-email", sendArgs)
 	clock.Lock()
-	now = now.Add(2 * defaultApprovalTTL)
+	now = now.Add(2 * approvals.DefaultTTL)
 	clock.Unlock()
 	_, got := e.actionResult(t, "s1", res.ApprovalID)
 	if got.Status != ActionStatusFailed || got.Error == nil || got.Error.Reason != "approval_expired" {
@@ -420,7 +421,7 @@ func TestActionRunSessionGoneRunsNothing(t *testing.T) {
 	mu.Lock()
 	delete(live, "s1")
 	mu.Unlock()
-	if err := e.store.Approve(res.ApprovalID, "tester"); err != nil {
+	if err := e.store.Approve(t.Context(), res.ApprovalID, "tester"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.runner.Close(); err != nil { // waits for the Decided work

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
@@ -49,7 +50,7 @@ type Admin struct {
 	// nil means none.
 	Catalog func() *action.Catalog
 	// Approvals backs the /v1/approvals routes; nil answers them with 503.
-	Approvals *ApprovalStore
+	Approvals *approvals.Store
 	// OnEvent receives each control-plane change for the audit trail:
 	// session.created, session.deleted, store.installed, store.removed,
 	// credential.set, credential.deleted, binding.set, binding.removed, with

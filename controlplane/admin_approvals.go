@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/aileronhq/aileron/approvals"
+	"github.com/aileronhq/aileron/dataplane"
 )
 
 // DecideRequest is the body of POST /v1/approvals/{id}/approve and
@@ -16,7 +19,7 @@ type DecideRequest struct {
 
 // approvalList is the answer of GET /v1/approvals.
 type approvalList struct {
-	Approvals []Approval `json:"approvals"`
+	Approvals []approvals.Approval `json:"approvals"`
 }
 
 // maxDecider and maxReason bound what a decision records.
@@ -35,7 +38,7 @@ const (
 //
 // Deciding an approval that is no longer pending is 409 conflict; an unknown
 // id is 404.
-func (a *Admin) approvalRoutes(mux *http.ServeMux, store *ApprovalStore) {
+func (a *Admin) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
 	if store == nil {
 		off := func(w http.ResponseWriter, r *http.Request) {
 			a.writeError(w, fmt.Errorf("%w: this daemon has no approval store configured", ErrNotOpen))
@@ -46,15 +49,15 @@ func (a *Admin) approvalRoutes(mux *http.ServeMux, store *ApprovalStore) {
 	}
 	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		list, err := store.List(ApprovalFilter{State: q.Get("state"), Session: q.Get("session")})
+		list, err := store.List(r.Context(), approvals.Filter{State: dataplane.ApprovalState(q.Get("state")), Session: q.Get("session")})
 		if err != nil {
 			a.writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, approvalList{Approvals: append([]Approval{}, list...)})
+		writeJSON(w, http.StatusOK, approvalList{Approvals: append([]approvals.Approval{}, list...)})
 	})
 	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
-		ap, err := store.Get(r.PathValue("id"))
+		ap, err := store.Get(r.Context(), r.PathValue("id"))
 		if err != nil {
 			a.writeError(w, err)
 			return
@@ -70,7 +73,7 @@ func (a *Admin) approvalRoutes(mux *http.ServeMux, store *ApprovalStore) {
 }
 
 // decide applies one approve or deny and answers with the updated approval.
-func (a *Admin) decide(w http.ResponseWriter, r *http.Request, store *ApprovalStore, deny bool) {
+func (a *Admin) decide(w http.ResponseWriter, r *http.Request, store *approvals.Store, deny bool) {
 	var req DecideRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.writeError(w, err)
@@ -80,16 +83,16 @@ func (a *Admin) decide(w http.ResponseWriter, r *http.Request, store *ApprovalSt
 	by, reason, err := checkDecision(req, deny)
 	if err == nil {
 		if deny {
-			err = store.Deny(id, by, reason)
+			err = store.Deny(r.Context(), id, by, reason)
 		} else {
-			err = store.Approve(id, by)
+			err = store.Approve(r.Context(), id, by)
 		}
 	}
 	if err != nil {
 		a.writeError(w, err)
 		return
 	}
-	ap, err := store.Get(id)
+	ap, err := store.Get(r.Context(), id)
 	if err != nil {
 		a.writeError(w, err)
 		return

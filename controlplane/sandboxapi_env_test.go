@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/dataplane"
@@ -57,7 +58,7 @@ type sapiEnv struct {
 	proxy     *dataplane.Proxy
 	proxyAddr string
 	db        *state.DB
-	store     *ApprovalStore
+	store     *approvals.Store
 	runner    *ActionRunner
 	api       *SandboxAPI
 	sessions  sapiSessions
@@ -127,7 +128,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 		o.dbPath = filepath.Join(t.TempDir(), state.FileName)
 	}
 	e.db = testkit.OpenDB(t, o.dbPath)
-	e.store = &ApprovalStore{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
+	e.store = &approvals.Store{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
 	e.runner = &ActionRunner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
 		OnEvent: func(ev audit.EventName, d map[string]string) {
 			e.events.record(ev, d)

@@ -167,7 +167,7 @@ func TestSandboxAPIRunOperationApprovalGated(t *testing.T) {
 	if other.ApprovalID == env.ApprovalID {
 		t.Fatal("session s2 joined s1's approval")
 	}
-	if err := e.store.Approve(env.ApprovalID, "tester"); err != nil {
+	if err := e.store.Approve(t.Context(), env.ApprovalID, "tester"); err != nil {
 		t.Fatal(err)
 	}
 	res = e.do(t, "s1", "POST", "/v1/connector-operations/run", call)
@@ -295,8 +295,8 @@ func TestSandboxAPIHasNoAdminEndpoints(t *testing.T) {
 			}
 		}
 	}
-	a, err := e.store.Get(id)
-	if err != nil || a.State != ApprovalStatePending {
+	a, err := e.store.Get(t.Context(), id)
+	if err != nil || a.State != dataplane.ApprovalStatePending {
 		t.Fatalf("approval %s is %q (%v), want pending", id, a.State, err)
 	}
 	if n := len(e.upstreamHits()); n != 0 {

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
@@ -70,7 +71,7 @@ func webHeaders() map[string]string {
 // page's own origin; otherwise it is refused 403 and nothing changes.
 type Web struct {
 	// Approvals is the approval store the page lists and decides. Required.
-	Approvals *ApprovalStore
+	Approvals *approvals.Store
 	// TokenFile holds the admin token the login asks for, normally
 	// $AILERON_HOME/keys/admin.token; it is created (mode 0600, 32 random
 	// bytes, base64url) when missing. See LoadOrCreateAdminToken.
@@ -413,7 +414,7 @@ func (wb *Web) api(w http.ResponseWriter, r *http.Request) {
 	if state == "" {
 		state = "pending"
 	}
-	list, err := wb.Approvals.List(ApprovalFilter{State: state, Session: r.URL.Query().Get("session")})
+	list, err := wb.Approvals.List(r.Context(), approvals.Filter{State: dataplane.ApprovalState(state), Session: r.URL.Query().Get("session")})
 	if errors.Is(err, ErrInvalidArgument) {
 		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusBadRequest,
 			Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument, Message: err.Error()})
@@ -425,7 +426,7 @@ func (wb *Web) api(w http.ResponseWriter, r *http.Request) {
 			Class: dataplane.ClassInternal, Reason: policy.ReasonInternalError, Message: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, approvalList{Approvals: append([]Approval{}, list...)})
+	writeJSON(w, http.StatusOK, approvalList{Approvals: append([]approvals.Approval{}, list...)})
 }
 
 // indexView is the data of index.html.
@@ -437,7 +438,7 @@ type indexView struct {
 
 // approvalView is one approval as the page shows it.
 type approvalView struct {
-	Approval
+	approvals.Approval
 	Inputs           []inputRow
 	Created, Expires string
 }
@@ -446,7 +447,7 @@ type approvalView struct {
 type inputRow struct{ Name, Value string }
 
 func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
-	list, err := wb.Approvals.List(ApprovalFilter{State: "pending"})
+	list, err := wb.Approvals.List(r.Context(), approvals.Filter{State: dataplane.ApprovalStatePending})
 	if err != nil {
 		wb.logf("web: listing approvals: %v", err)
 		wb.message(w, http.StatusInternalServerError, "Cannot list approvals", err.Error())
@@ -464,7 +465,7 @@ func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSess
 
 // fingerprint is what the page's script compares to notice a change: the
 // sorted ids, space-separated (app.js computes the same).
-func fingerprint(list []Approval) string {
+func fingerprint(list []approvals.Approval) string {
 	ids := make([]string, len(list))
 	for i, ap := range list {
 		ids[i] = ap.ID
@@ -493,7 +494,7 @@ func inputRows(in map[string]any) []inputRow {
 }
 
 func (wb *Web) approve(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
-	wb.decided(w, wb.Approvals.Approve(r.PathValue("id"), webDecider))
+	wb.decided(w, wb.Approvals.Approve(r.Context(), r.PathValue("id"), webDecider))
 }
 
 func (wb *Web) deny(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
@@ -502,7 +503,7 @@ func (wb *Web) deny(w http.ResponseWriter, r *http.Request, _ string, _ webSessi
 		wb.message(w, http.StatusBadRequest, "Say why", "A denial needs a reason of at most 1024 printable characters; the agent is shown it.")
 		return
 	}
-	wb.decided(w, wb.Approvals.Deny(r.PathValue("id"), webDecider, reason))
+	wb.decided(w, wb.Approvals.Deny(r.Context(), r.PathValue("id"), webDecider, reason))
 }
 
 // decided answers a decision: back to the list, or an explanation.

@@ -15,25 +15,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 )
 
 // newTestApprovals opens an approval store in a temp dir.
-func newTestApprovals(t *testing.T) *ApprovalStore {
+func newTestApprovals(t *testing.T) *approvals.Store {
 	t.Helper()
 	db, err := state.Open(filepath.Join(t.TempDir(), state.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return &ApprovalStore{DB: db}
+	return &approvals.Store{DB: db}
 }
 
 // seedApproval records a pending approval for p (through the data plane's
 // interface, holding nobody) and returns its id.
-func seedApproval(t *testing.T, s *ApprovalStore, session, body string, p dataplane.Preview) string {
+func seedApproval(t *testing.T, s *approvals.Store, session, body string, p dataplane.Preview) string {
 	t.Helper()
 	res, err := s.Await(context.Background(), &dataplane.ApprovalRequest{
 		Session: session, Method: p.Method, Host: p.Host, Port: 443, Path: p.Path,
@@ -59,7 +60,7 @@ func samplePreview() dataplane.Preview {
 type webFixture struct {
 	web   *Web
 	srv   *httptest.Server
-	store *ApprovalStore
+	store *approvals.Store
 	mu    sync.Mutex
 	now   time.Time
 }
@@ -146,9 +147,9 @@ func (f *webFixture) login(t *testing.T) (*http.Cookie, string) {
 	return cookie, m[1]
 }
 
-func (f *webFixture) state(t *testing.T, id string) Approval {
+func (f *webFixture) state(t *testing.T, id string) approvals.Approval {
 	t.Helper()
-	ap, err := f.store.Get(id)
+	ap, err := f.store.Get(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestLoadOrCreateAdminToken(t *testing.T) {
 }
 
 // approvalsAPI serves approvalRoutes on a unix socket and returns a client.
-func approvalsAPI(t *testing.T, store *ApprovalStore) *Client {
+func approvalsAPI(t *testing.T, store *approvals.Store) *Client {
 	t.Helper()
 	a := &Admin{Logf: t.Logf}
 	mux := http.NewServeMux()
@@ -449,11 +450,11 @@ func TestAdminApprovalsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	a := seedApproval(t, store, "s_1", "a", samplePreview())
 	d := seedApproval(t, store, "s_2", "d", samplePreview())
-	list, err := c.ListApprovals(ctx, ApprovalFilter{State: "pending"})
+	list, err := c.ListApprovals(ctx, approvals.Filter{State: "pending"})
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list pending: %v, %v", list, err)
 	}
-	if list, err = c.ListApprovals(ctx, ApprovalFilter{Session: "s_2"}); err != nil || len(list) != 1 || list[0].ID != d {
+	if list, err = c.ListApprovals(ctx, approvals.Filter{Session: "s_2"}); err != nil || len(list) != 1 || list[0].ID != d {
 		t.Fatalf("list session s_2: %v, %v", list, err)
 	}
 	got, err := c.GetApproval(ctx, a)
@@ -493,6 +494,6 @@ func TestAdminApprovalsRoundTrip(t *testing.T) {
 
 func TestAdminApprovalsOff(t *testing.T) {
 	c := approvalsAPI(t, nil)
-	_, err := c.ListApprovals(context.Background(), ApprovalFilter{})
+	_, err := c.ListApprovals(context.Background(), approvals.Filter{})
 	apiError(t, "list without a store", err, http.StatusServiceUnavailable, "not_ready")
 }

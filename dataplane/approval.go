@@ -41,6 +41,25 @@ type Preview struct {
 	BodyBytes int            `json:"body_bytes"`
 }
 
+// ApprovalState is where an approval stands, as stored and as the admin API
+// reports it.
+type ApprovalState string
+
+// Approval states.
+const (
+	// ApprovalStatePending: waiting for a human decision.
+	ApprovalStatePending ApprovalState = "pending"
+	// ApprovalStateApproved: approved, not yet used by the request it binds.
+	ApprovalStateApproved ApprovalState = "approved"
+	// ApprovalStateDenied: a human denied it.
+	ApprovalStateDenied ApprovalState = "denied"
+	// ApprovalStateExpired: no decision (or, once approved, no retry) within
+	// the TTL.
+	ApprovalStateExpired ApprovalState = "expired"
+	// ApprovalStateConsumed: approved and used; the request was forwarded.
+	ApprovalStateConsumed ApprovalState = "consumed"
+)
+
 // ApprovalOutcome is how a hold ended.
 type ApprovalOutcome uint8
 

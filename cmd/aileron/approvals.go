@@ -13,8 +13,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/dataplane"
 )
 
 // approvalsSubs lists the approvals subcommands, for messages.
@@ -82,12 +84,12 @@ func approvalsList(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 		return usagef("list takes no arguments; filter with --state and --session")
 	}
 	list, err := newClient(cfg).ListApprovals(context.Background(),
-		controlplane.ApprovalFilter{State: str(fs, "state"), Session: str(fs, "session")})
+		approvals.Filter{State: dataplane.ApprovalState(str(fs, "state")), Session: str(fs, "session")})
 	if err != nil {
 		return err
 	}
 	if asJSON, _ := fs.GetBool("json"); asJSON {
-		return printJSON(stdout, map[string]any{"approvals": append([]controlplane.Approval{}, list...)})
+		return printJSON(stdout, map[string]any{"approvals": append([]approvals.Approval{}, list...)})
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(stdout, "no approvals")
@@ -119,7 +121,7 @@ func approvalsShow(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 }
 
 // printApproval writes one approval and its preview for a human.
-func printApproval(w io.Writer, ap controlplane.Approval) {
+func printApproval(w io.Writer, ap approvals.Approval) {
 	p := ap.Preview
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) {
@@ -128,7 +130,7 @@ func printApproval(w io.Writer, ap controlplane.Approval) {
 		}
 	}
 	row("ID", ap.ID)
-	row("State", ap.State)
+	row("State", string(ap.State))
 	row("Session", ap.Session)
 	row("Connector", p.Connector+" "+p.Version)
 	row("Tool", p.Tool)

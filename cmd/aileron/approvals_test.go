@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
 )
@@ -19,13 +20,13 @@ import (
 // socket from a fixed approval, recording the decisions it receives.
 type fakeApprovalsAPI struct {
 	mu        sync.Mutex
-	ap        controlplane.Approval
+	ap        approvals.Approval
 	decisions []string // "approve by" or "deny by: reason"
 }
 
 func startFakeApprovalsAPI(t *testing.T, home string) *fakeApprovalsAPI {
 	t.Helper()
-	f := &fakeApprovalsAPI{ap: controlplane.Approval{
+	f := &fakeApprovalsAPI{ap: approvals.Approval{
 		ID: "ap_test1", Session: "s_1", Digest: "d1", State: "pending",
 		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ExpiresAt: time.Date(2026, 1, 2, 4, 4, 5, 0, time.UTC),
 		Preview: dataplane.Preview{Connector: "github://acme/aileron-connector-google", Version: "1.2.3", Tool: "gmail",
@@ -34,7 +35,7 @@ func startFakeApprovalsAPI(t *testing.T, home string) *fakeApprovalsAPI {
 	}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
-		writeTestJSON(w, map[string]any{"approvals": []controlplane.Approval{f.get()}})
+		writeTestJSON(w, map[string]any{"approvals": []approvals.Approval{f.get()}})
 	})
 	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") != f.get().ID {
@@ -70,7 +71,7 @@ func startFakeApprovalsAPI(t *testing.T, home string) *fakeApprovalsAPI {
 	return f
 }
 
-func (f *fakeApprovalsAPI) get() controlplane.Approval {
+func (f *fakeApprovalsAPI) get() approvals.Approval {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.ap

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/controlplane"
@@ -85,7 +86,7 @@ type daemon struct {
 	audit    *audit.Log
 	rec      *recorder
 	db       *state.DB
-	approval *controlplane.ApprovalStore
+	approval *approvals.Store
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
 	catalog  atomic.Pointer[action.Catalog]
@@ -175,7 +176,7 @@ func (d *daemon) openApprovals() error {
 		return err
 	}
 	d.db = db
-	d.approval = &controlplane.ApprovalStore{DB: db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event}
+	d.approval = &approvals.Store{DB: db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event}
 	return nil
 }
 
@@ -386,7 +387,7 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 			return d.shutdown(servers)
 		case <-sweep.C:
 			d.sessions.Sweep(context.Background())
-			_, _ = d.approval.Expire()
+			_, _ = d.approval.Expire(context.Background())
 		case err := <-errc:
 			if errors.Is(err, http.ErrServerClosed) {
 				continue
@@ -434,7 +435,7 @@ func (d *daemon) registerGauges() error {
 			return st.Lines, st.Errors, st.LastWriteLatency
 		}),
 		d.metrics.ApprovalsPending(func() float64 {
-			pending, err := d.approval.List(controlplane.ApprovalFilter{State: controlplane.ApprovalStatePending})
+			pending, err := d.approval.List(context.Background(), approvals.Filter{State: dataplane.ApprovalStatePending})
 			if err != nil {
 				return 0
 			}

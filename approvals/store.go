@@ -1,4 +1,4 @@
-package controlplane
+package approvals
 
 import (
 	"context"
@@ -15,37 +15,25 @@ import (
 	"github.com/aileronhq/aileron/state"
 )
 
-// Approval states, as stored and as reported by the admin API.
-const (
-	// ApprovalStatePending: waiting for a human decision.
-	ApprovalStatePending = "pending"
-	// ApprovalStateApproved: approved, not yet used by the request it binds.
-	ApprovalStateApproved = "approved"
-	// ApprovalStateDenied: a human denied it.
-	ApprovalStateDenied = "denied"
-	// ApprovalStateExpired: no decision (or, once approved, no retry) within
-	// the TTL.
-	ApprovalStateExpired = "expired"
-	// ApprovalStateConsumed: approved and used; the request was forwarded.
-	ApprovalStateConsumed = "consumed"
-)
+// DefaultTTL is how long an approval waits for its decision, and then for
+// the retry that uses it, when Store.TTL is zero.
+const DefaultTTL = time.Hour
 
 const (
 	approvalIDPrefix        = "ap_"
 	approvalIDChars         = 20
-	defaultApprovalTTL      = time.Hour
 	defaultApprovalPoll     = 250 * time.Millisecond
 	maxApprovalReasonLength = 1024
 )
 
 // Approval is one recorded approval as the admin side sees it.
 type Approval struct {
-	ID        string            `json:"id"`
-	Session   string            `json:"session"`
-	Digest    string            `json:"digest"`
-	State     string            `json:"state"`
-	Preview   dataplane.Preview `json:"preview"`
-	CreatedAt time.Time         `json:"created_at"`
+	ID        string                  `json:"id"`
+	Session   string                  `json:"session"`
+	Digest    string                  `json:"digest"`
+	State     dataplane.ApprovalState `json:"state"`
+	Preview   dataplane.Preview       `json:"preview"`
+	CreatedAt time.Time               `json:"created_at"`
 	// ExpiresAt is when a pending approval expires undecided or, once
 	// approved, when the approval lapses if no retry has used it.
 	ExpiresAt time.Time  `json:"expires_at"`
@@ -54,21 +42,21 @@ type Approval struct {
 	Reason    string     `json:"reason,omitempty"`
 }
 
-// ApprovalFilter selects approvals for List; empty fields match everything.
-type ApprovalFilter struct {
-	State   string // one of the ApprovalState constants
+// Filter selects approvals for List; empty fields match everything.
+type Filter struct {
+	State   dataplane.ApprovalState
 	Session string
 }
 
-// ApprovalStore keeps approvals in the control-plane database and implements
-// dataplane.Approvals. Decisions made through any ApprovalStore on the same
+// Store keeps approvals in the control-plane database and implements
+// dataplane.Approvals. Decisions made through any Store on the same
 // database file, in this process or another, reach waiting requests: through
 // an in-process notification when the deciding store is this one, and
 // through a periodic re-read of the database otherwise.
 //
-// The zero value of every field but DB is a documented default. An
-// ApprovalStore must not be copied after first use.
-type ApprovalStore struct {
+// The zero value of every field but DB is a documented default. A
+// Store must not be copied after first use.
+type Store struct {
 	// DB is the control-plane database. Required.
 	DB *state.DB
 	// TTL is how long a pending approval waits for a decision, and how long
@@ -96,7 +84,7 @@ type ApprovalStore struct {
 	waitHook func(id string)
 }
 
-var _ dataplane.Approvals = (*ApprovalStore)(nil)
+var _ dataplane.Approvals = (*Store)(nil)
 
 // approvalWaiters is the in-process wake-up channel for one approval: it is
 // closed, and removed from the map, when the approval changes state.
@@ -111,30 +99,30 @@ type approvalRow struct {
 	ConsumedAt *time.Time
 }
 
-func (s *ApprovalStore) now() time.Time {
+func (s *Store) now() time.Time {
 	if s.Now != nil {
 		return s.Now().UTC()
 	}
 	return time.Now().UTC()
 }
 
-func (s *ApprovalStore) ttl() time.Duration {
+func (s *Store) ttl() time.Duration {
 	if s.TTL > 0 {
 		return s.TTL
 	}
-	return defaultApprovalTTL
+	return DefaultTTL
 }
 
-func (s *ApprovalStore) poll() time.Duration {
+func (s *Store) poll() time.Duration {
 	if s.Poll > 0 {
 		return s.Poll
 	}
 	return defaultApprovalPoll
 }
 
-func (s *ApprovalStore) check() error {
+func (s *Store) check() error {
 	if s == nil || s.DB == nil {
-		return fmt.Errorf("%w: ApprovalStore.DB is nil; open the database with OpenDB", ErrInvalidArgument)
+		return fmt.Errorf("%w: approvals.Store.DB is nil; open the database with state.Open", state.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -144,7 +132,7 @@ func (s *ApprovalStore) check() error {
 func newApprovalID() (string, error) { return state.RandomID(approvalIDPrefix, approvalIDChars) }
 
 // subscribe returns the channel closed at approval id's next change.
-func (s *ApprovalStore) subscribe(id string) chan struct{} {
+func (s *Store) subscribe(id string) chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waiters == nil {
@@ -160,7 +148,7 @@ func (s *ApprovalStore) subscribe(id string) chan struct{} {
 }
 
 // unsubscribe undoes one subscribe that returned ch.
-func (s *ApprovalStore) unsubscribe(id string, ch chan struct{}) {
+func (s *Store) unsubscribe(id string, ch chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w := s.waiters[id]; w != nil && w.ch == ch {
@@ -171,7 +159,7 @@ func (s *ApprovalStore) unsubscribe(id string, ch chan struct{}) {
 }
 
 // notify wakes everything waiting on approval id.
-func (s *ApprovalStore) notify(id string) {
+func (s *Store) notify(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w := s.waiters[id]; w != nil {
@@ -181,7 +169,7 @@ func (s *ApprovalStore) notify(id string) {
 }
 
 // emit reports an event about a to OnEvent.
-func (s *ApprovalStore) emit(event audit.EventName, a *Approval) {
+func (s *Store) emit(event audit.EventName, a *Approval) {
 	if s.OnEvent == nil {
 		return
 	}
@@ -229,7 +217,7 @@ func scanApproval(db *state.DB, sc state.Scanner) (approvalRow, error) {
 		return r, err
 	}
 	if err := json.Unmarshal([]byte(preview), &r.Preview); err != nil {
-		return r, fmt.Errorf("%w: preview of approval %s: %v", ErrCorruptState, r.ID, err)
+		return r, fmt.Errorf("%w: preview of approval %s: %v", state.ErrCorruptState, r.ID, err)
 	}
 	if r.CreatedAt, err = db.ParseTime("approval "+r.ID+" created_at", created); err != nil {
 		return r, err
@@ -252,11 +240,11 @@ func scanApproval(db *state.DB, sc state.Scanner) (approvalRow, error) {
 	return r, nil
 }
 
-// getRow reads approval id; a missing one wraps ErrNotFound.
-func (s *ApprovalStore) getRow(ctx context.Context, q state.Querier, id string) (approvalRow, error) {
+// getRow reads approval id; a missing one wraps state.ErrNotFound.
+func (s *Store) getRow(ctx context.Context, q state.Querier, id string) (approvalRow, error) {
 	r, err := scanApproval(s.DB, q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, fmt.Errorf("%w: approval %q; list approvals with: aileron approvals list", ErrNotFound, id)
+		return r, fmt.Errorf("%w: approval %q; list approvals with: aileron approvals list", state.ErrNotFound, id)
 	}
 	if err != nil {
 		return r, fmt.Errorf("reading approval %s: %w", id, err)
@@ -266,7 +254,7 @@ func (s *ApprovalStore) getRow(ctx context.Context, q state.Querier, id string) 
 
 // expireTx marks every pending approval, and every approved one nobody used,
 // whose expires_at is not after now as expired, returning them.
-func (s *ApprovalStore) expireTx(ctx context.Context, tx *sql.Tx, now time.Time) ([]approvalRow, error) {
+func (s *Store) expireTx(ctx context.Context, tx *sql.Tx, now time.Time) ([]approvalRow, error) {
 	rows, err := tx.QueryContext(ctx, `UPDATE approvals SET state = 'expired'
 		WHERE state IN ('pending','approved') AND expires_at <= ?
 		RETURNING `+approvalColumns, state.FormatTime(now))
@@ -290,7 +278,7 @@ func (s *ApprovalStore) expireTx(ctx context.Context, tx *sql.Tx, now time.Time)
 
 // announceExpired wakes the waiters of, and reports, approvals expireTx
 // returned, once their transaction has committed.
-func (s *ApprovalStore) announceExpired(rows []approvalRow) {
+func (s *Store) announceExpired(rows []approvalRow) {
 	for i := range rows {
 		s.notify(rows[i].ID)
 		s.emit(audit.EventApprovalExpired, &rows[i].Approval)
@@ -302,14 +290,14 @@ func (s *ApprovalStore) announceExpired(rows []approvalRow) {
 // approval.expired for each. It returns how many it expired. Await, List and
 // Get call it lazily; a daemon may also call it from a ticker so that expiry
 // is recorded without traffic. Errors are database failures.
-func (s *ApprovalStore) Expire() (int, error) {
+func (s *Store) Expire(ctx context.Context) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	return s.expire(context.Background())
+	return s.expire(ctx)
 }
 
-func (s *ApprovalStore) expire(ctx context.Context) (int, error) {
+func (s *Store) expire(ctx context.Context) (int, error) {
 	var expired []approvalRow
 	err := s.DB.Write(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -323,12 +311,11 @@ func (s *ApprovalStore) expire(ctx context.Context) (int, error) {
 	return len(expired), nil
 }
 
-// Get returns approval id. A missing id wraps ErrNotFound.
-func (s *ApprovalStore) Get(id string) (Approval, error) {
+// Get returns approval id. A missing id wraps state.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (Approval, error) {
 	if err := s.check(); err != nil {
 		return Approval{}, err
 	}
-	ctx := context.Background()
 	if _, err := s.expire(ctx); err != nil {
 		return Approval{}, err
 	}
@@ -336,11 +323,18 @@ func (s *ApprovalStore) Get(id string) (Approval, error) {
 	return r.Approval, err
 }
 
+// State reports where approval id stands and, for a denied one, why (the
+// action runner's view). A missing id wraps state.ErrNotFound.
+func (s *Store) State(ctx context.Context, id string) (dataplane.ApprovalState, string, error) {
+	ap, err := s.Get(ctx, id)
+	return ap.State, ap.Reason, err
+}
+
 // Covers implements dataplane.Approvals: it returns nil only for an action
 // approval (Preview.Action set) of session, for an action of connector,
-// that a human approved and the action runner has consumed. Anything else wraps ErrNotFound (unknown id,
-// another session's) or ErrConflict (not an action approval, not consumed).
-func (s *ApprovalStore) Covers(ctx context.Context, id, session, connector string) error {
+// that a human approved and the action runner has consumed. Anything else wraps state.ErrNotFound (unknown id,
+// another session's) or state.ErrConflict (not an action approval, not consumed).
+func (s *Store) Covers(ctx context.Context, id, session, connector string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -350,30 +344,29 @@ func (s *ApprovalStore) Covers(ctx context.Context, id, session, connector strin
 	}
 	switch {
 	case r.Session != session:
-		return fmt.Errorf("%w: approval %s", ErrNotFound, id)
+		return fmt.Errorf("%w: approval %s", state.ErrNotFound, id)
 	case r.Preview.Action == "":
-		return fmt.Errorf("%w: approval %s is for a single request, not an action", ErrConflict, id)
+		return fmt.Errorf("%w: approval %s is for a single request, not an action", state.ErrConflict, id)
 	case r.Preview.Connector != connector:
-		return fmt.Errorf("%w: approval %s is for an action of %s, not of %s", ErrConflict, id, r.Preview.Connector, connector)
-	case r.State != ApprovalStateConsumed:
-		return fmt.Errorf("%w: approval %s is %s, not approved and taken by its action", ErrConflict, id, r.State)
+		return fmt.Errorf("%w: approval %s is for an action of %s, not of %s", state.ErrConflict, id, r.Preview.Connector, connector)
+	case r.State != dataplane.ApprovalStateConsumed:
+		return fmt.Errorf("%w: approval %s is %s, not approved and taken by its action", state.ErrConflict, id, r.State)
 	}
 	return nil
 }
 
 // List returns the approvals f selects, oldest first. An unknown f.State
-// wraps ErrInvalidArgument.
-func (s *ApprovalStore) List(f ApprovalFilter) ([]Approval, error) {
+// wraps state.ErrInvalidArgument.
+func (s *Store) List(ctx context.Context, f Filter) ([]Approval, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	switch f.State {
-	case "", ApprovalStatePending, ApprovalStateApproved, ApprovalStateDenied, ApprovalStateExpired, ApprovalStateConsumed:
+	case "", dataplane.ApprovalStatePending, dataplane.ApprovalStateApproved, dataplane.ApprovalStateDenied, dataplane.ApprovalStateExpired, dataplane.ApprovalStateConsumed:
 	default:
 		return nil, fmt.Errorf("%w: approval state %q; use pending, approved, denied, expired or consumed",
-			ErrInvalidArgument, f.State)
+			state.ErrInvalidArgument, f.State)
 	}
-	ctx := context.Background()
 	if _, err := s.expire(ctx); err != nil {
 		return nil, err
 	}
@@ -401,32 +394,31 @@ func (s *ApprovalStore) List(f ApprovalFilter) ([]Approval, error) {
 // Approve approves pending approval id on behalf of by (empty means
 // "admin"), wakes the request waiting on it and reports approval.approved.
 // The approval then lasts one TTL for the retry that uses it. A missing id
-// wraps ErrNotFound; an approval that is not pending (already decided, used
-// or expired) wraps ErrConflict, naming its state.
-func (s *ApprovalStore) Approve(id, by string) error {
-	return s.decide(id, by, ApprovalStateApproved, "")
+// wraps state.ErrNotFound; an approval that is not pending (already decided, used
+// or expired) wraps state.ErrConflict, naming its state.
+func (s *Store) Approve(ctx context.Context, id, by string) error {
+	return s.decide(ctx, id, by, dataplane.ApprovalStateApproved, "")
 }
 
 // Deny denies pending approval id on behalf of by (empty means "admin") with
 // reason (at most 1024 bytes), wakes the request waiting on it and reports
 // approval.denied. Errors are Approve's, and a reason too long wraps
-// ErrInvalidArgument.
-func (s *ApprovalStore) Deny(id, by, reason string) error {
-	return s.decide(id, by, ApprovalStateDenied, reason)
+// state.ErrInvalidArgument.
+func (s *Store) Deny(ctx context.Context, id, by, reason string) error {
+	return s.decide(ctx, id, by, dataplane.ApprovalStateDenied, reason)
 }
 
 // decide moves approval id from pending to state to.
-func (s *ApprovalStore) decide(id, by, to, reason string) error {
+func (s *Store) decide(ctx context.Context, id, by string, to dataplane.ApprovalState, reason string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	if len(reason) > maxApprovalReasonLength {
-		return fmt.Errorf("%w: deny reason is %d bytes; the limit is %d", ErrInvalidArgument, len(reason), maxApprovalReasonLength)
+		return fmt.Errorf("%w: deny reason is %d bytes; the limit is %d", state.ErrInvalidArgument, len(reason), maxApprovalReasonLength)
 	}
 	if by == "" {
 		by = "admin"
 	}
-	ctx := context.Background()
 	if _, err := s.expire(ctx); err != nil {
 		return err
 	}
@@ -450,11 +442,11 @@ func (s *ApprovalStore) decide(id, by, to, reason string) error {
 		}
 		if n == 0 {
 			cur := decided.State
-			if cur == ApprovalStatePending { // its expiry passed since expire ran
-				cur = ApprovalStateExpired
+			if cur == dataplane.ApprovalStatePending { // its expiry passed since expire ran
+				cur = dataplane.ApprovalStateExpired
 			}
 			return fmt.Errorf("%w: approval %s is %s, not pending; only a pending approval can be approved or denied",
-				ErrConflict, id, cur)
+				state.ErrConflict, id, cur)
 		}
 		return nil
 	})
@@ -463,7 +455,7 @@ func (s *ApprovalStore) decide(id, by, to, reason string) error {
 	}
 	s.notify(id)
 	event := audit.EventApprovalApproved
-	if to == ApprovalStateDenied {
+	if to == dataplane.ApprovalStateDenied {
 		event = audit.EventApprovalDenied
 	}
 	s.emit(event, &decided.Approval)
@@ -482,19 +474,19 @@ func (s *ApprovalStore) decide(id, by, to, reason string) error {
 // ApprovalDenied with the reason; ApprovalExpired when the TTL passed;
 // ApprovalPending when hold elapsed (the approval stays pending for a
 // retry), or with ctx's error when ctx ended. A nil req or one without
-// session or digest wraps ErrInvalidArgument; other errors are database
+// session or digest wraps state.ErrInvalidArgument; other errors are database
 // failures.
-func (s *ApprovalStore) Await(ctx context.Context, req *dataplane.ApprovalRequest, hold time.Duration) (dataplane.ApprovalResult, error) {
+func (s *Store) Await(ctx context.Context, req *dataplane.ApprovalRequest, hold time.Duration) (dataplane.ApprovalResult, error) {
 	res := dataplane.ApprovalResult{Outcome: dataplane.ApprovalPending}
 	if err := s.check(); err != nil {
 		return res, err
 	}
 	if req == nil || req.Session == "" || req.Digest == "" {
-		return res, fmt.Errorf("%w: approval request needs a session and a digest", ErrInvalidArgument)
+		return res, fmt.Errorf("%w: approval request needs a session and a digest", state.ErrInvalidArgument)
 	}
 	preview, err := json.Marshal(req.Preview)
 	if err != nil {
-		return res, fmt.Errorf("%w: approval preview does not encode as JSON: %v", ErrInvalidArgument, err)
+		return res, fmt.Errorf("%w: approval preview does not encode as JSON: %v", state.ErrInvalidArgument, err)
 	}
 	row, created, consumed, err := s.join(ctx, req, preview)
 	if err != nil {
@@ -516,7 +508,7 @@ func (s *ApprovalStore) Await(ctx context.Context, req *dataplane.ApprovalReques
 
 // join finds or records the live approval for req, consuming it if it is
 // approved. created reports a new row; consumed that this caller consumed it.
-func (s *ApprovalStore) join(ctx context.Context, req *dataplane.ApprovalRequest, preview []byte) (row approvalRow, created, consumed bool, err error) {
+func (s *Store) join(ctx context.Context, req *dataplane.ApprovalRequest, preview []byte) (row approvalRow, created, consumed bool, err error) {
 	now := s.now()
 	var expired []approvalRow
 	err = s.DB.Write(ctx, func(tx *sql.Tx) error {
@@ -527,7 +519,7 @@ func (s *ApprovalStore) join(ctx context.Context, req *dataplane.ApprovalRequest
 		row, err = scanApproval(s.DB, tx.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals
 			WHERE session = ? AND digest = ? AND state IN ('pending','approved')`, req.Session, req.Digest))
 		switch {
-		case err == nil && row.State == ApprovalStateApproved:
+		case err == nil && row.State == dataplane.ApprovalStateApproved:
 			consumed, err = s.consumeTx(ctx, tx, row.ID, now)
 			return err
 		case err == nil:
@@ -558,7 +550,7 @@ func (s *ApprovalStore) join(ctx context.Context, req *dataplane.ApprovalRequest
 
 // consumeTx is the compare-and-swap that uses approved approval id: true if
 // this call moved it to consumed, false if it was no longer approved.
-func (s *ApprovalStore) consumeTx(ctx context.Context, tx *sql.Tx, id string, now time.Time) (bool, error) {
+func (s *Store) consumeTx(ctx context.Context, tx *sql.Tx, id string, now time.Time) (bool, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE approvals SET state = 'consumed', consumed_at = ?
 		WHERE id = ? AND state = 'approved'`, state.FormatTime(now), id)
 	if err != nil {
@@ -572,7 +564,7 @@ func (s *ApprovalStore) consumeTx(ctx context.Context, tx *sql.Tx, id string, no
 }
 
 // wait waits up to hold for approval res.ID to leave pending.
-func (s *ApprovalStore) wait(ctx context.Context, res dataplane.ApprovalResult, hold time.Duration) (dataplane.ApprovalResult, error) {
+func (s *Store) wait(ctx context.Context, res dataplane.ApprovalResult, hold time.Duration) (dataplane.ApprovalResult, error) {
 	if hold <= 0 {
 		return res, nil
 	}
@@ -606,12 +598,12 @@ func (s *ApprovalStore) wait(ctx context.Context, res dataplane.ApprovalResult, 
 
 // settle reads approval res.ID and, unless it is still pending, sets
 // res's outcome (consuming an approved one) and reports done.
-func (s *ApprovalStore) settle(ctx context.Context, res *dataplane.ApprovalResult) (done bool, err error) {
+func (s *Store) settle(ctx context.Context, res *dataplane.ApprovalResult) (done bool, err error) {
 	row, err := s.getRow(ctx, s.DB, res.ID)
 	if err != nil {
 		return false, err
 	}
-	if row.State == ApprovalStatePending && !row.ExpiresAt.After(s.now()) {
+	if row.State == dataplane.ApprovalStatePending && !row.ExpiresAt.After(s.now()) {
 		if _, err := s.expire(ctx); err != nil {
 			return false, err
 		}
@@ -620,9 +612,9 @@ func (s *ApprovalStore) settle(ctx context.Context, res *dataplane.ApprovalResul
 		}
 	}
 	switch row.State {
-	case ApprovalStatePending:
+	case dataplane.ApprovalStatePending:
 		return false, nil
-	case ApprovalStateApproved:
+	case dataplane.ApprovalStateApproved:
 		var won bool
 		err := s.DB.Write(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -636,14 +628,14 @@ func (s *ApprovalStore) settle(ctx context.Context, res *dataplane.ApprovalResul
 		if won {
 			res.Outcome = dataplane.ApprovalApproved
 		}
-	case ApprovalStateConsumed:
+	case dataplane.ApprovalStateConsumed:
 		res.Outcome = dataplane.ApprovalConsumed
-	case ApprovalStateDenied:
+	case dataplane.ApprovalStateDenied:
 		res.Outcome, res.Reason = dataplane.ApprovalDenied, row.Reason
-	case ApprovalStateExpired:
+	case dataplane.ApprovalStateExpired:
 		res.Outcome = dataplane.ApprovalExpired
 	default:
-		return false, fmt.Errorf("%w: approval %s has unknown state %q", ErrCorruptState, res.ID, row.State)
+		return false, fmt.Errorf("%w: approval %s has unknown state %q", state.ErrCorruptState, res.ID, row.State)
 	}
 	return true, nil
 }

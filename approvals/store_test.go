@@ -1,4 +1,4 @@
-package controlplane
+package approvals
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func (l *eventLog) list() []string {
 }
 
 type testStore struct {
-	*ApprovalStore
+	*Store
 	clock  *testkit.Clock
 	events *eventLog
 	// waiting receives an approval id each time an Await starts waiting.
@@ -51,11 +51,11 @@ func newTestStore(t *testing.T, path string, poll time.Duration) *testStore {
 		poll = time.Hour
 	}
 	ts := &testStore{
-		clock:   testkit.NewClock(), // store_test.go
+		clock:   testkit.NewClock(),
 		events:  &eventLog{},
 		waiting: make(chan string, 100),
 	}
-	ts.ApprovalStore = &ApprovalStore{
+	ts.Store = &Store{
 		DB:        testkit.OpenDB(t, path),
 		TTL:       10 * time.Minute,
 		Now:       ts.clock.Now,
@@ -106,7 +106,7 @@ func (ts *testStore) awaitAsync(t *testing.T, ctx context.Context, req *dataplan
 	return "", nil
 }
 
-func mustAwait(t *testing.T, s *ApprovalStore, req *dataplane.ApprovalRequest, want dataplane.ApprovalOutcome) dataplane.ApprovalResult {
+func mustAwait(t *testing.T, s *Store, req *dataplane.ApprovalRequest, want dataplane.ApprovalOutcome) dataplane.ApprovalResult {
 	t.Helper()
 	res, err := s.Await(context.Background(), req, 0)
 	if err != nil || res.Outcome != want {
@@ -125,11 +125,11 @@ func TestAwaitHoldTimeoutLeavesPending(t *testing.T) {
 	if !strings.HasPrefix(res.ID, "ap_") || res.ReviewURL != "http://aileron.local/approvals/"+res.ID {
 		t.Errorf("result id %q, review URL %q", res.ID, res.ReviewURL)
 	}
-	again := mustAwait(t, ts.ApprovalStore, req, dataplane.ApprovalPending)
+	again := mustAwait(t, ts.Store, req, dataplane.ApprovalPending)
 	if again.ID != res.ID {
 		t.Errorf("identical retry got approval %s, want to join %s", again.ID, res.ID)
 	}
-	list, err := ts.List(ApprovalFilter{State: ApprovalStatePending})
+	list, err := ts.List(t.Context(), Filter{State: dataplane.ApprovalStatePending})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("List(pending) = %v, %v; want one", list, err)
 	}
@@ -151,22 +151,22 @@ func TestApproveWakesWaiter(t *testing.T) {
 	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
 	id, out := ts.awaitAsync(t, context.Background(), req)
-	if err := ts.Approve(id, "alice"); err != nil {
+	if err := ts.Approve(t.Context(), id, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	r := <-out
 	if r.err != nil || r.res.Outcome != dataplane.ApprovalApproved || r.res.ID != id {
 		t.Fatalf("waiter got %+v, %v; want approved %s", r.res, r.err, id)
 	}
-	a, err := ts.Get(id)
-	if err != nil || a.State != ApprovalStateConsumed || a.DecidedBy != "alice" || a.DecidedAt == nil {
+	a, err := ts.Get(t.Context(), id)
+	if err != nil || a.State != dataplane.ApprovalStateConsumed || a.DecidedBy != "alice" || a.DecidedAt == nil {
 		t.Errorf("Get = %+v, %v; want consumed, decided by alice", a, err)
 	}
 	if got := strings.Join(ts.events.list(), ","); got != "approval.requested,approval.approved" {
 		t.Errorf("events = %s", got)
 	}
 	// The approval was used: the next identical request asks again.
-	if next := mustAwait(t, ts.ApprovalStore, req, dataplane.ApprovalPending); next.ID == id {
+	if next := mustAwait(t, ts.Store, req, dataplane.ApprovalPending); next.ID == id {
 		t.Errorf("retry after consumption reused approval %s", id)
 	}
 }
@@ -190,7 +190,7 @@ func TestConcurrentAwaitsConsumeOnce(t *testing.T) {
 		}
 		id = got
 	}
-	if err := ts.Approve(id, "alice"); err != nil {
+	if err := ts.Approve(t.Context(), id, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	counts := map[dataplane.ApprovalOutcome]int{}
@@ -208,21 +208,21 @@ func TestConcurrentAwaitsConsumeOnce(t *testing.T) {
 
 func TestApprovalBindsToDigestAndSession(t *testing.T) {
 	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
-	a := mustAwait(t, ts.ApprovalStore, testRequest("s_one", "A"), dataplane.ApprovalPending)
-	b := mustAwait(t, ts.ApprovalStore, testRequest("s_one", "B"), dataplane.ApprovalPending)
-	other := mustAwait(t, ts.ApprovalStore, testRequest("s_two", "A"), dataplane.ApprovalPending)
+	a := mustAwait(t, ts.Store, testRequest("s_one", "A"), dataplane.ApprovalPending)
+	b := mustAwait(t, ts.Store, testRequest("s_one", "B"), dataplane.ApprovalPending)
+	other := mustAwait(t, ts.Store, testRequest("s_two", "A"), dataplane.ApprovalPending)
 	if a.ID == b.ID || a.ID == other.ID {
 		t.Fatalf("distinct requests share an approval: %s %s %s", a.ID, b.ID, other.ID)
 	}
-	if err := ts.Approve(a.ID, "alice"); err != nil {
+	if err := ts.Approve(t.Context(), a.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	for _, req := range []*dataplane.ApprovalRequest{testRequest("s_one", "B"), testRequest("s_two", "A")} {
-		if res := mustAwait(t, ts.ApprovalStore, req, dataplane.ApprovalPending); res.ID == a.ID {
+		if res := mustAwait(t, ts.Store, req, dataplane.ApprovalPending); res.ID == a.ID {
 			t.Errorf("%s/%s released by approval of s_one/A", req.Session, req.Digest)
 		}
 	}
-	if res := mustAwait(t, ts.ApprovalStore, testRequest("s_one", "A"), dataplane.ApprovalApproved); res.ID != a.ID {
+	if res := mustAwait(t, ts.Store, testRequest("s_one", "A"), dataplane.ApprovalApproved); res.ID != a.ID {
 		t.Errorf("approved request consumed %s, want %s", res.ID, a.ID)
 	}
 }
@@ -231,15 +231,15 @@ func TestDenyWithReason(t *testing.T) {
 	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
 	id, out := ts.awaitAsync(t, context.Background(), req)
-	if err := ts.Deny(id, "bob", "wrong recipient"); err != nil {
+	if err := ts.Deny(t.Context(), id, "bob", "wrong recipient"); err != nil {
 		t.Fatal(err)
 	}
 	r := <-out
 	if r.err != nil || r.res.Outcome != dataplane.ApprovalDenied || r.res.Reason != "wrong recipient" {
 		t.Fatalf("waiter got %+v, %v; want denied with reason", r.res, r.err)
 	}
-	a, err := ts.Get(id)
-	if err != nil || a.State != ApprovalStateDenied || a.Reason != "wrong recipient" || a.DecidedBy != "bob" {
+	a, err := ts.Get(t.Context(), id)
+	if err != nil || a.State != dataplane.ApprovalStateDenied || a.Reason != "wrong recipient" || a.DecidedBy != "bob" {
 		t.Errorf("Get = %+v, %v", a, err)
 	}
 	ts.events.mu.Lock()
@@ -248,8 +248,8 @@ func TestDenyWithReason(t *testing.T) {
 	if ev := ts.events.list(); ev[len(ev)-1] != string(audit.EventApprovalDenied) || last["reason"] != "wrong recipient" || last["decided_by"] != "bob" {
 		t.Errorf("last event %s %v", ev[len(ev)-1], last)
 	}
-	if err := ts.Deny(id, "bob", strings.Repeat("x", 2000)); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("overlong reason: err = %v, want ErrInvalidArgument", err)
+	if err := ts.Deny(t.Context(), id, "bob", strings.Repeat("x", 2000)); !errors.Is(err, state.ErrInvalidArgument) {
+		t.Errorf("overlong reason: err = %v, want state.ErrInvalidArgument", err)
 	}
 }
 
@@ -261,50 +261,50 @@ func TestDecideConflicts(t *testing.T) {
 		second func(id string) error
 		state  string
 	}{
-		{"approve twice", func(id string) error { return ts.Approve(id, "a") },
-			func(id string) error { return ts.Approve(id, "b") }, "approved"},
-		{"deny after approve", func(id string) error { return ts.Approve(id, "a") },
-			func(id string) error { return ts.Deny(id, "b", "no") }, "approved"},
-		{"approve after deny", func(id string) error { return ts.Deny(id, "a", "no") },
-			func(id string) error { return ts.Approve(id, "b") }, "denied"},
+		{"approve twice", func(id string) error { return ts.Approve(t.Context(), id, "a") },
+			func(id string) error { return ts.Approve(t.Context(), id, "b") }, "approved"},
+		{"deny after approve", func(id string) error { return ts.Approve(t.Context(), id, "a") },
+			func(id string) error { return ts.Deny(t.Context(), id, "b", "no") }, "approved"},
+		{"approve after deny", func(id string) error { return ts.Deny(t.Context(), id, "a", "no") },
+			func(id string) error { return ts.Approve(t.Context(), id, "b") }, "denied"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := mustAwait(t, ts.ApprovalStore, testRequest("s_one", tt.name), dataplane.ApprovalPending)
+			res := mustAwait(t, ts.Store, testRequest("s_one", tt.name), dataplane.ApprovalPending)
 			if err := tt.first(res.ID); err != nil {
 				t.Fatal(err)
 			}
 			err := tt.second(res.ID)
-			if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "is "+tt.state) {
-				t.Fatalf("case %d: err = %v, want ErrConflict saying %s", i, err, tt.state)
+			if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "is "+tt.state) {
+				t.Fatalf("case %d: err = %v, want state.ErrConflict saying %s", i, err, tt.state)
 			}
 		})
 	}
-	if err := ts.Approve("ap_nope", "a"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Approve(unknown): err = %v, want ErrNotFound", err)
+	if err := ts.Approve(t.Context(), "ap_nope", "a"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Approve(unknown): err = %v, want state.ErrNotFound", err)
 	}
-	if _, err := ts.Get("ap_nope"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get(unknown): err = %v, want ErrNotFound", err)
+	if _, err := ts.Get(t.Context(), "ap_nope"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Get(unknown): err = %v, want state.ErrNotFound", err)
 	}
 }
 
 func TestApprovalTTL(t *testing.T) {
 	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
 	req := testRequest("s_one", "A")
-	first := mustAwait(t, ts.ApprovalStore, req, dataplane.ApprovalPending)
+	first := mustAwait(t, ts.Store, req, dataplane.ApprovalPending)
 	ts.clock.Advance(10*time.Minute - time.Second)
-	if n, err := ts.Expire(); err != nil || n != 0 {
+	if n, err := ts.Expire(t.Context()); err != nil || n != 0 {
 		t.Fatalf("Expire before TTL = %d, %v; want 0", n, err)
 	}
 	ts.clock.Advance(time.Second)
-	if n, err := ts.Expire(); err != nil || n != 1 {
+	if n, err := ts.Expire(t.Context()); err != nil || n != 1 {
 		t.Fatalf("Expire at TTL = %d, %v; want 1", n, err)
 	}
 	if ev := ts.events.list(); ev[len(ev)-1] != string(audit.EventApprovalExpired) {
 		t.Errorf("events = %v, want approval.expired last", ev)
 	}
-	if err := ts.Approve(first.ID, "alice"); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "expired") {
-		t.Errorf("Approve(expired) err = %v, want ErrConflict saying expired", err)
+	if err := ts.Approve(t.Context(), first.ID, "alice"); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("Approve(expired) err = %v, want state.ErrConflict saying expired", err)
 	}
 	// A retry after expiry asks again.
 	second, out := ts.awaitAsync(t, context.Background(), req)
@@ -313,22 +313,22 @@ func TestApprovalTTL(t *testing.T) {
 	}
 	// A waiter sees the expiry when Expire runs.
 	ts.clock.Advance(11 * time.Minute)
-	if _, err := ts.Expire(); err != nil {
+	if _, err := ts.Expire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-out; r.err != nil || r.res.Outcome != dataplane.ApprovalExpired {
 		t.Fatalf("waiter got %+v, %v; want expired", r.res, r.err)
 	}
 	// An approval nobody uses within the TTL lapses too.
-	third := mustAwait(t, ts.ApprovalStore, req, dataplane.ApprovalPending)
-	if err := ts.Approve(third.ID, "alice"); err != nil {
+	third := mustAwait(t, ts.Store, req, dataplane.ApprovalPending)
+	if err := ts.Approve(t.Context(), third.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	ts.clock.Advance(10 * time.Minute)
-	if res := mustAwait(t, ts.ApprovalStore, req, dataplane.ApprovalPending); res.ID == third.ID {
+	if res := mustAwait(t, ts.Store, req, dataplane.ApprovalPending); res.ID == third.ID {
 		t.Errorf("lapsed approval %s was still usable", third.ID)
 	}
-	if a, err := ts.Get(third.ID); err != nil || a.State != ApprovalStateExpired {
+	if a, err := ts.Get(t.Context(), third.ID); err != nil || a.State != dataplane.ApprovalStateExpired {
 		t.Errorf("lapsed approval = %+v, %v; want expired", a, err)
 	}
 }
@@ -337,26 +337,26 @@ func TestApprovalsSurviveRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), state.FileName)
 	req := testRequest("s_one", "A")
 	before := newTestStore(t, path, 0)
-	first := mustAwait(t, before.ApprovalStore, req, dataplane.ApprovalPending)
+	first := mustAwait(t, before.Store, req, dataplane.ApprovalPending)
 	if err := before.DB.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	after := newTestStore(t, path, 0)
-	list, err := after.List(ApprovalFilter{State: ApprovalStatePending, Session: "s_one"})
+	list, err := after.List(t.Context(), Filter{State: dataplane.ApprovalStatePending, Session: "s_one"})
 	if err != nil || len(list) != 1 || list[0].ID != first.ID {
 		t.Fatalf("List after restart = %+v, %v; want %s", list, err, first.ID)
 	}
-	if err := after.Approve(first.ID, "alice"); err != nil {
+	if err := after.Approve(t.Context(), first.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if res := mustAwait(t, after.ApprovalStore, req, dataplane.ApprovalApproved); res.ID != first.ID {
+	if res := mustAwait(t, after.Store, req, dataplane.ApprovalApproved); res.ID != first.ID {
 		t.Errorf("retry consumed %s, want %s", res.ID, first.ID)
 	}
-	if res := mustAwait(t, after.ApprovalStore, req, dataplane.ApprovalPending); res.ID == first.ID {
+	if res := mustAwait(t, after.Store, req, dataplane.ApprovalPending); res.ID == first.ID {
 		t.Errorf("second retry reused approval %s", first.ID)
 	}
-	if list, err := after.List(ApprovalFilter{Session: "s_other"}); err != nil || len(list) != 0 {
+	if list, err := after.List(t.Context(), Filter{Session: "s_other"}); err != nil || len(list) != 0 {
 		t.Errorf("List(other session) = %v, %v; want none", list, err)
 	}
 }
@@ -366,7 +366,7 @@ func TestDecisionFromAnotherProcess(t *testing.T) {
 	daemon := newTestStore(t, path, 5*time.Millisecond)
 	admin := newTestStore(t, path, 0) // its own *state.DB: another process's view
 	id, out := daemon.awaitAsync(t, context.Background(), testRequest("s_one", "A"))
-	if err := admin.Approve(id, "alice"); err != nil {
+	if err := admin.Approve(t.Context(), id, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-out; r.err != nil || r.res.Outcome != dataplane.ApprovalApproved {
@@ -383,7 +383,7 @@ func TestAwaitContextCancelled(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) || r.res.Outcome != dataplane.ApprovalPending || r.res.ID != id {
 		t.Fatalf("Await = %+v, %v; want pending %s with context.Canceled", r.res, r.err, id)
 	}
-	if a, err := ts.Get(id); err != nil || a.State != ApprovalStatePending {
+	if a, err := ts.Get(t.Context(), id); err != nil || a.State != dataplane.ApprovalStatePending {
 		t.Errorf("approval after cancel = %+v, %v; want still pending", a, err)
 	}
 	ts.mu.Lock()
@@ -409,13 +409,13 @@ func TestApprovalsInvalidArguments(t *testing.T) {
 			_, err := ts.Await(context.Background(), &dataplane.ApprovalRequest{Digest: "d"}, 0)
 			return err
 		}},
-		{"unknown state", func() error { _, err := ts.List(ApprovalFilter{State: "maybe"}); return err }},
-		{"no DB", func() error { return (&ApprovalStore{}).Approve("ap_x", "a") }},
+		{"unknown state", func() error { _, err := ts.List(t.Context(), Filter{State: "maybe"}); return err }},
+		{"no DB", func() error { return (&Store{}).Approve(t.Context(), "ap_x", "a") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.call(); !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("err = %v, want ErrInvalidArgument", err)
+			if err := tt.call(); !errors.Is(err, state.ErrInvalidArgument) {
+				t.Fatalf("err = %v, want state.ErrInvalidArgument", err)
 			}
 		})
 	}
@@ -432,21 +432,21 @@ func TestCoversOnlyAConsumedActionApprovalOfTheSameSession(t *testing.T) {
 		r.Preview.Action = "send-email"
 		return r
 	}
-	pending := mustAwait(t, ts.ApprovalStore, actionReq("pending"), dataplane.ApprovalPending)
-	approved := mustAwait(t, ts.ApprovalStore, actionReq("approved"), dataplane.ApprovalPending)
-	consumed := mustAwait(t, ts.ApprovalStore, actionReq("consumed"), dataplane.ApprovalPending)
-	request := mustAwait(t, ts.ApprovalStore, testRequest("s_one", "request"), dataplane.ApprovalPending)
-	denied := mustAwait(t, ts.ApprovalStore, actionReq("denied"), dataplane.ApprovalPending)
+	pending := mustAwait(t, ts.Store, actionReq("pending"), dataplane.ApprovalPending)
+	approved := mustAwait(t, ts.Store, actionReq("approved"), dataplane.ApprovalPending)
+	consumed := mustAwait(t, ts.Store, actionReq("consumed"), dataplane.ApprovalPending)
+	request := mustAwait(t, ts.Store, testRequest("s_one", "request"), dataplane.ApprovalPending)
+	denied := mustAwait(t, ts.Store, actionReq("denied"), dataplane.ApprovalPending)
 	for _, id := range []string{approved.ID, consumed.ID, request.ID} {
-		if err := ts.Approve(id, "alice"); err != nil {
+		if err := ts.Approve(t.Context(), id, "alice"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := ts.Deny(denied.ID, "alice", "no"); err != nil {
+	if err := ts.Deny(t.Context(), denied.ID, "alice", "no"); err != nil {
 		t.Fatal(err)
 	}
-	mustAwait(t, ts.ApprovalStore, actionReq("consumed"), dataplane.ApprovalApproved)
-	mustAwait(t, ts.ApprovalStore, testRequest("s_one", "request"), dataplane.ApprovalApproved)
+	mustAwait(t, ts.Store, actionReq("consumed"), dataplane.ApprovalApproved)
+	mustAwait(t, ts.Store, testRequest("s_one", "request"), dataplane.ApprovalApproved)
 	const conn = "example/mail"
 	for _, tc := range []struct {
 		name, id, session, connector string
