@@ -25,8 +25,9 @@ var allowed = map[string][]string{
 	"sessions":     {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials":  {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "github.com/rs/zerolog"},
 	"approvals":    {"state", "audit", "dataplane"},
+	"actions":      {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"internal":     {"state", "github.com/rs/zerolog"},
-	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "sessions", "credentials", "approvals", "*"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "sessions", "credentials", "approvals", "actions", "*"},
 	"sandbox":      {"ca", "policy", "action", "controlplane", "sessions", "*"},
 	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
@@ -18,19 +19,19 @@ import (
 )
 
 // runAction posts args to the run endpoint as session id.
-func (e *sapiEnv) runAction(t *testing.T, id, name string, args any) (int, ActionResult) {
+func (e *sapiEnv) runAction(t *testing.T, id, name string, args any) (int, actions.Result) {
 	t.Helper()
 	res := e.do(t, id, "POST", "/v1/actions/"+name+"/run", args)
-	var out ActionResult
+	var out actions.Result
 	res.decode(t, &out)
 	return res.status, out
 }
 
 // actionResult polls the result endpoint once.
-func (e *sapiEnv) actionResult(t *testing.T, id, approval string) (int, ActionResult) {
+func (e *sapiEnv) actionResult(t *testing.T, id, approval string) (int, actions.Result) {
 	t.Helper()
 	res := e.do(t, id, "GET", "/v1/action-approvals/"+approval+"/result", nil)
-	var out ActionResult
+	var out actions.Result
 	res.decode(t, &out)
 	return res.status, out
 }
@@ -40,7 +41,7 @@ var sendArgs = map[string]any{"to": "alice@example.com", "subject": "secret-subj
 func TestActionRunReadCompletes(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
 	status, res := e.runAction(t, "s1", "get-issue", map[string]any{"id": "ENG-1"})
-	if status != 200 || res.Status != ActionStatusCompleted || len(res.AuditIDs) != 1 || res.Error != nil {
+	if status != 200 || res.Status != actions.StatusCompleted || len(res.AuditIDs) != 1 || res.Error != nil {
 		t.Fatalf("%d %+v", status, res)
 	}
 	out, _ := res.Output.(map[string]any)
@@ -51,7 +52,7 @@ func TestActionRunReadCompletes(t *testing.T) {
 		t.Fatalf("upstream %+v", hits)
 	}
 	// The tool name is accepted too; the big number survives in the stored run.
-	if _, res := e.runAction(t, "s1", "get_issue", map[string]any{"id": "ENG-2"}); res.Status != ActionStatusCompleted {
+	if _, res := e.runAction(t, "s1", "get_issue", map[string]any{"id": "ENG-2"}); res.Status != actions.StatusCompleted {
 		t.Fatalf("by tool name: %+v", res)
 	}
 	var stored string
@@ -94,7 +95,7 @@ func TestActionRunRejectsBeforeRunning(t *testing.T) {
 func TestActionRunApprovalApproved(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
 	status, res := e.runAction(t, "s1", "send-email", sendArgs)
-	if status != 202 || res.Status != ActionStatusPendingApproval || res.ApprovalID == "" ||
+	if status != 202 || res.Status != actions.StatusPendingApproval || res.ApprovalID == "" ||
 		res.ReviewURL != "https://aileron.test/approvals/"+res.ApprovalID ||
 		!strings.Contains(res.Message, "check_action_status") || !strings.Contains(res.Message, "aileron approvals approve "+res.ApprovalID) {
 		t.Fatalf("%d %+v", status, res)
@@ -106,13 +107,13 @@ func TestActionRunApprovalApproved(t *testing.T) {
 		t.Fatalf("approval %+v (%v)", a, err)
 	}
 	// An identical retry answers the same run; different arguments a new one.
-	if _, again := e.runAction(t, "s1", "send-email", sendArgs); again.ApprovalID != id || again.Status != ActionStatusPendingApproval {
+	if _, again := e.runAction(t, "s1", "send-email", sendArgs); again.ApprovalID != id || again.Status != actions.StatusPendingApproval {
 		t.Fatalf("retry: %+v", again)
 	}
 	if _, other := e.runAction(t, "s1", "send-email", map[string]any{"to": "bob@example.com", "subject": "s", "body": "b"}); other.ApprovalID == id {
 		t.Fatal("different arguments joined the approval")
 	}
-	if _, r := e.actionResult(t, "s1", id); r.Status != ActionStatusPendingApproval {
+	if _, r := e.actionResult(t, "s1", id); r.Status != actions.StatusPendingApproval {
 		t.Fatalf("result before approval: %+v", r)
 	}
 	if n := e.countHits("POST", "gmail.google.test"); n != 0 {
@@ -124,7 +125,7 @@ func TestActionRunApprovalApproved(t *testing.T) {
 	e.waitRunEvent(t, audit.EventActionCompleted, id)
 	status, res = e.actionResult(t, "s1", id)
 	out, _ := res.Output.(map[string]any)
-	if status != 200 || res.Status != ActionStatusCompleted || out["id"] != "msg-1" || len(res.AuditIDs) != 1 {
+	if status != 200 || res.Status != actions.StatusCompleted || out["id"] != "msg-1" || len(res.AuditIDs) != 1 {
 		t.Fatalf("%d %+v", status, res)
 	}
 	hits := e.upstreamHits()
@@ -140,7 +141,7 @@ func TestActionRunApprovalApproved(t *testing.T) {
 		t.Errorf("approval state %s", a.State)
 	}
 	// The identical call now asks for a new approval: one approval, one run.
-	if _, again := e.runAction(t, "s1", "send-email", sendArgs); again.ApprovalID == id || again.Status != ActionStatusPendingApproval {
+	if _, again := e.runAction(t, "s1", "send-email", sendArgs); again.ApprovalID == id || again.Status != actions.StatusPendingApproval {
 		t.Fatalf("after completion: %+v", again)
 	}
 	// Events carry no argument values.
@@ -166,7 +167,7 @@ func TestActionRunApprovalDenied(t *testing.T) {
 	}
 	e.waitRunEvent(t, audit.EventActionDenied, res.ApprovalID)
 	status, got := e.actionResult(t, "s1", res.ApprovalID)
-	if status != 200 || got.Status != ActionStatusDenied || got.Error == nil || got.Error.Reason != "approval_denied" ||
+	if status != 200 || got.Status != actions.StatusDenied || got.Error == nil || got.Error.Reason != "approval_denied" ||
 		!strings.Contains(got.Error.Message, "not today") {
 		t.Fatalf("%d %+v", status, got)
 	}
@@ -182,7 +183,7 @@ func TestActionRunConcurrentPollsSendOnce(t *testing.T) {
 	s1 := e.sessions["s1"]
 	ctx := context.Background()
 	res, err := e.runner.Run(ctx, s1, "send-email", sendArgs)
-	if err != nil || res.Status != ActionStatusPendingApproval {
+	if err != nil || res.Status != actions.StatusPendingApproval {
 		t.Fatalf("%+v %v", res, err)
 	}
 	if err := e.store.Approve(t.Context(), res.ApprovalID, "tester"); err != nil {
@@ -197,7 +198,7 @@ func TestActionRunConcurrentPollsSendOnce(t *testing.T) {
 			defer wg.Done()
 			<-start
 			got, err := e.runner.Result(ctx, s1, res.ApprovalID)
-			if err == nil && got.Status != ActionStatusRunning && got.Status != ActionStatusCompleted {
+			if err == nil && got.Status != actions.StatusRunning && got.Status != actions.StatusCompleted {
 				err = errors.New("status " + got.Status)
 			}
 			errs <- err
@@ -212,7 +213,7 @@ func TestActionRunConcurrentPollsSendOnce(t *testing.T) {
 		}
 	}
 	e.waitRunEvent(t, audit.EventActionCompleted, res.ApprovalID)
-	if got, err := e.runner.Result(ctx, s1, res.ApprovalID); err != nil || got.Status != ActionStatusCompleted {
+	if got, err := e.runner.Result(ctx, s1, res.ApprovalID); err != nil || got.Status != actions.StatusCompleted {
 		t.Fatalf("%+v %v", got, err)
 	}
 	if n := e.countHits("POST", "gmail.google.test"); n != 1 {
@@ -227,7 +228,7 @@ func TestActionRunStepApprovalParksAndResumes(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
 	args := map[string]any{"issueId": "ENG-7", "body": "LGTM"}
 	status, res := e.runAction(t, "s1", "comment-create", args)
-	if status != 202 || res.Status != ActionStatusPendingApproval || res.ApprovalID == "" || len(res.AuditIDs) != 2 ||
+	if status != 202 || res.Status != actions.StatusPendingApproval || res.ApprovalID == "" || len(res.AuditIDs) != 2 ||
 		!strings.Contains(res.Message, "Step comment") {
 		t.Fatalf("%d %+v", status, res)
 	}
@@ -246,7 +247,7 @@ func TestActionRunStepApprovalParksAndResumes(t *testing.T) {
 	out, _ := got.Output.(map[string]any)
 	comment, _ := out["comment"].(map[string]any)
 	issue, _ := out["issue"].(map[string]any)
-	if got.Status != ActionStatusCompleted || issue["id"] != "canon-ENG-7" || comment == nil {
+	if got.Status != actions.StatusCompleted || issue["id"] != "canon-ENG-7" || comment == nil {
 		t.Fatalf("%+v", got)
 	}
 	if n := e.countHits("POST", "api.linear.test"); n != 1 || e.countHits("GET", "api.linear.test") != 1 {
@@ -286,9 +287,11 @@ func TestActionRunRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stuck := &actionRun{ID: "ar_stuck", Session: "s1", Action: "get-issue", Version: "1.0.0", Connector: tdLinearFQN,
-		ArgsJSON: `{"id":"1"}`, Status: ActionStatusRunning, Outputs: map[string]map[string]any{}}
-	if _, err := e.runner.insertRun(ctx, stuck); err != nil {
+	// A run a stopped daemon left running.
+	_, err = e.db.ExecContext(ctx, `INSERT INTO action_runs (id, session, action, version, connector, args, status,
+		created_at, updated_at) VALUES ('ar_stuck', 's1', 'get-issue', '1.0.0', ?, '{"id":"1"}', 'running', ?, ?)`,
+		tdLinearFQN, state.FormatTime(time.Now()), state.FormatTime(time.Now()))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.runner.Close(); err != nil {
@@ -300,16 +303,16 @@ func TestActionRunRestart(t *testing.T) {
 
 	// A new runner on the same database, as after a daemon restart.
 	events := make(chan string, 16)
-	r2 := &ActionRunner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog,
+	r2 := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog,
 		OnEvent: func(ev audit.EventName, d map[string]string) { events <- string(ev) + " " + d["id"] }}
 	t.Cleanup(func() { r2.Close() })
 	got, err := r2.Result(ctx, s1, "ar_stuck")
-	if err != nil || got.Status != ActionStatusFailed || got.Error == nil || got.Error.Reason != "daemon_stopped" ||
+	if err != nil || got.Status != actions.StatusFailed || got.Error == nil || got.Error.Reason != "daemon_stopped" ||
 		!strings.Contains(got.Error.Message, "check the upstream") {
 		t.Fatalf("stuck run: %+v %v", got, err)
 	}
 	if got, err := r2.Result(ctx, s1, pending.ApprovalID); err != nil ||
-		(got.Status != ActionStatusRunning && got.Status != ActionStatusCompleted) {
+		(got.Status != actions.StatusRunning && got.Status != actions.StatusCompleted) {
 		t.Fatalf("approved run: %+v %v", got, err)
 	}
 	for done := false; !done; {
@@ -320,7 +323,7 @@ func TestActionRunRestart(t *testing.T) {
 			t.Fatal("the approved run did not complete after the restart")
 		}
 	}
-	if got, _ := r2.Result(ctx, s1, pending.ApprovalID); got.Status != ActionStatusCompleted {
+	if got, _ := r2.Result(ctx, s1, pending.ApprovalID); got.Status != actions.StatusCompleted {
 		t.Fatalf("after restart: %+v", got)
 	}
 	if n := e.countHits("POST", "gmail.google.test"); n != 1 {
@@ -331,7 +334,7 @@ func TestActionRunRestart(t *testing.T) {
 // TestActionRunExpiredApproval: an approval nobody decided fails the run.
 func TestActionRunExpiredApproval(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
-	now := e.runner.now()
+	now := time.Now().UTC()
 	clock := &sync.Mutex{}
 	e.store.Now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
 	_, res := e.runAction(t, "s1", "send-email", sendArgs)
@@ -339,7 +342,7 @@ func TestActionRunExpiredApproval(t *testing.T) {
 	now = now.Add(2 * approvals.DefaultTTL)
 	clock.Unlock()
 	_, got := e.actionResult(t, "s1", res.ApprovalID)
-	if got.Status != ActionStatusFailed || got.Error == nil || got.Error.Reason != "approval_expired" {
+	if got.Status != actions.StatusFailed || got.Error == nil || got.Error.Reason != "approval_expired" {
 		t.Fatalf("%+v", got)
 	}
 	if n := len(e.upstreamHits()); n != 0 {
@@ -353,7 +356,7 @@ func TestActionRunFailures(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
 	ctx := context.Background()
 	_, res := e.runAction(t, "s1", "get-issue", map[string]any{"id": "a/b"})
-	if res.Status != ActionStatusFailed || res.Error == nil || res.Error.Step != "issue" || res.Error.Reason != "invalid_arguments" {
+	if res.Status != actions.StatusFailed || res.Error == nil || res.Error.Step != "issue" || res.Error.Reason != "invalid_arguments" {
 		t.Fatalf("bad path arg: %+v", res)
 	}
 	// A catalog whose action names an operation the policy lacks.
@@ -366,14 +369,14 @@ func TestActionRunFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &ActionRunner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: func() *action.Catalog { return cat }}
+	r := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: func() *action.Catalog { return cat }}
 	t.Cleanup(func() { r.Close() })
 	args := map[string]any{}
 	for _, in := range m.Inputs {
 		args[in.Name] = "v"
 	}
 	got, err := r.Run(ctx, e.sessions["s1"], m.Name, args)
-	if err != nil || got.Status != ActionStatusFailed || got.Error.Reason != "step_unresolved" || got.Error.Step != "x" {
+	if err != nil || got.Status != actions.StatusFailed || got.Error.Reason != "step_unresolved" || got.Error.Step != "x" {
 		t.Fatalf("%+v %v", got, err)
 	}
 	if n := len(e.upstreamHits()); n != 0 {
@@ -394,7 +397,7 @@ func TestActionRunNeedsSession(t *testing.T) {
 	if _, err := e.runner.Result(context.Background(), nil, "x"); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Result: %v", err)
 	}
-	if _, err := (&ActionRunner{}).Run(context.Background(), &dataplane.Session{ID: "s"}, "x", nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := (&actions.Runner{}).Run(context.Background(), &dataplane.Session{ID: "s"}, "x", nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("zero runner: %v", err)
 	}
 }
@@ -415,7 +418,7 @@ func TestActionRunSessionGoneRunsNothing(t *testing.T) {
 		return nil, ErrNotFound
 	}
 	res, err := e.runner.Run(context.Background(), s1, "send-email", sendArgs)
-	if err != nil || res.Status != ActionStatusPendingApproval {
+	if err != nil || res.Status != actions.StatusPendingApproval {
 		t.Fatalf("%+v %v", res, err)
 	}
 	mu.Lock()

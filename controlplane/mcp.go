@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aileronhq/aileron/actions"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,17 +22,17 @@ import (
 // (HTTPBackend). Implementations must be safe for concurrent use.
 type ToolBackend interface {
 	// Actions lists the actions the caller may run.
-	Actions(ctx context.Context) (ActionList, error)
+	Actions(ctx context.Context) (actions.List, error)
 	// RunAction runs action name (its manifest name, not the tool name) with
 	// args, the tool call's JSON arguments decoded with encoding/json (numbers
 	// are float64). A result with status pending_approval is not an error.
-	RunAction(ctx context.Context, name string, args map[string]any) (ActionResult, error)
+	RunAction(ctx context.Context, name string, args map[string]any) (actions.Result, error)
 	// ActionStatus reports the state of the run waiting on approval id.
-	ActionStatus(ctx context.Context, id string) (ActionResult, error)
+	ActionStatus(ctx context.Context, id string) (actions.Result, error)
 }
 
 // CheckActionStatusTool is the name of the MCP tool that polls an
-// approval-gated run: {"approval_id": "..."} → the run's ActionResult.
+// approval-gated run: {"approval_id": "..."} → the run's actions.Result.
 const CheckActionStatusTool = "check_action_status"
 
 const (
@@ -41,9 +42,9 @@ const (
 )
 
 // MCPServer serves the session's installed actions as MCP tools, one per
-// action (named by ActionInfo.ToolName, described by its Markdown body, with
+// action (named by actions.Info.ToolName, described by its Markdown body, with
 // its input schema) plus CheckActionStatusTool. A tool call answers the
-// ActionResult as JSON text content and as structured content; failed and
+// actions.Result as JSON text content and as structured content; failed and
 // denied runs are tool errors (IsError), a pending run is not: its text tells
 // the agent to have the human approve at the review URL, then to call
 // check_action_status. Backend failures become tool errors carrying their
@@ -212,7 +213,7 @@ func (ts *toolSync) run(ctx context.Context, every time.Duration) {
 // one RemoveTools, new or changed ones are (re)added; unchanged ones are left
 // alone, so a list equal to the current one notifies nobody. The SDK batches
 // the resulting list_changed notifications.
-func (ts *toolSync) apply(list ActionList) {
+func (ts *toolSync) apply(list actions.List) {
 	want := make(map[string]toolEntry, len(list.Actions))
 	for _, a := range list.Actions {
 		tool, err := toolFor(a)
@@ -277,7 +278,7 @@ func addTool(srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
 
 // toolFor is the MCP tool definition of action a. Its input schema is a deep
 // copy, so the backend may reuse its maps.
-func toolFor(a ActionInfo) (*mcp.Tool, error) {
+func toolFor(a actions.Info) (*mcp.Tool, error) {
 	if a.Name == "" {
 		return nil, errors.New("the action has no name")
 	}
@@ -416,15 +417,15 @@ func toolError(format string, args ...any) *mcp.CallToolResult {
 }
 
 // actionToolResult renders res: guidance for the model when the run is not
-// final, then the ActionResult JSON (also as structured content).
-func actionToolResult(res ActionResult) *mcp.CallToolResult {
+// final, then the actions.Result JSON (also as structured content).
+func actionToolResult(res actions.Result) *mcp.CallToolResult {
 	data, err := json.Marshal(res)
 	if err != nil {
 		return toolError("the action's result (status %q) could not be encoded as JSON: %v", res.Status, err)
 	}
 	out := &mcp.CallToolResult{
 		StructuredContent: json.RawMessage(data),
-		IsError:           res.Status == ActionStatusFailed || res.Status == ActionStatusDenied,
+		IsError:           res.Status == actions.StatusFailed || res.Status == actions.StatusDenied,
 	}
 	if g := guidance(res); g != "" {
 		out.Content = append(out.Content, &mcp.TextContent{Text: g})
@@ -433,9 +434,9 @@ func actionToolResult(res ActionResult) *mcp.CallToolResult {
 	return out
 }
 
-func guidance(res ActionResult) string {
+func guidance(res actions.Result) string {
 	switch res.Status {
-	case ActionStatusPendingApproval:
+	case actions.StatusPendingApproval:
 		g := "This action needs human approval before it runs. Ask the human to review and approve it"
 		if res.ReviewURL != "" {
 			g += " at " + res.ReviewURL
@@ -445,10 +446,10 @@ func guidance(res ActionResult) string {
 			g += "\n" + res.Message
 		}
 		return g
-	case ActionStatusRunning:
+	case actions.StatusRunning:
 		return fmt.Sprintf(`The action was approved and is still running; call %s with {"approval_id": %q} again shortly.`,
 			CheckActionStatusTool, res.ApprovalID)
-	case ActionStatusDenied:
+	case actions.StatusDenied:
 		return "The human denied this action; it was not run. Do not retry it unchanged; ask the human how to proceed."
 	}
 	return ""

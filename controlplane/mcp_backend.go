@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 )
@@ -61,37 +62,37 @@ func HTTPBackendFromEnv(getenv func(string) string) (*HTTPBackend, error) {
 }
 
 // Actions lists the session's actions (GET {APIURL}/actions).
-func (b *HTTPBackend) Actions(ctx context.Context) (ActionList, error) {
-	var l ActionList
+func (b *HTTPBackend) Actions(ctx context.Context) (actions.List, error) {
+	var l actions.List
 	err := b.do(ctx, http.MethodGet, "/actions", nil, &l, http.StatusOK)
 	return l, err
 }
 
 // RunAction runs action name with args (POST {APIURL}/actions/{name}/run);
 // a 202 answer is the pending_approval result.
-func (b *HTTPBackend) RunAction(ctx context.Context, name string, args map[string]any) (ActionResult, error) {
+func (b *HTTPBackend) RunAction(ctx context.Context, name string, args map[string]any) (actions.Result, error) {
 	if name == "" {
-		return ActionResult{}, fmt.Errorf("%w: %w: no action name", ErrSandboxAPI, ErrInvalidArgument)
+		return actions.Result{}, fmt.Errorf("%w: %w: no action name", ErrSandboxAPI, ErrInvalidArgument)
 	}
 	if args == nil {
 		args = map[string]any{}
 	}
 	body, err := json.Marshal(args)
 	if err != nil {
-		return ActionResult{}, fmt.Errorf("%w: %w: the arguments of action %s are not JSON: %v", ErrSandboxAPI, ErrInvalidArgument, name, err)
+		return actions.Result{}, fmt.Errorf("%w: %w: the arguments of action %s are not JSON: %v", ErrSandboxAPI, ErrInvalidArgument, name, err)
 	}
-	var res ActionResult
+	var res actions.Result
 	err = b.do(ctx, http.MethodPost, "/actions/"+url.PathEscape(name)+"/run", body, &res, http.StatusOK, http.StatusAccepted)
 	return res, err
 }
 
 // ActionStatus reports the run waiting on approval id
 // (GET {APIURL}/action-approvals/{id}/result).
-func (b *HTTPBackend) ActionStatus(ctx context.Context, id string) (ActionResult, error) {
+func (b *HTTPBackend) ActionStatus(ctx context.Context, id string) (actions.Result, error) {
 	if id == "" {
-		return ActionResult{}, fmt.Errorf("%w: %w: no approval id", ErrSandboxAPI, ErrInvalidArgument)
+		return actions.Result{}, fmt.Errorf("%w: %w: no approval id", ErrSandboxAPI, ErrInvalidArgument)
 	}
-	var res ActionResult
+	var res actions.Result
 	err := b.do(ctx, http.MethodGet, "/action-approvals/"+url.PathEscape(id)+"/result", nil, &res, http.StatusOK)
 	return res, err
 }
@@ -106,7 +107,7 @@ func (b *HTTPBackend) base() (string, error) {
 }
 
 // do sends one request and decodes an answer with one of the ok statuses into
-// out (an ActionResult must carry a status).
+// out (an actions.Result must carry a status).
 func (b *HTTPBackend) do(ctx context.Context, method, path string, body []byte, out any, ok ...int) error {
 	base, err := b.base()
 	if err != nil {
@@ -148,7 +149,7 @@ func (b *HTTPBackend) do(ctx context.Context, method, path string, body []byte, 
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%w: %s %s: the HTTP %d answer is not the expected JSON: %v", ErrSandboxAPI, method, target, resp.StatusCode, err)
 	}
-	if res, isResult := out.(*ActionResult); isResult && res.Status == "" {
+	if res, isResult := out.(*actions.Result); isResult && res.Status == "" {
 		return fmt.Errorf("%w: %s %s: the HTTP %d answer has no status", ErrSandboxAPI, method, target, resp.StatusCode)
 	}
 	return nil

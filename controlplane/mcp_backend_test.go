@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 )
@@ -58,7 +59,7 @@ func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 			return
 		}
 		status := http.StatusOK
-		if res.Status == ActionStatusPendingApproval {
+		if res.Status == actions.StatusPendingApproval {
 			status = http.StatusAccepted
 		}
 		writeJSON(w, status, res)
@@ -77,7 +78,7 @@ func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 func TestHTTPBackend(t *testing.T) {
 	noLeaks(t)
 	fb := newFakeBackend()
-	fb.statuses["ap/2 x"] = ActionResult{Status: ActionStatusDenied, Error: &ActionError{Reason: "approval_denied", Message: "not today"}}
+	fb.statuses["ap/2 x"] = actions.Result{Status: actions.StatusDenied, Error: &actions.RunError{Reason: "approval_denied", Message: "not today"}}
 	srv := httptest.NewServer(fakeSandboxAPI(fb))
 	defer srv.Close()
 	b := &HTTPBackend{APIURL: srv.URL + "/v1/", Client: srv.Client()}
@@ -89,30 +90,30 @@ func TestHTTPBackend(t *testing.T) {
 
 	cases := []struct {
 		name       string
-		do         func() (ActionResult, error)
-		want       ActionResult
+		do         func() (actions.Result, error)
+		want       actions.Result
 		wantStatus int // of the *APIError; 0 = success
 		wantReason policy.Reason
 		wantMsg    string
 	}{
-		{name: "200 completed", do: func() (ActionResult, error) {
+		{name: "200 completed", do: func() (actions.Result, error) {
 			return b.RunAction(t.Context(), "list-issues", map[string]any{"team": "eng"})
 		},
 			want: fb.results["list-issues"]},
-		{name: "202 pending", do: func() (ActionResult, error) { return b.RunAction(t.Context(), "issue-create", nil) },
+		{name: "202 pending", do: func() (actions.Result, error) { return b.RunAction(t.Context(), "issue-create", nil) },
 			want: fb.results["issue-create"]},
-		{name: "status with escaped id", do: func() (ActionResult, error) { return b.ActionStatus(t.Context(), "ap/2 x") },
+		{name: "status with escaped id", do: func() (actions.Result, error) { return b.ActionStatus(t.Context(), "ap/2 x") },
 			want: fb.statuses["ap/2 x"]},
-		{name: "error envelope", do: func() (ActionResult, error) { return b.RunAction(t.Context(), "nope", nil) },
+		{name: "error envelope", do: func() (actions.Result, error) { return b.RunAction(t.Context(), "nope", nil) },
 			wantStatus: 404, wantReason: "unknown_action", wantMsg: "no action nope"},
-		{name: "envelope on status", do: func() (ActionResult, error) { return b.ActionStatus(t.Context(), "ap_zz") },
+		{name: "envelope on status", do: func() (actions.Result, error) { return b.ActionStatus(t.Context(), "ap_zz") },
 			wantStatus: 404, wantReason: "unknown_approval", wantMsg: "no approval ap_zz"},
-		{name: "non-envelope error", do: func() (ActionResult, error) { return b.RunAction(t.Context(), "plain-502", nil) },
+		{name: "non-envelope error", do: func() (actions.Result, error) { return b.RunAction(t.Context(), "plain-502", nil) },
 			wantStatus: 502, wantReason: "unexpected_status", wantMsg: "HTTP 502 Bad Gateway: bad gateway from somewhere"},
-		{name: "not JSON", do: func() (ActionResult, error) { return b.RunAction(t.Context(), "garbage", nil) }, wantMsg: "not the expected JSON"},
-		{name: "no status", do: func() (ActionResult, error) { return b.RunAction(t.Context(), "no-status", nil) }, wantMsg: "has no status"},
-		{name: "empty name", do: func() (ActionResult, error) { return b.RunAction(t.Context(), "", nil) }, wantMsg: "no action name"},
-		{name: "empty id", do: func() (ActionResult, error) { return b.ActionStatus(t.Context(), "") }, wantMsg: "no approval id"},
+		{name: "not JSON", do: func() (actions.Result, error) { return b.RunAction(t.Context(), "garbage", nil) }, wantMsg: "not the expected JSON"},
+		{name: "no status", do: func() (actions.Result, error) { return b.RunAction(t.Context(), "no-status", nil) }, wantMsg: "has no status"},
+		{name: "empty name", do: func() (actions.Result, error) { return b.RunAction(t.Context(), "", nil) }, wantMsg: "no action name"},
+		{name: "empty id", do: func() (actions.Result, error) { return b.ActionStatus(t.Context(), "") }, wantMsg: "no approval id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,11 +213,11 @@ func TestHTTPBackendBehindMCP(t *testing.T) {
 	cs := stdioConnector().connect(t, ctx, &MCPServer{Refresh: time.Hour}, b, nil)
 
 	res := call(t, ctx, cs, "issue_create", map[string]any{"title": "Bug"})
-	if ar := structured(t, res); res.IsError || ar.Status != ActionStatusPendingApproval || ar.ApprovalID != "ap_1" {
+	if ar := structured(t, res); res.IsError || ar.Status != actions.StatusPendingApproval || ar.ApprovalID != "ap_1" {
 		t.Fatalf("issue_create = %+v", ar)
 	}
-	fb.setStatus("ap_1", ActionResult{Status: ActionStatusCompleted, ApprovalID: "ap_1", Output: "ENG-3"})
-	if ar := structured(t, call(t, ctx, cs, CheckActionStatusTool, map[string]any{"approval_id": "ap_1"})); ar.Status != ActionStatusCompleted || ar.Output != "ENG-3" {
+	fb.setStatus("ap_1", actions.Result{Status: actions.StatusCompleted, ApprovalID: "ap_1", Output: "ENG-3"})
+	if ar := structured(t, call(t, ctx, cs, CheckActionStatusTool, map[string]any{"approval_id": "ap_1"})); ar.Status != actions.StatusCompleted || ar.Output != "ENG-3" {
 		t.Errorf("after approval = %+v", ar)
 	}
 	res = call(t, ctx, cs, "fail_hard", nil)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
@@ -23,10 +24,10 @@ import (
 // results and approval states the test sets.
 type fakeBackend struct {
 	mu       sync.Mutex
-	list     ActionList
-	results  map[string]ActionResult // by action name
-	errs     map[string]error        // by action name
-	statuses map[string]ActionResult // by approval id
+	list     actions.List
+	results  map[string]actions.Result // by action name
+	errs     map[string]error          // by action name
+	statuses map[string]actions.Result // by approval id
 	listErr  error
 	runs     []fakeRun
 }
@@ -46,7 +47,7 @@ func listIssuesSchema() map[string]any {
 
 func newFakeBackend() *fakeBackend {
 	return &fakeBackend{
-		list: ActionList{Version: "v1", Actions: []ActionInfo{
+		list: actions.List{Version: "v1", Actions: []actions.Info{
 			{Name: "issue-create", ToolName: "issue_create", Description: "Creates an issue.", Version: "1.0.0",
 				Connector: "github://acme/linear", ApprovalRequired: true,
 				InputSchema: map[string]any{"type": "object", "properties": map[string]any{"title": map[string]any{"type": "string"}}}},
@@ -54,52 +55,52 @@ func newFakeBackend() *fakeBackend {
 				Connector: "github://acme/linear", InputSchema: listIssuesSchema()},
 			{Name: "fail-hard", ToolName: "fail_hard", Description: "Always errs.", Connector: "github://acme/linear"},
 		}},
-		results: map[string]ActionResult{
-			"list-issues":  {Status: ActionStatusCompleted, AuditIDs: []string{"au_1"}, Output: map[string]any{"issues": []any{"ENG-1"}}},
-			"issue-create": {Status: ActionStatusPendingApproval, ApprovalID: "ap_1", ReviewURL: "https://aileron.example/approvals/ap_1", Message: "waiting for a human"},
+		results: map[string]actions.Result{
+			"list-issues":  {Status: actions.StatusCompleted, AuditIDs: []string{"au_1"}, Output: map[string]any{"issues": []any{"ENG-1"}}},
+			"issue-create": {Status: actions.StatusPendingApproval, ApprovalID: "ap_1", ReviewURL: "https://aileron.example/approvals/ap_1", Message: "waiting for a human"},
 		},
 		errs:     map[string]error{"fail-hard": errors.New("the daemon refused: unknown_action")},
-		statuses: map[string]ActionResult{"ap_1": {Status: ActionStatusPendingApproval, ApprovalID: "ap_1", ReviewURL: "https://aileron.example/approvals/ap_1"}},
+		statuses: map[string]actions.Result{"ap_1": {Status: actions.StatusPendingApproval, ApprovalID: "ap_1", ReviewURL: "https://aileron.example/approvals/ap_1"}},
 	}
 }
 
-func (f *fakeBackend) Actions(context.Context) (ActionList, error) {
+func (f *fakeBackend) Actions(context.Context) (actions.List, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.list, f.listErr
 }
 
-func (f *fakeBackend) RunAction(_ context.Context, name string, args map[string]any) (ActionResult, error) {
+func (f *fakeBackend) RunAction(_ context.Context, name string, args map[string]any) (actions.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.runs = append(f.runs, fakeRun{Name: name, Args: args})
 	if err := f.errs[name]; err != nil {
-		return ActionResult{}, err
+		return actions.Result{}, err
 	}
 	res, ok := f.results[name]
 	if !ok {
-		return ActionResult{}, &APIError{Status: 404, Class: "not_found", Reason: "unknown_action", Message: "no action " + name}
+		return actions.Result{}, &APIError{Status: 404, Class: "not_found", Reason: "unknown_action", Message: "no action " + name}
 	}
 	return res, nil
 }
 
-func (f *fakeBackend) ActionStatus(_ context.Context, id string) (ActionResult, error) {
+func (f *fakeBackend) ActionStatus(_ context.Context, id string) (actions.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	res, ok := f.statuses[id]
 	if !ok {
-		return ActionResult{}, &APIError{Status: 404, Class: "not_found", Reason: "unknown_approval", Message: "no approval " + id}
+		return actions.Result{}, &APIError{Status: 404, Class: "not_found", Reason: "unknown_approval", Message: "no approval " + id}
 	}
 	return res, nil
 }
 
-func (f *fakeBackend) setStatus(id string, r ActionResult) {
+func (f *fakeBackend) setStatus(id string, r actions.Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statuses[id] = r
 }
 
-func (f *fakeBackend) setList(l ActionList) {
+func (f *fakeBackend) setList(l actions.List) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.list = l
@@ -219,13 +220,13 @@ func jsonNorm(t *testing.T, v any) any {
 	return out
 }
 
-func structured(t *testing.T, res *mcp.CallToolResult) ActionResult {
+func structured(t *testing.T, res *mcp.CallToolResult) actions.Result {
 	t.Helper()
 	data, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ar ActionResult
+	var ar actions.Result
 	if err := json.Unmarshal(data, &ar); err != nil {
 		t.Fatalf("structured content %s: %v", data, err)
 	}
@@ -286,7 +287,7 @@ func TestMCPToolsOverEveryTransport(t *testing.T) {
 
 			// A read action completes at once.
 			res := call(t, ctx, cs, "list_issues", map[string]any{"team": "eng"})
-			if ar := structured(t, res); res.IsError || ar.Status != ActionStatusCompleted ||
+			if ar := structured(t, res); res.IsError || ar.Status != actions.StatusCompleted ||
 				!reflect.DeepEqual(jsonNorm(t, ar.Output), jsonNorm(t, map[string]any{"issues": []any{"ENG-1"}})) {
 				t.Errorf("list_issues = %+v (IsError %v)", ar, res.IsError)
 			}
@@ -297,7 +298,7 @@ func TestMCPToolsOverEveryTransport(t *testing.T) {
 			// An approval-gated action is pending, which is not an error...
 			res = call(t, ctx, cs, "issue_create", map[string]any{"title": "Bug"})
 			ar := structured(t, res)
-			if res.IsError || ar.Status != ActionStatusPendingApproval || ar.ApprovalID != "ap_1" {
+			if res.IsError || ar.Status != actions.StatusPendingApproval || ar.ApprovalID != "ap_1" {
 				t.Fatalf("issue_create = %+v (IsError %v), want pending_approval ap_1", ar, res.IsError)
 			}
 			for _, want := range []string{ar.ReviewURL, CheckActionStatusTool, `"ap_1"`, "waiting for a human"} {
@@ -306,12 +307,12 @@ func TestMCPToolsOverEveryTransport(t *testing.T) {
 				}
 			}
 			// ...and check_action_status follows it to completion.
-			if ar := structured(t, call(t, ctx, cs, CheckActionStatusTool, map[string]any{"approval_id": "ap_1"})); ar.Status != ActionStatusPendingApproval {
+			if ar := structured(t, call(t, ctx, cs, CheckActionStatusTool, map[string]any{"approval_id": "ap_1"})); ar.Status != actions.StatusPendingApproval {
 				t.Errorf("status before the decision = %q", ar.Status)
 			}
-			fb.setStatus("ap_1", ActionResult{Status: ActionStatusCompleted, ApprovalID: "ap_1", Output: "ENG-2", AuditIDs: []string{"au_2"}})
+			fb.setStatus("ap_1", actions.Result{Status: actions.StatusCompleted, ApprovalID: "ap_1", Output: "ENG-2", AuditIDs: []string{"au_2"}})
 			res = call(t, ctx, cs, CheckActionStatusTool, map[string]any{"approval_id": "ap_1"})
-			if ar := structured(t, res); res.IsError || ar.Status != ActionStatusCompleted || ar.Output != "ENG-2" {
+			if ar := structured(t, res); res.IsError || ar.Status != actions.StatusCompleted || ar.Output != "ENG-2" {
 				t.Errorf("status after approval = %+v (IsError %v)", ar, res.IsError)
 			}
 		})
@@ -368,9 +369,9 @@ func TestMCPToolListChanged(t *testing.T) {
 
 			next := newFakeBackend().list
 			next.Version = "v2"
-			next.Actions = slices.DeleteFunc(next.Actions, func(a ActionInfo) bool { return a.Name == "list-issues" })
+			next.Actions = slices.DeleteFunc(next.Actions, func(a actions.Info) bool { return a.Name == "list-issues" })
 			next.Actions[0].Description = "Creates a Linear issue."
-			next.Actions = append(next.Actions, ActionInfo{Name: "comment-add", ToolName: "comment_add", Description: "Comments."})
+			next.Actions = append(next.Actions, actions.Info{Name: "comment-add", ToolName: "comment_add", Description: "Comments."})
 			fb.setList(next)
 
 			for {
@@ -393,7 +394,7 @@ func TestMCPHTTPCallRunsOnItsRequestsBackend(t *testing.T) {
 	noLeaks(t)
 	ctx := testCtx(t)
 	a, b := newFakeBackend(), newFakeBackend()
-	b.results["list-issues"] = ActionResult{Status: ActionStatusCompleted, Output: "from b"}
+	b.results["list-issues"] = actions.Result{Status: actions.StatusCompleted, Output: "from b"}
 	h := (&MCPServer{Refresh: time.Hour}).HTTPHandler(func(r *http.Request) (ToolBackend, error) {
 		switch r.Header.Get("X-Test-Caller") {
 		case "a":
@@ -424,7 +425,7 @@ func TestMCPHTTPCallRunsOnItsRequestsBackend(t *testing.T) {
 	}
 	defer cs.Close()
 
-	if ar := structured(t, call(t, ctx, cs, "list_issues", map[string]any{"team": "eng"})); ar.Status != ActionStatusCompleted || ar.Output == "from b" {
+	if ar := structured(t, call(t, ctx, cs, "list_issues", map[string]any{"team": "eng"})); ar.Status != actions.StatusCompleted || ar.Output == "from b" {
 		t.Errorf("call as a = %+v, want a's result", ar)
 	}
 	mu.Lock()
@@ -485,21 +486,21 @@ func TestMCPServerStartErrors(t *testing.T) {
 func TestMCPToolFor(t *testing.T) {
 	cases := []struct {
 		name    string
-		in      ActionInfo
+		in      actions.Info
 		wantErr string
 		check   func(*mcp.Tool) bool
 	}{
-		{"no schema means any object", ActionInfo{Name: "ping", ToolName: "ping"}, "",
+		{"no schema means any object", actions.Info{Name: "ping", ToolName: "ping"}, "",
 			func(tl *mcp.Tool) bool { return reflect.DeepEqual(tl.InputSchema, map[string]any{"type": "object"}) }},
-		{"tool name derived", ActionInfo{Name: "send-email"}, "", func(tl *mcp.Tool) bool { return tl.Name == "send_email" }},
-		{"approval line", ActionInfo{Name: "x", ApprovalRequired: true}, "",
+		{"tool name derived", actions.Info{Name: "send-email"}, "", func(tl *mcp.Tool) bool { return tl.Name == "send_email" }},
+		{"approval line", actions.Info{Name: "x", ApprovalRequired: true}, "",
 			func(tl *mcp.Tool) bool { return strings.HasPrefix(tl.Description, mcpApprovalLine) }},
-		{"no name", ActionInfo{ToolName: "x"}, "no name", nil},
-		{"reserved", ActionInfo{Name: "check-action-status"}, "reserved", nil},
-		{"bad character", ActionInfo{Name: "a b", ToolName: "a b"}, `contains ' '`, nil},
-		{"too long", ActionInfo{Name: "x", ToolName: strings.Repeat("x", 129)}, "1 to 128", nil},
-		{"schema not an object", ActionInfo{Name: "x", InputSchema: map[string]any{"type": "array"}}, `type "object"`, nil},
-		{"schema not JSON", ActionInfo{Name: "x", InputSchema: map[string]any{"type": "object", "f": func() {}}}, "not JSON", nil},
+		{"no name", actions.Info{ToolName: "x"}, "no name", nil},
+		{"reserved", actions.Info{Name: "check-action-status"}, "reserved", nil},
+		{"bad character", actions.Info{Name: "a b", ToolName: "a b"}, `contains ' '`, nil},
+		{"too long", actions.Info{Name: "x", ToolName: strings.Repeat("x", 129)}, "1 to 128", nil},
+		{"schema not an object", actions.Info{Name: "x", InputSchema: map[string]any{"type": "array"}}, `type "object"`, nil},
+		{"schema not JSON", actions.Info{Name: "x", InputSchema: map[string]any{"type": "object", "f": func() {}}}, "not JSON", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -522,8 +523,8 @@ func TestMCPSkipsUnusableActions(t *testing.T) {
 	ctx := testCtx(t)
 	fb := newFakeBackend()
 	fb.list.Actions = append(fb.list.Actions,
-		ActionInfo{Name: "dup", ToolName: "list_issues"},
-		ActionInfo{Name: "arr", InputSchema: map[string]any{"type": "array"}})
+		actions.Info{Name: "dup", ToolName: "list_issues"},
+		actions.Info{Name: "arr", InputSchema: map[string]any{"type": "array"}})
 	var mu sync.Mutex
 	var logs []string
 	s := &MCPServer{Refresh: time.Hour, Logf: func(f string, a ...any) {
@@ -548,16 +549,16 @@ func TestMCPSkipsUnusableActions(t *testing.T) {
 
 func TestMCPActionToolResult(t *testing.T) {
 	cases := []struct {
-		res       ActionResult
+		res       actions.Result
 		wantError bool
 		wantText  string
 	}{
-		{ActionResult{Status: ActionStatusCompleted, Output: 1}, false, `"status":"completed"`},
-		{ActionResult{Status: ActionStatusPendingApproval, ApprovalID: "ap_9", ReviewURL: "https://r/ap_9"}, false, "approve it at https://r/ap_9"},
-		{ActionResult{Status: ActionStatusRunning, ApprovalID: "ap_9"}, false, "still running"},
-		{ActionResult{Status: ActionStatusDenied, Error: &ActionError{Reason: "approval_denied", Message: "no"}}, true, "denied"},
-		{ActionResult{Status: ActionStatusFailed, Error: &ActionError{Reason: "upstream_status", Message: "500", Step: "issue"}}, true, `"step":"issue"`},
-		{ActionResult{Status: ActionStatusCompleted, Output: make(chan int)}, true, "could not be encoded"},
+		{actions.Result{Status: actions.StatusCompleted, Output: 1}, false, `"status":"completed"`},
+		{actions.Result{Status: actions.StatusPendingApproval, ApprovalID: "ap_9", ReviewURL: "https://r/ap_9"}, false, "approve it at https://r/ap_9"},
+		{actions.Result{Status: actions.StatusRunning, ApprovalID: "ap_9"}, false, "still running"},
+		{actions.Result{Status: actions.StatusDenied, Error: &actions.RunError{Reason: "approval_denied", Message: "no"}}, true, "denied"},
+		{actions.Result{Status: actions.StatusFailed, Error: &actions.RunError{Reason: "upstream_status", Message: "500", Step: "issue"}}, true, `"step":"issue"`},
+		{actions.Result{Status: actions.StatusCompleted, Output: make(chan int)}, true, "could not be encoded"},
 	}
 	for _, tc := range cases {
 		got := actionToolResult(tc.res)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 )
@@ -47,10 +48,10 @@ const sandboxEndpoints = "POST /v1/connector-operations/run, GET /v1/actions, PO
 //	       X-Aileron-Upstream-Status and X-Aileron-Audit-Id headers.
 //	     A refusal by the pipeline (denied, approval pending or denied, upstream
 //	     failure) answers the refusal's status and {"status":"refused","error":{…}}.
-//	GET  /v1/actions                    → 200 ActionList (ETag: the catalog version)
+//	GET  /v1/actions                    → 200 actions.List (ETag: the catalog version)
 //	POST /v1/actions/{name}/run         body: the arguments object itself (empty = {})
-//	     → 200 ActionResult (completed, failed, denied), 202 (pending_approval, running)
-//	GET  /v1/action-approvals/{id}/result → 200 ActionResult
+//	     → 200 actions.Result (completed, failed, denied), 202 (pending_approval, running)
+//	GET  /v1/action-approvals/{id}/result → 200 actions.Result
 //	     /v1/mcp                        → the MCP field (Streamable HTTP)
 //
 // Every error is the envelope {"error":{"class","reason","message"[,"audit_id",
@@ -64,9 +65,9 @@ type SandboxAPI struct {
 	// Catalog returns the installed actions; nil means Runner's catalog.
 	Catalog func() *action.Catalog
 	// Exec runs operation calls. Required for the run endpoint.
-	Exec Executor
+	Exec actions.Executor
 	// Runner runs actions; nil answers the action endpoints with 404.
-	Runner *ActionRunner
+	Runner *actions.Runner
 	// MCP serves /v1/mcp; nil answers 404.
 	MCP http.Handler
 	// ApprovalWait is how long the run endpoint waits for a human to
@@ -151,8 +152,8 @@ func (s *SandboxAPI) catalog() *action.Catalog {
 	if s.Catalog != nil {
 		return s.Catalog()
 	}
-	if s.Runner != nil {
-		return s.Runner.catalog()
+	if s.Runner != nil && s.Runner.Catalog != nil {
+		return s.Runner.Catalog()
 	}
 	return nil
 }
@@ -196,11 +197,11 @@ func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *
 			return
 		}
 	}
-	if !inScope(sess, req.ConnectorFQN) {
+	if !actions.InScope(sess, req.ConnectorFQN) {
 		s.writeError(w, fmt.Errorf("%w: connector %q is not available to this session", ErrNotFound, req.ConnectorFQN))
 		return
 	}
-	call, _, err := OperationCall(s.policy(), req.ConnectorFQN, req.Tool, req.Operation, req.Args)
+	call, _, err := actions.OperationCall(s.policy(), req.ConnectorFQN, req.Tool, req.Operation, req.Args)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -242,7 +243,7 @@ func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *
 // responseBody is the upstream body as a JSON value: itself when it is JSON
 // and announced as such, else a JSON string.
 func responseBody(res dataplane.CallResult, ct string) json.RawMessage {
-	if isJSONType(ct) && !res.Truncated && json.Valid(res.Body) {
+	if actions.IsJSON(ct) && !res.Truncated && json.Valid(res.Body) {
 		var b bytes.Buffer
 		if json.Compact(&b, res.Body) == nil {
 			return b.Bytes()
@@ -264,7 +265,7 @@ func writeCallRefusal(w http.ResponseWriter, res dataplane.CallResult) {
 }
 
 func (s *SandboxAPI) listActions(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
-	list := listActions(s.catalog(), sess)
+	list := actions.ListFor(s.catalog(), sess)
 	etag := `"` + list.Version + `"`
 	w.Header().Set("ETag", etag)
 	if r.Header.Get("If-None-Match") == etag {
@@ -295,9 +296,9 @@ func (s *SandboxAPI) runAction(w http.ResponseWriter, r *http.Request, sess *dat
 // writeActionResult answers an action run: 202 while it waits or runs (with
 // X-Aileron-Approval-Id and X-Aileron-Message for the shims), 200 once it
 // ended. With ?output=body a completed run answers its output alone.
-func writeActionResult(w http.ResponseWriter, r *http.Request, res ActionResult) {
+func writeActionResult(w http.ResponseWriter, r *http.Request, res actions.Result) {
 	status := http.StatusOK
-	if res.Status == ActionStatusPendingApproval || res.Status == ActionStatusRunning {
+	if res.Status == actions.StatusPendingApproval || res.Status == actions.StatusRunning {
 		status = http.StatusAccepted
 		if res.ApprovalID != "" {
 			w.Header().Set(dataplane.HeaderApprovalID, res.ApprovalID)
@@ -307,11 +308,11 @@ func writeActionResult(w http.ResponseWriter, r *http.Request, res ActionResult)
 	if res.Error != nil {
 		w.Header().Set(dataplane.HeaderMessage, dataplane.HeaderLine(res.Error.Message))
 	}
-	if r.URL.Query().Get("output") == "body" && res.Status == ActionStatusCompleted {
+	if r.URL.Query().Get("output") == "body" && res.Status == actions.StatusCompleted {
 		writeJSON(w, status, res.Output)
 		return
 	}
-	if res.Status == ActionStatusFailed || res.Status == ActionStatusDenied {
+	if res.Status == actions.StatusFailed || res.Status == actions.StatusDenied {
 		w.Header().Set(dataplane.HeaderUpstreamStatus, "0") // the shim exits 1: the action did not complete
 	}
 	writeJSON(w, status, res)
@@ -371,7 +372,7 @@ func sandboxErrors() []dataplane.ErrorRule {
 		{Target: errFeatureDisabled, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotEnabled},
 		{Target: ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
 		{Target: ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
-		{Target: ErrRunnerClosed, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonShuttingDown},
+		{Target: actions.ErrClosed, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonShuttingDown},
 	}
 }
 

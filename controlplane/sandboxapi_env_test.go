@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/ca"
@@ -59,7 +60,7 @@ type sapiEnv struct {
 	proxyAddr string
 	db        *state.DB
 	store     *approvals.Store
-	runner    *ActionRunner
+	runner    *actions.Runner
 	api       *SandboxAPI
 	sessions  sapiSessions
 	sessCA    *ca.Authority
@@ -108,7 +109,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 
 	linSpec, linActs := loadTestdataPackage(t, "linear")
 	gooSpec, gooActs := loadTestdataPackage(t, "google")
-	items, err := policy.ParseSpec("items.json", []byte(opcallSpec))
+	items, err := policy.ParseSpec("items.json", []byte(testkit.ItemsSpec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	}
 	e.db = testkit.OpenDB(t, o.dbPath)
 	e.store = &approvals.Store{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
-	e.runner = &ActionRunner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
+	e.runner = &actions.Runner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
 		OnEvent: func(ev audit.EventName, d map[string]string) {
 			e.events.record(ev, d)
 			select {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 )
@@ -198,7 +199,7 @@ func TestSandboxAPIListActions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		res := e.do(t, tc.session, "GET", "/v1/actions", nil)
-		var list ActionList
+		var list actions.List
 		res.decode(t, &list)
 		var names []string
 		for _, a := range list.Actions {
@@ -211,7 +212,7 @@ func TestSandboxAPIListActions(t *testing.T) {
 			t.Errorf("ETag %q", res.header.Get("ETag"))
 		}
 	}
-	var list ActionList
+	var list actions.List
 	e.do(t, "s1", "GET", "/v1/actions", nil).decode(t, &list)
 	send := list.Actions[2]
 	if send.ToolName != "send_email" || !send.ApprovalRequired || send.Connector != tdGoogleFQN || send.InputSchema["type"] != "object" ||
@@ -223,7 +224,7 @@ func TestSandboxAPIListActions(t *testing.T) {
 // TestSandboxAPIWithoutSession: the handler answers nothing without the
 // session the proxy puts in the context.
 func TestSandboxAPIWithoutSession(t *testing.T) {
-	api := &SandboxAPI{Runner: &ActionRunner{}}
+	api := &SandboxAPI{Runner: &actions.Runner{}}
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/v1/actions"}, {"POST", "/v1/connector-operations/run"}, {"POST", "/v1/actions/get-issue/run"},
 		{"GET", "/v1/action-approvals/ap_x/result"}, {"POST", "/v1/mcp"},

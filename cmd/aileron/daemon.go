@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
@@ -90,7 +91,7 @@ type daemon struct {
 	policy   policy.Holder
 	proxy    *dataplane.Proxy
 	catalog  atomic.Pointer[action.Catalog]
-	runner   *controlplane.ActionRunner
+	runner   *actions.Runner
 	mcp      *controlplane.MCPHTTPHandler
 	reloadMu sync.Mutex
 	// loadConfig re-reads the configuration on SIGHUP; nil means the

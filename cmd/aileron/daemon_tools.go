@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
@@ -19,9 +20,9 @@ import (
 // that resume approved actions. The proxy answers the API host itself.
 func (d *daemon) openTools() error {
 	logf := func(f string, a ...any) { d.log.Warn().Msgf(f, a...) }
-	d.runner = &controlplane.ActionRunner{
+	d.runner = &actions.Runner{
 		DB: d.db, Approvals: d.approval, Exec: d.proxy, Policy: &d.policy, Catalog: d.catalog.Load,
-		OnEvent: d.rec.Event, SessionByID: d.sessions.Session, Logf: logf,
+		OnEvent: d.rec.Event, SessionByID: d.sessions.Session, Log: d.log,
 	}
 	srv := &controlplane.MCPServer{Name: "aileron", Logf: logf}
 	d.mcp = srv.HTTPHandler(func(r *http.Request) (controlplane.ToolBackend, error) {

@@ -168,3 +168,24 @@ func Mode(t testing.TB, p string) os.FileMode {
 	}
 	return fi.Mode().Perm()
 }
+
+// ItemsFQN is the connector of ItemsSpec.
+const ItemsFQN = "local://test/items"
+
+// ItemsSpec is a connector (ItemsFQN) exercising every way
+// actions.OperationCall builds a request.
+const ItemsSpec = `{
+  "schema_version": "aileron.connector.v1",
+  "connector": {"fqn": "local://test/items", "version": "1.0.0"},
+  "tools": [{"name": "items", "operations": [
+    {"name": "get", "method": "GET", "path": "/v1/items/{id}", "hosts": ["api.example.com"]},
+    {"name": "list", "method": "GET", "path": "/v1/items", "hosts": ["api.example.com:8443", "alt.example.com"]},
+    {"name": "create", "method": "POST", "path": "/v1/projects/{project}/items", "hosts": ["api.example.com"]},
+    {"name": "update", "method": "PATCH", "path": "/v1/items/{id}", "hosts": ["api.example.com"]},
+    {"name": "replace", "method": "PUT", "path": "/v1/items/{id}/body", "hosts": ["api.example.com"]},
+    {"name": "delete", "method": "DELETE", "path": "/v1/items/{id}", "hosts": ["api.example.com"], "approval": "required"},
+    {"name": "head", "method": "HEAD", "path": "/v1/items/{id}/meta", "hosts": ["api.example.com"]},
+    {"name": "file", "method": "GET", "path": "/v1/files/{path...}", "hosts": ["api.example.com"]},
+    {"name": "doc", "summary": "documentation only"}
+  ]}]
+}`

@@ -1,4 +1,4 @@
-package controlplane
+package actions
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // OperationCall builds the call that runs operation op of tool of installed
@@ -30,12 +31,12 @@ import (
 // POST, PATCH and PUT. Equal arguments always build byte-identical calls, so
 // a retry after an approval matches the approved request.
 //
-// Errors: an unknown connector, tool or operation wraps ErrNotFound and lists
+// Errors: an unknown connector, tool or operation wraps state.ErrNotFound and lists
 // what is installed; a missing path argument, a path argument that is not a
 // string, number or boolean or that makes the path non-canonical (empty, ".",
 // "..", a '/' in a single-segment template), an object (or nested array) in
 // a query parameter, and an operation that declares no method, path or host
-// wrap ErrInvalidArgument, naming the argument.
+// wrap state.ErrInvalidArgument, naming the argument.
 func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any) (dataplane.Call, *policy.Operation, error) {
 	o, ok := pol.Lookup(fqn, tool, op)
 	if !ok {
@@ -44,7 +45,7 @@ func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any
 	s := o.Spec
 	if s.Method == "" || s.Path == "" || len(o.Hosts) == 0 {
 		return dataplane.Call{}, nil, fmt.Errorf("%w: operation %s/%s of %s (%s) declares no method, path or host, so it cannot be called; the connector's spec must declare all three",
-			ErrInvalidArgument, tool, op, o.Ref(), o.Origin)
+			state.ErrInvalidArgument, tool, op, o.Ref(), o.Origin)
 	}
 	escaped, used, err := fillPath(s.Path, args)
 	if err != nil {
@@ -52,7 +53,7 @@ func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any
 	}
 	unescaped, err := url.PathUnescape(escaped)
 	if err != nil { // fillPath only produces valid escapes; kept for safety
-		return dataplane.Call{}, nil, fmt.Errorf("%w: path %q: %v", ErrInvalidArgument, escaped, err)
+		return dataplane.Call{}, nil, fmt.Errorf("%w: path %q: %v", state.ErrInvalidArgument, escaped, err)
 	}
 	c := dataplane.Call{
 		Operation: o,
@@ -84,7 +85,7 @@ func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any
 }
 
 // notFoundOperation explains which of fqn, tool and op is unknown and lists
-// what is installed at that level. The error wraps ErrNotFound.
+// what is installed at that level. The error wraps state.ErrNotFound.
 func notFoundOperation(pol *policy.Policy, fqn, tool, op string) error {
 	var conns, tools, ops []string
 	for _, o := range pol.Operations() {
@@ -105,11 +106,11 @@ func notFoundOperation(pol *policy.Policy, fqn, tool, op string) error {
 	}
 	switch {
 	case len(tools) == 0:
-		return fmt.Errorf("%w: connector %q is not installed; installed connectors: %s", ErrNotFound, fqn, list(conns))
+		return fmt.Errorf("%w: connector %q is not installed; installed connectors: %s", state.ErrNotFound, fqn, list(conns))
 	case len(ops) == 0:
-		return fmt.Errorf("%w: connector %s has no tool %q; its tools: %s", ErrNotFound, fqn, tool, list(tools))
+		return fmt.Errorf("%w: connector %s has no tool %q; its tools: %s", state.ErrNotFound, fqn, tool, list(tools))
 	}
-	return fmt.Errorf("%w: tool %s of connector %s has no operation %q; its operations: %s", ErrNotFound, tool, fqn, op, list(ops))
+	return fmt.Errorf("%w: tool %s of connector %s has no operation %q; its operations: %s", state.ErrNotFound, tool, fqn, op, list(ops))
 }
 
 func appendNew(xs []string, s string) []string {
@@ -124,7 +125,7 @@ func appendNew(xs []string, s string) []string {
 // fillPath fills the {name} and {name...} templates of pattern (a validated
 // spec path) from args, path-escaping each value, and checks the result is a
 // canonical path. used reports the arguments consumed. Errors wrap
-// ErrInvalidArgument and name the argument.
+// state.ErrInvalidArgument and name the argument.
 func fillPath(pattern string, args map[string]any) (escaped string, used map[string]bool, err error) {
 	segs := strings.Split(pattern, "/")
 	used = map[string]bool{}
@@ -135,14 +136,14 @@ func fillPath(pattern string, args map[string]any) (escaped string, used map[str
 		name, multi := strings.CutSuffix(seg[1:len(seg)-1], "...")
 		v, ok := args[name]
 		if !ok {
-			return "", nil, fmt.Errorf("%w: missing argument %q, which fills {%s} in path %s", ErrInvalidArgument, name, seg[1:len(seg)-1], pattern)
+			return "", nil, fmt.Errorf("%w: missing argument %q, which fills {%s} in path %s", state.ErrInvalidArgument, name, seg[1:len(seg)-1], pattern)
 		}
 		text, ok := scalarText(v)
 		if !ok {
-			return "", nil, fmt.Errorf("%w: argument %q fills path %s and must be a string, number or boolean, not %s", ErrInvalidArgument, name, pattern, jsonKind(v))
+			return "", nil, fmt.Errorf("%w: argument %q fills path %s and must be a string, number or boolean, not %s", state.ErrInvalidArgument, name, pattern, jsonKind(v))
 		}
 		if text == "" {
-			return "", nil, fmt.Errorf("%w: argument %q is empty; it fills {%s} in path %s and needs a value", ErrInvalidArgument, name, name, pattern)
+			return "", nil, fmt.Errorf("%w: argument %q is empty; it fills {%s} in path %s and needs a value", state.ErrInvalidArgument, name, name, pattern)
 		}
 		if multi {
 			parts := strings.Split(text, "/")
@@ -162,7 +163,7 @@ func fillPath(pattern string, args map[string]any) (escaped string, used map[str
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return "", nil, fmt.Errorf("%w: path arguments %s make a path the proxy refuses: %v", ErrInvalidArgument, strings.Join(names, ", "), err)
+		return "", nil, fmt.Errorf("%w: path arguments %s make a path the proxy refuses: %v", state.ErrInvalidArgument, strings.Join(names, ", "), err)
 	}
 	return escaped, used, nil
 }
@@ -215,7 +216,7 @@ func jsonKind(v any) string {
 
 // queryString encodes args as a query string: keys sorted, scalars as text,
 // arrays as repeated keys, null omitted. Objects and nested arrays wrap
-// ErrInvalidArgument.
+// state.ErrInvalidArgument.
 func queryString(args map[string]any) (string, error) {
 	q := url.Values{}
 	for k, v := range args {
@@ -227,7 +228,7 @@ func queryString(args map[string]any) (string, error) {
 				t, ok := scalarText(e)
 				if !ok {
 					return "", fmt.Errorf("%w: argument %q[%d] is %s; query parameters take strings, numbers or booleans (send a POST/PUT/PATCH operation for structured input)",
-						ErrInvalidArgument, k, i, jsonKind(e))
+						state.ErrInvalidArgument, k, i, jsonKind(e))
 				}
 				q.Add(k, t)
 			}
@@ -236,7 +237,7 @@ func queryString(args map[string]any) (string, error) {
 		t, ok := scalarText(v)
 		if !ok {
 			return "", fmt.Errorf("%w: argument %q is %s; this operation sends its arguments as query parameters, which take strings, numbers, booleans or arrays of them",
-				ErrInvalidArgument, k, jsonKind(v))
+				state.ErrInvalidArgument, k, jsonKind(v))
 		}
 		q.Set(k, t)
 	}
@@ -244,13 +245,13 @@ func queryString(args map[string]any) (string, error) {
 }
 
 // jsonBody encodes args as a JSON object with sorted keys and no HTML
-// escaping. Values that do not encode wrap ErrInvalidArgument.
+// escaping. Values that do not encode wrap state.ErrInvalidArgument.
 func jsonBody(args map[string]any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(args); err != nil {
-		return nil, fmt.Errorf("%w: arguments do not encode as JSON: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: arguments do not encode as JSON: %v", state.ErrInvalidArgument, err)
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

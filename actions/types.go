@@ -1,40 +1,40 @@
-package controlplane
+package actions
 
 import "github.com/aileronhq/aileron/policy"
 
 // Wire types shared by the action runner, the sandbox API and the MCP server.
-// Their JSON is the sandbox API's: GET /v1/actions answers an ActionList,
+// Their JSON is the sandbox API's: GET /v1/actions answers an List,
 // POST /v1/actions/{name}/run and GET /v1/action-approvals/{id}/result answer
-// an ActionResult.
+// an Result.
 
-// Action run statuses, the values of ActionResult.Status.
+// Action run statuses, the values of Result.Status.
 const (
-	// ActionStatusPendingApproval: the run waits for a human decision on
-	// ActionResult.ApprovalID (review it at ReviewURL).
-	ActionStatusPendingApproval = "pending_approval"
-	// ActionStatusRunning: the run was approved and its steps are executing.
-	ActionStatusRunning = "running"
-	// ActionStatusCompleted: every step succeeded; Output holds the result.
-	ActionStatusCompleted = "completed"
-	// ActionStatusDenied: a human denied the approval; nothing was executed
+	// StatusPendingApproval: the run waits for a human decision on
+	// Result.ApprovalID (review it at ReviewURL).
+	StatusPendingApproval = "pending_approval"
+	// StatusRunning: the run was approved and its steps are executing.
+	StatusRunning = "running"
+	// StatusCompleted: every step succeeded; Output holds the result.
+	StatusCompleted = "completed"
+	// StatusDenied: a human denied the approval; nothing was executed
 	// past the gate.
-	ActionStatusDenied = "denied"
-	// ActionStatusFailed: a step failed (Error says which and why) and the
+	StatusDenied = "denied"
+	// StatusFailed: a step failed (Error says which and why) and the
 	// chain stopped there.
-	ActionStatusFailed = "failed"
+	StatusFailed = "failed"
 )
 
-// ActionList is the set of actions a session may call, with a version that
+// List is the set of actions a session may call, with a version that
 // changes whenever the set (or any action in it) changes.
-type ActionList struct {
+type List struct {
 	// Version is an opaque digest of Actions; equal versions mean equal lists.
 	Version string `json:"version"`
 	// Actions are sorted by Name.
-	Actions []ActionInfo `json:"actions"`
+	Actions []Info `json:"actions"`
 }
 
-// ActionInfo describes one installed action as agents see it.
-type ActionInfo struct {
+// Info describes one installed action as agents see it.
+type Info struct {
 	// Name is the manifest's name (kebab-case), the {name} of the run URL.
 	Name string `json:"name"`
 	// ToolName is Name in snake_case, the MCP tool name.
@@ -51,8 +51,8 @@ type ActionInfo struct {
 	InputSchema map[string]any `json:"input_schema"`
 }
 
-// ActionResult is the state (final or not) of one action run.
-type ActionResult struct {
+// Result is the state (final or not) of one action run.
+type Result struct {
 	// Status is one of the ActionStatus* constants.
 	Status string `json:"status"`
 	// ApprovalID names the approval the run waits on (or waited on); pass it
@@ -67,11 +67,11 @@ type ActionResult struct {
 	// Output is the run's result once completed.
 	Output any `json:"output,omitempty"`
 	// Error says why a run failed or was denied.
-	Error *ActionError `json:"error,omitempty"`
+	Error *RunError `json:"error,omitempty"`
 }
 
-// ActionError explains a failed or denied run.
-type ActionError struct {
+// RunError explains a failed or denied run.
+type RunError struct {
 	// Reason is machine-readable (e.g. "approval_denied", "upstream_status"),
 	// from the closed set of policy.Reason.
 	Reason policy.Reason `json:"reason"`

@@ -1,4 +1,4 @@
-package controlplane
+package actions
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 )
 
 // The action_runs table (migration 2) holds one row per action run. Its
-// result column holds the run's latest ActionResult as JSON at every state,
+// result column holds the run's latest Result as JSON at every state,
 // not only once final, so that Result answers from the row alone.
 
 const (
@@ -34,7 +34,7 @@ type actionRun struct {
 	ApprovalID string
 	NextStep   int
 	Outputs    map[string]map[string]any
-	Result     ActionResult
+	Result     Result
 }
 
 // actionApproval reports whether the run waits on its action's approval
@@ -73,18 +73,18 @@ func encodeJSON(v any) (string, error) {
 // canonicalArgs returns args' canonical JSON and args decoded back from it
 // (numbers as json.Number), which is what a run uses from then on: the
 // steps of a run resumed after a restart see exactly the same values.
-// Failures wrap ErrInvalidArgument.
+// Failures wrap state.ErrInvalidArgument.
 func canonicalArgs(args map[string]any) (string, map[string]any, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
 	canon, err := encodeJSON(args)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: action arguments do not encode as JSON: %v", ErrInvalidArgument, err)
+		return "", nil, fmt.Errorf("%w: action arguments do not encode as JSON: %v", state.ErrInvalidArgument, err)
 	}
 	var norm map[string]any
 	if err := decodeJSONNumbers([]byte(canon), &norm); err != nil {
-		return "", nil, fmt.Errorf("%w: action arguments: %v", ErrInvalidArgument, err)
+		return "", nil, fmt.Errorf("%w: action arguments: %v", state.ErrInvalidArgument, err)
 	}
 	return canon, norm, nil
 }
@@ -101,17 +101,17 @@ func scanRun(sc state.Scanner) (actionRun, error) {
 		return run, err
 	}
 	if err := decodeJSONNumbers([]byte(run.ArgsJSON), &run.Args); err != nil {
-		return run, fmt.Errorf("%w: args of action run %s: %v", ErrCorruptState, run.ID, err)
+		return run, fmt.Errorf("%w: args of action run %s: %v", state.ErrCorruptState, run.ID, err)
 	}
 	if err := decodeJSONNumbers([]byte(outputs), &run.Outputs); err != nil {
-		return run, fmt.Errorf("%w: outputs of action run %s: %v", ErrCorruptState, run.ID, err)
+		return run, fmt.Errorf("%w: outputs of action run %s: %v", state.ErrCorruptState, run.ID, err)
 	}
 	if run.Outputs == nil {
 		run.Outputs = map[string]map[string]any{}
 	}
 	if result != "" {
 		if err := decodeJSONNumbers([]byte(result), &run.Result); err != nil {
-			return run, fmt.Errorf("%w: result of action run %s: %v", ErrCorruptState, run.ID, err)
+			return run, fmt.Errorf("%w: result of action run %s: %v", state.ErrCorruptState, run.ID, err)
 		}
 	}
 	run.Result.Status = run.Status
@@ -119,15 +119,15 @@ func scanRun(sc state.Scanner) (actionRun, error) {
 }
 
 // loadRun reads the run with id key or, failing that, the newest run
-// waiting (or that waited) on approval key. A missing one wraps ErrNotFound.
-func (r *ActionRunner) loadRun(ctx context.Context, key string) (actionRun, error) {
+// waiting (or that waited) on approval key. A missing one wraps state.ErrNotFound.
+func (r *Runner) loadRun(ctx context.Context, key string) (actionRun, error) {
 	run, err := scanRun(r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs WHERE id = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		run, err = scanRun(r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs
 			WHERE approval_id = ? ORDER BY created_at DESC, id LIMIT 1`, key))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return run, fmt.Errorf("%w: no action run has id or approval %q", ErrNotFound, key)
+		return run, fmt.Errorf("%w: no action run has id or approval %q", state.ErrNotFound, key)
 	}
 	if err != nil {
 		return run, fmt.Errorf("reading action run %s: %w", key, err)
@@ -137,7 +137,7 @@ func (r *ActionRunner) loadRun(ctx context.Context, key string) (actionRun, erro
 
 // findLiveRun finds the newest run of session gated by its own approval for
 // this action, version and arguments that is still pending or running.
-func (r *ActionRunner) findLiveRun(ctx context.Context, session, name, version, args string) (string, bool, error) {
+func (r *Runner) findLiveRun(ctx context.Context, session, name, version, args string) (string, bool, error) {
 	var id string
 	err := r.DB.QueryRowContext(ctx, `SELECT id FROM action_runs
 		WHERE session = ? AND action = ? AND version = ? AND args = ? AND id = approval_id
@@ -166,7 +166,7 @@ func encodeRun(run *actionRun) (outputs, result string, err error) {
 
 // insertRun records run unless a run with its id exists; it reports
 // whether this call inserted it.
-func (r *ActionRunner) insertRun(ctx context.Context, run *actionRun) (bool, error) {
+func (r *Runner) insertRun(ctx context.Context, run *actionRun) (bool, error) {
 	outputs, result, err := encodeRun(run)
 	if err != nil {
 		return false, err
@@ -190,7 +190,7 @@ func (r *ActionRunner) insertRun(ctx context.Context, run *actionRun) (bool, err
 // saveRun writes run's state if the stored run is still in one of the
 // states from (a compare-and-swap); it reports whether it wrote. A write
 // that moves the run to a new status reports the matching event.
-func (r *ActionRunner) saveRun(ctx context.Context, run *actionRun, from ...string) (bool, error) {
+func (r *Runner) saveRun(ctx context.Context, run *actionRun, from ...string) (bool, error) {
 	outputs, result, err := encodeRun(run)
 	if err != nil {
 		return false, err
@@ -227,7 +227,7 @@ func (r *ActionRunner) saveRun(ctx context.Context, run *actionRun, from ...stri
 }
 
 // runIDsWithStatus lists the runs in status, oldest first.
-func (r *ActionRunner) runIDsWithStatus(ctx context.Context, status string) ([]string, error) {
+func (r *Runner) runIDsWithStatus(ctx context.Context, status string) ([]string, error) {
 	rows, err := r.DB.QueryContext(ctx, `SELECT id FROM action_runs WHERE status = ? ORDER BY created_at, id`, status)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s action runs: %w", status, err)
@@ -248,15 +248,15 @@ func (r *ActionRunner) runIDsWithStatus(ctx context.Context, status string) ([]s
 }
 
 // emit reports run's current status to OnEvent, without argument values.
-func (r *ActionRunner) emit(run *actionRun) {
+func (r *Runner) emit(run *actionRun) {
 	if r.OnEvent == nil {
 		return
 	}
 	event := map[string]audit.EventName{
-		ActionStatusPendingApproval: audit.EventActionPending,
-		ActionStatusCompleted:       audit.EventActionCompleted,
-		ActionStatusFailed:          audit.EventActionFailed,
-		ActionStatusDenied:          audit.EventActionDenied,
+		StatusPendingApproval: audit.EventActionPending,
+		StatusCompleted:       audit.EventActionCompleted,
+		StatusFailed:          audit.EventActionFailed,
+		StatusDenied:          audit.EventActionDenied,
 	}[run.Status]
 	if event == "" {
 		return

@@ -1,4 +1,4 @@
-package controlplane
+package actions
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // maxErrorBody bounds the upstream body quoted in a failed step's message.
@@ -21,52 +22,52 @@ const maxErrorBody = 512
 // swap wins starts them). It is safe to call concurrently, repeatedly and
 // after a restart, and returns the run's state. sess, if not nil, is the
 // caller's session.
-func (r *ActionRunner) advance(ctx context.Context, id string, sess *dataplane.Session) (actionRun, error) {
+func (r *Runner) advance(ctx context.Context, id string, sess *dataplane.Session) (actionRun, error) {
 	run, err := r.loadRun(ctx, id)
-	if err != nil || run.Status != ActionStatusPendingApproval {
+	if err != nil || run.Status != StatusPendingApproval {
 		return run, err
 	}
-	ap, err := r.Approvals.Get(ctx, run.ApprovalID)
-	if errors.Is(err, ErrNotFound) {
-		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalMissing,
-			fmt.Sprintf("approval %s is no longer recorded; run the action again", run.ApprovalID), "", ActionStatusPendingApproval)
+	st, reason, err := r.Approvals.State(ctx, run.ApprovalID)
+	if errors.Is(err, state.ErrNotFound) {
+		err = r.finish(ctx, &run, StatusFailed, policy.ReasonApprovalMissing,
+			fmt.Sprintf("approval %s is no longer recorded; run the action again", run.ApprovalID), "", StatusPendingApproval)
 		return run, err
 	}
 	if err != nil {
 		return run, err
 	}
 	step := r.waitingStep(&run)
-	switch ap.State {
+	switch st {
 	case dataplane.ApprovalStatePending:
 		return run, nil
 	case dataplane.ApprovalStateDenied:
 		msg := "a human denied the approval"
-		if ap.Reason != "" {
-			msg += ": " + ap.Reason
+		if reason != "" {
+			msg += ": " + reason
 		}
-		err = r.finish(ctx, &run, ActionStatusDenied, policy.ReasonApprovalDenied, msg, step, ActionStatusPendingApproval)
+		err = r.finish(ctx, &run, StatusDenied, policy.ReasonApprovalDenied, msg, step, StatusPendingApproval)
 	case dataplane.ApprovalStateExpired:
-		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalExpired,
-			"the approval expired before it was decided or used; run the action again to ask anew", step, ActionStatusPendingApproval)
+		err = r.finish(ctx, &run, StatusFailed, policy.ReasonApprovalExpired,
+			"the approval expired before it was decided or used; run the action again to ask anew", step, StatusPendingApproval)
 	case dataplane.ApprovalStateConsumed:
 		if run.actionApproval() {
 			// The runner that won the run consumed it after this caller read
 			// the row: answer the row as it is now (running or later).
 			return r.loadRun(ctx, run.ID)
 		}
-		err = r.finish(ctx, &run, ActionStatusFailed, policy.ReasonApprovalConsumed,
+		err = r.finish(ctx, &run, StatusFailed, policy.ReasonApprovalConsumed,
 			fmt.Sprintf("approval %s was used by another identical request, which may have been sent; check the upstream before running the action again", run.ApprovalID),
-			step, ActionStatusPendingApproval)
+			step, StatusPendingApproval)
 	case dataplane.ApprovalStateApproved:
 		return r.resume(ctx, run, sess)
 	default:
-		err = fmt.Errorf("%w: approval %s has unknown state %q", ErrCorruptState, run.ApprovalID, ap.State)
+		err = fmt.Errorf("%w: approval %s has unknown state %q", state.ErrCorruptState, run.ApprovalID, st)
 	}
 	return run, err
 }
 
 // waitingStep names the step a run parked at, "" for an action approval.
-func (r *ActionRunner) waitingStep(run *actionRun) string {
+func (r *Runner) waitingStep(run *actionRun) string {
 	if run.actionApproval() {
 		return ""
 	}
@@ -79,15 +80,15 @@ func (r *ActionRunner) waitingStep(run *actionRun) string {
 
 // resume moves approved run to running and, if this caller won, starts its
 // steps in the background.
-func (r *ActionRunner) resume(ctx context.Context, run actionRun, sess *dataplane.Session) (actionRun, error) {
+func (r *Runner) resume(ctx context.Context, run actionRun, sess *dataplane.Session) (actionRun, error) {
 	s := r.sessionFor(run.Session, sess)
 	if s == nil || !r.acquire() {
 		return run, nil // starts at the session's next poll, or after a restart
 	}
 	next := run
-	next.Status = ActionStatusRunning
+	next.Status = StatusRunning
 	next.Result = runningResult(&run)
-	won, err := r.saveRun(ctx, &next, ActionStatusPendingApproval)
+	won, err := r.saveRun(ctx, &next, StatusPendingApproval)
 	if err != nil || !won {
 		r.wg.Done()
 		if err != nil {
@@ -104,11 +105,11 @@ func (r *ActionRunner) resume(ctx context.Context, run actionRun, sess *dataplan
 
 // continueRun executes the approved run id, which this goroutine moved to
 // running: for an action approval it first consumes the approval.
-func (r *ActionRunner) continueRun(ctx context.Context, id string, sess *dataplane.Session) {
+func (r *Runner) continueRun(ctx context.Context, id string, sess *dataplane.Session) {
 	run, err := r.loadRun(ctx, id)
-	if err != nil || run.Status != ActionStatusRunning {
+	if err != nil || run.Status != StatusRunning {
 		if err != nil {
-			r.logf("action run %s: %v", id, err)
+			r.runFailed(id, err)
 		}
 		return
 	}
@@ -125,15 +126,15 @@ func (r *ActionRunner) continueRun(ctx context.Context, id string, sess *datapla
 		res, err := r.Approvals.Await(ctx, r.approvalRequest(run.Session, inst, &run), 0)
 		switch {
 		case err != nil:
-			r.fail(ctx, &run, &ActionError{Reason: policy.ReasonApprovalUnavailable, Message: "reading the approval failed: " + err.Error()})
+			r.fail(ctx, &run, &RunError{Reason: policy.ReasonApprovalUnavailable, Message: "reading the approval failed: " + err.Error()})
 			return
 		case res.Outcome == dataplane.ApprovalConsumed:
 			return // an identical Run consumed it and runs the steps
 		case res.Outcome == dataplane.ApprovalExpired:
-			r.fail(ctx, &run, &ActionError{Reason: policy.ReasonApprovalExpired, Message: "the approval expired before it was used; run the action again to ask anew"})
+			r.fail(ctx, &run, &RunError{Reason: policy.ReasonApprovalExpired, Message: "the approval expired before it was used; run the action again to ask anew"})
 			return
 		case res.Outcome != dataplane.ApprovalApproved:
-			r.fail(ctx, &run, &ActionError{Reason: policy.ReasonApprovalUnavailable, Message: fmt.Sprintf("approval %s is no longer approved; run the action again", run.ApprovalID)})
+			r.fail(ctx, &run, &RunError{Reason: policy.ReasonApprovalUnavailable, Message: fmt.Sprintf("approval %s is no longer approved; run the action again", run.ApprovalID)})
 			return
 		}
 	}
@@ -142,10 +143,10 @@ func (r *ActionRunner) continueRun(ctx context.Context, id string, sess *datapla
 
 // installedFor returns the installed action run belongs to, if it is still
 // installed exactly as when the run started.
-func (r *ActionRunner) installedFor(run *actionRun) (action.Installed, *ActionError) {
+func (r *Runner) installedFor(run *actionRun) (action.Installed, *RunError) {
 	inst, ok := r.catalog().Lookup(run.Action)
 	if !ok || inst.Name != run.Action || inst.Version != run.Version || inst.Connector != run.Connector {
-		return inst, &ActionError{Reason: policy.ReasonActionChanged, Message: fmt.Sprintf(
+		return inst, &RunError{Reason: policy.ReasonActionChanged, Message: fmt.Sprintf(
 			"action %s %s of %s is no longer installed as it was when the run started; nothing more was sent: run the action again",
 			run.Action, run.Version, run.Connector)}
 	}
@@ -155,11 +156,11 @@ func (r *ActionRunner) installedFor(run *actionRun) (action.Installed, *ActionEr
 // runSteps executes inst's steps from run.NextStep for sess; run is
 // running and owned by this goroutine. It stops at the first failure, or
 // parks the run at a step whose operation needs its own approval.
-func (r *ActionRunner) runSteps(ctx context.Context, run *actionRun, inst action.Installed, sess *dataplane.Session, approvedBy string) {
+func (r *Runner) runSteps(ctx context.Context, run *actionRun, inst action.Installed, sess *dataplane.Session, approvedBy string) {
 	pol := r.policy()
 	spec := specOf(pol, inst.Connector)
 	if spec != nil && inst.ConnectorVersion != "" && spec.Connector.Version != inst.ConnectorVersion {
-		r.fail(ctx, run, &ActionError{Reason: policy.ReasonConnectorChanged, Message: fmt.Sprintf(
+		r.fail(ctx, run, &RunError{Reason: policy.ReasonConnectorChanged, Message: fmt.Sprintf(
 			"action %s belongs to %s %s but version %s is active; reinstall the package or run the action again after the reload",
 			inst.Name, inst.Connector, inst.ConnectorVersion, spec.Connector.Version)})
 		return
@@ -174,7 +175,7 @@ func (r *ActionRunner) runSteps(ctx context.Context, run *actionRun, inst action
 		call.Session, call.ApprovedBy = sess, approvedBy
 		res, err := r.Exec.Execute(ctx, call)
 		if err != nil {
-			r.fail(ctx, run, &ActionError{Reason: policy.ReasonInternal, Message: err.Error(), Step: step.ID})
+			r.fail(ctx, run, &RunError{Reason: policy.ReasonInternal, Message: err.Error(), Step: step.ID})
 			return
 		}
 		if res.AuditID != "" {
@@ -185,64 +186,64 @@ func (r *ActionRunner) runSteps(ctx context.Context, run *actionRun, inst action
 				r.park(ctx, run, inst, i, ref, sess)
 				return
 			}
-			r.fail(ctx, run, &ActionError{Reason: ref.Reason, Message: ref.Message, Step: step.ID})
+			r.fail(ctx, run, &RunError{Reason: ref.Reason, Message: ref.Message, Step: step.ID})
 			return
 		}
 		if res.Status < 200 || res.Status > 299 {
-			r.fail(ctx, run, &ActionError{Reason: policy.ReasonUpstreamStatus, Step: step.ID, Message: fmt.Sprintf(
+			r.fail(ctx, run, &RunError{Reason: policy.ReasonUpstreamStatus, Step: step.ID, Message: fmt.Sprintf(
 				"%s %s answered HTTP %d: %s", call.Method, call.URL.Path, res.Status, clipBody(res.Body))})
 			return
 		}
 		run.Outputs[step.ID] = stepOutput(res)
 		run.NextStep = i + 1
 		if i+1 < len(inst.Steps) {
-			if _, err := r.saveRun(ctx, run, ActionStatusRunning); err != nil {
-				r.logf("action run %s: %v", run.ID, err)
+			if _, err := r.saveRun(ctx, run, StatusRunning); err != nil {
+				r.runFailed(run.ID, err)
 			}
 		}
 	}
-	run.Status = ActionStatusCompleted
-	run.Result = ActionResult{Status: ActionStatusCompleted, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL,
+	run.Status = StatusCompleted
+	run.Result = Result{Status: StatusCompleted, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL,
 		Message: fmt.Sprintf("Action %s completed.", inst.Name), AuditIDs: run.Result.AuditIDs, Output: runOutput(inst, run)}
-	if _, err := r.saveRun(ctx, run, ActionStatusRunning); err != nil {
-		r.logf("action run %s: %v", run.ID, err)
+	if _, err := r.saveRun(ctx, run, StatusRunning); err != nil {
+		r.runFailed(run.ID, err)
 	}
 }
 
 // park records that run waits at step i for the approval ref names, then
 // advances it once in case the approval was already decided.
-func (r *ActionRunner) park(ctx context.Context, run *actionRun, inst action.Installed, i int, ref *dataplane.Refusal, sess *dataplane.Session) {
-	run.Status, run.ApprovalID, run.NextStep = ActionStatusPendingApproval, ref.ApprovalID, i
+func (r *Runner) park(ctx context.Context, run *actionRun, inst action.Installed, i int, ref *dataplane.Refusal, sess *dataplane.Session) {
+	run.Status, run.ApprovalID, run.NextStep = StatusPendingApproval, ref.ApprovalID, i
 	run.Result = r.pendingResult(run, inst.Name, inst.Steps[i].ID, ref.ReviewURL)
-	won, err := r.saveRun(ctx, run, ActionStatusRunning)
+	won, err := r.saveRun(ctx, run, StatusRunning)
 	if err != nil || !won {
 		if err != nil {
-			r.logf("action run %s: %v", run.ID, err)
+			r.runFailed(run.ID, err)
 		}
 		return
 	}
 	if _, err := r.advance(ctx, run.ID, sess); err != nil {
-		r.logf("action run %s: %v", run.ID, err)
+		r.runFailed(run.ID, err)
 	}
 }
 
 // fail ends running run with aerr.
-func (r *ActionRunner) fail(ctx context.Context, run *actionRun, aerr *ActionError) {
-	if err := r.finish(ctx, run, ActionStatusFailed, aerr.Reason, aerr.Message, aerr.Step, ActionStatusRunning); err != nil {
-		r.logf("action run %s: %v", run.ID, err)
+func (r *Runner) fail(ctx context.Context, run *actionRun, aerr *RunError) {
+	if err := r.finish(ctx, run, StatusFailed, aerr.Reason, aerr.Message, aerr.Step, StatusRunning); err != nil {
+		r.runFailed(run.ID, err)
 	}
 }
 
 // finish moves run, if it is in one of the states from, to final status
 // (failed or denied) with the error reason, message and step; *run then
 // holds the stored state whether or not this call moved it.
-func (r *ActionRunner) finish(ctx context.Context, run *actionRun, status string, reason policy.Reason, msg, step string, from ...string) error {
+func (r *Runner) finish(ctx context.Context, run *actionRun, status string, reason policy.Reason, msg, step string, from ...string) error {
 	next := *run
 	next.Status = status
-	res := ActionResult{Status: status, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL, AuditIDs: run.Result.AuditIDs,
-		Error: &ActionError{Reason: reason, Message: msg, Step: step}}
+	res := Result{Status: status, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL, AuditIDs: run.Result.AuditIDs,
+		Error: &RunError{Reason: reason, Message: msg, Step: step}}
 	switch {
-	case status == ActionStatusDenied:
+	case status == StatusDenied:
 		res.Message = fmt.Sprintf("A human denied action %s: %s.", run.Action, msg)
 	case step != "":
 		res.Message = fmt.Sprintf("Action %s failed at step %s: %s", run.Action, step, msg)
@@ -267,19 +268,19 @@ func (r *ActionRunner) finish(ctx context.Context, run *actionRun, status string
 }
 
 // stepCall builds the call of step for run.
-func stepCall(pol *policy.Policy, spec *policy.Spec, step action.Step, run *actionRun) (dataplane.Call, *ActionError) {
+func stepCall(pol *policy.Policy, spec *policy.Spec, step action.Step, run *actionRun) (dataplane.Call, *RunError) {
 	tool, op, err := action.ResolveStep(spec, step)
 	if err != nil {
-		return dataplane.Call{}, &ActionError{Reason: policy.ReasonStepUnresolved, Step: step.ID,
+		return dataplane.Call{}, &RunError{Reason: policy.ReasonStepUnresolved, Step: step.ID,
 			Message: err.Error() + "; check that the action's connector is installed and active (aileron connector list)"}
 	}
 	in, err := step.Args(run.Args, run.Outputs)
 	if err != nil {
-		return dataplane.Call{}, &ActionError{Reason: policy.ReasonStepInputs, Message: err.Error(), Step: step.ID}
+		return dataplane.Call{}, &RunError{Reason: policy.ReasonStepInputs, Message: err.Error(), Step: step.ID}
 	}
 	call, _, err := OperationCall(pol, step.Connector, tool, op.Name, in)
 	if err != nil {
-		return dataplane.Call{}, &ActionError{Reason: policy.ReasonInvalidArguments, Message: err.Error(), Step: step.ID}
+		return dataplane.Call{}, &RunError{Reason: policy.ReasonInvalidArguments, Message: err.Error(), Step: step.ID}
 	}
 	return call, nil
 }
@@ -308,7 +309,7 @@ func specOf(pol *policy.Policy, fqn string) *policy.Spec {
 
 // isJSONType reports whether a Content-Type is JSON (application/json or
 // any +json type).
-func isJSONType(ct string) bool {
+func IsJSON(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
@@ -316,7 +317,7 @@ func isJSONType(ct string) bool {
 // stepOutput is a step's decoded output: the upstream's JSON object, or
 // {"status": N, "body": JSON value or text}.
 func stepOutput(res dataplane.CallResult) map[string]any {
-	if isJSONType(res.Header.Get("Content-Type")) && !res.Truncated {
+	if IsJSON(res.Header.Get("Content-Type")) && !res.Truncated {
 		var v any
 		if err := decodeJSONNumbers(res.Body, &v); err == nil {
 			if m, ok := v.(map[string]any); ok && m != nil {

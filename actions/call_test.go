@@ -1,4 +1,4 @@
-package controlplane
+package actions
 
 import (
 	"encoding/json"
@@ -8,26 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
-
-// opcallSpec is a connector exercising every way OperationCall builds a
-// request.
-const opcallSpec = `{
-  "schema_version": "aileron.connector.v1",
-  "connector": {"fqn": "local://test/items", "version": "1.0.0"},
-  "tools": [{"name": "items", "operations": [
-    {"name": "get", "method": "GET", "path": "/v1/items/{id}", "hosts": ["api.example.com"]},
-    {"name": "list", "method": "GET", "path": "/v1/items", "hosts": ["api.example.com:8443", "alt.example.com"]},
-    {"name": "create", "method": "POST", "path": "/v1/projects/{project}/items", "hosts": ["api.example.com"]},
-    {"name": "update", "method": "PATCH", "path": "/v1/items/{id}", "hosts": ["api.example.com"]},
-    {"name": "replace", "method": "PUT", "path": "/v1/items/{id}/body", "hosts": ["api.example.com"]},
-    {"name": "delete", "method": "DELETE", "path": "/v1/items/{id}", "hosts": ["api.example.com"], "approval": "required"},
-    {"name": "head", "method": "HEAD", "path": "/v1/items/{id}/meta", "hosts": ["api.example.com"]},
-    {"name": "file", "method": "GET", "path": "/v1/files/{path...}", "hosts": ["api.example.com"]},
-    {"name": "doc", "summary": "documentation only"}
-  ]}]
-}`
 
 // opcallPolicy compiles specs into a policy.
 func opcallPolicy(tb testing.TB, specs ...string) *policy.Policy {
@@ -48,7 +32,7 @@ func opcallPolicy(tb testing.TB, specs ...string) *policy.Policy {
 }
 
 func TestOperationCall(t *testing.T) {
-	pol := opcallPolicy(t, opcallSpec)
+	pol := opcallPolicy(t, testkit.ItemsSpec)
 	tests := []struct {
 		name, op     string
 		args         string // JSON object
@@ -60,7 +44,7 @@ func TestOperationCall(t *testing.T) {
 		checkDecided bool
 	}{
 		{name: "slash in single segment", op: "get", args: `{"id":"a b/c"}`,
-			wantErr: ErrInvalidArgument, errHas: []string{"id", "encoded '/'"}},
+			wantErr: state.ErrInvalidArgument, errHas: []string{"id", "encoded '/'"}},
 		{name: "get", op: "get", args: `{"id":"a b","expand":["x","y"],"limit":10,"on":true,"skip":null,"big":12345678901234567890}`,
 			method: "GET", url: "https://api.example.com:443/v1/items/a%20b?big=12345678901234567890&expand=x&expand=y&limit=10&on=true",
 			wantEscPath: "/v1/items/a%20b", checkDecided: true},
@@ -81,16 +65,16 @@ func TestOperationCall(t *testing.T) {
 		{name: "head", op: "head", args: `{"id":1.5}`, method: "HEAD", url: "https://api.example.com:443/v1/items/1.5/meta"},
 		{name: "multi segment", op: "file", args: `{"path":"dir/sub dir/f.txt"}`, method: "GET",
 			url: "https://api.example.com:443/v1/files/dir/sub%20dir/f.txt", checkDecided: true},
-		{name: "multi segment dot-dot", op: "file", args: `{"path":"../etc"}`, wantErr: ErrInvalidArgument, errHas: []string{"path", "dot segment"}},
-		{name: "dot", op: "get", args: `{"id":"."}`, wantErr: ErrInvalidArgument, errHas: []string{"id"}},
-		{name: "missing path arg", op: "get", args: `{"expand":"x"}`, wantErr: ErrInvalidArgument, errHas: []string{`missing argument "id"`, "/v1/items/{id}"}},
-		{name: "empty path arg", op: "get", args: `{"id":""}`, wantErr: ErrInvalidArgument, errHas: []string{`"id" is empty`}},
-		{name: "object path arg", op: "get", args: `{"id":{"a":1}}`, wantErr: ErrInvalidArgument, errHas: []string{`"id"`, "an object"}},
-		{name: "null path arg", op: "get", args: `{"id":null}`, wantErr: ErrInvalidArgument, errHas: []string{`"id"`, "null"}},
-		{name: "object in query", op: "get", args: `{"id":"1","f":{"a":1}}`, wantErr: ErrInvalidArgument, errHas: []string{`"f"`, "an object"}},
-		{name: "nested array in query", op: "get", args: `{"id":"1","f":[[1]]}`, wantErr: ErrInvalidArgument, errHas: []string{`"f"[0]`, "an array"}},
-		{name: "unknown op", op: "nope", args: `{}`, wantErr: ErrNotFound, errHas: []string{`"nope"`, "create, delete, doc, file, get, head, list, replace, update"}},
-		{name: "op without route", op: "doc", args: `{}`, wantErr: ErrInvalidArgument, errHas: []string{"doc", "no method, path or host"}},
+		{name: "multi segment dot-dot", op: "file", args: `{"path":"../etc"}`, wantErr: state.ErrInvalidArgument, errHas: []string{"path", "dot segment"}},
+		{name: "dot", op: "get", args: `{"id":"."}`, wantErr: state.ErrInvalidArgument, errHas: []string{"id"}},
+		{name: "missing path arg", op: "get", args: `{"expand":"x"}`, wantErr: state.ErrInvalidArgument, errHas: []string{`missing argument "id"`, "/v1/items/{id}"}},
+		{name: "empty path arg", op: "get", args: `{"id":""}`, wantErr: state.ErrInvalidArgument, errHas: []string{`"id" is empty`}},
+		{name: "object path arg", op: "get", args: `{"id":{"a":1}}`, wantErr: state.ErrInvalidArgument, errHas: []string{`"id"`, "an object"}},
+		{name: "null path arg", op: "get", args: `{"id":null}`, wantErr: state.ErrInvalidArgument, errHas: []string{`"id"`, "null"}},
+		{name: "object in query", op: "get", args: `{"id":"1","f":{"a":1}}`, wantErr: state.ErrInvalidArgument, errHas: []string{`"f"`, "an object"}},
+		{name: "nested array in query", op: "get", args: `{"id":"1","f":[[1]]}`, wantErr: state.ErrInvalidArgument, errHas: []string{`"f"[0]`, "an array"}},
+		{name: "unknown op", op: "nope", args: `{}`, wantErr: state.ErrNotFound, errHas: []string{`"nope"`, "create, delete, doc, file, get, head, list, replace, update"}},
+		{name: "op without route", op: "doc", args: `{}`, wantErr: state.ErrInvalidArgument, errHas: []string{"doc", "no method, path or host"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,9 +136,9 @@ func assertRoutesTo(t testing.TB, pol *policy.Policy, method string, u *url.URL,
 }
 
 func TestOperationCallNotFoundListsInstalled(t *testing.T) {
-	other := strings.NewReplacer(`local://test/items`, `local://test/other`, `"items"`, `"other"`).Replace(opcallSpec)
+	other := strings.NewReplacer(`local://test/items`, `local://test/other`, `"items"`, `"other"`).Replace(testkit.ItemsSpec)
 	other = strings.ReplaceAll(other, "example.com", "example.org")
-	pol := opcallPolicy(t, opcallSpec, other)
+	pol := opcallPolicy(t, testkit.ItemsSpec, other)
 	tests := []struct {
 		fqn, tool, op string
 		has           []string
@@ -165,8 +149,8 @@ func TestOperationCallNotFoundListsInstalled(t *testing.T) {
 	}
 	for _, tc := range tests {
 		_, _, err := OperationCall(pol, tc.fqn, tc.tool, tc.op, nil)
-		if !errors.Is(err, ErrNotFound) {
-			t.Fatalf("%s/%s/%s: err = %v, want ErrNotFound", tc.fqn, tc.tool, tc.op, err)
+		if !errors.Is(err, state.ErrNotFound) {
+			t.Fatalf("%s/%s/%s: err = %v, want state.ErrNotFound", tc.fqn, tc.tool, tc.op, err)
 		}
 		for _, s := range tc.has {
 			if !strings.Contains(err.Error(), s) {
@@ -174,7 +158,7 @@ func TestOperationCallNotFoundListsInstalled(t *testing.T) {
 			}
 		}
 	}
-	if _, _, err := OperationCall(nil, "local://test/items", "items", "get", nil); !errors.Is(err, ErrNotFound) ||
+	if _, _, err := OperationCall(nil, "local://test/items", "items", "get", nil); !errors.Is(err, state.ErrNotFound) ||
 		!strings.Contains(err.Error(), "installed connectors: none") {
 		t.Errorf("nil policy: err = %v", err)
 	}
@@ -183,7 +167,7 @@ func TestOperationCallNotFoundListsInstalled(t *testing.T) {
 // TestOperationCallDeterministic: equal arguments build identical calls,
 // which an approval retry relies on.
 func TestOperationCallDeterministic(t *testing.T) {
-	pol := opcallPolicy(t, opcallSpec)
+	pol := opcallPolicy(t, testkit.ItemsSpec)
 	args := map[string]any{"project": "p", "z": 1.0, "a": []any{"x", 2.5}, "m": map[string]any{"b": 1, "a": 2}}
 	first, _, err := OperationCall(pol, "local://test/items", "items", "create", args)
 	if err != nil {
@@ -209,20 +193,20 @@ func TestOperationCallDeterministic(t *testing.T) {
 }
 
 // FuzzOperationCallPath: whatever the argument, OperationCall either
-// refuses it with ErrInvalidArgument or builds a canonical path that the
+// refuses it with state.ErrInvalidArgument or builds a canonical path that the
 // policy routes to the same operation and that decodes back to the value.
 func FuzzOperationCallPath(f *testing.F) {
 	for _, s := range []string{"abc", "a b", "a/b", "..", ".", "%2e%2e", "%", "é", "a;b", "a?b#c", "\x00", "a\\b", "%252e", " ", "x/../y", "a//b", "~user"} {
 		f.Add(s)
 	}
-	pol := opcallPolicy(f, opcallSpec)
+	pol := opcallPolicy(f, testkit.ItemsSpec)
 	f.Fuzz(func(t *testing.T, v string) {
 		for _, op := range []string{"get", "file"} {
 			name := map[string]string{"get": "id", "file": "path"}[op]
 			c, o, err := OperationCall(pol, "local://test/items", "items", op, map[string]any{name: v})
 			if err != nil {
-				if !errors.Is(err, ErrInvalidArgument) {
-					t.Fatalf("%s(%q): err = %v, want ErrInvalidArgument", op, v, err)
+				if !errors.Is(err, state.ErrInvalidArgument) {
+					t.Fatalf("%s(%q): err = %v, want state.ErrInvalidArgument", op, v, err)
 				}
 				continue
 			}

@@ -1,4 +1,4 @@
-package controlplane
+package actions
 
 import (
 	"context"
@@ -13,12 +13,23 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
-	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
+	"github.com/rs/zerolog"
 )
+
+// Approvals is what the runner needs of the approval store: record (or
+// join) an approval and read where one stands. It cannot decide one: only
+// the admin side does.
+type Approvals interface {
+	// Await is dataplane.Approvals' Await.
+	Await(ctx context.Context, req *dataplane.ApprovalRequest, hold time.Duration) (dataplane.ApprovalResult, error)
+	// State reports where approval id stands and, when denied, why; an
+	// unknown id wraps state.ErrNotFound.
+	State(ctx context.Context, id string) (dataplane.ApprovalState, string, error)
+}
 
 // Executor runs a synthetic call through the proxy's one request pipeline
 // (policy, approval, injection, audit). *dataplane.Proxy implements it.
@@ -28,14 +39,13 @@ type Executor interface {
 
 var _ Executor = (*dataplane.Proxy)(nil)
 
-// ErrRunnerClosed is wrapped when an action would start after
-// ActionRunner.Close.
-var ErrRunnerClosed = errors.New("action runner closed")
+// ErrClosed is wrapped when an action would start after Runner.Close.
+var ErrClosed = errors.New("action runner closed")
 
 // actionMethod is the pseudo method of an action approval.
 const actionMethod = "ACTION"
 
-// ActionRunner runs installed actions for sessions: the one execution path
+// Runner runs installed actions for sessions: the one execution path
 // of the sandbox API's run endpoint and the MCP tools.
 //
 // A run of an action whose manifest says [approval] required first records
@@ -58,13 +68,14 @@ const actionMethod = "ACTION"
 // output. A step's output is the upstream's JSON object, or
 // {"status": HTTP status, "body": JSON value or text} for any other body.
 //
-// Fields other than DB, Approvals and Exec may be left zero. An
-// ActionRunner must not be copied after first use.
-type ActionRunner struct {
+// Fields other than DB, Approvals and Exec may be left zero. A
+// Runner must not be copied after first use.
+type Runner struct {
 	// DB holds action_runs. Required.
 	DB *state.DB
-	// Approvals records and decides action approvals. Required.
-	Approvals *approvals.Store
+	// Approvals records action approvals and reports their decisions.
+	// Required; *approvals.Store implements it.
+	Approvals Approvals
 	// Exec runs each step's call. Required.
 	Exec Executor
 	// Policy is the compiled policy steps resolve against; nil means an
@@ -88,8 +99,8 @@ type ActionRunner struct {
 	// process are known; such a run then starts at its session's next
 	// Result poll.
 	SessionByID func(id string) (*dataplane.Session, error)
-	// Logf receives failures of background work; nil discards them.
-	Logf func(format string, args ...any)
+	// Log receives failures of background work; nil discards them.
+	Log *zerolog.Logger
 
 	startMu  sync.Mutex
 	started  bool
@@ -104,7 +115,7 @@ type ActionRunner struct {
 // advances runs whose approval was decided meanwhile. Run, Result and
 // Decided call it on first use; calling it again does nothing. Errors are
 // database failures (a later call retries).
-func (r *ActionRunner) Start(ctx context.Context) error {
+func (r *Runner) Start(ctx context.Context) error {
 	if err := r.check(); err != nil {
 		return err
 	}
@@ -120,17 +131,17 @@ func (r *ActionRunner) Start(ctx context.Context) error {
 	return nil
 }
 
-func (r *ActionRunner) check() error {
+func (r *Runner) check() error {
 	if r == nil || r.DB == nil || r.Approvals == nil || r.Exec == nil {
-		return fmt.Errorf("%w: ActionRunner needs DB, Approvals and Exec", ErrInvalidArgument)
+		return fmt.Errorf("%w: actions.Runner needs DB, Approvals and Exec", state.ErrInvalidArgument)
 	}
 	return nil
 }
 
 // recoverRuns fails runs interrupted by a stop and advances pending ones.
-func (r *ActionRunner) recoverRuns(ctx context.Context) error {
+func (r *Runner) recoverRuns(ctx context.Context) error {
 	const stopped = "the daemon stopped while the action ran; check the upstream before retrying"
-	running, err := r.runIDsWithStatus(ctx, ActionStatusRunning)
+	running, err := r.runIDsWithStatus(ctx, StatusRunning)
 	if err != nil {
 		return err
 	}
@@ -139,11 +150,11 @@ func (r *ActionRunner) recoverRuns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := r.finish(ctx, &run, ActionStatusFailed, policy.ReasonDaemonStopped, stopped, "", ActionStatusRunning); err != nil {
+		if err := r.finish(ctx, &run, StatusFailed, policy.ReasonDaemonStopped, stopped, "", StatusRunning); err != nil {
 			return err
 		}
 	}
-	pending, err := r.runIDsWithStatus(ctx, ActionStatusPendingApproval)
+	pending, err := r.runIDsWithStatus(ctx, StatusPendingApproval)
 	if err != nil {
 		return err
 	}
@@ -152,15 +163,15 @@ func (r *ActionRunner) recoverRuns(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ap, err := r.Approvals.Get(ctx, run.ApprovalID)
-		if err == nil && ap.State == dataplane.ApprovalStateConsumed {
-			if err := r.finish(ctx, &run, ActionStatusFailed, policy.ReasonDaemonStopped, stopped, "", ActionStatusPendingApproval); err != nil {
+		st, _, err := r.Approvals.State(ctx, run.ApprovalID)
+		if err == nil && st == dataplane.ApprovalStateConsumed {
+			if err := r.finish(ctx, &run, StatusFailed, policy.ReasonDaemonStopped, stopped, "", StatusPendingApproval); err != nil {
 				return err
 			}
 			continue
 		}
 		if _, err := r.advance(ctx, id, nil); err != nil {
-			r.logf("action run %s: %v", id, err)
+			r.runFailed(id, err)
 		}
 	}
 	return nil
@@ -168,7 +179,7 @@ func (r *ActionRunner) recoverRuns(ctx context.Context) error {
 
 // Close stops new work from starting and waits for running actions to
 // finish. It returns nil.
-func (r *ActionRunner) Close() error {
+func (r *Runner) Close() error {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
@@ -177,7 +188,7 @@ func (r *ActionRunner) Close() error {
 }
 
 // acquire reserves a background goroutine; false once closed.
-func (r *ActionRunner) acquire() bool {
+func (r *Runner) acquire() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -187,27 +198,35 @@ func (r *ActionRunner) acquire() bool {
 	return true
 }
 
-func (r *ActionRunner) now() time.Time {
+func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now().UTC()
 	}
 	return time.Now().UTC()
 }
 
-func (r *ActionRunner) logf(format string, args ...any) {
-	if r.Logf != nil {
-		r.Logf(format, args...)
+// log returns Log, or a logger that discards.
+func (r *Runner) log() *zerolog.Logger {
+	if r.Log != nil {
+		return r.Log
 	}
+	nop := zerolog.Nop()
+	return &nop
 }
 
-func (r *ActionRunner) catalog() *action.Catalog {
+// runFailed logs a failure of background work on run id.
+func (r *Runner) runFailed(id string, err error) {
+	r.log().Error().Str("event", "action.run_error").Str("run", id).Err(err).Msg("action run")
+}
+
+func (r *Runner) catalog() *action.Catalog {
 	if r.Catalog == nil {
 		return nil
 	}
 	return r.Catalog()
 }
 
-func (r *ActionRunner) policy() *policy.Policy {
+func (r *Runner) policy() *policy.Policy {
 	if r.Policy == nil {
 		return nil
 	}
@@ -216,7 +235,7 @@ func (r *ActionRunner) policy() *policy.Policy {
 
 // remember keeps sess for runs of its session that resume in the
 // background.
-func (r *ActionRunner) remember(sess *dataplane.Session) {
+func (r *Runner) remember(sess *dataplane.Session) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sessions == nil {
@@ -229,7 +248,7 @@ func (r *ActionRunner) remember(sess *dataplane.Session) {
 // (it just authenticated), else SessionByID's, which is authoritative: a
 // session deleted or expired since runs nothing. Only without SessionByID
 // is a session seen earlier in this process used. nil if unknown.
-func (r *ActionRunner) sessionFor(id string, sess *dataplane.Session) *dataplane.Session {
+func (r *Runner) sessionFor(id string, sess *dataplane.Session) *dataplane.Session {
 	if sess != nil && sess.ID == id {
 		return sess
 	}
@@ -246,7 +265,7 @@ func (r *ActionRunner) sessionFor(id string, sess *dataplane.Session) *dataplane
 }
 
 // inScope reports whether sess may use connector fqn.
-func inScope(sess *dataplane.Session, fqn string) bool {
+func InScope(sess *dataplane.Session, fqn string) bool {
 	if sess.Connectors == nil {
 		return true
 	}
@@ -260,33 +279,33 @@ func inScope(sess *dataplane.Session, fqn string) bool {
 
 // Actions lists the actions sess may run, sorted by name, with the
 // catalog's version.
-func (r *ActionRunner) Actions(sess *dataplane.Session) ActionList {
-	return listActions(r.catalog(), sess)
+func (r *Runner) Actions(sess *dataplane.Session) List {
+	return ListFor(r.catalog(), sess)
 }
 
 // listActions renders cat's actions that sess may run.
-func listActions(cat *action.Catalog, sess *dataplane.Session) ActionList {
-	out := ActionList{Version: cat.Version(), Actions: []ActionInfo{}}
+func ListFor(cat *action.Catalog, sess *dataplane.Session) List {
+	out := List{Version: cat.Version(), Actions: []Info{}}
 	for _, a := range cat.List() {
-		if sess != nil && !inScope(sess, a.Connector) {
+		if sess != nil && !InScope(sess, a.Connector) {
 			continue
 		}
-		out.Actions = append(out.Actions, ActionInfo{Name: a.Name, ToolName: a.ToolName(), Description: a.Description,
+		out.Actions = append(out.Actions, Info{Name: a.Name, ToolName: a.ToolName(), Description: a.Description,
 			Version: a.Version, Connector: a.Connector, ApprovalRequired: a.Approval.Required, InputSchema: a.InputSchema()})
 	}
 	return out
 }
 
 // lookup finds action name (or its tool name) for sess. Unknown or out of
-// the session's scope wraps ErrNotFound.
-func (r *ActionRunner) lookup(sess *dataplane.Session, name string) (action.Installed, error) {
+// the session's scope wraps state.ErrNotFound.
+func (r *Runner) lookup(sess *dataplane.Session, name string) (action.Installed, error) {
 	cat := r.catalog()
 	inst, ok := cat.Lookup(name)
-	if ok && inScope(sess, inst.Connector) {
+	if ok && InScope(sess, inst.Connector) {
 		return inst, nil
 	}
 	var names []string
-	for _, a := range listActions(cat, sess).Actions {
+	for _, a := range ListFor(cat, sess).Actions {
 		names = append(names, a.Name)
 	}
 	avail := "none"
@@ -295,9 +314,9 @@ func (r *ActionRunner) lookup(sess *dataplane.Session, name string) (action.Inst
 	}
 	if ok {
 		return inst, fmt.Errorf("%w: action %q comes from connector %s, which is not available to this session; actions available: %s",
-			ErrNotFound, name, inst.Connector, avail)
+			state.ErrNotFound, name, inst.Connector, avail)
 	}
-	return inst, fmt.Errorf("%w: action %q is not installed; actions available to this session: %s", ErrNotFound, name, avail)
+	return inst, fmt.Errorf("%w: action %q is not installed; actions available to this session: %s", state.ErrNotFound, name, avail)
 }
 
 // Run runs action name (manifest name or tool name) for sess with args.
@@ -308,27 +327,27 @@ func (r *ActionRunner) lookup(sess *dataplane.Session, name string) (action.Inst
 // approval is pending answers the same run.
 //
 // Errors: an action that is not installed or not available to sess wraps
-// ErrNotFound; arguments that do not fit the action's inputs wrap
-// ErrInvalidArgument and action.ErrInvalidArgs, naming the input; after
-// Close, ErrRunnerClosed; others are database failures. A run that fails
+// state.ErrNotFound; arguments that do not fit the action's inputs wrap
+// state.ErrInvalidArgument and action.ErrInvalidArgs, naming the input; after
+// Close, ErrClosed; others are database failures. A run that fails
 // is not an error: its result says why.
-func (r *ActionRunner) Run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (ActionResult, error) {
+func (r *Runner) Run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (Result, error) {
 	if err := r.Start(ctx); err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	if sess == nil {
-		return ActionResult{}, fmt.Errorf("%w: Run needs the caller's session", ErrInvalidArgument)
+		return Result{}, fmt.Errorf("%w: Run needs the caller's session", state.ErrInvalidArgument)
 	}
 	inst, err := r.lookup(sess, name)
 	if err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	if err := inst.CheckArgs(args); err != nil {
-		return ActionResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return Result{}, fmt.Errorf("%w: %w", state.ErrInvalidArgument, err)
 	}
 	canon, norm, err := canonicalArgs(args)
 	if err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	r.remember(sess)
 	run := &actionRun{Session: sess.ID, Action: inst.Name, Version: inst.Version, Connector: inst.Connector,
@@ -341,19 +360,19 @@ func (r *ActionRunner) Run(ctx context.Context, sess *dataplane.Session, name st
 
 // runNow runs an action without an action approval and waits for it (or
 // for ctx).
-func (r *ActionRunner) runNow(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (ActionResult, error) {
+func (r *Runner) runNow(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (Result, error) {
 	id, err := newRunID()
 	if err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
-	run.ID, run.Status = id, ActionStatusRunning
-	run.Result = ActionResult{Message: fmt.Sprintf("Action %s is running.", inst.Name)}
+	run.ID, run.Status = id, StatusRunning
+	run.Result = Result{Message: fmt.Sprintf("Action %s is running.", inst.Name)}
 	if !r.acquire() {
-		return ActionResult{}, fmt.Errorf("%w: the daemon is shutting down; run action %s again once it is back", ErrRunnerClosed, inst.Name)
+		return Result{}, fmt.Errorf("%w: the daemon is shutting down; run action %s again once it is back", ErrClosed, inst.Name)
 	}
 	if _, err := r.insertRun(ctx, run); err != nil {
 		r.wg.Done()
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -371,31 +390,31 @@ func (r *ActionRunner) runNow(ctx context.Context, sess *dataplane.Session, inst
 
 // runGated registers (or joins) the action approval for run and answers
 // the run's state.
-func (r *ActionRunner) runGated(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (ActionResult, error) {
+func (r *Runner) runGated(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (Result, error) {
 	id, ok, err := r.findLiveRun(ctx, sess.ID, inst.Name, inst.Version, run.ArgsJSON)
 	if err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	if ok {
 		cur, err := r.advance(ctx, id, sess)
 		if err != nil {
-			return ActionResult{}, err
+			return Result{}, err
 		}
-		if cur.Status == ActionStatusPendingApproval || cur.Status == ActionStatusRunning {
+		if cur.Status == StatusPendingApproval || cur.Status == StatusRunning {
 			return cur.Result, nil
 		}
 	}
 	res, err := r.Approvals.Await(ctx, r.approvalRequest(sess.ID, inst, run), 0)
 	if err != nil {
-		return ActionResult{}, fmt.Errorf("recording the approval for action %s: %w", inst.Name, err)
+		return Result{}, fmt.Errorf("recording the approval for action %s: %w", inst.Name, err)
 	}
-	run.ID, run.ApprovalID, run.Status = res.ID, res.ID, ActionStatusPendingApproval
+	run.ID, run.ApprovalID, run.Status = res.ID, res.ID, StatusPendingApproval
 	run.Result = r.pendingResult(run, inst.Name, "", res.ReviewURL)
 	switch res.Outcome {
 	case dataplane.ApprovalPending:
 		inserted, err := r.insertRun(ctx, run)
 		if err != nil {
-			return ActionResult{}, err
+			return Result{}, err
 		}
 		if inserted {
 			r.emit(run)
@@ -405,33 +424,33 @@ func (r *ActionRunner) runGated(ctx context.Context, sess *dataplane.Session, in
 	case dataplane.ApprovalApproved:
 		return r.startConsumed(ctx, sess, inst, run)
 	}
-	return ActionResult{}, fmt.Errorf("%w: approval %s of action %s is already decided (%d); run the action again",
-		ErrConflict, res.ID, inst.Name, res.Outcome)
+	return Result{}, fmt.Errorf("%w: approval %s of action %s is already decided (%d); run the action again",
+		state.ErrConflict, res.ID, inst.Name, res.Outcome)
 }
 
 // startConsumed runs run, whose action approval this caller has just
 // consumed (an identical Run raced a human's approval): consuming it is
 // the right, and the duty, to run the steps.
-func (r *ActionRunner) startConsumed(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (ActionResult, error) {
+func (r *Runner) startConsumed(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
 	if _, err := r.insertRun(ctx, run); err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	cur, err := r.loadRun(ctx, run.ID)
 	if err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	if !r.acquire() {
-		err := r.finish(ctx, &cur, ActionStatusFailed, policy.ReasonDaemonStopped,
+		err := r.finish(ctx, &cur, StatusFailed, policy.ReasonDaemonStopped,
 			"the daemon shut down after the approval was used and before the action ran; nothing was sent: run the action again", "",
-			ActionStatusPendingApproval, ActionStatusRunning)
+			StatusPendingApproval, StatusRunning)
 		return cur.Result, err
 	}
-	cur.Status = ActionStatusRunning
+	cur.Status = StatusRunning
 	cur.Result = runningResult(&cur)
-	if _, err := r.saveRun(ctx, &cur, ActionStatusPendingApproval, ActionStatusRunning); err != nil {
+	if _, err := r.saveRun(ctx, &cur, StatusPendingApproval, StatusRunning); err != nil {
 		r.wg.Done()
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	res := cur.Result
 	go func() {
@@ -444,21 +463,21 @@ func (r *ActionRunner) startConsumed(ctx context.Context, sess *dataplane.Sessio
 // Result reports the run waiting (or that waited) on approval id, or the
 // run with id, for sess, advancing it first: a decided approval moves it to
 // running (its steps start in the background), denied or failed. Errors: an
-// unknown id or another session's wraps ErrNotFound; others are database
+// unknown id or another session's wraps state.ErrNotFound; others are database
 // failures.
-func (r *ActionRunner) Result(ctx context.Context, sess *dataplane.Session, id string) (ActionResult, error) {
+func (r *Runner) Result(ctx context.Context, sess *dataplane.Session, id string) (Result, error) {
 	if err := r.Start(ctx); err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	if sess == nil {
-		return ActionResult{}, fmt.Errorf("%w: Result needs the caller's session", ErrInvalidArgument)
+		return Result{}, fmt.Errorf("%w: Result needs the caller's session", state.ErrInvalidArgument)
 	}
 	run, err := r.loadRun(ctx, id)
 	if err == nil && run.Session != sess.ID {
-		err = fmt.Errorf("%w: no action run has id or approval %q", ErrNotFound, id)
+		err = fmt.Errorf("%w: no action run has id or approval %q", state.ErrNotFound, id)
 	}
 	if err != nil {
-		return ActionResult{}, err
+		return Result{}, err
 	}
 	r.remember(sess)
 	run, err = r.advance(ctx, run.ID, sess)
@@ -469,7 +488,7 @@ func (r *ActionRunner) Result(ctx context.Context, sess *dataplane.Session, id s
 // expired with the approval's id): it advances the run waiting on id, if
 // any, in the background. It never blocks and never calls back into the
 // approval store synchronously.
-func (r *ActionRunner) Decided(id string) {
+func (r *Runner) Decided(id string) {
 	if id == "" || !r.acquire() {
 		return
 	}
@@ -477,18 +496,18 @@ func (r *ActionRunner) Decided(id string) {
 		defer r.wg.Done()
 		ctx := context.Background()
 		if err := r.Start(ctx); err != nil {
-			r.logf("action runner: %v", err)
+			r.runFailed("", err)
 			return
 		}
-		if _, err := r.advance(ctx, id, nil); err != nil && !errors.Is(err, ErrNotFound) {
-			r.logf("action run for approval %s: %v", id, err)
+		if _, err := r.advance(ctx, id, nil); err != nil && !errors.Is(err, state.ErrNotFound) {
+			r.runFailed(id, err)
 		}
 	}()
 }
 
 // approvalRequest is the approval of run of inst: bound to the action, its
 // version and the canonical arguments.
-func (r *ActionRunner) approvalRequest(session string, inst action.Installed, run *actionRun) *dataplane.ApprovalRequest {
+func (r *Runner) approvalRequest(session string, inst action.Installed, run *actionRun) *dataplane.ApprovalRequest {
 	summary, err := inst.PreviewText(run.Args)
 	if err != nil || summary == "" {
 		summary = inst.Intent
@@ -520,7 +539,7 @@ func actionDigest(name, version, canonArgs string) string {
 }
 
 // reviewURL is where a human decides approval id.
-func (r *ActionRunner) reviewURL(id, fallback string) string {
+func (r *Runner) reviewURL(id, fallback string) string {
 	if r.ReviewURL != nil {
 		return r.ReviewURL(id)
 	}
@@ -529,7 +548,7 @@ func (r *ActionRunner) reviewURL(id, fallback string) string {
 
 // pendingResult is the answer for run waiting on its approval; step names
 // the step whose operation needs it ("" for the action's own approval).
-func (r *ActionRunner) pendingResult(run *actionRun, name, step, fallbackURL string) ActionResult {
+func (r *Runner) pendingResult(run *actionRun, name, step, fallbackURL string) Result {
 	id := run.ApprovalID
 	url := r.reviewURL(id, fallbackURL)
 	what := fmt.Sprintf("Action %s needs a human's approval before it runs", name)
@@ -542,16 +561,16 @@ func (r *ActionRunner) pendingResult(run *actionRun, name, step, fallbackURL str
 	}
 	msg := fmt.Sprintf("%s (approval %s). %s; then call check_action_status with approval_id %q (GET /v1/action-approvals/%s/result) until the status is completed, denied or failed.",
 		what, id, where, id, id)
-	return ActionResult{Status: ActionStatusPendingApproval, ApprovalID: id, ReviewURL: url, Message: msg,
+	return Result{Status: StatusPendingApproval, ApprovalID: id, ReviewURL: url, Message: msg,
 		AuditIDs: run.Result.AuditIDs}
 }
 
 // runningResult is the answer for run while its steps execute.
-func runningResult(run *actionRun) ActionResult {
+func runningResult(run *actionRun) Result {
 	msg := fmt.Sprintf("Action %s is running.", run.Action)
 	if run.ApprovalID != "" {
 		msg = fmt.Sprintf("Action %s was approved and is running; call check_action_status with approval_id %q again for the result.", run.Action, run.ApprovalID)
 	}
-	return ActionResult{Status: ActionStatusRunning, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL,
+	return Result{Status: StatusRunning, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL,
 		Message: msg, AuditIDs: run.Result.AuditIDs}
 }
