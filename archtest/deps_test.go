@@ -5,6 +5,7 @@ package archtest
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,8 +27,9 @@ var allowed = map[string][]string{
 	"credentials":  {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "github.com/rs/zerolog"},
 	"approvals":    {"state", "audit", "dataplane"},
 	"actions":      {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
+	"sandboxapi":   {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
 	"internal":     {"state", "github.com/rs/zerolog"},
-	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "sessions", "credentials", "approvals", "actions", "*"},
+	"controlplane": {"ca", "policy", "inject", "audit", "dataplane", "config", "action", "state", "store", "sessions", "credentials", "approvals", "actions", "sandboxapi", "*"},
 	"sandbox":      {"ca", "policy", "action", "controlplane", "sessions", "*"},
 	"config":       {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 }
@@ -66,6 +68,33 @@ func TestPackageDependencies(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatal("checked no import at all: the go list output did not parse")
+	}
+}
+
+// sandboxUnreachable are the packages that decide approvals (approvals),
+// install connectors (store), bind credentials or read the vault
+// (credentials), manage sessions (sessions) or serve the admin side (admin,
+// controlplane): invariant 7 says nothing a sandbox can reach may import
+// them.
+var sandboxUnreachable = []string{"approvals", "store", "credentials", "sessions", "admin", "controlplane", "cmd"}
+
+// TestSandboxReachesNothingThatDecides makes security invariant 7 a
+// compile-time rule: sandboxapi, and every package it imports directly or
+// not, imports none of sandboxUnreachable. What sandboxapi needs of them it
+// gets through small interfaces it (or actions) declares.
+func TestSandboxReachesNothingThatDecides(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"/sandboxapi").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"/actions") {
+		t.Fatalf("sandboxapi's dependencies do not include actions; the check would pass vacuously: %v", deps)
+	}
+	for _, d := range deps {
+		if slices.Contains(sandboxUnreachable, topLevel(d)) {
+			t.Errorf("sandboxapi reaches %s: nothing a sandbox can reach may import what decides approvals, installs connectors, binds credentials or reads the vault (invariant 7)", d)
+		}
 	}
 }
 

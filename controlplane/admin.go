@@ -110,7 +110,7 @@ type (
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, healthStatus{Status: "ok"})
+		dataplane.WriteJSON(w, http.StatusOK, healthStatus{Status: "ok"})
 	})
 	mux.HandleFunc("POST /v1/sessions", a.createSession)
 	mux.HandleFunc("GET /v1/sessions", a.listSessions)
@@ -142,7 +142,7 @@ func (a *Admin) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	a.event(audit.EventSessionCreated, map[string]string{"session": info.ID, "name": info.Name,
 		"expires_at": info.ExpiresAt.UTC().Format(time.RFC3339), "connectors": strings.Join(info.Connectors, ",")})
-	writeJSON(w, http.StatusCreated, info)
+	dataplane.WriteJSON(w, http.StatusCreated, info)
 }
 
 func (a *Admin) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +151,7 @@ func (a *Admin) listSessions(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionList{Sessions: list})
+	dataplane.WriteJSON(w, http.StatusOK, sessionList{Sessions: list})
 }
 
 func (a *Admin) getSession(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +163,7 @@ func (a *Admin) getSession(w http.ResponseWriter, r *http.Request) {
 	if a.Credentials != nil {
 		info.Placeholders = a.Credentials.Placeholders(info.ID)
 	}
-	writeJSON(w, http.StatusOK, info)
+	dataplane.WriteJSON(w, http.StatusOK, info)
 }
 
 func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +181,7 @@ func (a *Admin) listConnectors(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, connectorList{Connectors: list})
+	dataplane.WriteJSON(w, http.StatusOK, connectorList{Connectors: list})
 }
 
 func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +208,7 @@ func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.event(audit.EventStoreInstalled, map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash})
-	writeJSON(w, http.StatusCreated, inst)
+	dataplane.WriteJSON(w, http.StatusCreated, inst)
 }
 
 func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +227,7 @@ func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) verifyConnectors(w http.ResponseWriter, r *http.Request) {
 	problems := a.Store.Verify(r.Context())
-	writeJSON(w, http.StatusOK, problemList{OK: len(problems) == 0, Problems: append([]store.Problem{}, problems...)})
+	dataplane.WriteJSON(w, http.StatusOK, problemList{OK: len(problems) == 0, Problems: append([]store.Problem{}, problems...)})
 }
 
 // event reports a control-plane change to OnEvent, if set.
@@ -276,16 +276,6 @@ func decodeBody(r *http.Request, v any) error {
 		return fmt.Errorf("%w: request body: more than one JSON value", ErrInvalidArgument)
 	}
 	return nil
-}
-
-// writeJSON answers with status and v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }
 
 // adminErrors is consulted in order; the first sentinel err wraps wins.

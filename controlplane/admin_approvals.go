@@ -54,7 +54,7 @@ func (a *Admin) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
 			a.writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, approvalList{Approvals: append([]approvals.Approval{}, list...)})
+		dataplane.WriteJSON(w, http.StatusOK, approvalList{Approvals: append([]approvals.Approval{}, list...)})
 	})
 	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
 		ap, err := store.Get(r.Context(), r.PathValue("id"))
@@ -62,7 +62,7 @@ func (a *Admin) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
 			a.writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, ap)
+		dataplane.WriteJSON(w, http.StatusOK, ap)
 	})
 	mux.HandleFunc("POST /v1/approvals/{id}/approve", func(w http.ResponseWriter, r *http.Request) {
 		a.decide(w, r, store, false)
@@ -97,7 +97,7 @@ func (a *Admin) decide(w http.ResponseWriter, r *http.Request, store *approvals.
 		a.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ap)
+	dataplane.WriteJSON(w, http.StatusOK, ap)
 }
 
 // checkDecision validates a decision's decider and reason; failures wrap

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/credentials"
+	"github.com/aileronhq/aileron/dataplane"
 )
 
 // SetCredentialRequest is the body of POST /v1/credentials. Input is the
@@ -54,7 +55,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("POST /v1/credentials", a.setCredential)
 	mux.HandleFunc("GET /v1/credentials", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, credentialList{Credentials: append([]credentials.Info{}, a.Vault.List()...)})
+		dataplane.WriteJSON(w, http.StatusOK, credentialList{Credentials: append([]credentials.Info{}, a.Vault.List()...)})
 	})
 	mux.HandleFunc("DELETE /v1/credentials/{name}", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.Vault.Delete(r.PathValue("name")); err != nil {
@@ -75,10 +76,10 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 			return
 		}
 		a.event(audit.EventBindingSet, map[string]string{"connector": b.Connector, "credential": b.Credential})
-		writeJSON(w, http.StatusCreated, b)
+		dataplane.WriteJSON(w, http.StatusCreated, b)
 	})
 	mux.HandleFunc("GET /v1/bindings", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, bindingList{Bindings: append([]credentials.Binding{}, a.Bindings.List()...)})
+		dataplane.WriteJSON(w, http.StatusOK, bindingList{Bindings: append([]credentials.Binding{}, a.Bindings.List()...)})
 	})
 	mux.HandleFunc("POST /v1/bindings/remove", func(w http.ResponseWriter, r *http.Request) {
 		var req UnbindRequest
@@ -115,7 +116,7 @@ func (a *Admin) setCredential(w http.ResponseWriter, r *http.Request) {
 	a.event(audit.EventCredentialSet, map[string]string{"credential": req.Name, "kind": req.Kind})
 	for _, info := range a.Vault.List() {
 		if info.Name == req.Name {
-			writeJSON(w, http.StatusCreated, info)
+			dataplane.WriteJSON(w, http.StatusCreated, info)
 			return
 		}
 	}

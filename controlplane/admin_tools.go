@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -59,7 +60,7 @@ func (a *Admin) sessionTools(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	dataplane.WriteJSON(w, http.StatusOK, out)
 }
 
 // SessionTools fetches what session id's tools are rendered from.

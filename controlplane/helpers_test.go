@@ -3,10 +3,8 @@ package controlplane
 import (
 	"net/url"
 	"path/filepath"
-	"sync"
 	"testing"
 
-	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
@@ -39,24 +37,4 @@ func proxyCreds(t *testing.T, proxyURL string) (id, token string) {
 	}
 	token, _ = u.User.Password()
 	return u.User.Username(), token
-}
-
-// eventLog records OnEvent calls.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-	detail []map[string]string
-}
-
-func (l *eventLog) record(event audit.EventName, d map[string]string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, string(event))
-	l.detail = append(l.detail, d)
-}
-
-func (l *eventLog) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.events...)
 }

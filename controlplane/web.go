@@ -426,7 +426,7 @@ func (wb *Web) api(w http.ResponseWriter, r *http.Request) {
 			Class: dataplane.ClassInternal, Reason: policy.ReasonInternalError, Message: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, approvalList{Approvals: append([]approvals.Approval{}, list...)})
+	dataplane.WriteJSON(w, http.StatusOK, approvalList{Approvals: append([]approvals.Approval{}, list...)})
 }
 
 // indexView is the data of index.html.

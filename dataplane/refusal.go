@@ -114,8 +114,14 @@ func (r *Refusal) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Error makes a Refusal usable as an error: its message and reason.
-func (r Refusal) Error() string { return r.Message + " (" + string(r.Reason) + ")" }
+// Error makes a Refusal usable as an error (API clients return it): its
+// message, reason and, when known, HTTP status.
+func (r *Refusal) Error() string {
+	if r.Status == 0 {
+		return r.Message + " (" + string(r.Reason) + ")"
+	}
+	return fmt.Sprintf("%s (%s, HTTP %d)", r.Message, r.Reason, r.Status)
+}
 
 // body is the envelope's bytes, with a newline.
 func (r Refusal) body() []byte {
@@ -157,6 +163,18 @@ func WriteRefusal(w http.ResponseWriter, r Refusal) {
 	r.header(w.Header(), len(body))
 	w.WriteHeader(r.Status)
 	_, _ = w.Write(body)
+}
+
+// WriteJSON answers w with status and v as indented JSON, not cached: the
+// successful answers of the admin and sandbox APIs (refusals go through
+// WriteRefusal).
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 // Response is WriteRefusal for code paths that hand back an *http.Response

@@ -31,6 +31,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/sandboxapi"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
@@ -92,7 +93,7 @@ type daemon struct {
 	proxy    *dataplane.Proxy
 	catalog  atomic.Pointer[action.Catalog]
 	runner   *actions.Runner
-	mcp      *controlplane.MCPHTTPHandler
+	mcp      *sandboxapi.MCPHTTPHandler
 	reloadMu sync.Mutex
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.

@@ -10,30 +10,29 @@ import (
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/audit"
-	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/sandboxapi"
 )
 
 // openTools wires the sandbox API: the action runner over the proxy's one
 // request path, the MCP server on Streamable HTTP, and the approval events
 // that resume approved actions. The proxy answers the API host itself.
 func (d *daemon) openTools() error {
-	logf := func(f string, a ...any) { d.log.Warn().Msgf(f, a...) }
 	d.runner = &actions.Runner{
 		DB: d.db, Approvals: d.approval, Exec: d.proxy, Policy: &d.policy, Catalog: d.catalog.Load,
 		OnEvent: d.rec.Event, SessionByID: d.sessions.Session, Log: d.log,
 	}
-	srv := &controlplane.MCPServer{Name: "aileron", Logf: logf}
-	d.mcp = srv.HTTPHandler(func(r *http.Request) (controlplane.ToolBackend, error) {
+	srv := &sandboxapi.MCPServer{Name: "aileron", Log: d.log}
+	d.mcp = srv.HTTPHandler(func(r *http.Request) (sandboxapi.ToolBackend, error) {
 		sess, ok := dataplane.SessionFrom(r.Context())
 		if !ok {
 			return nil, errors.New("no session on this request")
 		}
 		return d.runner.Backend(sess), nil
 	})
-	d.proxy.SandboxAPI = &controlplane.SandboxAPI{
-		Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, MCP: d.mcp, Logf: logf,
+	d.proxy.SandboxAPI = &sandboxapi.API{
+		Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, MCP: d.mcp, Log: d.log,
 	}
 	record := d.approval.OnEvent
 	d.approval.OnEvent = func(event audit.EventName, details map[string]string) {

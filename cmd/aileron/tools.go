@@ -13,7 +13,9 @@ import (
 	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandbox"
+	"github.com/aileronhq/aileron/sandboxapi"
 	"github.com/aileronhq/aileron/sessions"
+	"github.com/rs/zerolog"
 )
 
 // exitCodeError carries a launched command's exit status out of run.
@@ -160,15 +162,14 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return os.Getenv(k)
 		}
 	}
-	b, err := controlplane.HTTPBackendFromEnv(getenv)
+	b, err := sandboxapi.HTTPBackendFromEnv(getenv)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := &controlplane.MCPServer{Backend: b, Name: "aileron", Logf: func(f string, a ...any) {
-		fmt.Fprintf(stderr, "aileron mcp: "+f+"\n", a...)
-	}}
+	log := zerolog.New(stderr).With().Timestamp().Str("component", "aileron mcp").Logger()
+	srv := &sandboxapi.MCPServer{Backend: b, Name: "aileron", Log: &log}
 	err = srv.ServeStdio(ctx, stdin, stdout)
 	if errors.Is(err, context.Canceled) {
 		return nil

@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"bytes"
@@ -16,10 +16,11 @@ import (
 	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // ErrSandboxAPI is wrapped by every HTTPBackend error: the API could not be
-// reached, answered an error (then an *APIError is wrapped too, carrying the
+// reached, answered an error (then a *dataplane.Refusal is wrapped too, carrying the
 // envelope's class, reason and message) or answered something unreadable.
 var ErrSandboxAPI = errors.New("sandbox API request failed")
 
@@ -46,14 +47,14 @@ type HTTPBackend struct {
 // HTTPBackendFromEnv is the HTTPBackend of AILERON_API_URL as getenv reports
 // it (nil means os.Getenv).
 //
-// Errors: an unset or unusable AILERON_API_URL wraps ErrInvalidArgument.
+// Errors: an unset or unusable AILERON_API_URL wraps state.ErrInvalidArgument.
 func HTTPBackendFromEnv(getenv func(string) string) (*HTTPBackend, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	b := &HTTPBackend{APIURL: getenv("AILERON_API_URL")}
 	if b.APIURL == "" {
-		return nil, fmt.Errorf("%w: AILERON_API_URL is not set; run the agent under `aileron launch` (or set it to the session's sandbox API, normally https://aileron.internal/v1)", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: AILERON_API_URL is not set; run the agent under `aileron launch` (or set it to the session's sandbox API, normally https://aileron.internal/v1)", state.ErrInvalidArgument)
 	}
 	if _, err := b.base(); err != nil {
 		return nil, err
@@ -72,14 +73,14 @@ func (b *HTTPBackend) Actions(ctx context.Context) (actions.List, error) {
 // a 202 answer is the pending_approval result.
 func (b *HTTPBackend) RunAction(ctx context.Context, name string, args map[string]any) (actions.Result, error) {
 	if name == "" {
-		return actions.Result{}, fmt.Errorf("%w: %w: no action name", ErrSandboxAPI, ErrInvalidArgument)
+		return actions.Result{}, fmt.Errorf("%w: %w: no action name", ErrSandboxAPI, state.ErrInvalidArgument)
 	}
 	if args == nil {
 		args = map[string]any{}
 	}
 	body, err := json.Marshal(args)
 	if err != nil {
-		return actions.Result{}, fmt.Errorf("%w: %w: the arguments of action %s are not JSON: %v", ErrSandboxAPI, ErrInvalidArgument, name, err)
+		return actions.Result{}, fmt.Errorf("%w: %w: the arguments of action %s are not JSON: %v", ErrSandboxAPI, state.ErrInvalidArgument, name, err)
 	}
 	var res actions.Result
 	err = b.do(ctx, http.MethodPost, "/actions/"+url.PathEscape(name)+"/run", body, &res, http.StatusOK, http.StatusAccepted)
@@ -90,7 +91,7 @@ func (b *HTTPBackend) RunAction(ctx context.Context, name string, args map[strin
 // (GET {APIURL}/action-approvals/{id}/result).
 func (b *HTTPBackend) ActionStatus(ctx context.Context, id string) (actions.Result, error) {
 	if id == "" {
-		return actions.Result{}, fmt.Errorf("%w: %w: no approval id", ErrSandboxAPI, ErrInvalidArgument)
+		return actions.Result{}, fmt.Errorf("%w: %w: no approval id", ErrSandboxAPI, state.ErrInvalidArgument)
 	}
 	var res actions.Result
 	err := b.do(ctx, http.MethodGet, "/action-approvals/"+url.PathEscape(id)+"/result", nil, &res, http.StatusOK)
@@ -101,7 +102,7 @@ func (b *HTTPBackend) ActionStatus(ctx context.Context, id string) (actions.Resu
 func (b *HTTPBackend) base() (string, error) {
 	u, err := url.Parse(b.APIURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%w: AILERON_API_URL %q is not an http(s) base URL like https://aileron.internal/v1", ErrInvalidArgument, b.APIURL)
+		return "", fmt.Errorf("%w: AILERON_API_URL %q is not an http(s) base URL like https://aileron.internal/v1", state.ErrInvalidArgument, b.APIURL)
 	}
 	return strings.TrimRight(b.APIURL, "/"), nil
 }
@@ -167,10 +168,10 @@ func intIn(v int, set []int) bool {
 // apiErrorFrom reads an error answer: the envelope
 // {"error":{"class","reason","message"}} when there is one, else the status
 // and the start of the body.
-func apiErrorFrom(status int, body []byte) *APIError {
+func apiErrorFrom(status int, body []byte) *dataplane.Refusal {
 	var env dataplane.Refusal
 	if err := json.Unmarshal(body, &env); err == nil && (env.Reason != "" || env.Message != "") {
-		return &APIError{Status: status, Class: env.Class, Reason: env.Reason, Message: env.Message}
+		return &dataplane.Refusal{Status: status, Class: env.Class, Reason: env.Reason, Message: env.Message}
 	}
 	text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "?")
 	if len(text) > 200 {
@@ -184,5 +185,5 @@ func apiErrorFrom(status int, body []byte) *APIError {
 	if text != "" {
 		msg += ": " + text
 	}
-	return &APIError{Status: status, Reason: policy.ReasonUnexpectedStatus, Message: msg}
+	return &dataplane.Refusal{Status: status, Reason: policy.ReasonUnexpectedStatus, Message: msg}
 }

@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
+	"github.com/rs/zerolog"
 )
 
 // maxSandboxBody bounds a sandbox API request body.
@@ -35,7 +37,7 @@ var (
 const sandboxEndpoints = "POST /v1/connector-operations/run, GET /v1/actions, POST /v1/actions/{name}/run, " +
 	"GET /v1/action-approvals/{id}/result, /v1/mcp"
 
-// SandboxAPI is the HTTP API a sandbox reaches through the proxy at
+// API is the HTTP API a sandbox reaches through the proxy at
 // https://aileron.internal/v1 (dataplane.Proxy.SandboxAPI), authenticated
 // by the session's proxy credentials (dataplane.SessionFrom). It offers
 // only what a session may do itself; there is no endpoint to decide or list
@@ -58,7 +60,7 @@ const sandboxEndpoints = "POST /v1/connector-operations/run, GET /v1/actions, PO
 // "approval_id","review_url"]}}: 400 invalid arguments, 401 no session, 404
 // unknown endpoint, connector, operation, action or run (including another
 // session's), 405 wrong method, 413 body over 1 MiB, 503 shutting down.
-type SandboxAPI struct {
+type API struct {
 	// Policy is the compiled policy operations are resolved in; nil means
 	// an empty policy.
 	Policy *policy.Holder
@@ -74,8 +76,8 @@ type SandboxAPI struct {
 	// decide an approval-gated operation; 0 answers approval_pending at once
 	// (the client retries the identical call after approval).
 	ApprovalWait time.Duration
-	// Logf receives internal errors; nil discards them.
-	Logf func(format string, args ...any)
+	// Log receives internal errors; nil discards them.
+	Log *zerolog.Logger
 
 	once sync.Once
 	mux  *http.ServeMux
@@ -84,7 +86,7 @@ type SandboxAPI struct {
 // ServeHTTP implements http.Handler.
 // A path that is not clean (dot segments, "//") is answered 404, never
 // redirected.
-func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.once.Do(s.routes)
 	if p := r.URL.Path; p == "" || path.Clean(p) != strings.TrimSuffix(p, "/") && path.Clean(p) != p {
 		s.writeError(w, fmt.Errorf("%w: %s %s; the sandbox API serves %s", errNoEndpoint, r.Method, clipPath(p), sandboxEndpoints))
@@ -93,7 +95,7 @@ func (s *SandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *SandboxAPI) routes() {
+func (s *API) routes() {
 	m := http.NewServeMux()
 	route := func(method, path string, h func(http.ResponseWriter, *http.Request, *dataplane.Session)) {
 		m.HandleFunc(method+" "+path, s.authed(h))
@@ -130,7 +132,7 @@ func clipPath(p string) string {
 }
 
 // authed passes the request's session to h, answering 401 without one.
-func (s *SandboxAPI) authed(h func(http.ResponseWriter, *http.Request, *dataplane.Session)) http.HandlerFunc {
+func (s *API) authed(h func(http.ResponseWriter, *http.Request, *dataplane.Session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		sess, ok := dataplane.SessionFrom(r.Context())
 		if !ok {
@@ -141,14 +143,14 @@ func (s *SandboxAPI) authed(h func(http.ResponseWriter, *http.Request, *dataplan
 	}
 }
 
-func (s *SandboxAPI) policy() *policy.Policy {
+func (s *API) policy() *policy.Policy {
 	if s.Policy == nil {
 		return nil
 	}
 	return s.Policy.Load()
 }
 
-func (s *SandboxAPI) catalog() *action.Catalog {
+func (s *API) catalog() *action.Catalog {
 	if s.Catalog != nil {
 		return s.Catalog()
 	}
@@ -176,14 +178,14 @@ type operationResponse struct {
 	Truncated      bool            `json:"truncated,omitempty"`
 }
 
-func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+func (s *API) runOperation(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
 	raw := false
 	switch out := r.URL.Query().Get("output"); out {
 	case "":
 	case "body":
 		raw = true
 	default:
-		s.writeError(w, fmt.Errorf("%w: output=%s; the only value is output=body", ErrInvalidArgument, strconv.Quote(out)))
+		s.writeError(w, fmt.Errorf("%w: output=%s; the only value is output=body", state.ErrInvalidArgument, strconv.Quote(out)))
 		return
 	}
 	var req operationRequest
@@ -193,12 +195,12 @@ func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *
 	}
 	for _, f := range []struct{ name, v string }{{"connector_fqn", req.ConnectorFQN}, {"tool", req.Tool}, {"operation", req.Operation}} {
 		if f.v == "" {
-			s.writeError(w, fmt.Errorf("%w: request body: %q is missing; send {\"connector_fqn\", \"tool\", \"operation\", \"args\"}", ErrInvalidArgument, f.name))
+			s.writeError(w, fmt.Errorf("%w: request body: %q is missing; send {\"connector_fqn\", \"tool\", \"operation\", \"args\"}", state.ErrInvalidArgument, f.name))
 			return
 		}
 	}
 	if !actions.InScope(sess, req.ConnectorFQN) {
-		s.writeError(w, fmt.Errorf("%w: connector %q is not available to this session", ErrNotFound, req.ConnectorFQN))
+		s.writeError(w, fmt.Errorf("%w: connector %q is not available to this session", state.ErrNotFound, req.ConnectorFQN))
 		return
 	}
 	call, _, err := actions.OperationCall(s.policy(), req.ConnectorFQN, req.Tool, req.Operation, req.Args)
@@ -236,7 +238,7 @@ func (s *SandboxAPI) runOperation(w http.ResponseWriter, r *http.Request, sess *
 		_, _ = w.Write(res.Body)
 		return
 	}
-	writeJSON(w, http.StatusOK, operationResponse{Status: "ok", AuditID: res.AuditID, UpstreamStatus: res.Status,
+	dataplane.WriteJSON(w, http.StatusOK, operationResponse{Status: "ok", AuditID: res.AuditID, UpstreamStatus: res.Status,
 		ContentType: ct, Body: responseBody(res, ct), Truncated: res.Truncated})
 }
 
@@ -264,7 +266,7 @@ func writeCallRefusal(w http.ResponseWriter, res dataplane.CallResult) {
 	dataplane.WriteRefusal(w, ref)
 }
 
-func (s *SandboxAPI) listActions(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+func (s *API) listActions(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
 	list := actions.ListFor(s.catalog(), sess)
 	etag := `"` + list.Version + `"`
 	w.Header().Set("ETag", etag)
@@ -272,10 +274,10 @@ func (s *SandboxAPI) listActions(w http.ResponseWriter, r *http.Request, sess *d
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, http.StatusOK, list)
+	dataplane.WriteJSON(w, http.StatusOK, list)
 }
 
-func (s *SandboxAPI) runAction(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+func (s *API) runAction(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
 	if s.Runner == nil {
 		s.writeError(w, fmt.Errorf("%w: this daemon does not run actions", errFeatureDisabled))
 		return
@@ -309,16 +311,16 @@ func writeActionResult(w http.ResponseWriter, r *http.Request, res actions.Resul
 		w.Header().Set(dataplane.HeaderMessage, dataplane.HeaderLine(res.Error.Message))
 	}
 	if r.URL.Query().Get("output") == "body" && res.Status == actions.StatusCompleted {
-		writeJSON(w, status, res.Output)
+		dataplane.WriteJSON(w, status, res.Output)
 		return
 	}
 	if res.Status == actions.StatusFailed || res.Status == actions.StatusDenied {
 		w.Header().Set(dataplane.HeaderUpstreamStatus, "0") // the shim exits 1: the action did not complete
 	}
-	writeJSON(w, status, res)
+	dataplane.WriteJSON(w, status, res)
 }
 
-func (s *SandboxAPI) actionResult(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+func (s *API) actionResult(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
 	if s.Runner == nil {
 		s.writeError(w, fmt.Errorf("%w: this daemon does not run actions", errFeatureDisabled))
 		return
@@ -328,12 +330,12 @@ func (s *SandboxAPI) actionResult(w http.ResponseWriter, r *http.Request, sess *
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	dataplane.WriteJSON(w, http.StatusOK, res)
 }
 
 // decodeSandboxBody reads one JSON object (at most 1 MiB, numbers kept as
 // json.Number, nothing after it) into v; strict rejects unknown fields. An
-// empty body decodes as {}. Failures wrap ErrInvalidArgument or
+// empty body decodes as {}. Failures wrap state.ErrInvalidArgument or
 // errBodyTooLarge.
 func decodeSandboxBody(w http.ResponseWriter, r *http.Request, v any, strict bool) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSandboxBody))
@@ -342,7 +344,7 @@ func decodeSandboxBody(w http.ResponseWriter, r *http.Request, v any, strict boo
 		return fmt.Errorf("%w: the body is over %d bytes", errBodyTooLarge, maxSandboxBody)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: reading the request body: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: reading the request body: %v", state.ErrInvalidArgument, err)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}")
@@ -353,10 +355,10 @@ func decodeSandboxBody(w http.ResponseWriter, r *http.Request, v any, strict boo
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: request body must be a JSON object: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: request body must be a JSON object: %v", state.ErrInvalidArgument, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: request body holds more than one JSON value", ErrInvalidArgument)
+		return fmt.Errorf("%w: request body holds more than one JSON value", state.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -366,12 +368,12 @@ func sandboxErrors() []dataplane.ErrorRule {
 	return []dataplane.ErrorRule{
 		{Target: errNoSession, Status: http.StatusUnauthorized, Class: dataplane.ClassProxyAuth, Reason: policy.ReasonProxyAuth},
 		{Target: errBodyTooLarge, Status: http.StatusRequestEntityTooLarge, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonBodyTooLarge},
-		{Target: ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},
+		{Target: state.ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},
 		{Target: errMethod, Status: http.StatusMethodNotAllowed, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonMethodNotAllowed},
 		{Target: errNoEndpoint, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNoRoute},
 		{Target: errFeatureDisabled, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotEnabled},
-		{Target: ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
-		{Target: ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
+		{Target: state.ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
+		{Target: state.ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
 		{Target: actions.ErrClosed, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonShuttingDown},
 	}
 }
@@ -379,11 +381,11 @@ func sandboxErrors() []dataplane.ErrorRule {
 // writeError is the sandbox API's single error path: it classifies err by
 // the sentinel it wraps and answers with the refusal envelope. Anything
 // unclassified is a 500, logged, and answered without the daemon's detail.
-func (s *SandboxAPI) writeError(w http.ResponseWriter, err error) {
+func (s *API) writeError(w http.ResponseWriter, err error) {
 	ref := dataplane.RefuseError(err, sandboxErrors())
 	if ref.Status >= 500 {
-		if s.Logf != nil {
-			s.Logf("sandbox api: %s: %v", ref.Reason, err)
+		if s.Log != nil {
+			s.Log.Error().Str("event", "sandbox.api_error").Str("reason", string(ref.Reason)).Err(err).Msg("sandbox API request failed")
 		}
 		if ref.Status == http.StatusInternalServerError {
 			ref.Message = "the daemon failed to process the request; its log has the details"

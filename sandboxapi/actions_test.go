@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"context"
@@ -267,7 +267,7 @@ func TestActionRunOtherSessionCannotRead(t *testing.T) {
 	if env := r.envelope(t); r.status != 404 || env.Reason != "not_found" {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	if _, err := e.runner.Result(context.Background(), e.sessions["s2"], res.ApprovalID); !errors.Is(err, ErrNotFound) {
+	if _, err := e.runner.Result(context.Background(), e.sessions["s2"], res.ApprovalID); !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("err = %v", err)
 	}
 	// s2's identical run is its own approval, not s1's.
@@ -391,13 +391,13 @@ func TestActionRunFailures(t *testing.T) {
 // TestActionRunNeedsSession: Run and Result refuse a nil session.
 func TestActionRunNeedsSession(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
-	if _, err := e.runner.Run(context.Background(), nil, "get-issue", nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := e.runner.Run(context.Background(), nil, "get-issue", nil); !errors.Is(err, state.ErrInvalidArgument) {
 		t.Errorf("Run: %v", err)
 	}
-	if _, err := e.runner.Result(context.Background(), nil, "x"); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := e.runner.Result(context.Background(), nil, "x"); !errors.Is(err, state.ErrInvalidArgument) {
 		t.Errorf("Result: %v", err)
 	}
-	if _, err := (&actions.Runner{}).Run(context.Background(), &dataplane.Session{ID: "s"}, "x", nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := (&actions.Runner{}).Run(context.Background(), &dataplane.Session{ID: "s"}, "x", nil); !errors.Is(err, state.ErrInvalidArgument) {
 		t.Errorf("zero runner: %v", err)
 	}
 }
@@ -415,7 +415,7 @@ func TestActionRunSessionGoneRunsNothing(t *testing.T) {
 		if s, ok := live[id]; ok {
 			return s, nil
 		}
-		return nil, ErrNotFound
+		return nil, state.ErrNotFound
 	}
 	res, err := e.runner.Run(context.Background(), s1, "send-email", sendArgs)
 	if err != nil || res.Status != actions.StatusPendingApproval {

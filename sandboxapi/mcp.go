@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/actions"
+	"github.com/aileronhq/aileron/state"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
 )
 
 // ToolBackend is what the MCP server needs from the daemon: in-process in the
@@ -67,16 +69,16 @@ type MCPServer struct {
 	// request for that long (clients start a new one on the next call);
 	// 0 means 1h, negative means never.
 	HTTPIdleTimeout time.Duration
-	// Logf receives problems the server works around (a listing that failed,
+	// Log receives problems the server works around (a listing that failed,
 	// an action skipped for an invalid tool name or schema); nil discards.
-	Logf func(format string, args ...any)
+	Log *zerolog.Logger
 }
 
 // Server builds an SDK server holding the current tools and keeps them in
 // sync with s.Backend until ctx ends. Use it with any SDK transport (for
 // instance mcp.NewInMemoryTransports in tests).
 //
-// Errors: a nil Backend wraps ErrInvalidArgument; a failure of the first
+// Errors: a nil Backend wraps state.ErrInvalidArgument; a failure of the first
 // listing is returned wrapped (later failures are logged and retried).
 func (s *MCPServer) Server(ctx context.Context) (*mcp.Server, error) {
 	srv, _, err := s.start(ctx, s.Backend, s.fixedBackend)
@@ -119,10 +121,13 @@ func (nopWriteCloser) Close() error { return nil }
 
 func (s *MCPServer) fixedBackend(*mcp.CallToolRequest) (ToolBackend, error) { return s.Backend, nil }
 
-func (s *MCPServer) logf(format string, args ...any) {
-	if s.Logf != nil {
-		s.Logf(format, args...)
+// log returns Log, or a logger that discards.
+func (s *MCPServer) log() *zerolog.Logger {
+	if s.Log != nil {
+		return s.Log
 	}
+	nop := zerolog.Nop()
+	return &nop
 }
 
 // start builds a server listing tools from lister, whose calls run on the
@@ -131,14 +136,14 @@ func (s *MCPServer) logf(format string, args ...any) {
 func (s *MCPServer) start(ctx context.Context, lister ToolBackend,
 	backendOf func(*mcp.CallToolRequest) (ToolBackend, error)) (*mcp.Server, <-chan struct{}, error) {
 	if lister == nil {
-		return nil, nil, fmt.Errorf("%w: the MCP server has no tool backend", ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("%w: the MCP server has no tool backend", state.ErrInvalidArgument)
 	}
 	list, err := lister.Actions(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("MCP server: listing the installed actions: %w", err)
 	}
 	srv := s.newSDKServer()
-	ts := &toolSync{srv: srv, lister: lister, backendOf: backendOf, logf: s.logf, have: map[string]toolEntry{}}
+	ts := &toolSync{srv: srv, lister: lister, backendOf: backendOf, log: s.log(), have: map[string]toolEntry{}}
 	srv.AddTool(checkStatusTool(), ts.checkStatus)
 	ts.apply(list)
 	every := s.Refresh
@@ -178,7 +183,7 @@ type toolSync struct {
 	srv       *mcp.Server
 	lister    ToolBackend
 	backendOf func(*mcp.CallToolRequest) (ToolBackend, error)
-	logf      func(string, ...any)
+	log       *zerolog.Logger
 	version   string
 	have      map[string]toolEntry // by tool name
 }
@@ -202,7 +207,8 @@ func (ts *toolSync) run(ctx context.Context, every time.Duration) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			ts.logf("mcp: listing the installed actions failed (the tool list stays as it was; retrying in %s): %v", every, err)
+			ts.log.Warn().Str("event", "mcp.list_failed").Dur("retry_in", every).Err(err).
+				Msg("listing the installed actions failed; the tool list stays as it was")
 		case list.Version == "" || list.Version != ts.version:
 			ts.apply(list)
 		}
@@ -218,11 +224,12 @@ func (ts *toolSync) apply(list actions.List) {
 	for _, a := range list.Actions {
 		tool, err := toolFor(a)
 		if err != nil {
-			ts.logf("mcp: action %q is not offered as a tool: %v", a.Name, err)
+			ts.log.Warn().Str("event", "mcp.tool_skipped").Str("action", a.Name).Err(err).Msg("action is not offered as a tool")
 			continue
 		}
 		if prev, dup := want[tool.Name]; dup {
-			ts.logf("mcp: actions %q and %q both map to tool %q; only %q is offered", prev.action, a.Name, tool.Name, prev.action)
+			ts.log.Warn().Str("event", "mcp.tool_skipped").Str("action", a.Name).Str("tool", tool.Name).Str("kept", prev.action).
+				Msg("two actions map to one tool name; only the first is offered")
 			continue
 		}
 		want[tool.Name] = toolEntry{action: a.Name, tool: tool}
@@ -243,7 +250,7 @@ func (ts *toolSync) apply(list actions.List) {
 			continue
 		}
 		if err := addTool(ts.srv, e.tool, ts.runTool(e.action)); err != nil {
-			ts.logf("mcp: action %q is not offered as a tool: %v", e.action, err)
+			ts.log.Warn().Str("event", "mcp.tool_skipped").Str("action", e.action).Err(err).Msg("action is not offered as a tool")
 			delete(want, name)
 			if _, had := ts.have[name]; had {
 				ts.srv.RemoveTools(name)

@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"encoding/json"
@@ -15,15 +15,16 @@ import (
 	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/state"
 )
 
 // fakeSandboxAPI serves the sandbox API's action endpoints over fb, in the
 // wire format HTTPBackend speaks.
 func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 	writeErr := func(w http.ResponseWriter, err error) {
-		var ae *APIError
+		var ae *dataplane.Refusal
 		if !errors.As(err, &ae) {
-			ae = &APIError{Status: 500, Class: "internal", Reason: "internal", Message: err.Error()}
+			ae = &dataplane.Refusal{Status: 500, Class: "internal", Reason: "internal", Message: err.Error()}
 		}
 		dataplane.WriteRefusal(w, dataplane.Refusal{Status: ae.Status, Class: ae.Class, Reason: ae.Reason, Message: ae.Message})
 	}
@@ -34,7 +35,7 @@ func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, l)
+		dataplane.WriteJSON(w, http.StatusOK, l)
 	})
 	mux.HandleFunc("POST /v1/actions/{name}/run", func(w http.ResponseWriter, r *http.Request) {
 		switch r.PathValue("name") {
@@ -50,7 +51,7 @@ func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 		}
 		var args map[string]any
 		if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&args) != nil {
-			writeErr(w, &APIError{Status: 400, Class: "bad_request", Reason: "invalid_args", Message: "body must be a JSON object"})
+			writeErr(w, &dataplane.Refusal{Status: 400, Class: "bad_request", Reason: "invalid_args", Message: "body must be a JSON object"})
 			return
 		}
 		res, err := fb.RunAction(r.Context(), r.PathValue("name"), args)
@@ -62,7 +63,7 @@ func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 		if res.Status == actions.StatusPendingApproval {
 			status = http.StatusAccepted
 		}
-		writeJSON(w, status, res)
+		dataplane.WriteJSON(w, status, res)
 	})
 	mux.HandleFunc("GET /v1/action-approvals/{id}/result", func(w http.ResponseWriter, r *http.Request) {
 		res, err := fb.ActionStatus(r.Context(), r.PathValue("id"))
@@ -70,7 +71,7 @@ func fakeSandboxAPI(fb *fakeBackend) http.Handler {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, res)
+		dataplane.WriteJSON(w, http.StatusOK, res)
 	})
 	return mux
 }
@@ -92,7 +93,7 @@ func TestHTTPBackend(t *testing.T) {
 		name       string
 		do         func() (actions.Result, error)
 		want       actions.Result
-		wantStatus int // of the *APIError; 0 = success
+		wantStatus int // of the *dataplane.Refusal; 0 = success
 		wantReason policy.Reason
 		wantMsg    string
 	}{
@@ -127,9 +128,9 @@ func TestHTTPBackend(t *testing.T) {
 			if !errors.Is(err, ErrSandboxAPI) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("error %v, want ErrSandboxAPI mentioning %q", err, tc.wantMsg)
 			}
-			var ae *APIError
+			var ae *dataplane.Refusal
 			if isAPI := errors.As(err, &ae); isAPI != (tc.wantStatus != 0) {
-				t.Fatalf("error %v: *APIError %v, want %v", err, isAPI, tc.wantStatus != 0)
+				t.Fatalf("error %v: *dataplane.Refusal %v, want %v", err, isAPI, tc.wantStatus != 0)
 			}
 			if ae != nil && (ae.Status != tc.wantStatus || ae.Reason != tc.wantReason) {
 				t.Errorf("APIError %+v, want HTTP %d reason %s", ae, tc.wantStatus, tc.wantReason)
@@ -154,8 +155,8 @@ func TestHTTPBackendUnreachableOrMisconfigured(t *testing.T) {
 		msg  string
 	}{
 		{"closed server", &HTTPBackend{APIURL: url + "/v1", Client: client}, []error{ErrSandboxAPI}, "AILERON_API_URL, HTTPS_PROXY"},
-		{"not a URL", &HTTPBackend{APIURL: "aileron.internal/v1"}, []error{ErrSandboxAPI, ErrInvalidArgument}, "not an http(s) base URL"},
-		{"empty", &HTTPBackend{}, []error{ErrSandboxAPI, ErrInvalidArgument}, "AILERON_API_URL"},
+		{"not a URL", &HTTPBackend{APIURL: "aileron.internal/v1"}, []error{ErrSandboxAPI, state.ErrInvalidArgument}, "not an http(s) base URL"},
+		{"empty", &HTTPBackend{}, []error{ErrSandboxAPI, state.ErrInvalidArgument}, "AILERON_API_URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,8 +191,8 @@ func TestHTTPBackendFromEnv(t *testing.T) {
 			return ""
 		})
 		if tc.wantErr {
-			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "AILERON_API_URL") {
-				t.Errorf("%q: error %v, want ErrInvalidArgument naming AILERON_API_URL", tc.env, err)
+			if !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), "AILERON_API_URL") {
+				t.Errorf("%q: error %v, want state.ErrInvalidArgument naming AILERON_API_URL", tc.env, err)
 			}
 			continue
 		}

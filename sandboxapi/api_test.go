@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"encoding/json"
@@ -224,7 +224,7 @@ func TestSandboxAPIListActions(t *testing.T) {
 // TestSandboxAPIWithoutSession: the handler answers nothing without the
 // session the proxy puts in the context.
 func TestSandboxAPIWithoutSession(t *testing.T) {
-	api := &SandboxAPI{Runner: &actions.Runner{}}
+	api := &API{Runner: &actions.Runner{}}
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/v1/actions"}, {"POST", "/v1/connector-operations/run"}, {"POST", "/v1/actions/get-issue/run"},
 		{"GET", "/v1/action-approvals/ap_x/result"}, {"POST", "/v1/mcp"},

@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ type sapiEnv struct {
 	db        *state.DB
 	store     *approvals.Store
 	runner    *actions.Runner
-	api       *SandboxAPI
+	api       *API
 	sessions  sapiSessions
 	sessCA    *ca.Authority
 	events    *eventLog
@@ -144,7 +144,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 			e.runner.Decided(d["approval_id"])
 		}
 	}
-	e.api = &SandboxAPI{Policy: holder, Runner: e.runner}
+	e.api = &API{Policy: holder, Runner: e.runner}
 	var err2 error
 	e.sessCA, err2 = ca.New(ca.Options{})
 	if err2 != nil {
@@ -352,4 +352,24 @@ func (e *sapiEnv) waitRunEvent(t *testing.T, ev audit.EventName, id string) {
 			t.Fatalf("no %s event for run %s; events: %v", ev, id, e.events.list())
 		}
 	}
+}
+
+// eventLog records OnEvent calls.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+	detail []map[string]string
+}
+
+func (l *eventLog) record(event audit.EventName, d map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, string(event))
+	l.detail = append(l.detail, d)
+}
+
+func (l *eventLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
 }

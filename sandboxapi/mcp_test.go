@@ -1,4 +1,4 @@
-package controlplane
+package sandboxapi
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/internal/testkit"
+	"github.com/aileronhq/aileron/state"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
@@ -79,7 +81,7 @@ func (f *fakeBackend) RunAction(_ context.Context, name string, args map[string]
 	}
 	res, ok := f.results[name]
 	if !ok {
-		return actions.Result{}, &APIError{Status: 404, Class: "not_found", Reason: "unknown_action", Message: "no action " + name}
+		return actions.Result{}, &dataplane.Refusal{Status: 404, Class: "not_found", Reason: "unknown_action", Message: "no action " + name}
 	}
 	return res, nil
 }
@@ -89,7 +91,7 @@ func (f *fakeBackend) ActionStatus(_ context.Context, id string) (actions.Result
 	defer f.mu.Unlock()
 	res, ok := f.statuses[id]
 	if !ok {
-		return actions.Result{}, &APIError{Status: 404, Class: "not_found", Reason: "unknown_approval", Message: "no approval " + id}
+		return actions.Result{}, &dataplane.Refusal{Status: 404, Class: "not_found", Reason: "unknown_approval", Message: "no approval " + id}
 	}
 	return res, nil
 }
@@ -466,7 +468,7 @@ func TestMCPServerStartErrors(t *testing.T) {
 		want    error
 		wantMsg string
 	}{
-		{"no backend", nil, ErrInvalidArgument, "no tool backend"},
+		{"no backend", nil, state.ErrInvalidArgument, "no tool backend"},
 		{"first listing fails", listFails, listFails.listErr, "listing the installed actions"},
 	}
 	for _, tc := range cases {
@@ -525,13 +527,8 @@ func TestMCPSkipsUnusableActions(t *testing.T) {
 	fb.list.Actions = append(fb.list.Actions,
 		actions.Info{Name: "dup", ToolName: "list_issues"},
 		actions.Info{Name: "arr", InputSchema: map[string]any{"type": "array"}})
-	var mu sync.Mutex
-	var logs []string
-	s := &MCPServer{Refresh: time.Hour, Logf: func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		logs = append(logs, f)
-	}}
+	logs := &testkit.Log{}
+	s := &MCPServer{Refresh: time.Hour, Log: logs.Logger()}
 	tools := toolNames(t, ctx, inMemoryConnector("2025-11-25").connect(t, ctx, s, fb, nil))
 	if len(tools) != 4 || tools["arr"] != nil || tools["list_issues"].Description != "Lists the team's issues." {
 		t.Errorf("tools %v: want the 4 valid ones, the first list_issues kept", slices.Collect(func(y func(string) bool) {
@@ -540,10 +537,8 @@ func TestMCPSkipsUnusableActions(t *testing.T) {
 			}
 		}))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(logs) != 2 {
-		t.Errorf("logged %d problems, want 2: %q", len(logs), logs)
+	if n := strings.Count(logs.String(), `"event":"mcp.tool_skipped"`); n != 2 {
+		t.Errorf("logged %d problems, want 2: %s", n, logs)
 	}
 }
 
