@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/config"
-	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
 )
 
@@ -197,7 +197,7 @@ func approvalsWebToken(fs *pflag.FlagSet, cfg *config.Config, stdout, stderr io.
 	if fs.NArg() != 0 {
 		return usagef("web-token takes no arguments")
 	}
-	tok, err := controlplane.LoadOrCreateAdminToken(filepath.Join(cfg.Home, "keys", "admin.token"))
+	tok, err := admin.LoadOrCreateToken(filepath.Join(cfg.Home, "keys", "admin.token"))
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/approvals"
-	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/dataplane"
 )
 
@@ -46,7 +46,7 @@ func startFakeApprovalsAPI(t *testing.T, home string) *fakeApprovalsAPI {
 		writeTestJSON(w, f.get())
 	})
 	mux.HandleFunc("POST /v1/approvals/{id}/{verb}", func(w http.ResponseWriter, r *http.Request) {
-		var req controlplane.DecideRequest
+		var req admin.DecideRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			t.Errorf("decision body: %v", err)
 		}
@@ -60,7 +60,7 @@ func startFakeApprovalsAPI(t *testing.T, home string) *fakeApprovalsAPI {
 		f.mu.Unlock()
 		writeTestJSON(w, f.get())
 	})
-	ln, err := controlplane.ListenUnix(filepath.Join(home, "admin.sock"))
+	ln, err := admin.ListenUnix(filepath.Join(home, "admin.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
-	"github.com/aileronhq/aileron/controlplane"
 )
 
 // clientFlags adds the flags every client command shares.
@@ -23,8 +23,8 @@ func loadClientConfig(fs *pflag.FlagSet, cfgFile string) (*config.Config, error)
 	return config.Load(config.Options{File: cfgFile, Flags: fs, FlagKeys: map[string]string{"home": "home"}})
 }
 
-func newClient(cfg *config.Config) *controlplane.Client {
-	return &controlplane.Client{Socket: cfg.Admin.Socket}
+func newClient(cfg *config.Config) *admin.Client {
+	return &admin.Client{Socket: cfg.Admin.Socket}
 }
 
 func printJSON(w io.Writer, v any) error {

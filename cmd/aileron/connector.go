@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
-	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
 )
@@ -60,14 +60,14 @@ func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) erro
 	return fn(&store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db})
 }
 
-func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, stdout io.Writer) error {
+func connectorInstall(cfg *config.Config, c *admin.Client, path string, stdout io.Writer) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	inst, err := c.InstallConnector(ctx, abs)
-	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+	if errors.Is(err, admin.ErrDaemonUnreachable) {
 		err = offline(ctx, cfg, func(st *store.Store) error {
 			active, _ := st.Load(ctx)
 			var ierr error
@@ -85,10 +85,10 @@ func connectorInstall(cfg *config.Config, c *controlplane.Client, path string, s
 	return nil
 }
 
-func connectorList(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
+func connectorList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.Writer) error {
 	ctx := context.Background()
 	list, err := c.ListConnectors(ctx)
-	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+	if errors.Is(err, admin.ErrDaemonUnreachable) {
 		err = offline(ctx, cfg, func(st *store.Store) (lerr error) {
 			list, lerr = st.List(ctx)
 			return lerr
@@ -112,10 +112,10 @@ func connectorList(cfg *config.Config, c *controlplane.Client, asJSON bool, stdo
 	return tw.Flush()
 }
 
-func connectorVerify(cfg *config.Config, c *controlplane.Client, asJSON bool, stdout io.Writer) error {
+func connectorVerify(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.Writer) error {
 	ctx := context.Background()
 	probs, err := c.VerifyConnectors(ctx)
-	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+	if errors.Is(err, admin.ErrDaemonUnreachable) {
 		err = offline(ctx, cfg, func(st *store.Store) error {
 			probs = st.Verify(ctx)
 			return nil
@@ -142,10 +142,10 @@ func connectorVerify(cfg *config.Config, c *controlplane.Client, asJSON bool, st
 	return nil
 }
 
-func connectorRemove(cfg *config.Config, c *controlplane.Client, ref string, stdout io.Writer) error {
+func connectorRemove(cfg *config.Config, c *admin.Client, ref string, stdout io.Writer) error {
 	ctx := context.Background()
 	err := c.RemoveConnector(ctx, ref)
-	if errors.Is(err, controlplane.ErrDaemonUnreachable) {
+	if errors.Is(err, admin.ErrDaemonUnreachable) {
 		err = offline(ctx, cfg, func(st *store.Store) error { return st.Remove(ctx, ref) })
 	}
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/credentials"
 )
 
@@ -23,7 +23,7 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	sub, rest := args[0], args[1:]
 	fs := newFlags("credential "+sub, credentialSynopsis(sub), stderr)
 	_, cfgFile := clientFlags(fs)
-	run, ok := map[string]func(*pflag.FlagSet, *controlplane.Client, io.Reader, io.Writer) error{
+	run, ok := map[string]func(*pflag.FlagSet, *admin.Client, io.Reader, io.Writer) error{
 		"set": credentialSet, "list": credentialList, "delete": credentialDelete,
 		"bind": credentialBind, "unbind": credentialUnbind,
 	}[sub]
@@ -80,7 +80,7 @@ func str(fs *pflag.FlagSet, name string) string {
 
 // credentialSet reads the secret from stdin or --from-file, never from the
 // command line, so it stays out of shell history and process listings.
-func credentialSet(fs *pflag.FlagSet, c *controlplane.Client, stdin io.Reader, stdout io.Writer) error {
+func credentialSet(fs *pflag.FlagSet, c *admin.Client, stdin io.Reader, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return usagef("want one credential NAME; the secret comes on stdin or --from-file, never as an argument")
 	}
@@ -97,7 +97,7 @@ func credentialSet(fs *pflag.FlagSet, c *controlplane.Client, stdin io.Reader, s
 	if err != nil {
 		return fmt.Errorf("reading the secret: %w", err)
 	}
-	info, err := c.SetCredential(context.Background(), controlplane.SetCredentialRequest{
+	info, err := c.SetCredential(context.Background(), admin.SetCredentialRequest{
 		Name: fs.Arg(0), Kind: str(fs, "kind"), Input: string(input),
 		Username: str(fs, "username"), Service: str(fs, "service"),
 	})
@@ -108,7 +108,7 @@ func credentialSet(fs *pflag.FlagSet, c *controlplane.Client, stdin io.Reader, s
 	return nil
 }
 
-func credentialList(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, stdout io.Writer) error {
+func credentialList(fs *pflag.FlagSet, c *admin.Client, _ io.Reader, stdout io.Writer) error {
 	creds, err := c.ListCredentials(context.Background())
 	if err != nil {
 		return err
@@ -140,7 +140,7 @@ func credentialList(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, stdo
 	return tw.Flush()
 }
 
-func credentialDelete(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, stdout io.Writer) error {
+func credentialDelete(fs *pflag.FlagSet, c *admin.Client, _ io.Reader, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return usagef("want one credential NAME")
 	}
@@ -151,7 +151,7 @@ func credentialDelete(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, st
 	return nil
 }
 
-func credentialBind(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, stdout io.Writer) error {
+func credentialBind(fs *pflag.FlagSet, c *admin.Client, _ io.Reader, stdout io.Writer) error {
 	if fs.NArg() != 1 || str(fs, "credential") == "" {
 		return usagef("want a connector FQN and --credential NAME")
 	}
@@ -166,7 +166,7 @@ func credentialBind(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, stdo
 	return nil
 }
 
-func credentialUnbind(fs *pflag.FlagSet, c *controlplane.Client, _ io.Reader, stdout io.Writer) error {
+func credentialUnbind(fs *pflag.FlagSet, c *admin.Client, _ io.Reader, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return usagef("want one connector FQN")
 	}

@@ -23,10 +23,10 @@ import (
 
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/actions"
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
-	"github.com/aileronhq/aileron/controlplane"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/metrics"
@@ -343,16 +343,15 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	if err := d.registerGauges(); err != nil {
 		return nil, "", err
 	}
-	al, err := controlplane.ListenUnix(d.cfg.Admin.Socket)
+	al, err := admin.ListenUnix(d.cfg.Admin.Socket)
 	if err != nil {
 		return nil, "", err
 	}
-	logf := func(f string, a ...any) { d.log.Info().Msgf(f, a...) }
-	admin := &controlplane.Admin{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
-		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Logf: logf}
+	api := &admin.API{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
+		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Log: d.log}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
-	mux.Handle("/", admin.Handler())
+	mux.Handle("/", api.Handler())
 	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { errc <- servers[0].Serve(al) }()
 	if d.cfg.Admin.WebListen == "" {
@@ -363,7 +362,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 		_ = al.Close()
 		return nil, "", fmt.Errorf("admin.web_listen %s: %w (change it, or set it to \"\" to turn the approvals page off)", d.cfg.Admin.WebListen, err)
 	}
-	web := &controlplane.Web{Approvals: d.approval, TokenFile: filepath.Join(d.cfg.Home, "keys", "admin.token"), Logf: logf}
+	web := &admin.Web{Approvals: d.approval, TokenFile: filepath.Join(d.cfg.Home, "keys", "admin.token"), Log: d.log}
 	webSrv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	servers = append(servers, webSrv)
 	go func() { errc <- webSrv.Serve(wl) }()

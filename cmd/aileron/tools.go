@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/aileronhq/aileron/controlplane"
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/aileronhq/aileron/sandboxapi"
@@ -53,7 +53,7 @@ func sessionRender(args []string, stdout, stderr io.Writer) error {
 
 // renderSession fetches a session's specs and actions from the admin API and
 // renders them; each conflict is reported (sandbox.Render joins them).
-func renderSession(ctx context.Context, c *controlplane.Client, id, agent string, reserved []string) (*sandbox.Rendering, error) {
+func renderSession(ctx context.Context, c *admin.Client, id, agent string, reserved []string) (*sandbox.Rendering, error) {
 	st, err := c.SessionTools(ctx, id)
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 // launchSession returns the session to launch in: id's, or a new one that
 // cleanup deletes.
-func launchSession(ctx context.Context, c *controlplane.Client, id, name string, conns []string) (sessions.Info, func(), error) {
+func launchSession(ctx context.Context, c *admin.Client, id, name string, conns []string) (sessions.Info, func(), error) {
 	if id != "" {
 		info, err := c.GetSession(ctx, id)
 		return info, func() {}, err

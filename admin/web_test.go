@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"context"
@@ -68,7 +68,7 @@ type webFixture struct {
 func newWebFixture(t *testing.T) *webFixture {
 	t.Helper()
 	f := &webFixture{store: newTestApprovals(t), now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	f.web = &Web{Approvals: f.store, TokenFile: filepath.Join(t.TempDir(), "keys", "admin.token"), Logf: t.Logf,
+	f.web = &Web{Approvals: f.store, TokenFile: filepath.Join(t.TempDir(), "keys", "admin.token"),
 		Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }}
 	f.srv = httptest.NewServer(f.web.Handler())
 	t.Cleanup(f.srv.Close)
@@ -83,7 +83,7 @@ func (f *webFixture) advance(d time.Duration) {
 
 func (f *webFixture) token(t *testing.T) string {
 	t.Helper()
-	tok, err := LoadOrCreateAdminToken(f.web.TokenFile)
+	tok, err := LoadOrCreateToken(f.web.TokenFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,11 +403,11 @@ func TestWebHeadersAndHost(t *testing.T) {
 func TestLoadOrCreateAdminToken(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "keys", "admin.token")
-	a, err := LoadOrCreateAdminToken(p)
+	a, err := LoadOrCreateToken(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := LoadOrCreateAdminToken(p)
+	b, err := LoadOrCreateToken(p)
 	if err != nil || a != b {
 		t.Fatalf("second load: %q, %v; want the same token %q", b, err, a)
 	}
@@ -419,8 +419,8 @@ func TestLoadOrCreateAdminToken(t *testing.T) {
 	os.WriteFile(short, []byte("tooshort\n"), 0o600)
 	os.WriteFile(loose, []byte(a+"\n"), 0o644)
 	os.Chmod(loose, 0o644)
-	for path, want := range map[string]error{short: ErrCorruptState, loose: ErrInsecureFile} {
-		if _, err := LoadOrCreateAdminToken(path); !errors.Is(err, want) || !strings.Contains(err.Error(), path) {
+	for path, want := range map[string]error{short: state.ErrCorruptState, loose: state.ErrInsecureFile} {
+		if _, err := LoadOrCreateToken(path); !errors.Is(err, want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want %v naming the file", path, err, want)
 		}
 	}
@@ -429,7 +429,7 @@ func TestLoadOrCreateAdminToken(t *testing.T) {
 // approvalsAPI serves approvalRoutes on a unix socket and returns a client.
 func approvalsAPI(t *testing.T, store *approvals.Store) *Client {
 	t.Helper()
-	a := &Admin{Logf: t.Logf}
+	a := &API{}
 	mux := http.NewServeMux()
 	a.approvalRoutes(mux, store)
 	sock := filepath.Join(t.TempDir(), "admin.sock")

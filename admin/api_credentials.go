@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 // SetCredentialRequest is the body of POST /v1/credentials. Input is the
@@ -43,10 +44,10 @@ type (
 //	POST   /v1/bindings                credentials.Binding → 201 credentials.Binding
 //	GET    /v1/bindings                → {"bindings":[credentials.Binding…]}
 //	POST   /v1/bindings/remove         UnbindRequest → 204
-func (a *Admin) credentialRoutes(mux *http.ServeMux) {
+func (a *API) credentialRoutes(mux *http.ServeMux) {
 	if a.Vault == nil || a.Bindings == nil {
 		off := func(w http.ResponseWriter, r *http.Request) {
-			a.writeError(w, fmt.Errorf("%w: this daemon has no vault or bindings configured", ErrNotOpen))
+			a.writeError(w, fmt.Errorf("%w: this daemon has no vault or bindings configured", state.ErrNotOpen))
 		}
 		for _, p := range []string{"/v1/credentials", "/v1/credentials/", "/v1/bindings", "/v1/bindings/"} {
 			mux.HandleFunc(p, off)
@@ -96,7 +97,7 @@ func (a *Admin) credentialRoutes(mux *http.ServeMux) {
 	})
 }
 
-func (a *Admin) setCredential(w http.ResponseWriter, r *http.Request) {
+func (a *API) setCredential(w http.ResponseWriter, r *http.Request) {
 	var req SetCredentialRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.writeError(w, err)

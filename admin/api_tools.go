@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"context"
@@ -27,7 +27,7 @@ type SessionTools struct {
 }
 
 // sessionTools answers GET /v1/sessions/{id}/tools.
-func (a *Admin) sessionTools(w http.ResponseWriter, r *http.Request) {
+func (a *API) sessionTools(w http.ResponseWriter, r *http.Request) {
 	info, err := a.Sessions.Get(r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, err)

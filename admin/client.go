@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sessions"
+	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -26,27 +27,14 @@ const maxAnswer = 16 << 20
 // is not usable: set Socket. A Client is safe for concurrent use.
 //
 // Every method fails wrapping ErrDaemonUnreachable when nothing answers on
-// Socket, and returns an *APIError when the daemon answers with an error.
+// Socket, and returns a *dataplane.Refusal when the daemon answers with an
+// error.
 type Client struct {
 	// Socket is the admin socket path, normally $AILERON_HOME/admin.sock.
 	Socket string
 	// HTTPClient overrides the transport (tests). Nil means a client that
 	// dials Socket.
 	HTTPClient *http.Client
-}
-
-// APIError is an error answer from the admin or sandbox API: the status
-// and the refusal envelope's class, reason and message.
-type APIError struct {
-	Status  int
-	Class   dataplane.Class
-	Reason  policy.Reason
-	Message string
-}
-
-// Error returns the daemon's message and its reason.
-func (e *APIError) Error() string {
-	return fmt.Sprintf("%s (%s, HTTP %d)", e.Message, e.Reason, e.Status)
 }
 
 // Health checks that the daemon answers.
@@ -86,7 +74,7 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 func (c *Client) InstallConnector(ctx context.Context, path string) (store.Installed, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return store.Installed{}, fmt.Errorf("%w: %q: %v", ErrInvalidArgument, path, err)
+		return store.Installed{}, fmt.Errorf("%w: %q: %v", state.ErrInvalidArgument, path, err)
 	}
 	var inst store.Installed
 	err = c.do(ctx, http.MethodPost, "/v1/connectors", InstallRequest{Path: abs}, &inst)
@@ -161,12 +149,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// decodeAPIError turns an error answer into an *APIError, tolerating a body
+// decodeAPIError turns an error answer into an *dataplane.Refusal, tolerating a body
 // that is not the envelope.
-func decodeAPIError(status int, data []byte) *APIError {
+func decodeAPIError(status int, data []byte) *dataplane.Refusal {
 	var env dataplane.Refusal
 	if err := json.Unmarshal(data, &env); err == nil && env.Message != "" {
-		return &APIError{Status: status, Class: env.Class, Reason: env.Reason, Message: env.Message}
+		env.Status = status
+		return &env
 	}
 	msg := strings.TrimSpace(string(data))
 	if len(msg) > 200 {
@@ -175,7 +164,7 @@ func decodeAPIError(status int, data []byte) *APIError {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &APIError{Status: status, Class: dataplane.ClassUnknown, Reason: policy.ReasonUnexpectedAnswer, Message: msg}
+	return &dataplane.Refusal{Status: status, Class: dataplane.ClassUnknown, Reason: policy.ReasonUnexpectedAnswer, Message: msg}
 }
 
 // dialError marks a failure to reach the socket at all.

@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
+	"github.com/rs/zerolog"
 )
 
 // webAssets holds the approvals page: HTML templates at the top, and the
@@ -78,8 +79,8 @@ type Web struct {
 	TokenFile string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
-	// Logf receives unexpected failures. Nil discards them.
-	Logf func(format string, args ...any)
+	// Log receives unexpected failures. Nil discards them.
+	Log *zerolog.Logger
 
 	initOnce sync.Once
 	initErr  error
@@ -99,9 +100,9 @@ type webSession struct {
 // LoadOrCreateAdminToken returns the admin token in path, creating it (43
 // base64url characters from 32 random bytes, mode 0600, directory 0700) on
 // first use. It refuses a file group or others can access (wrapping
-// ErrInsecureFile) and one holding fewer than 32 characters (wrapping
-// ErrCorruptState); other failures wrap the *fs.PathError.
-func LoadOrCreateAdminToken(path string) (string, error) {
+// state.ErrInsecureFile) and one holding fewer than 32 characters (wrapping
+// state.ErrCorruptState); other failures wrap the *fs.PathError.
+func LoadOrCreateToken(path string) (string, error) {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		tok, err := randomToken()
 		if err != nil {
@@ -121,7 +122,7 @@ func LoadOrCreateAdminToken(path string) (string, error) {
 	tok := strings.TrimSpace(string(data))
 	if len(tok) < minAdminToken {
 		return "", fmt.Errorf("%w: admin token %s holds %d characters, want at least %d; delete the file and restart the daemon to get a new one",
-			ErrCorruptState, path, len(tok), minAdminToken)
+			state.ErrCorruptState, path, len(tok), minAdminToken)
 	}
 	return tok, nil
 }
@@ -153,7 +154,7 @@ func randomToken() (string, error) {
 // every request answers 500 with it.
 func (wb *Web) Handler() http.Handler {
 	if err := wb.init(); err != nil {
-		wb.logf("web: the approvals page cannot start: %v", err)
+		wb.fail("the approvals page cannot start", err)
 	}
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(webAssets, "webassets/static") // the path is a constant
@@ -183,7 +184,7 @@ func (wb *Web) guard(next http.Handler) http.Handler {
 			return
 		}
 		if err := wb.init(); err != nil {
-			wb.logf("web: %v", err)
+			wb.fail("approvals page", err)
 			http.Error(w, "the approvals page cannot start: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -195,10 +196,10 @@ func (wb *Web) guard(next http.Handler) http.Handler {
 func (wb *Web) init() error {
 	wb.initOnce.Do(func() {
 		if wb.Approvals == nil {
-			wb.initErr = fmt.Errorf("%w: Web.Approvals is not set", ErrNotOpen)
+			wb.initErr = fmt.Errorf("%w: Web.Approvals is not set", state.ErrNotOpen)
 			return
 		}
-		tok, err := LoadOrCreateAdminToken(wb.TokenFile)
+		tok, err := LoadOrCreateToken(wb.TokenFile)
 		if err != nil {
 			wb.initErr = err
 			return
@@ -231,9 +232,10 @@ func (wb *Web) now() time.Time {
 	return time.Now()
 }
 
-func (wb *Web) logf(format string, args ...any) {
-	if wb.Logf != nil {
-		wb.Logf(format, args...)
+// fail logs an unexpected failure of the page.
+func (wb *Web) fail(what string, err error) {
+	if wb.Log != nil {
+		wb.Log.Error().Str("event", "web.error").Err(err).Msg(what)
 	}
 }
 
@@ -383,7 +385,7 @@ func (wb *Web) login(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _, err := wb.newSession()
 	if err != nil {
-		wb.logf("web: %v", err)
+		wb.fail("approvals page", err)
 		wb.message(w, http.StatusInternalServerError, "Login failed", err.Error())
 		return
 	}
@@ -410,18 +412,18 @@ func (wb *Web) api(w http.ResponseWriter, r *http.Request) {
 			Class: dataplane.ClassUnauthenticated, Reason: policy.ReasonLoginRequired, Message: "log in at /login first"})
 		return
 	}
-	state := r.URL.Query().Get("state")
-	if state == "" {
-		state = "pending"
+	st := dataplane.ApprovalState(r.URL.Query().Get("state"))
+	if st == "" {
+		st = dataplane.ApprovalStatePending
 	}
-	list, err := wb.Approvals.List(r.Context(), approvals.Filter{State: dataplane.ApprovalState(state), Session: r.URL.Query().Get("session")})
-	if errors.Is(err, ErrInvalidArgument) {
+	list, err := wb.Approvals.List(r.Context(), approvals.Filter{State: st, Session: r.URL.Query().Get("session")})
+	if errors.Is(err, state.ErrInvalidArgument) {
 		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusBadRequest,
 			Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument, Message: err.Error()})
 		return
 	}
 	if err != nil {
-		wb.logf("web: listing approvals: %v", err)
+		wb.fail("listing approvals", err)
 		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusInternalServerError,
 			Class: dataplane.ClassInternal, Reason: policy.ReasonInternalError, Message: err.Error()})
 		return
@@ -449,7 +451,7 @@ type inputRow struct{ Name, Value string }
 func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
 	list, err := wb.Approvals.List(r.Context(), approvals.Filter{State: dataplane.ApprovalStatePending})
 	if err != nil {
-		wb.logf("web: listing approvals: %v", err)
+		wb.fail("listing approvals", err)
 		wb.message(w, http.StatusInternalServerError, "Cannot list approvals", err.Error())
 		return
 	}
@@ -512,12 +514,12 @@ func (wb *Web) decided(w http.ResponseWriter, err error) {
 	case err == nil:
 		w.Header().Set("Location", "/")
 		w.WriteHeader(http.StatusSeeOther)
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, state.ErrNotFound):
 		wb.message(w, http.StatusNotFound, "No such approval", err.Error())
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, state.ErrConflict):
 		wb.message(w, http.StatusConflict, "Already decided", err.Error())
 	default:
-		wb.logf("web: deciding an approval: %v", err)
+		wb.fail("deciding an approval", err)
 		wb.message(w, http.StatusInternalServerError, "The decision was not recorded", err.Error())
 	}
 }
@@ -534,7 +536,7 @@ func (wb *Web) message(w http.ResponseWriter, status int, title, text string) {
 func (wb *Web) render(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
 	if err := wb.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
-		wb.logf("web: rendering %s: %v", name, err)
+		wb.fail("rendering "+name, err)
 		http.Error(w, "the approvals page failed to render", http.StatusInternalServerError)
 		return
 	}

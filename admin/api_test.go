@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"context"
@@ -12,15 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/store"
 )
 
-// daemon is an Admin served on a unix socket in a temp dir.
+// daemon is an admin API served on a unix socket in a temp dir.
 type daemon struct {
-	admin   *Admin
+	admin   *API
 	client  *Client
 	reloads atomic.Int32
 	home    string
@@ -32,7 +33,7 @@ func startDaemon(t *testing.T) *daemon {
 	d := &daemon{home: home}
 	sm := sessionsAt(t, home, testkit.NewClock())
 	st := &store.Store{Dir: filepath.Join(home, "store"), DB: sm.DB}
-	d.admin = &Admin{Store: st, Sessions: sm, Logf: t.Logf,
+	d.admin = &API{Store: st, Sessions: sm,
 		OnStoreChange: func() error { d.reloads.Add(1); return nil }}
 	sock := filepath.Join(home, "admin.sock")
 	ln, err := ListenUnix(sock)
@@ -47,12 +48,12 @@ func startDaemon(t *testing.T) *daemon {
 	return d
 }
 
-// apiError asserts err is an *APIError with the given status and reason.
-func apiError(t *testing.T, what string, err error, status int, reason policy.Reason) *APIError {
+// apiError asserts err is an *dataplane.Refusal with the given status and reason.
+func apiError(t *testing.T, what string, err error, status int, reason policy.Reason) *dataplane.Refusal {
 	t.Helper()
-	var ae *APIError
+	var ae *dataplane.Refusal
 	if !errors.As(err, &ae) || ae.Status != status || ae.Reason != reason {
-		t.Fatalf("%s: err = %v, want *APIError %d %s", what, err, status, reason)
+		t.Fatalf("%s: err = %v, want *dataplane.Refusal %d %s", what, err, status, reason)
 	}
 	return ae
 }

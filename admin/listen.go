@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/aileronhq/aileron/state"
 )
 
 // staleProbeTimeout bounds the check whether a daemon still answers on an
@@ -67,7 +69,7 @@ func clearStaleSocket(path string) error {
 	}
 	if info.Mode().Type() != fs.ModeSocket {
 		return fmt.Errorf("%w: admin socket path %s exists and is not a socket; move it away or configure another admin.socket",
-			ErrInvalidArgument, path)
+			state.ErrInvalidArgument, path)
 	}
 	conn, err := net.DialTimeout("unix", path, staleProbeTimeout)
 	if err == nil {

@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"encoding/json"
@@ -18,20 +18,22 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sessions"
+	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
+	"github.com/rs/zerolog"
 )
 
 // maxAdminBody bounds an admin API request body.
 const maxAdminBody = 1 << 20
 
-// Admin serves the daemon's admin API (normally on a 0600 unix socket, see
+// API serves the daemon's admin API (normally on a 0600 unix socket, see
 // ListenUnix): health, sessions and the connector store. Every error answer
 // is one JSON envelope {"error":{"class","reason","message"}} with a fitting
 // status, produced by writeError alone.
 //
-// Store mutations (install, remove) are serialised by Admin, which is what
+// Store mutations (install, remove) are serialised by API, which is what
 // makes Store.Install's conflict check against the active specs race-free.
-type Admin struct {
+type API struct {
 	// Store is the connector store. Required for the /v1/connectors routes.
 	Store *store.Store
 	// Sessions is the session manager. Required for the /v1/sessions routes.
@@ -56,8 +58,8 @@ type Admin struct {
 	// credential.set, credential.deleted, binding.set, binding.removed, with
 	// identifying details only (never secret values). Nil means none.
 	OnEvent func(event audit.EventName, details map[string]string)
-	// Logf receives unexpected (500) failures. Nil discards them.
-	Logf func(format string, args ...any)
+	// Log receives unexpected (500) failures. Nil discards them.
+	Log *zerolog.Logger
 
 	storeMu sync.Mutex
 }
@@ -107,7 +109,7 @@ type (
 //
 // Removal is a POST with the reference in the body because references
 // contain "://", which does not survive in a URL path.
-func (a *Admin) Handler() http.Handler {
+func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		dataplane.WriteJSON(w, http.StatusOK, healthStatus{Status: "ok"})
@@ -129,7 +131,7 @@ func (a *Admin) Handler() http.Handler {
 	return mux
 }
 
-func (a *Admin) createSession(w http.ResponseWriter, r *http.Request) {
+func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	var req sessions.CreateRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.writeError(w, err)
@@ -145,7 +147,7 @@ func (a *Admin) createSession(w http.ResponseWriter, r *http.Request) {
 	dataplane.WriteJSON(w, http.StatusCreated, info)
 }
 
-func (a *Admin) listSessions(w http.ResponseWriter, r *http.Request) {
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 	list, err := a.Sessions.List()
 	if err != nil {
 		a.writeError(w, err)
@@ -154,7 +156,7 @@ func (a *Admin) listSessions(w http.ResponseWriter, r *http.Request) {
 	dataplane.WriteJSON(w, http.StatusOK, sessionList{Sessions: list})
 }
 
-func (a *Admin) getSession(w http.ResponseWriter, r *http.Request) {
+func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
 	info, err := a.Sessions.Get(r.PathValue("id"))
 	if err != nil {
 		a.writeError(w, err)
@@ -166,7 +168,7 @@ func (a *Admin) getSession(w http.ResponseWriter, r *http.Request) {
 	dataplane.WriteJSON(w, http.StatusOK, info)
 }
 
-func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
+func (a *API) deleteSession(w http.ResponseWriter, r *http.Request) {
 	if err := a.Sessions.Delete(r.Context(), r.PathValue("id")); err != nil {
 		a.writeError(w, err)
 		return
@@ -175,7 +177,7 @@ func (a *Admin) deleteSession(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *Admin) listConnectors(w http.ResponseWriter, r *http.Request) {
+func (a *API) listConnectors(w http.ResponseWriter, r *http.Request) {
 	list, err := a.Store.List(r.Context())
 	if err != nil {
 		a.writeError(w, err)
@@ -184,14 +186,14 @@ func (a *Admin) listConnectors(w http.ResponseWriter, r *http.Request) {
 	dataplane.WriteJSON(w, http.StatusOK, connectorList{Connectors: list})
 }
 
-func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
+func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 	var req InstallRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.writeError(w, err)
 		return
 	}
 	if !filepath.IsAbs(req.Path) {
-		a.writeError(w, fmt.Errorf("%w: path %q is not absolute; the daemon resolves it on its own machine", ErrInvalidArgument, req.Path))
+		a.writeError(w, fmt.Errorf("%w: path %q is not absolute; the daemon resolves it on its own machine", state.ErrInvalidArgument, req.Path))
 		return
 	}
 	var inst store.Installed
@@ -211,7 +213,7 @@ func (a *Admin) installConnector(w http.ResponseWriter, r *http.Request) {
 	dataplane.WriteJSON(w, http.StatusCreated, inst)
 }
 
-func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
+func (a *API) removeConnector(w http.ResponseWriter, r *http.Request) {
 	var req RemoveRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.writeError(w, err)
@@ -225,13 +227,13 @@ func (a *Admin) removeConnector(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *Admin) verifyConnectors(w http.ResponseWriter, r *http.Request) {
+func (a *API) verifyConnectors(w http.ResponseWriter, r *http.Request) {
 	problems := a.Store.Verify(r.Context())
 	dataplane.WriteJSON(w, http.StatusOK, problemList{OK: len(problems) == 0, Problems: append([]store.Problem{}, problems...)})
 }
 
 // event reports a control-plane change to OnEvent, if set.
-func (a *Admin) event(name audit.EventName, details map[string]string) {
+func (a *API) event(name audit.EventName, details map[string]string) {
 	if a.OnEvent != nil {
 		a.OnEvent(name, details)
 	}
@@ -239,7 +241,7 @@ func (a *Admin) event(name audit.EventName, details map[string]string) {
 
 // changeStore runs one store mutation under storeMu, then OnStoreChange.
 // A reload failure wraps errReload.
-func (a *Admin) changeStore(change func() error) error {
+func (a *API) changeStore(change func() error) error {
 	a.storeMu.Lock()
 	defer a.storeMu.Unlock()
 	if err := change(); err != nil {
@@ -262,18 +264,18 @@ var (
 
 // decodeBody reads one JSON object from r's body (at most maxAdminBody
 // bytes, no unknown fields, nothing after it). Failures wrap
-// ErrInvalidArgument.
+// state.ErrInvalidArgument.
 func decodeBody(r *http.Request, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, ErrInvalidArgument) {
+		if errors.Is(err, state.ErrInvalidArgument) {
 			return err
 		}
-		return fmt.Errorf("%w: request body: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: request body: %v", state.ErrInvalidArgument, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: request body: more than one JSON value", ErrInvalidArgument)
+		return fmt.Errorf("%w: request body: more than one JSON value", state.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -283,23 +285,23 @@ func adminErrors() []dataplane.ErrorRule {
 	return []dataplane.ErrorRule{
 		{Target: store.ErrInvalidSpec, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidSpec},
 		{Target: store.ErrInvalidPackage, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidPackage},
-		{Target: ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},
-		{Target: ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
-		{Target: ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
+		{Target: state.ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},
+		{Target: state.ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
+		{Target: state.ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
 		{Target: errNoRoute, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNoRoute},
 		{Target: store.ErrTampered, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonIntegrityFailure},
 		{Target: errReload, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonPolicyReloadFailed},
-		{Target: ErrNotOpen, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonNotReady},
+		{Target: state.ErrNotOpen, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonNotReady},
 	}
 }
 
 // writeError is the admin API's single error path: it classifies err by the
 // sentinel it wraps and answers with the refusal envelope. Anything
 // unclassified is a 500 and is logged.
-func (a *Admin) writeError(w http.ResponseWriter, err error) {
+func (a *API) writeError(w http.ResponseWriter, err error) {
 	ref := dataplane.RefuseError(err, adminErrors())
-	if ref.Status >= 500 && a.Logf != nil {
-		a.Logf("admin: %s: %v", ref.Reason, err)
+	if ref.Status >= 500 && a.Log != nil {
+		a.Log.Error().Str("event", "admin.api_error").Str("reason", string(ref.Reason)).Err(err).Msg("admin API request failed")
 	}
 	dataplane.WriteRefusal(w, ref)
 }

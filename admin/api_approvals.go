@@ -1,4 +1,4 @@
-package controlplane
+package admin
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/state"
 )
 
 // DecideRequest is the body of POST /v1/approvals/{id}/approve and
@@ -38,10 +39,10 @@ const (
 //
 // Deciding an approval that is no longer pending is 409 conflict; an unknown
 // id is 404.
-func (a *Admin) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
+func (a *API) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
 	if store == nil {
 		off := func(w http.ResponseWriter, r *http.Request) {
-			a.writeError(w, fmt.Errorf("%w: this daemon has no approval store configured", ErrNotOpen))
+			a.writeError(w, fmt.Errorf("%w: this daemon has no approval store configured", state.ErrNotOpen))
 		}
 		mux.HandleFunc("/v1/approvals", off)
 		mux.HandleFunc("/v1/approvals/", off)
@@ -73,7 +74,7 @@ func (a *Admin) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
 }
 
 // decide applies one approve or deny and answers with the updated approval.
-func (a *Admin) decide(w http.ResponseWriter, r *http.Request, store *approvals.Store, deny bool) {
+func (a *API) decide(w http.ResponseWriter, r *http.Request, store *approvals.Store, deny bool) {
 	var req DecideRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.writeError(w, err)
@@ -101,20 +102,20 @@ func (a *Admin) decide(w http.ResponseWriter, r *http.Request, store *approvals.
 }
 
 // checkDecision validates a decision's decider and reason; failures wrap
-// ErrInvalidArgument.
+// state.ErrInvalidArgument.
 func checkDecision(req DecideRequest, deny bool) (by, reason string, err error) {
 	by, reason = strings.TrimSpace(req.By), strings.TrimSpace(req.Reason)
 	switch {
 	case by == "":
-		return "", "", fmt.Errorf(`%w: "by" is required: name who decides, e.g. "cli:alice"`, ErrInvalidArgument)
+		return "", "", fmt.Errorf(`%w: "by" is required: name who decides, e.g. "cli:alice"`, state.ErrInvalidArgument)
 	case len(by) > maxDecider || !printable(by):
-		return "", "", fmt.Errorf(`%w: "by" must be at most %d printable characters`, ErrInvalidArgument, maxDecider)
+		return "", "", fmt.Errorf(`%w: "by" must be at most %d printable characters`, state.ErrInvalidArgument, maxDecider)
 	case deny && reason == "":
-		return "", "", fmt.Errorf(`%w: "reason" is required to deny: say why, the agent is shown it`, ErrInvalidArgument)
+		return "", "", fmt.Errorf(`%w: "reason" is required to deny: say why, the agent is shown it`, state.ErrInvalidArgument)
 	case !deny && reason != "":
-		return "", "", fmt.Errorf(`%w: "reason" is only for denials`, ErrInvalidArgument)
+		return "", "", fmt.Errorf(`%w: "reason" is only for denials`, state.ErrInvalidArgument)
 	case len(reason) > maxReason || !printable(reason):
-		return "", "", fmt.Errorf(`%w: "reason" must be at most %d printable characters`, ErrInvalidArgument, maxReason)
+		return "", "", fmt.Errorf(`%w: "reason" must be at most %d printable characters`, state.ErrInvalidArgument, maxReason)
 	}
 	return by, reason, nil
 }
