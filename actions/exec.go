@@ -96,9 +96,10 @@ func (r *Runner) resume(ctx context.Context, run actionRun, sess *dataplane.Sess
 		}
 		return r.loadRun(ctx, run.ID)
 	}
+	life, _ := r.background() // resume runs only once Start has set it
 	go func() {
 		defer r.wg.Done()
-		r.continueRun(context.Background(), run.ID, s)
+		r.continueRun(life, run.ID, s)
 	}()
 	return next, nil
 }

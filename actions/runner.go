@@ -102,9 +102,13 @@ type Runner struct {
 	// Log receives failures of background work; nil discards them.
 	Log *zerolog.Logger
 
-	startMu  sync.Mutex
-	started  bool
-	mu       sync.Mutex
+	startMu sync.Mutex
+	started bool
+	mu      sync.Mutex
+	// life is the context of the runner's own work (resumed runs, approval
+	// events): Start's, without its cancellation, since that work outlives
+	// the request that started the runner. Guarded by mu.
+	life     context.Context
 	closed   bool
 	sessions map[string]*dataplane.Session
 	wg       sync.WaitGroup
@@ -112,8 +116,9 @@ type Runner struct {
 
 // Start marks the runs a previous daemon left running (and those whose
 // action approval it consumed without starting them) as failed, then
-// advances runs whose approval was decided meanwhile. Run, Result and
-// Decided call it on first use; calling it again does nothing. Errors are
+// advances runs whose approval was decided meanwhile. Run and Result call
+// it on first use; calling it again does nothing. The runner's background
+// work runs under ctx's values but not its cancellation. Errors are
 // database failures (a later call retries).
 func (r *Runner) Start(ctx context.Context) error {
 	if err := r.check(); err != nil {
@@ -124,11 +129,24 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.started {
 		return nil
 	}
+	r.mu.Lock()
+	if r.life == nil {
+		r.life = context.WithoutCancel(ctx)
+	}
+	r.mu.Unlock()
 	if err := r.recoverRuns(ctx); err != nil {
 		return err
 	}
 	r.started = true
 	return nil
+}
+
+// background returns the context of the runner's own work, and false
+// before Start.
+func (r *Runner) background() (context.Context, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.life, r.life != nil
 }
 
 func (r *Runner) check() error {
@@ -487,18 +505,15 @@ func (r *Runner) Result(ctx context.Context, sess *dataplane.Session, id string)
 // Decided is the hook for approval events (approval.approved, denied,
 // expired with the approval's id): it advances the run waiting on id, if
 // any, in the background. It never blocks and never calls back into the
-// approval store synchronously.
+// approval store synchronously. Before Start it does nothing: Start
+// advances every run whose approval was decided meanwhile.
 func (r *Runner) Decided(id string) {
-	if id == "" || !r.acquire() {
+	ctx, started := r.background()
+	if id == "" || !started || !r.acquire() {
 		return
 	}
 	go func() {
 		defer r.wg.Done()
-		ctx := context.Background()
-		if err := r.Start(ctx); err != nil {
-			r.runFailed("", err)
-			return
-		}
 		if _, err := r.advance(ctx, id, nil); err != nil && !errors.Is(err, state.ErrNotFound) {
 			r.runFailed(id, err)
 		}

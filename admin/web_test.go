@@ -24,7 +24,7 @@ import (
 // newTestApprovals opens an approval store in a temp dir.
 func newTestApprovals(t *testing.T) *approvals.Store {
 	t.Helper()
-	db, err := state.Open(filepath.Join(t.TempDir(), state.FileName))
+	db, err := state.Open(t.Context(), filepath.Join(t.TempDir(), state.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}

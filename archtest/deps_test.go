@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"audit":     {"github.com/rs/zerolog"},
 	"dataplane": {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "github.com/rs/zerolog", "golang.org/x/net/"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
-	"metrics":   {"dataplane", "github.com/prometheus/"},
+	"metrics":   {"dataplane", "github.com/prometheus/", "github.com/rs/zerolog"},
 	"config":    {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
 	// The control plane: state at the bottom, one store per job over it
 	// (none imports another: small interfaces instead), then the two faces.

@@ -508,7 +508,7 @@ func TestParseSecretInput(t *testing.T) {
 func BenchmarkInjectAPIKey(b *testing.B) {
 	home := b.TempDir()
 	v := &Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
-	db, err := state.Open(filepath.Join(home, state.FileName))
+	db, err := state.Open(b.Context(), filepath.Join(home, state.FileName))
 	if err != nil {
 		b.Fatal(err)
 	}

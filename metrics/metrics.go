@@ -12,7 +12,6 @@ package metrics
 
 import (
 	"fmt"
-	"log"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
 
 	"github.com/aileronhq/aileron/dataplane"
 )
@@ -66,10 +66,10 @@ func decisionLabel(v string) string {
 // Metrics holds the daemon's collectors and its own registry. Create it with
 // New; the zero value is not usable. All methods are safe for concurrent use.
 type Metrics struct {
-	// Logf receives errors met while serving a scrape (a callback panicking
-	// is not caught; a collector error is). Nil means the standard
-	// library's log.Printf. Set it before the first scrape.
-	Logf func(format string, args ...any)
+	// Log receives errors met while serving a scrape (a callback panicking
+	// is not caught; a collector error is). Nil discards them. Set it before
+	// the first scrape.
+	Log *zerolog.Logger
 
 	reg     *prometheus.Registry
 	handler http.Handler
@@ -145,7 +145,7 @@ func New() *Metrics {
 }
 
 // Handler serves the registry in the Prometheus exposition formats. A
-// collector error is logged through Logf and the remaining metrics are still
+// collector error is logged through Log and the remaining metrics are still
 // served. Mount it on the admin API only.
 func (m *Metrics) Handler() http.Handler { return m.handler }
 
@@ -200,15 +200,13 @@ func seconds(d time.Duration) float64 {
 	return d.Seconds()
 }
 
-// printer adapts Logf to promhttp's Logger.
+// printer adapts Log to promhttp's Logger.
 type printer struct{ m *Metrics }
 
 func (p printer) Println(v ...any) {
-	logf := p.m.Logf
-	if logf == nil {
-		logf = log.Printf
+	if p.m.Log != nil {
+		p.m.Log.Warn().Str("event", "metrics.scrape_error").Msg(strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
 	}
-	logf("metrics: %s", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
 }
 
 // labelSet admits at most max distinct well-formed label values; the rest map

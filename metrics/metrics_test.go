@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/internal/testkit"
 )
 
 // scrape serves one GET /metrics through Handler and parses the text
@@ -403,13 +403,8 @@ func (f failing) Collect(ch chan<- prometheus.Metric) {
 
 func TestHandlerLogsCollectorErrors(t *testing.T) {
 	m := New()
-	var mu sync.Mutex
-	var logged []string
-	m.Logf = func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		logged = append(logged, fmt.Sprintf(format, args...))
-	}
+	logs := &testkit.Log{}
+	m.Log = logs.Logger()
 	if err := m.register("aileron_failing", failing{desc("aileron_failing", "fails")}); err != nil {
 		t.Fatal(err)
 	}
@@ -424,10 +419,8 @@ func TestHandlerLogsCollectorErrors(t *testing.T) {
 	if got := value(t, fams, "promhttp_metric_handler_errors_total", lbl("cause", "gathering")); got != 1 {
 		t.Errorf("handler error counter = %v, want 1", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(logged) != 2 || !strings.Contains(logged[0], "boom") {
-		t.Errorf("logged %q, want one line per scrape naming the error", logged)
+	if n := strings.Count(logs.String(), `"event":"metrics.scrape_error"`); n != 2 || !strings.Contains(logs.String(), "boom") {
+		t.Errorf("logged %s, want one line per scrape naming the error", logs)
 	}
 }
 

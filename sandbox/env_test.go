@@ -104,7 +104,7 @@ func TestRenderShellEvaluates(t *testing.T) {
 // under an env name of its choice; none of the names Env sets itself may be
 // taken, or a binding could turn the sandbox's proxy or trust settings off.
 func TestEnvNamesCannotBeBound(t *testing.T) {
-	db, err := state.Open(filepath.Join(t.TempDir(), state.FileName))
+	db, err := state.Open(t.Context(), filepath.Join(t.TempDir(), state.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}

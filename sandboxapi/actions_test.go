@@ -434,3 +434,48 @@ func TestActionRunSessionGoneRunsNothing(t *testing.T) {
 		t.Fatalf("a deleted session's action sent %d requests", n)
 	}
 }
+
+// TestActionRunResumedByStart: a run approved while no runner listened is
+// resumed by the next runner's Start when that runner can look its session
+// up, without waiting for a poll (and without deadlocking Start).
+func TestActionRunResumedByStart(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{noDecided: true})
+	ctx := context.Background()
+	s1 := e.sessions["s1"]
+	pending, err := e.runner.Run(ctx, s1, "send-email", sendArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Approve(t.Context(), pending.ApprovalID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan string, 16)
+	r2 := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog,
+		SessionByID: func(id string) (*dataplane.Session, error) { return e.sessions[id], nil },
+		OnEvent:     func(ev audit.EventName, d map[string]string) { events <- string(ev) + " " + d["id"] }}
+	t.Cleanup(func() { r2.Close() })
+	started := make(chan error, 1)
+	go func() { started <- r2.Start(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Start did not return")
+	}
+	for done := false; !done; {
+		select {
+		case ev := <-events:
+			done = ev == string(audit.EventActionCompleted)+" "+pending.ApprovalID
+		case <-time.After(20 * time.Second):
+			t.Fatal("the approved run did not complete after Start")
+		}
+	}
+	if n := e.countHits("POST", "gmail.google.test"); n != 1 {
+		t.Fatalf("sent %d times", n)
+	}
+}

@@ -53,12 +53,12 @@ type DB struct {
 // by group or others wraps ErrInsecureFile; a file that is not a SQLite
 // database or whose schema_migrations table is inconsistent wraps
 // ErrCorruptState; file-system failures wrap their *fs.PathError.
-func Open(path string) (*DB, error) {
-	return open(path, migrations())
+func Open(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, migrations())
 }
 
 // open is Open with the migration list as a parameter, for tests.
-func open(path string, migs []migration) (*DB, error) {
+func open(ctx context.Context, path string, migs []migration) (*DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: database path is empty; use $AILERON_HOME/%s", ErrInvalidArgument, FileName)
 	}
@@ -81,7 +81,7 @@ func open(path string, migs []migration) (*DB, error) {
 		return nil, fmt.Errorf("opening database %s: %w", abs, err)
 	}
 	d := &DB{sql: sdb, path: abs}
-	if err := d.migrate(context.Background(), migs); err != nil {
+	if err := d.migrate(ctx, migs); err != nil {
 		sdb.Close()
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 
 func openTestDB(t *testing.T, path string) *DB {
 	t.Helper()
-	d, err := Open(path)
+	d, err := Open(t.Context(), path)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", path, err)
 	}
@@ -77,7 +77,7 @@ func TestOpenDBReopenIsIdempotent(t *testing.T) {
 		}
 		return out
 	}
-	d, err := Open(path)
+	d, err := Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,17 +103,17 @@ func TestOpenDBMigrations(t *testing.T) {
 	broken := append(migrations(), migration{version: next, name: "broken",
 		sql: `CREATE TABLE half (id INTEGER); INSERT INTO no_such_table VALUES (1)`})
 
-	d, err := open(path, v1)
+	d, err := open(t.Context(), path, v1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
 
 	// A failing migration is rolled back whole and the version stays.
-	if _, err := open(path, broken); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("migration %d (broken)", next)) {
+	if _, err := open(t.Context(), path, broken); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("migration %d (broken)", next)) {
 		t.Fatalf("broken migration: err = %v, want one naming migration %d", err, next)
 	}
-	d, err = open(path, v1)
+	d, err = open(t.Context(), path, v1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestOpenDBMigrations(t *testing.T) {
 	}
 	d.Close()
 
-	d, err = open(path, v2)
+	d, err = open(t.Context(), path, v2)
 	if err != nil {
 		t.Fatalf("upgrade to version %d: %v", next, err)
 	}
@@ -136,7 +136,7 @@ func TestOpenDBMigrations(t *testing.T) {
 	d.Close()
 
 	// The older binary must refuse the newer database.
-	_, err = open(path, v1)
+	_, err = open(t.Context(), path, v1)
 	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), fmt.Sprintf("schema version %d", next)) {
 		t.Fatalf("old binary on new schema: err = %v, want ErrSchemaTooNew naming version %d", err, next)
 	}
@@ -186,7 +186,7 @@ func TestOpenDBRejects(t *testing.T) {
 			} else {
 				migs = append(migs, migration{version: len(migs) + 2, name: "gap", sql: "SELECT 1"})
 			}
-			d, err := open(path, migs)
+			d, err := open(t.Context(), path, migs)
 			if err == nil {
 				d.Close()
 			}
@@ -195,14 +195,14 @@ func TestOpenDBRejects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Open(""); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := Open(t.Context(), ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Open(\"\"): err = %v, want ErrInvalidArgument", err)
 	}
 }
 
 func TestOpenDBSchemaVersionFromFuture(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	d, err := Open(path)
+	d, err := Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestOpenDBSchemaVersionFromFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	_, err = Open(path)
+	_, err = Open(t.Context(), path)
 	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "99") || !strings.Contains(err.Error(), "newer aileron") {
 		t.Fatalf("err = %v, want ErrSchemaTooNew naming version 99 and the fix", err)
 	}

@@ -52,7 +52,7 @@ func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 // offline runs fn on the store the daemon would use, over its database, for
 // when the daemon is not running: changes take effect at its next start.
 func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) error) error {
-	db, err := state.Open(filepath.Join(cfg.Home, state.FileName))
+	db, err := state.Open(ctx, filepath.Join(cfg.Home, state.FileName))
 	if err != nil {
 		return err
 	}

@@ -105,7 +105,7 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		return nil, fmt.Errorf("home %s: %w", cfg.Home, err)
 	}
 	d := &daemon{cfg: cfg, log: log, metrics: metrics.New()}
-	d.metrics.Logf = func(f string, a ...any) { log.Warn().Msgf(f, a...) }
+	d.metrics.Log = log
 	if err := d.openAudit(); err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (d *daemon) openAudit() error {
 
 // openApprovals opens the control-plane database and the approval store.
 func (d *daemon) openApprovals() error {
-	db, err := state.Open(filepath.Join(d.cfg.Home, state.FileName))
+	db, err := state.Open(context.Background(), filepath.Join(d.cfg.Home, state.FileName))
 	if err != nil {
 		return err
 	}
@@ -411,7 +411,8 @@ func (d *daemon) shutdown(servers []*http.Server) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		// A bounded drain is the configured behaviour, not a failure.
 		d.log.Warn().Str("event", "daemon.drain_timeout").Int64("connections", open.ConnectionsOpen).Int64("tunnels", open.TunnelsOpen).
-			Msgf("connections still open after proxy.shutdown_timeout (%s) were closed; raise it to let long requests finish", d.cfg.Proxy.ShutdownTimeout)
+			Dur("shutdown_timeout", d.cfg.Proxy.ShutdownTimeout).
+			Msg("connections still open after proxy.shutdown_timeout were closed; raise it to let long requests finish")
 		err = nil
 	}
 	if d.audit != nil {

@@ -134,9 +134,9 @@ func WriteFile(t testing.TB, dir, name string, data []byte) string {
 // OpenDB opens the database at path, closed when the test ends.
 func OpenDB(t testing.TB, path string) *state.DB {
 	t.Helper()
-	d, err := state.Open(path)
+	d, err := state.Open(t.Context(), path)
 	if err != nil {
-		t.Fatalf("state.Open(%s): %v", path, err)
+		t.Fatalf("state.Open(context.Background(), %s): %v", path, err)
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
