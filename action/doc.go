@@ -61,4 +61,6 @@
 //
 // Values returned by this package are read-only once built and safe for
 // concurrent use.
+//
+// It imports policy and a TOML parser, nothing of the data or control plane.
 package action

@@ -1,6 +1,3 @@
-// Package archtest enforces the package rules of docs/architecture.md
-// (DESIGN §2): who may import whom, and that only the data plane touches
-// goproxy; and that git tracks no build output (repo_test.go).
 package archtest
 
 import (

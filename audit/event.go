@@ -1,15 +1,3 @@
-// Package audit is Aileron's tamper-evident audit log: the Event schema, a
-// hash-chained JSON-lines sink with rotation and group-committed fsync
-// (Log), chain verification (Verify, VerifyDir), reading and following
-// (Tail), and extraction of spec-declared audit fields with redaction
-// (Extract).
-//
-// Chain format: every line is one JSON object (an Event) followed by '\n'.
-// Line N carries seq N (starting at 1, +1 per line across all files) and
-// prev_hash = lower-case hex SHA-256 of line N-1's bytes without its
-// trailing newline; the first line of a log has prev_hash "". Files are
-// named audit-<UTC timestamp>-<first seq>.jsonl so that sorting the names
-// gives the chain order.
 package audit
 
 import (

@@ -1,8 +1,3 @@
-// Package dataplane is Aileron's forward proxy: it authenticates the
-// session, terminates the sandbox's TLS with the session's CA, decides every
-// inner request against the compiled policy, and forwards allowed requests
-// over verified TLS through an SSRF-safe dialer. Every request, whichever way
-// it arrives, goes through one pipeline (pipeline.go).
 package dataplane
 
 import (

@@ -8,6 +8,9 @@
 // plane loads a Secret and a Placement and calls Apply on the outbound copy
 // of a request that matched an operation bound to that credential. No error
 // this package returns contains secret bytes.
+//
+// It imports policy, x/oauth2 and the AWS signer; nothing of the data or
+// control plane.
 package inject
 
 import "errors"

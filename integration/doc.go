@@ -9,4 +9,7 @@
 //
 // Run with `make test`, which installs the client tools first
 // (scripts/test-deps.sh). A missing tool fails the tests; it never skips them.
+//
+// It may import anything; it drives the daemon binary it builds, as a user
+// would, rather than calling into packages.
 package integration

@@ -21,4 +21,7 @@
 //
 // Every type in this package is safe for concurrent use once built; a
 // compiled *Policy never changes, and Holder swaps policies atomically.
+//
+// It imports the standard library and x/net/idna, nothing of Aileron: every
+// other package speaks its vocabulary (decisions, the closed Reason set).
 package policy

@@ -1,5 +1,3 @@
-// Package sandbox builds what a sandbox receives from Aileron: the
-// environment that points common HTTP clients at the session's proxy and CA.
 package sandbox
 
 import (

@@ -1,4 +1,3 @@
-// Command aileron is Aileron's daemon and its command-line client.
 package main
 
 import (

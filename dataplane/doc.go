@@ -1,0 +1,31 @@
+// Package dataplane is Aileron's forward proxy: it authenticates the
+// session, terminates the sandbox's TLS with the session's CA, decides every
+// inner request against the compiled policy, and forwards allowed requests
+// over verified TLS through an SSRF-safe dialer. It also owns the one
+// refusal every face of the daemon answers with (Refusal, WriteRefusal).
+//
+// Every request, whichever way it arrives, goes through one path:
+//
+//	accept ─▶ framing guard (framing.go) ─▶ goproxy dispatch
+//	  ─▶ Proxy-Authorization → Sessions.Authenticate (407 otherwise)
+//	  CONNECT host:port ─▶ canonical authority ─▶ policy.DecideConnect (tunnel.go)
+//	       ├─ deny        → 403 refusal, connection closed
+//	       ├─ passthrough → SSRF-safe dial, raw tunnel, audited
+//	       ├─ API host    → the session's sandbox API handler (api.go)
+//	       └─ intercept   → TLS with a session leaf; SNI must equal the CONNECT host
+//	  every inner request (pipeline.go: serveInner), and every Execute call (call.go):
+//	       ─▶ target as sent; Host, absolute-form target and SNI agree with the CONNECT
+//	       ─▶ policy.Decide ─▶ approval gate (hold.go: Approvals.Await)
+//	       ─▶ audit[] fields ─▶ Recorder.Decided (refused if it cannot be written)
+//	       ─▶ Injector on the outbound copy (forward.go) ─▶ Guard dial, verified TLS
+//	       ─▶ response streamed back, echoes masked ─▶ Recorder.Completed, log line
+//	  plain-HTTP proxy request ─▶ authenticated, then refused (insecure_scheme)
+//
+// Errors become refusals in one place (errors.go: classify) and refusals
+// become HTTP in one place (refusal.go).
+//
+// It imports ca, policy, inject, audit, goproxy (every default replaced),
+// zerolog and x/net, and reaches sessions, credentials, approvals and the
+// audit sink only through the interfaces it declares (Sessions, Injector,
+// Approvals, Recorder); it never imports the control plane.
+package dataplane
