@@ -84,7 +84,7 @@ type Runner struct {
 	// Catalog returns the installed actions; nil means none.
 	Catalog func() *action.Catalog
 	// ReviewURL returns where a human reviews approval id; nil means the
-	// URL the ApprovalStore reports, if any.
+	// URL the approval store reports, if any.
 	ReviewURL func(id string) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time

@@ -98,9 +98,9 @@ type (
 // Handler returns the admin API:
 //
 //	GET    /v1/health
-//	POST   /v1/sessions              CreateRequest → 201 SessionInfo (with proxy_url)
-//	GET    /v1/sessions              → {"sessions":[SessionInfo…]} (no proxy_url)
-//	GET    /v1/sessions/{id}         → SessionInfo (with proxy_url)
+//	POST   /v1/sessions              sessions.CreateRequest → 201 sessions.Info (with proxy_url)
+//	GET    /v1/sessions              → {"sessions":[sessions.Info…]} (no proxy_url)
+//	GET    /v1/sessions/{id}         → sessions.Info (with proxy_url)
 //	DELETE /v1/sessions/{id}         → 204
 //	GET    /v1/connectors            → {"connectors":[Installed…]}
 //	POST   /v1/connectors            InstallRequest → 201 Installed

@@ -182,7 +182,7 @@ type sessionRecord struct {
 // logged and skipped (Delete still removes them). Failures: a missing field
 // (Dir, DB, KeyFile, ProxyURLHost) wraps state.ErrInvalidArgument; a
 // key file others may read wraps state.ErrInsecureFile; a key of the wrong size
-// wraps state.ErrCorruptState; the database's failures are OpenDB's.
+// wraps state.ErrCorruptState; the database's failures are state.Open's.
 func (s *Manager) Open(ctx context.Context) error {
 	if s.Dir == "" || s.DB == nil || s.KeyFile == "" || s.ProxyURLHost == "" {
 		return fmt.Errorf("%w: sessions.Manager needs Dir, DB, KeyFile and ProxyURLHost", state.ErrInvalidArgument)
