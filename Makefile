@@ -35,7 +35,7 @@ lint:
 # for FUZZTIME each (default 30s).
 FUZZTIME ?= 30s
 fuzz:
-	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 # A complete offline walk-through: demo upstream, daemon, one allowed and
 # one denied curl (see README.md).

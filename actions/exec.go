@@ -308,7 +308,7 @@ func specOf(pol *policy.Policy, fqn string) *policy.Spec {
 	return spec
 }
 
-// isJSONType reports whether a Content-Type is JSON (application/json or
+// IsJSON reports whether a Content-Type is JSON (application/json or
 // any +json type).
 func IsJSON(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)

@@ -282,19 +282,6 @@ func (r *Runner) sessionFor(id string, sess *dataplane.Session) *dataplane.Sessi
 	return s
 }
 
-// inScope reports whether sess may use connector fqn.
-func InScope(sess *dataplane.Session, fqn string) bool {
-	if sess.Connectors == nil {
-		return true
-	}
-	for _, c := range sess.Connectors {
-		if c == fqn {
-			return true
-		}
-	}
-	return false
-}
-
 // Actions lists the actions sess may run, sorted by name, with the
 // catalog's version.
 func (r *Runner) Actions(sess *dataplane.Session) List {
@@ -305,7 +292,7 @@ func (r *Runner) Actions(sess *dataplane.Session) List {
 func ListFor(cat *action.Catalog, sess *dataplane.Session) List {
 	out := List{Version: cat.Version(), Actions: []Info{}}
 	for _, a := range cat.List() {
-		if sess != nil && !InScope(sess, a.Connector) {
+		if sess != nil && !sess.MayUse(a.Connector) {
 			continue
 		}
 		out.Actions = append(out.Actions, Info{Name: a.Name, ToolName: a.ToolName(), Description: a.Description,
@@ -319,7 +306,7 @@ func ListFor(cat *action.Catalog, sess *dataplane.Session) List {
 func (r *Runner) lookup(sess *dataplane.Session, name string) (action.Installed, error) {
 	cat := r.catalog()
 	inst, ok := cat.Lookup(name)
-	if ok && InScope(sess, inst.Connector) {
+	if ok && sess.MayUse(inst.Connector) {
 		return inst, nil
 	}
 	var names []string

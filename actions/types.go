@@ -3,9 +3,9 @@ package actions
 import "github.com/aileronhq/aileron/policy"
 
 // Wire types shared by the action runner, the sandbox API and the MCP server.
-// Their JSON is the sandbox API's: GET /v1/actions answers an List,
+// Their JSON is the sandbox API's: GET /v1/actions answers a List,
 // POST /v1/actions/{name}/run and GET /v1/action-approvals/{id}/result answer
-// an Result.
+// a Result.
 
 // Action run statuses, the values of Result.Status.
 const (
@@ -53,7 +53,7 @@ type Info struct {
 
 // Result is the state (final or not) of one action run.
 type Result struct {
-	// Status is one of the ActionStatus* constants.
+	// Status is one of the Status* constants.
 	Status string `json:"status"`
 	// ApprovalID names the approval the run waits on (or waited on); pass it
 	// to GET /v1/action-approvals/{id}/result (MCP: check_action_status).

@@ -27,9 +27,10 @@ import (
 const maxAdminBody = 1 << 20
 
 // API serves the daemon's admin API (normally on a 0600 unix socket, see
-// ListenUnix): health, sessions and the connector store. Every error answer
-// is one JSON envelope {"error":{"class","reason","message"}} with a fitting
-// status, produced by writeError alone.
+// ListenUnix): health, sessions and their tools, the connector store,
+// credentials and bindings, and approvals. Every error answer is the refusal
+// envelope {"error":{"class","reason","message"}} with a fitting status,
+// produced by writeError alone.
 //
 // Store mutations (install, remove) are serialised by API, which is what
 // makes Store.Install's conflict check against the active specs race-free.
@@ -106,6 +107,9 @@ type (
 //	POST   /v1/connectors            InstallRequest → 201 Installed
 //	POST   /v1/connectors/remove     RemoveRequest → 204
 //	POST   /v1/connectors/verify     → {"ok":bool,"problems":[Problem…]}
+//	GET    /v1/sessions/{id}/tools   → SessionTools
+//	/v1/credentials…, /v1/bindings…  see credentialRoutes
+//	/v1/approvals…                   see approvalRoutes
 //
 // Removal is a POST with the reference in the body because references
 // contain "://", which does not survive in a URL path.

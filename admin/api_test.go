@@ -190,7 +190,7 @@ func TestAdminRawRequests(t *testing.T) {
 		data := make([]byte, 4096)
 		n, _ := resp.Body.Read(data)
 		resp.Body.Close()
-		ae := decodeAPIError(resp.StatusCode, data[:n])
+		ae := dataplane.ParseRefusal(resp.StatusCode, data[:n])
 		if resp.StatusCode != tt.status || ae.Reason != tt.reason || resp.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("%s %s %s: %d %+v, want %d %s", tt.method, tt.path, tt.body, resp.StatusCode, ae, tt.status, tt.reason)
 		}

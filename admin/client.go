@@ -11,10 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"strings"
 
 	"github.com/aileronhq/aileron/dataplane"
-	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
@@ -138,7 +136,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("admin API %s %s: reading answer: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeAPIError(resp.StatusCode, data)
+		return dataplane.ParseRefusal(resp.StatusCode, data)
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
@@ -147,24 +145,6 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("admin API %s %s: decoding answer: %w", method, path, err)
 	}
 	return nil
-}
-
-// decodeAPIError turns an error answer into an *dataplane.Refusal, tolerating a body
-// that is not the envelope.
-func decodeAPIError(status int, data []byte) *dataplane.Refusal {
-	var env dataplane.Refusal
-	if err := json.Unmarshal(data, &env); err == nil && env.Message != "" {
-		env.Status = status
-		return &env
-	}
-	msg := strings.TrimSpace(string(data))
-	if len(msg) > 200 {
-		msg = msg[:200] + "…"
-	}
-	if msg == "" {
-		msg = http.StatusText(status)
-	}
-	return &dataplane.Refusal{Status: status, Class: dataplane.ClassUnknown, Reason: policy.ReasonUnexpectedAnswer, Message: msg}
 }
 
 // dialError marks a failure to reach the socket at all.

@@ -75,7 +75,7 @@ type Web struct {
 	Approvals *approvals.Store
 	// TokenFile holds the admin token the login asks for, normally
 	// $AILERON_HOME/keys/admin.token; it is created (mode 0600, 32 random
-	// bytes, base64url) when missing. See LoadOrCreateAdminToken.
+	// bytes, base64url) when missing. See LoadOrCreateToken.
 	TokenFile string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
@@ -97,7 +97,7 @@ type webSession struct {
 	expires time.Time
 }
 
-// LoadOrCreateAdminToken returns the admin token in path, creating it (43
+// LoadOrCreateToken returns the admin token in path, creating it (43
 // base64url characters from 32 random bytes, mode 0600, directory 0700) on
 // first use. It refuses a file group or others can access (wrapping
 // state.ErrInsecureFile) and one holding fewer than 32 characters (wrapping
@@ -112,7 +112,7 @@ func LoadOrCreateToken(path string) (string, error) {
 			return "", fmt.Errorf("creating admin token: %w", err)
 		}
 	}
-	if err := state.CheckPrivateFile("admin token", path); err != nil {
+	if err := state.CheckPrivateFile(path, "admin token"); err != nil {
 		return "", err
 	}
 	data, err := os.ReadFile(path)

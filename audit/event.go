@@ -78,9 +78,10 @@ type Event struct {
 	// Fields holds the operation's audit[] values after redaction, as
 	// returned by Extract.
 	Fields map[string]any `json:"fields,omitempty"`
-	// Details holds control-plane facts: store.installed fqn/version/hash,
-	// session.created name/ttl, credential.refreshed credential (the name,
-	// never the secret).
+	// Details holds control-plane facts: store.installed
+	// connector/version/hash, session.created session/name/expires_at/
+	// connectors, credential.refreshed credential (the name, never the
+	// secret); docs/audit.md lists each event's keys.
 	Details map[string]string `json:"details,omitempty"`
 }
 

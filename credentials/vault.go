@@ -469,7 +469,7 @@ func loadOrCreateIdentity(keyFile, vaultFile string) (*age.X25519Identity, error
 			return nil, err
 		}
 	}
-	if err := state.CheckPrivateFile("vault key", keyFile); err != nil {
+	if err := state.CheckPrivateFile(keyFile, "vault key"); err != nil {
 		return nil, err
 	}
 	data, err := state.ReadBounded(keyFile, maxKeyFileSize)

@@ -24,8 +24,8 @@
 // Errors become refusals in one place (errors.go: classify) and refusals
 // become HTTP in one place (refusal.go).
 //
-// It imports ca, policy, inject, audit, goproxy (every default replaced),
-// zerolog and x/net, and reaches sessions, credentials, approvals and the
+// It imports ca, policy, inject, audit, goproxy (every default replaced)
+// and zerolog, and reaches sessions, credentials, approvals and the
 // audit sink only through the interfaces it declares (Sessions, Injector,
 // Approvals, Recorder); it never imports the control plane.
 package dataplane

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aileronhq/aileron/policy"
 )
@@ -189,6 +190,31 @@ func (r Refusal) Response(req *http.Request) *http.Response {
 	}
 	r.header(resp.Header, len(body))
 	return resp
+}
+
+// ParseRefusal reads an error answer of the daemon's APIs as its clients
+// see it: the envelope when the body holds one (with Status set), else a
+// refusal of class unknown, reason unexpected_answer, whose message gives
+// the status and the start of the body (at most 200 bytes, valid UTF-8).
+func ParseRefusal(status int, body []byte) *Refusal {
+	var r Refusal
+	if err := json.Unmarshal(body, &r); err == nil && (r.Reason != "" || r.Message != "") {
+		r.Status = status
+		return &r
+	}
+	text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "?")
+	if len(text) > 200 {
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	msg := fmt.Sprintf("unexpected answer HTTP %d %s", status, http.StatusText(status))
+	if text != "" {
+		msg += ": " + text
+	}
+	return &Refusal{Status: status, Class: ClassUnknown, Reason: policy.ReasonUnexpectedAnswer, Message: msg}
 }
 
 // ErrorRule maps the errors wrapping Target to a refusal.

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/aileronhq/aileron/ca"
 )
@@ -23,6 +24,12 @@ type Session struct {
 	// Connectors lists the connector FQNs the session may use. Nil means every
 	// installed connector.
 	Connectors []string
+}
+
+// MayUse reports whether the session may use connector fqn: its scope
+// names it, or it has no scope (nil Connectors).
+func (s *Session) MayUse(fqn string) bool {
+	return s.Connectors == nil || slices.Contains(s.Connectors, fqn)
 }
 
 // Sessions authenticates the credentials a client presents in

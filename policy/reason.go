@@ -65,13 +65,12 @@ const (
 	// ReasonInternalError: an API request failed unexpectedly (the log has
 	// the details).
 	ReasonInternalError Reason = "internal_error"
-	// ReasonUnexpectedAnswer and ReasonUnexpectedStatus: a client got an
-	// answer that is not the error envelope.
+	// ReasonUnexpectedAnswer: a client of the admin or sandbox API got an
+	// error answer that is not the envelope (dataplane.ParseRefusal).
 	ReasonUnexpectedAnswer Reason = "unexpected_answer"
-	ReasonUnexpectedStatus Reason = "unexpected_status"
 )
 
-// Action runs: why a run failed or was denied (ActionResult.error.reason).
+// Action runs: why a run failed or was denied (the error.reason of an action run's result).
 const (
 	ReasonApprovalMissing  Reason = "approval_missing"
 	ReasonDaemonStopped    Reason = "daemon_stopped"
@@ -98,7 +97,7 @@ func Reasons() []Reason {
 		ReasonInvalidArgument, ReasonInvalidSpec, ReasonInvalidPackage, ReasonConflict, ReasonNotFound,
 		ReasonNoRoute, ReasonMethodNotAllowed, ReasonBodyTooLarge, ReasonNotEnabled, ReasonNotReady,
 		ReasonShuttingDown, ReasonIntegrityFailure, ReasonPolicyReloadFailed, ReasonMCPUnavailable,
-		ReasonLoginRequired, ReasonInternalError, ReasonUnexpectedAnswer, ReasonUnexpectedStatus,
+		ReasonLoginRequired, ReasonInternalError, ReasonUnexpectedAnswer,
 
 		ReasonApprovalMissing, ReasonDaemonStopped, ReasonActionChanged, ReasonConnectorChanged,
 		ReasonStepUnresolved, ReasonStepInputs, ReasonInvalidArguments, ReasonUpstreamStatus,

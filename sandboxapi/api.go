@@ -199,7 +199,7 @@ func (s *API) runOperation(w http.ResponseWriter, r *http.Request, sess *datapla
 			return
 		}
 	}
-	if !actions.InScope(sess, req.ConnectorFQN) {
+	if !sess.MayUse(req.ConnectorFQN) {
 		s.writeError(w, fmt.Errorf("%w: connector %q is not available to this session", state.ErrNotFound, req.ConnectorFQN))
 		return
 	}

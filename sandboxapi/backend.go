@@ -11,11 +11,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/dataplane"
-	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 )
 
@@ -145,7 +143,7 @@ func (b *HTTPBackend) do(ctx context.Context, method, path string, body []byte, 
 		return fmt.Errorf("%w: %s %s: the answer is over %d MiB", ErrSandboxAPI, method, target, maxSandboxAnswer>>20)
 	}
 	if !intIn(resp.StatusCode, ok) {
-		return fmt.Errorf("%w: %s %s: %w", ErrSandboxAPI, method, target, apiErrorFrom(resp.StatusCode, data))
+		return fmt.Errorf("%w: %s %s: %w", ErrSandboxAPI, method, target, dataplane.ParseRefusal(resp.StatusCode, data))
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%w: %s %s: the HTTP %d answer is not the expected JSON: %v", ErrSandboxAPI, method, target, resp.StatusCode, err)
@@ -163,27 +161,4 @@ func intIn(v int, set []int) bool {
 		}
 	}
 	return false
-}
-
-// apiErrorFrom reads an error answer: the envelope
-// {"error":{"class","reason","message"}} when there is one, else the status
-// and the start of the body.
-func apiErrorFrom(status int, body []byte) *dataplane.Refusal {
-	var env dataplane.Refusal
-	if err := json.Unmarshal(body, &env); err == nil && (env.Reason != "" || env.Message != "") {
-		return &dataplane.Refusal{Status: status, Class: env.Class, Reason: env.Reason, Message: env.Message}
-	}
-	text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "?")
-	if len(text) > 200 {
-		cut := 200
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "…"
-	}
-	msg := fmt.Sprintf("unexpected answer HTTP %d %s", status, http.StatusText(status))
-	if text != "" {
-		msg += ": " + text
-	}
-	return &dataplane.Refusal{Status: status, Reason: policy.ReasonUnexpectedStatus, Message: msg}
 }

@@ -23,6 +23,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// errNotOpen is returned by the methods that need Open first.
+var errNotOpen = fmt.Errorf("%w: sessions.Manager used before Open", state.ErrNotOpen)
+
 // Session limits and defaults.
 const (
 	// DefaultTTL is the lifetime of a session created without a TTL
@@ -285,7 +288,7 @@ func (s *Manager) Get(id string) (Info, error) {
 	key, e := s.key, s.live[id]
 	s.mu.RUnlock()
 	if key == nil {
-		return Info{}, state.ErrNotOpen
+		return Info{}, errNotOpen
 	}
 	if e == nil {
 		return Info{}, fmt.Errorf("%w: session %q (see `aileron session list`)", state.ErrNotFound, id)
@@ -303,7 +306,7 @@ func (s *Manager) List() ([]Info, error) {
 	s.mu.RLock()
 	if s.key == nil {
 		s.mu.RUnlock()
-		return nil, state.ErrNotOpen
+		return nil, errNotOpen
 	}
 	out := make([]Info, 0, len(s.live))
 	for _, e := range s.live {
@@ -329,7 +332,7 @@ func (s *Manager) Delete(ctx context.Context, id string) error {
 	s.mu.Lock()
 	if s.key == nil || s.db == nil {
 		s.mu.Unlock()
-		return state.ErrNotOpen
+		return errNotOpen
 	}
 	db := s.db
 	e, ok := s.live[id]
@@ -459,7 +462,7 @@ func (s *Manager) opened() ([]byte, *state.DB, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.key == nil || s.db == nil {
-		return nil, nil, state.ErrNotOpen
+		return nil, nil, errNotOpen
 	}
 	return s.key, s.db, nil
 }

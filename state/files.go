@@ -27,13 +27,8 @@ func LoadOrCreateKey(path, what string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	info, err := os.Lstat(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", what, err)
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s)",
-			ErrInsecureFile, what, path, info.Mode(), path)
+	if err := CheckPrivateFile(path, what); err != nil {
+		return nil, err
 	}
 	key, err := os.ReadFile(path)
 	if err != nil {
@@ -72,8 +67,9 @@ func CreatePrivateFile(path string, data []byte, what string) (err error) {
 }
 
 // CheckPrivateFile refuses p unless it is a regular file only its owner may
-// access; the error wraps ErrInsecureFile and says how to fix it.
-func CheckPrivateFile(what, p string) error {
+// access; the error wraps ErrInsecureFile, names the file as what and says
+// how to fix it.
+func CheckPrivateFile(p, what string) error {
 	info, err := os.Lstat(p)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", what, err)

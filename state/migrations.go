@@ -46,7 +46,7 @@ CREATE TABLE action_runs (
 	approval_id TEXT NOT NULL DEFAULT '',  -- approval the run currently waits on
 	next_step   INTEGER NOT NULL DEFAULT 0,
 	outputs     TEXT NOT NULL DEFAULT '{}',-- step id → decoded output
-	result      TEXT NOT NULL DEFAULT '',  -- JSON ActionResult once final
+	result      TEXT NOT NULL DEFAULT '',  -- JSON actions.Result, at every state
 	created_at  TEXT NOT NULL,
 	updated_at  TEXT NOT NULL
 ) STRICT;

@@ -76,7 +76,7 @@ type Problem struct {
 //
 // active is the set of specs currently enforced; the new spec is compiled
 // together with those of other FQNs and refused if it conflicts with one of
-// them. Callers must serialise Install calls that pass active (Admin does).
+// them. Callers must serialise Install calls that pass active (admin.API does).
 //
 // Reinstalling identical content is a no-op apart from making that version
 // active again, and repairs a damaged copy in the store. Errors: a spec that

@@ -221,7 +221,7 @@ func (d *daemon) hangup() {
 	if d.loadConfig != nil {
 		cfg, err := d.loadConfig()
 		if err != nil {
-			d.log.Error().Str("event", "config.reload_failed").Msg(err.Error() + " (keeping the running configuration)")
+			d.log.Error().Str("event", "config.reload_failed").Err(err).Msg("keeping the running configuration")
 		} else {
 			d.reloadMu.Lock()
 			d.cfg.Proxy.Passthrough = cfg.Proxy.Passthrough
@@ -260,7 +260,7 @@ func (d *daemon) reload() error {
 	}
 	pol, cerrs := policy.Compile(srcs, rules)
 	for _, err := range append(errs, cerrs...) {
-		d.log.Error().Str("event", "store.load_failed").Msg(err.Error())
+		d.log.Error().Str("event", "store.load_failed").Err(err).Msg("a connector was left out of the policy")
 		if errors.Is(err, store.ErrTampered) && d.rec != nil {
 			d.rec.Event(audit.EventStoreTamperDetected, map[string]string{"error": err.Error()})
 		}
@@ -268,7 +268,7 @@ func (d *daemon) reload() error {
 	d.policy.Store(pol)
 	cat, aerrs := loadCatalog(srcs)
 	for _, err := range aerrs {
-		d.log.Error().Str("event", "store.actions_failed").Msg(err.Error())
+		d.log.Error().Str("event", "store.actions_failed").Err(err).Msg("a package's actions were left out")
 	}
 	d.catalog.Store(cat)
 	d.log.Info().Str("event", "policy.loaded").Int("connectors", len(srcs)-len(cerrs)).Msg("policy compiled")

@@ -39,7 +39,7 @@ func (r *recorder) Completed(rec *dataplane.Record) {
 		ev.Name = ev.Name.Outcome()
 	}
 	if err := r.write(&ev); err != nil {
-		r.log.Error().Str("event", "audit.write_failed").Str("audit_id", rec.AuditID).Msg(err.Error())
+		r.log.Error().Str("event", "audit.write_failed").Str("audit_id", rec.AuditID).Err(err).Msg("the outcome line was not written")
 	}
 }
 
@@ -51,7 +51,7 @@ func (r *recorder) Event(name audit.EventName, details map[string]string) {
 		r.metrics.OAuthRefresh(name == audit.EventCredentialRefreshed)
 	}
 	if err := r.write(&audit.Event{Name: name, Details: details}); err != nil {
-		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(name)).Msg(err.Error())
+		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(name)).Err(err).Msg("a control-plane event was not written")
 	}
 }
 
@@ -63,7 +63,7 @@ func (r *recorder) write(ev *audit.Event) error {
 	err := r.audit.Write(ev)
 	r.metrics.ObserveAuditWrite(time.Since(start), err)
 	if err != nil {
-		r.log.Error().Str("event", "audit.unavailable").Msg(err.Error())
+		r.log.Error().Str("event", "audit.unavailable").Err(err).Msg("the audit trail cannot be written; requests are refused")
 	}
 	return err
 }

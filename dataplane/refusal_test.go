@@ -1,0 +1,63 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// TestRefusalEnvelope: one type, one writer, the same envelope and headers
+// on every face.
+func TestRefusalEnvelope(t *testing.T) {
+	ref := Refusal{Status: http.StatusForbidden, Class: ClassCapabilityDenied, Reason: policy.ReasonApprovalPending,
+		Message: "waits\r\nfor a human", AuditID: "a_1", ApprovalID: "ap_1", ReviewURL: "http://x/#ap_1",
+		RetryAfter: 5 * time.Second, Outcome: "refused"}
+	w := httptest.NewRecorder()
+	WriteRefusal(w, ref)
+	var body map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	inner, _ := body["error"].(map[string]any)
+	if w.Code != 403 || body["status"] != "refused" || inner["reason"] != "approval_pending" || inner["class"] != "capability_denied" ||
+		inner["audit_id"] != "a_1" || inner["approval_id"] != "ap_1" || inner["review_url"] != "http://x/#ap_1" || len(body) != 2 {
+		t.Errorf("answer %d %s", w.Code, w.Body)
+	}
+	h := w.Header()
+	if h.Get(HeaderAuditID) != "a_1" || h.Get(HeaderApprovalID) != "ap_1" || h.Get("Retry-After") != "5" ||
+		h.Get(HeaderMessage) != "waits  for a human" || h.Get("Cache-Control") != "no-store" {
+		t.Errorf("headers %v", h)
+	}
+	var back Refusal
+	if err := json.Unmarshal(w.Body.Bytes(), &back); err != nil || back.Reason != ref.Reason || back.Outcome != "refused" || back.Status != 0 {
+		t.Errorf("round trip %+v %v", back, err)
+	}
+	w = httptest.NewRecorder()
+	WriteRefusal(w, Refusal{Status: http.StatusProxyAuthRequired, Class: ClassProxyAuth, Reason: policy.ReasonProxyAuth, Message: "m"})
+	if w.Header().Get("Proxy-Authenticate") == "" || strings.Contains(w.Body.String(), `"status"`) {
+		t.Errorf("407: %v %s", w.Header(), w.Body)
+	}
+}
+
+func FuzzParseRefusal(f *testing.F) {
+	f.Add(404, []byte(`{"error":{"class":"not_found","reason":"unknown_action","message":"no such action"}}`))
+	f.Add(502, []byte("bad gateway"))
+	f.Add(500, []byte(strings.Repeat("é", 300)))
+	f.Add(400, []byte(`{"error":"flat"}`))
+	f.Add(0, []byte{0xff, 0xfe})
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		r := ParseRefusal(status, body)
+		if r.Status != status || r.Reason == "" && r.Message == "" {
+			t.Fatalf("ParseRefusal(%d, %q) = %+v", status, body, r)
+		}
+		if r.Reason == policy.ReasonUnexpectedAnswer && (!utf8.ValidString(r.Message) || len(r.Message) > 400) {
+			t.Fatalf("message %q: not valid UTF-8 or not bounded", r.Message)
+		}
+	})
+}
