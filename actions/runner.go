@@ -118,7 +118,8 @@ type Runner struct {
 // action approval it consumed without starting them) as failed, then
 // advances runs whose approval was decided meanwhile. Run and Result call
 // it on first use; calling it again does nothing. The runner's background
-// work runs under ctx's values but not its cancellation. Errors are
+// work runs under the first Start's ctx values but not its cancellation, so
+// the daemon starts it at boot with a context of its own. Errors are
 // database failures (a later call retries).
 func (r *Runner) Start(ctx context.Context) error {
 	if err := r.check(); err != nil {

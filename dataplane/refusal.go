@@ -133,12 +133,21 @@ func (r Refusal) body() []byte {
 	return append(b, '\n')
 }
 
+// status is r.Status when it is an error status, else 500: a refusal is
+// never answered as a success, whatever built it.
+func (r Refusal) status() int {
+	if r.Status < 400 || r.Status > 599 {
+		return http.StatusInternalServerError
+	}
+	return r.Status
+}
+
 // header sets the headers every refusal carries.
 func (r Refusal) header(h http.Header, n int) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(n))
 	h.Set("Cache-Control", "no-store")
-	if r.Status == http.StatusProxyAuthRequired {
+	if r.status() == http.StatusProxyAuthRequired {
 		h.Set("Proxy-Authenticate", `Basic realm="aileron"`)
 	}
 	if r.AuditID != "" {
@@ -162,7 +171,7 @@ func WriteRefusal(w http.ResponseWriter, r Refusal) {
 	noteRefusal(w, r)
 	body := r.body()
 	r.header(w.Header(), len(body))
-	w.WriteHeader(r.Status)
+	w.WriteHeader(r.status())
 	_, _ = w.Write(body)
 }
 
@@ -182,8 +191,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // (a refused CONNECT). The connection closes after it.
 func (r Refusal) Response(req *http.Request) *http.Response {
 	body := r.body()
+	status := r.status()
 	resp := &http.Response{
-		StatusCode: r.Status, Status: fmt.Sprintf("%d %s", r.Status, http.StatusText(r.Status)),
+		StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: make(http.Header), Body: io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)), Request: req, Close: true,

@@ -61,3 +61,16 @@ func FuzzParseRefusal(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusalNeverAnswersSuccess: a refusal built without an error status
+// (or read back from JSON, which carries none) still answers an error.
+func TestRefusalNeverAnswersSuccess(t *testing.T) {
+	for _, status := range []int{0, 200, 302, 600} {
+		w := httptest.NewRecorder()
+		WriteRefusal(w, Refusal{Status: status, Class: ClassInternal, Reason: policy.ReasonInternal, Message: "m"})
+		resp := Refusal{Status: status, Class: ClassInternal, Reason: policy.ReasonInternal, Message: "m"}.Response(nil)
+		if w.Code != 500 || resp.StatusCode != 500 || !strings.HasPrefix(resp.Status, "500 ") {
+			t.Errorf("status %d answered %d / %s", status, w.Code, resp.Status)
+		}
+	}
+}

@@ -47,6 +47,8 @@ const (
 
 // The APIs (admin, sandbox, approvals page) and the clients that read them.
 const (
+	// ReasonInvalidArgument: an API request's own arguments are malformed
+	// (compare invalid_arguments, an action step's).
 	ReasonInvalidArgument    Reason = "invalid_argument"
 	ReasonInvalidSpec        Reason = "invalid_spec"
 	ReasonInvalidPackage     Reason = "invalid_package"
@@ -78,6 +80,8 @@ const (
 	ReasonConnectorChanged Reason = "connector_changed"
 	ReasonStepUnresolved   Reason = "step_unresolved"
 	ReasonStepInputs       Reason = "step_inputs"
+	// ReasonInvalidArguments: the arguments an action step built for its
+	// operation do not make a request (compare invalid_argument).
 	ReasonInvalidArguments Reason = "invalid_arguments"
 	ReasonUpstreamStatus   Reason = "upstream_status"
 )

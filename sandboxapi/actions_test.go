@@ -15,6 +15,7 @@ import (
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/state"
 )
 
@@ -288,7 +289,7 @@ func TestActionRunRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A run a stopped daemon left running.
-	_, err = e.db.ExecContext(ctx, `INSERT INTO action_runs (id, session, action, version, connector, args, status,
+	err = testkit.Exec(t, e.db, `INSERT INTO action_runs (id, session, action, version, connector, args, status,
 		created_at, updated_at) VALUES ('ar_stuck', 's1', 'get-issue', '1.0.0', ?, '{"id":"1"}', 'running', ?, ?)`,
 		tdLinearFQN, state.FormatTime(time.Now()), state.FormatTime(time.Now()))
 	if err != nil {

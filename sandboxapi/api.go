@@ -2,6 +2,7 @@ package sandboxapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,17 @@ var (
 const sandboxEndpoints = "POST /v1/connector-operations/run, GET /v1/actions, POST /v1/actions/{name}/run, " +
 	"GET /v1/action-approvals/{id}/result, /v1/mcp"
 
+// Runner is what the sandbox API needs of the action runner: a session's
+// actions, running one, and polling a run. It is all the API can reach of
+// the runner; *actions.Runner implements it.
+type Runner interface {
+	Actions(sess *dataplane.Session) actions.List
+	Run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (actions.Result, error)
+	Result(ctx context.Context, sess *dataplane.Session, id string) (actions.Result, error)
+}
+
+var _ Runner = (*actions.Runner)(nil)
+
 // API is the HTTP API a sandbox reaches through the proxy at
 // https://aileron.internal/v1 (dataplane.Proxy.SandboxAPI), authenticated
 // by the session's proxy credentials (dataplane.SessionFrom). It offers
@@ -64,12 +76,12 @@ type API struct {
 	// Policy is the compiled policy operations are resolved in; nil means
 	// an empty policy.
 	Policy *policy.Holder
-	// Catalog returns the installed actions; nil means Runner's catalog.
+	// Catalog returns the installed actions; nil means Runner's list.
 	Catalog func() *action.Catalog
 	// Exec runs operation calls. Required for the run endpoint.
 	Exec actions.Executor
 	// Runner runs actions; nil answers the action endpoints with 404.
-	Runner *actions.Runner
+	Runner Runner
 	// MCP serves /v1/mcp; nil answers 404.
 	MCP http.Handler
 	// ApprovalWait is how long the run endpoint waits for a human to
@@ -150,14 +162,16 @@ func (s *API) policy() *policy.Policy {
 	return s.Policy.Load()
 }
 
-func (s *API) catalog() *action.Catalog {
+// actionsFor lists the actions sess may run.
+func (s *API) actionsFor(sess *dataplane.Session) actions.List {
+	if s.Catalog == nil && s.Runner != nil {
+		return s.Runner.Actions(sess)
+	}
+	var cat *action.Catalog
 	if s.Catalog != nil {
-		return s.Catalog()
+		cat = s.Catalog()
 	}
-	if s.Runner != nil && s.Runner.Catalog != nil {
-		return s.Runner.Catalog()
-	}
-	return nil
+	return actions.ListFor(cat, sess)
 }
 
 // operationRequest is the body of POST /v1/connector-operations/run.
@@ -267,7 +281,7 @@ func writeCallRefusal(w http.ResponseWriter, res dataplane.CallResult) {
 }
 
 func (s *API) listActions(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
-	list := actions.ListFor(s.catalog(), sess)
+	list := s.actionsFor(sess)
 	etag := `"` + list.Version + `"`
 	w.Header().Set("ETag", etag)
 	if r.Header.Get("If-None-Match") == etag {

@@ -326,9 +326,12 @@ func (s *Manager) List() ([]Info, error) {
 
 // Delete ends a session at once (Authenticate fails from then on) and
 // removes its row and its directory, key material included. It also removes
-// a session Open could not load. An unknown id wraps state.ErrNotFound; before
-// Open, state.ErrNotOpen.
+// a session Open could not load. A revocation is not undone by ctx ending
+// half-way (a CLI killed mid-request): the row is deleted whatever ctx does,
+// or the session would come back at the next start. An unknown id wraps
+// state.ErrNotFound; before Open, state.ErrNotOpen.
 func (s *Manager) Delete(ctx context.Context, id string) error {
+	ctx = context.WithoutCancel(ctx)
 	s.mu.Lock()
 	if s.key == nil || s.db == nil {
 		s.mu.Unlock()

@@ -195,7 +195,7 @@ func TestOpenSkipsUnusableSessions(t *testing.T) {
 	badRow, _ := s.Create(t.Context(), CreateRequest{TTL: 3 * time.Hour})
 	expired, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
 	testkit.WriteFile(t, filepath.Join(home, "sessions", badCA.ID), ca.CertFile, []byte("{"))
-	if _, err := s.DB.ExecContext(context.Background(), `UPDATE sessions SET connectors = '{' WHERE id = ?`, badRow.ID); err != nil {
+	if err := testkit.Exec(t, s.DB, `UPDATE sessions SET connectors = '{' WHERE id = ?`, badRow.ID); err != nil {
 		t.Fatal(err)
 	}
 	os.Mkdir(filepath.Join(home, "sessions", creatingPrefix+"s_x"), 0o700)
@@ -417,4 +417,28 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDeleteSurvivesACancelledRequest: a revocation whose request is cut off
+// still removes the row, or the session would come back at the next start.
+func TestDeleteSurvivesACancelledRequest(t *testing.T) {
+	home := t.TempDir()
+	clock := testkit.NewClock()
+	s := sessionsAt(t, home, clock)
+	info, err := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Delete(ctx, info.ID); err != nil {
+		t.Fatalf("Delete with a cancelled context: %v", err)
+	}
+	if n := testkit.CountRows(t, s.DB, "sessions"); n != 0 {
+		t.Fatalf("%d session rows left", n)
+	}
+	again := sessionsAt(t, home, clock)
+	if _, err := again.Authenticate(proxyCreds(t, info.ProxyURL)); err == nil {
+		t.Fatal("the deleted session came back after a restart")
+	}
 }

@@ -129,17 +129,6 @@ func (d *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	return d.sql.QueryRowContext(ctx, query, args...)
 }
 
-// ExecContext runs one statement in a write transaction of its own (for
-// tools and tests that repair or inspect rows; stores use Write).
-func (d *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	var res sql.Result
-	err := d.Write(ctx, func(tx *sql.Tx) error {
-		var err error
-		res, err = tx.ExecContext(ctx, query, args...)
-		return err
-	})
-	return res, err
-}
 
 // Querier is what reads rows: *DB outside a transaction, *sql.Tx inside one.
 type Querier interface {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -341,7 +340,7 @@ func TestVerifyFindsUnparsableSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Rename(inst.Dir, s.packageDir(hash))
-	_, err = s.DB.ExecContext(context.Background(), `UPDATE store_versions SET hash = ? WHERE fqn = ? AND version = '1.2.3'`, hash, testkit.GoogleFQN)
+	err = testkit.Exec(t, s.DB, `UPDATE store_versions SET hash = ? WHERE fqn = ? AND version = '1.2.3'`, hash, testkit.GoogleFQN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +568,7 @@ func TestCorruptIndexRows(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, _ := newStore(t)
 			for _, q := range stmts {
-				if _, err := s.DB.ExecContext(context.Background(), q); err != nil {
+				if err := testkit.Exec(t, s.DB, q); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -587,7 +586,7 @@ func TestCorruptIndexRows(t *testing.T) {
 	}
 	// The schema itself refuses a hash that could name a path outside the store.
 	s, _ := newStore(t)
-	_, err := s.DB.ExecContext(context.Background(), `INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '../../../etc', 1, '2026-01-01T00:00:00.000000000Z')`)
+	err := testkit.Exec(t, s.DB, `INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '../../../etc', 1, '2026-01-01T00:00:00.000000000Z')`)
 	if err == nil {
 		t.Error("store_versions accepted a hash that is not 64 hex digits")
 	}

@@ -28,6 +28,7 @@ type recorder struct {
 // Decided writes the decision line; an error refuses the request.
 func (r *recorder) Decided(rec *dataplane.Record) error {
 	ev := rec.Event
+	ev.Details = nil // control-plane facts only: a proxy record never carries any
 	return r.write(&ev)
 }
 
@@ -35,6 +36,7 @@ func (r *recorder) Decided(rec *dataplane.Record) error {
 func (r *recorder) Completed(rec *dataplane.Record) {
 	r.metrics.Observe(rec)
 	ev := rec.Event
+	ev.Details = nil
 	if rec.Decided {
 		ev.Name = ev.Name.Outcome()
 	}

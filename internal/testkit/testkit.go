@@ -3,6 +3,7 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -184,3 +185,13 @@ const ItemsSpec = `{
     {"name": "doc", "summary": "documentation only"}
   ]}]
 }`
+
+// Exec runs one statement against db in a write transaction of its own (a
+// test repairing or corrupting rows); the stores use state.DB.Write.
+func Exec(t testing.TB, db *state.DB, query string, args ...any) error {
+	t.Helper()
+	return db.Write(t.Context(), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(t.Context(), query, args...)
+		return err
+	})
+}
