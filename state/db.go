@@ -129,7 +129,6 @@ func (d *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	return d.sql.QueryRowContext(ctx, query, args...)
 }
 
-
 // Querier is what reads rows: *DB outside a transaction, *sql.Tx inside one.
 type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
