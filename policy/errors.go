@@ -44,6 +44,7 @@ const (
 	ruleJSONType         = "json_type"
 	ruleJSONDuplicate    = "json_duplicate_key"
 	ruleJSONCase         = "json_key_case"
+	ruleUnknownField     = "unknown_field"
 	ruleRequired         = "required"
 	ruleSchemaVersion    = "schema_version"
 	ruleFQN              = "fqn"

@@ -11,6 +11,11 @@ import (
 	"unicode/utf8"
 )
 
+// ExtensionPrefix starts the keys a spec may carry outside the schema
+// (tooling metadata such as "x-owner"); ParseSpec ignores them. Any other
+// unknown key is an error.
+const ExtensionPrefix = "x-"
+
 // MaxSpecSize is the largest spec document ParseSpec reads, in bytes.
 const MaxSpecSize = 4 << 20
 
@@ -18,10 +23,12 @@ const MaxSpecSize = 4 << 20
 const maxJSONDepth = 64
 
 // ParseSpec decodes and fully validates one aileron.connector.v1 document.
-// file names the document in error messages. Unknown fields are tolerated
-// for forward compatibility; wrong JSON types, duplicate keys, keys that
-// differ from a known field only in case, invalid UTF-8 and documents over
-// MaxSpecSize are errors. On failure it returns every problem found, joined
+// file names the document in error messages. Unknown fields are errors
+// naming the closest known one (a typo must never weaken policy: an
+// "aproval" is not silently ignored); a field outside the schema on
+// purpose needs the ExtensionPrefix ("x-"). Wrong JSON types, duplicate
+// keys, keys that differ from a known field only in case, invalid UTF-8
+// and documents over MaxSpecSize are errors too. On failure it returns every problem found, joined
 // with errors.Join; each is a *ValidationError wrapping ErrInvalidSpec
 // (use errors.As / errors.Is).
 func ParseSpec(file string, data []byte) (*Spec, error) {
@@ -260,12 +267,35 @@ func checkFields(m map[string]any, s *shape, path string, p *problems) {
 			checkShape(m[k], fs, keyPath(path, k), p)
 			continue
 		}
+		if strings.HasPrefix(k, ExtensionPrefix) {
+			continue // an extension, explicitly outside the schema
+		}
+		names := make([]string, 0, len(s.fields))
 		for name := range s.fields {
-			if strings.EqualFold(name, k) {
-				p.add(keyPath(path, k), ruleJSONCase, fmt.Sprintf("field names are case-sensitive: write %s, not %s", quote(name), quote(k)))
-			}
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		if cased := caseVariant(k, names); cased != "" {
+			p.add(keyPath(path, k), ruleJSONCase, fmt.Sprintf("field names are case-sensitive: write %s, not %s", quote(cased), quote(k)))
+			continue
+		}
+		msg := fmt.Sprintf("unknown field %s", quote(k))
+		if near, ok := Closest(k, names); ok {
+			msg += fmt.Sprintf("; did you mean %s?", quote(near))
+		}
+		p.add(keyPath(path, k), ruleUnknownField, msg+fmt.Sprintf(" (known here: %s; an extension field needs the prefix %q)",
+			strings.Join(names, ", "), ExtensionPrefix))
+	}
+}
+
+// caseVariant returns the name k equals but for case, or "".
+func caseVariant(k string, names []string) string {
+	for _, name := range names {
+		if strings.EqualFold(name, k) {
+			return name
 		}
 	}
+	return ""
 }
 
 // keyPath appends an object key to a JSON path: ".key" for plain keys,

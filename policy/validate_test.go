@@ -210,6 +210,9 @@ func miscCases() []ruleCase {
 		{"wrong type tools", func(s map[string]any) { s["tools"] = map[string]any{} }, "$.tools", ruleJSONType},
 		{"key case variant", func(s map[string]any) { op(s, 0)["Method"] = "DELETE" }, op0 + ".Method", ruleJSONCase},
 		{"credential key case variant", set("credential", map[string]any{"kind": "api_key", "HEADER": "X-Key"}), op0 + ".credential.HEADER", ruleJSONCase},
+		{"unknown operation field", func(s map[string]any) { op(s, 0)["aproval"] = "required" }, op0 + ".aproval", ruleUnknownField},
+		{"unknown top-level field", func(s map[string]any) { s["tool"] = []any{} }, "$.tool", ruleUnknownField},
+		{"unknown credential field", set("credential", map[string]any{"kind": "api_key", "heder": "X-Key"}), op0 + ".credential.heder", ruleUnknownField},
 	}
 }
 
@@ -251,7 +254,7 @@ func TestValidSpecVariants(t *testing.T) {
 			s["connector"].(map[string]any)["fqn"] = "hub://aileron/integrations/connectors/slack"
 		}},
 		{"fqn local", func(s map[string]any) { s["connector"].(map[string]any)["fqn"] = "local://me/my_conn.v2" }},
-		{"unknown fields tolerated", func(s map[string]any) { s["x-extra"] = []any{1, 2}; op(s, 0)["retries"] = 3 }},
+		{"extension fields tolerated", func(s map[string]any) { s["x-extra"] = []any{1, 2}; op(s, 0)["x-retries"] = 3 }},
 		{"trailing slash path", set1("path", "/v1/items/")},
 		{"root path", set1("path", "/")},
 		{"multi template", set1("path", "/v1/files/{path...}")},
@@ -394,6 +397,31 @@ func TestCompareVersions(t *testing.T) {
 			if want := cmp.Compare(i, j); got != want {
 				t.Errorf("CompareVersions(%s, %s) = %d, want %d", order[i], order[j], got, want)
 			}
+		}
+	}
+}
+
+// TestUnknownFieldSaysWhatWasMeant: a typo names the field it was meant
+// to be, so "aproval": "required" can never install as no approval.
+func TestUnknownFieldSaysWhatWasMeant(t *testing.T) {
+	s := baseSpec()
+	s["tools"].([]any)[0].(map[string]any)["operations"].([]any)[0].(map[string]any)["aproval"] = "required"
+	_, err := ParseSpec("typo.json", mustJSON(t, s))
+	if err == nil || !strings.Contains(err.Error(), `did you mean "approval"?`) || !strings.Contains(err.Error(), "typo.json") {
+		t.Fatalf("ParseSpec = %v, want an unknown-field error suggesting approval", err)
+	}
+}
+
+func TestClosest(t *testing.T) {
+	names := []string{"approval", "audit", "credential", "listen", "web_listen"}
+	for in, want := range map[string]string{"aproval": "approval", "listn": "listen", "web_listn": "web_listen", "credentail": "credential"} {
+		if got, ok := Closest(in, names); !ok || got != want {
+			t.Errorf("Closest(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"zzz", "approval", "", "something_else_entirely"} {
+		if got, ok := Closest(in, names); ok {
+			t.Errorf("Closest(%q) = %q; want no suggestion", in, got)
 		}
 	}
 }
