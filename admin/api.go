@@ -1,12 +1,14 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -141,6 +143,10 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
+	if err := a.checkInstalled(r.Context(), req.Connectors); err != nil {
+		a.writeError(w, err)
+		return
+	}
 	info, err := a.Sessions.Create(r.Context(), req)
 	if err != nil {
 		a.writeError(w, err)
@@ -149,6 +155,38 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	a.event(audit.EventSessionCreated, map[string]string{"session": info.ID, "name": info.Name,
 		"expires_at": info.ExpiresAt.UTC().Format(time.RFC3339), "connectors": strings.Join(info.Connectors, ",")})
 	dataplane.WriteJSON(w, http.StatusCreated, info)
+}
+
+// checkInstalled refuses a session scope naming a connector that is not
+// installed: a typo would otherwise create a session that can use nothing,
+// or that silently gains the connector when someone installs it later.
+// Errors wrap state.ErrInvalidArgument and list what is installed.
+func (a *API) checkInstalled(ctx context.Context, fqns []string) error {
+	if len(fqns) == 0 || a.Store == nil {
+		return nil
+	}
+	list, err := a.Store.List(ctx)
+	if err != nil {
+		return err
+	}
+	var installed []string
+	for _, in := range list {
+		if in.Active {
+			installed = append(installed, in.FQN)
+		}
+	}
+	for _, fqn := range fqns {
+		if slices.Contains(installed, fqn) {
+			continue
+		}
+		have := "none"
+		if len(installed) > 0 {
+			have = strings.Join(installed, ", ")
+		}
+		return fmt.Errorf("%w: session connectors: %s is not installed (installed: %s); install it first with `aileron connector install`",
+			state.ErrInvalidArgument, fqn, have)
+	}
+	return nil
 }
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {

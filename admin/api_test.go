@@ -64,6 +64,11 @@ func TestAdminSessionsRoundTrip(t *testing.T) {
 	if err := d.client.Health(ctx); err != nil {
 		t.Fatal(err)
 	}
+	_, err := d.client.CreateSession(ctx, sessions.CreateRequest{Connectors: []string{testkit.GoogleFQN}})
+	apiError(t, "scope naming a connector not installed", err, 400, "invalid_argument")
+	if _, err := d.client.InstallConnector(ctx, testkit.WriteFile(t, t.TempDir(), "google.json", testkit.Spec(t, "gmail"))); err != nil {
+		t.Fatal(err)
+	}
 	info, err := d.client.CreateSession(ctx, sessions.CreateRequest{Name: "ci", TTL: 90 * time.Minute, Connectors: []string{testkit.GoogleFQN}})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"dataplane": {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "github.com/rs/zerolog"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
 	"metrics":   {"dataplane", "github.com/prometheus/", "github.com/rs/zerolog"},
-	"config":    {"github.com/knadh/koanf/", "github.com/spf13/pflag"},
+	"config":    {"policy", "github.com/knadh/koanf/", "github.com/spf13/pflag"},
 	// The control plane: state at the bottom, one store per job over it
 	// (none imports another: small interfaces instead), then the two faces.
 	"state":       {"modernc.org/sqlite"},

@@ -11,7 +11,6 @@ import (
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/providers/structs"
@@ -124,14 +123,37 @@ func Load(opts Options) (*Config, error) {
 	if err := k.Load(rawbytes.Provider(defaultsYAML), yaml.Parser()); err != nil {
 		return nil, fmt.Errorf("config: embedded defaults: %w", err)
 	}
+	var probs []string
 	if opts.File != "" {
-		if err := k.Load(file.Provider(opts.File), yaml.Parser()); err != nil {
+		data, err := os.ReadFile(opts.File)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		tree, err := yaml.Parser().Unmarshal(data)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w (the file must be YAML; see `aileron config defaults`)", opts.File, err)
+		}
+		probs = append(probs, checkTree(tree, opts.File)...)
+		if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
 			return nil, fmt.Errorf("config: %s: %w (the file must be YAML; see `aileron config defaults`)", opts.File, err)
 		}
 	}
 	environ := opts.Environ
 	if environ == nil {
 		environ = os.Environ()
+	}
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "AILERON_") {
+			continue
+		}
+		key, _ := envKey(name, value)
+		if p := checkEnvKey(name, key); p != "" {
+			probs = append(probs, p)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, errors.New(strings.Join(probs, "\n"))
 	}
 	if err := k.Load(env.Provider(".", env.Opt{
 		Prefix:        "AILERON_",

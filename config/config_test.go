@@ -102,3 +102,47 @@ func TestYAMLRoundTrips(t *testing.T) {
 		t.Errorf("round trip changed values:\n%s", b)
 	}
 }
+
+// TestTyposAreErrors: an unknown key in the file or the environment, or a
+// duration without a unit, stops Load naming the key and what was meant,
+// instead of leaving the setting at its default.
+func TestTyposAreErrors(t *testing.T) {
+	home := "AILERON_HOME=" + t.TempDir()
+	for _, tc := range []struct {
+		name, file string
+		env        []string
+		says       []string
+	}{
+		{"file key", "proxy:\n  listn: 0.0.0.0:9\n", nil, []string{`unknown key "proxy.listn"`, `did you mean "proxy.listen"?`}},
+		{"file nested key", "admin:\n  web_listn: 127.0.0.1:1\n", nil, []string{`"admin.web_listn"`, `did you mean "admin.web_listen"?`}},
+		{"file section", "proxi:\n  listen: 127.0.0.1:1\n", nil, []string{`unknown key "proxi"`, `did you mean "proxy"?`}},
+		{"file list entry", "proxy:\n  passthrough: [{host: a.example, prot: 443}]\n", nil, []string{`"proxy.passthrough[0].prot"`, `did you mean "proxy.passthrough[0].port"?`}},
+		{"bare number duration", "sessions:\n  default_ttl: 5\n", nil, []string{"sessions.default_ttl: 5 has no unit"}},
+		{"env key", "", []string{"AILERON_PROXY__LISTN=0.0.0.0:9"}, []string{"AILERON_PROXY__LISTN", "did you mean AILERON_PROXY__LISTEN?"}},
+		{"env single underscore", "", []string{"AILERON_PROXY_LISTEN=0.0.0.0:9"}, []string{"did you mean AILERON_PROXY__LISTEN? (a double underscore nests)"}},
+		{"env bare number duration", "", []string{"AILERON_APPROVAL__TTL=5"}, []string{"approval.ttl", "missing unit"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{Environ: append([]string{home}, tc.env...)}
+			if tc.file != "" {
+				opts.File = write(t, tc.file)
+			}
+			_, err := Load(opts)
+			if err == nil {
+				t.Fatal("Load accepted it")
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+		})
+	}
+	// What is not a typo stays accepted: map keys under upstream.resolve,
+	// AILERON_* variables a sandbox receives, durations with units.
+	file := write(t, "upstream:\n  resolve: {'api.example.com:443': '192.0.2.7:8443'}\nsessions:\n  default_ttl: 90m\n")
+	env := []string{home, "AILERON_API_URL=https://aileron.internal/v1", "AILERON_SESSION_ID=s_x", "AILERON_PROXY__IDLE_TIMEOUT=3m"}
+	if _, err := Load(Options{File: file, Environ: env}); err != nil {
+		t.Fatalf("Load refused a valid configuration: %v", err)
+	}
+}

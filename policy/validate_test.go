@@ -425,3 +425,14 @@ func TestClosest(t *testing.T) {
 		}
 	}
 }
+
+func TestEditDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"a", "", 1}, {"prot", "port", 1}, {"listn", "listen", 1}, {"kitten", "sitting", 3}, {"ab", "ba", 1}} {
+		if got := editDistance(c.a, c.b); got != c.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
