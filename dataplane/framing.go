@@ -362,6 +362,9 @@ func (g *framingGuard) stepHead() (bool, error) {
 	case len(content) > 0:
 		msg = g.head.field(content)
 	default:
+		if msg = g.head.authorityConflict(); msg != "" {
+			return false, g.failAs(http.StatusForbidden, policy.ReasonAuthorityMismatch, msg)
+		}
 		if msg = g.head.finish(); msg == "" {
 			g.releaseHead()
 		}
@@ -480,14 +483,28 @@ func (g *framingGuard) stepTrailer() (bool, error) {
 	return true, nil
 }
 
-// fail records a violation, reports it and sends (or schedules) the
-// rejection response. It returns the error Read must return.
+// fail records a violation of the framing rules (malformed_request, or
+// request_header_too_large for 431) and sends the rejection; see failAs.
 func (g *framingGuard) fail(status int, msg string) error {
+	reason := policy.ReasonMalformedRequest
+	if status == http.StatusRequestHeaderFieldsTooLarge {
+		reason = policy.ReasonHeaderTooLarge
+	}
+	return g.failAs(status, reason, msg)
+}
+
+// failAs records a violation, reports it and sends (or schedules) the
+// rejection response with status and reason. It returns the error Read
+// must return.
+func (g *framingGuard) failAs(status int, reason policy.Reason, msg string) error {
 	// Answer at once unless a response to an earlier request may still be
 	// on its way: only when the server has no request yet, or is reading
 	// this request's body (so it is done with earlier ones).
 	now := g.served == 0 || (g.state != stHead && g.curServed)
-	cause := fmt.Errorf("%w: %s", ErrMalformedRequest, msg)
+	var cause error = fmt.Errorf("%w: %s", ErrMalformedRequest, msg)
+	if reason != policy.ReasonMalformedRequest && reason != policy.ReasonHeaderTooLarge {
+		cause = fmt.Errorf("%w: %w", ErrMalformedRequest, &DenyError{Reason: reason, Message: msg})
+	}
 	g.state = stFailed
 	oe := &net.OpError{Op: "read", Source: g.Conn.LocalAddr(), Addr: g.Conn.RemoteAddr(), Err: cause}
 	if oe.Source != nil {
@@ -500,7 +517,7 @@ func (g *framingGuard) fail(status int, msg string) error {
 		auditID = g.reject(cause)
 	}
 	g.wmu.Lock()
-	g.pendingResp = rejectResponse(status, msg, auditID)
+	g.pendingResp = rejectResponse(status, reason, msg, auditID)
 	g.wmu.Unlock()
 	if now {
 		g.flushReject()
@@ -531,12 +548,12 @@ func (g *framingGuard) setSniff(on bool) {
 }
 
 // rejectResponse renders the rejection with the JSON error envelope.
-func rejectResponse(status int, msg, auditID string) []byte {
-	reason := policy.ReasonMalformedRequest
-	if status == http.StatusRequestHeaderFieldsTooLarge {
-		reason = policy.ReasonHeaderTooLarge
+func rejectResponse(status int, reason policy.Reason, msg, auditID string) []byte {
+	class := ClassBadRequest
+	if status == http.StatusForbidden {
+		class = ClassCapabilityDenied
 	}
-	body := Refusal{Status: status, Class: ClassBadRequest, Reason: reason, Message: msg, AuditID: auditID}.body()
+	body := Refusal{Status: status, Class: class, Reason: reason, Message: msg, AuditID: auditID}.body()
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
 }
@@ -604,6 +621,11 @@ type headInfo struct {
 	connect, http10, upgrade bool
 	clSeen, te               bool
 	cl                       int64
+	// absolute is the authority of an absolute-form target ("" otherwise)
+	// and absPort its scheme's default port; host is the Host header and
+	// hosts how many there were.
+	absolute, host string
+	absPort, hosts int
 }
 
 // requestLine checks "METHOD SP request-target SP HTTP/1.x".
@@ -623,6 +645,16 @@ func (h *headInfo) requestLine(s []byte) string {
 	}
 	h.connect = string(method) == http.MethodConnect
 	h.http10 = version[7] == '0'
+	if scheme, after, ok := bytes.Cut(target, []byte("://")); ok {
+		end := bytes.IndexAny(after, "/?#")
+		if end < 0 {
+			end = len(after)
+		}
+		h.absolute, h.absPort = string(after[:end]), 443
+		if eqFold(scheme, "http") {
+			h.absPort = 80
+		}
+	}
 	return ""
 }
 
@@ -654,6 +686,9 @@ func (h *headInfo) field(s []byte) string {
 		}
 	case eqFold(name, "Upgrade"):
 		h.upgrade = true
+	case eqFold(name, "Host"):
+		h.hosts++
+		h.host = string(trimOWS(value))
 	}
 	return ""
 }
@@ -665,6 +700,25 @@ func (h *headInfo) finish() string {
 		return "request has both Content-Length and Transfer-Encoding; send one of them"
 	case h.te && h.http10:
 		return "Transfer-Encoding is not allowed in an HTTP/1.0 request; use Content-Length"
+	case h.hosts > 1:
+		return "request has more than one Host header; send exactly one"
+	}
+	return ""
+}
+
+// authorityConflict reports an absolute-form target whose authority and
+// the Host header name different destinations. net/http keeps the target's
+// and drops the Host header, so this is the one place both are seen; a
+// request whose names disagree is refused (authority_mismatch), never sent
+// to one while checked as the other.
+func (h *headInfo) authorityConflict() string {
+	if h.absolute == "" || h.hosts == 0 {
+		return ""
+	}
+	a, errA := policy.ParseAuthority(h.absolute, h.absPort)
+	b, errB := policy.ParseAuthority(h.host, h.absPort)
+	if errA != nil || errB != nil || a != b {
+		return "the absolute-form request target and the Host header name different hosts; they must agree"
 	}
 	return ""
 }

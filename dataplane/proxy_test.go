@@ -378,6 +378,13 @@ func TestInnerRequestAdversarial(t *testing.T) {
 		{"empty segment", "GET /v1//items/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 403, "non_canonical_path"},
 		{"encoded slash", "GET /v1/items/1%2F2 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 403, "non_canonical_path"},
 		{"CL and TE", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "malformed_request"},
+		{"absolute-form with another Host", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: other.example.com\r\n\r\n", 403, "authority_mismatch"},
+		{"absolute-form with Host on another port", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", 403, "authority_mismatch"},
+		{"two Host headers", "GET /v1/items/1 HTTP/1.1\r\nHost: api.example.com\r\nHost: other.example.com\r\n\r\n", 400, "malformed_request"},
+		{"absolute-form same host, Host with default port", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: API.example.com:443\r\n\r\n", 200, ""},
+		{"method override", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX-HTTP-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"method override, lower case", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nx-http-method: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"method override, X-Method-Override", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"absolute-form same host is fine", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

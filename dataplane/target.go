@@ -81,7 +81,25 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	if err := policy.CheckPath(tgt.path); err != nil {
 		return tgt, deny(policy.ReasonNonCanonicalPath, "path %q is not canonical (%v); send the path in its plain form without dot segments, empty segments or encoded separators", clip(tgt.path), err)
 	}
+	if name := methodOverride(r.Header); name != "" {
+		return tgt, deny(policy.ReasonMethodOverride, "the request carries %s, which asks the upstream to treat this %s as another method "+
+			"than the one policy decided on; send the method itself instead", name, r.Method)
+	}
 	return tgt, nil
+}
+
+// methodOverrideHeaders are the headers with which frameworks (Google APIs,
+// Rails, ASP.NET, …) let a request claim another method than its own.
+var methodOverrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// methodOverride names the method-override header h carries, or "".
+func methodOverride(h http.Header) string {
+	for _, name := range methodOverrideHeaders {
+		if _, ok := h[name]; ok {
+			return name
+		}
+	}
+	return ""
 }
 
 func clip(s string) string {

@@ -17,6 +17,9 @@ const (
 	ReasonConnectorNotInSession Reason = "connector_not_in_session"
 	ReasonBadRequest            Reason = "bad_request"
 	ReasonAuthorityMismatch     Reason = "authority_mismatch"
+	// ReasonMethodOverride: the request carries X-HTTP-Method-Override or
+	// a kin header, which would make the upstream act on another method.
+	ReasonMethodOverride Reason = "method_override"
 )
 
 // The request pipeline: the stages that refuse after (or around) policy.
@@ -90,7 +93,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{
 		ReasonMatched, ReasonHostMatched, ReasonPassthroughRule, ReasonNoMatchingOperation, ReasonHostNotAllowed,
-		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch,
+		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch, ReasonMethodOverride,
 
 		ReasonProxyAuth, ReasonMalformedRequest, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
