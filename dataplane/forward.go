@@ -64,7 +64,7 @@ func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) 
 	case resp.StatusCode == http.StatusSwitchingProtocols:
 		return resp, nil // the body is the upgraded connection; frames are not inspected
 	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := contentCoding(resp.Header); ce != "" {
 		_ = resp.Body.Close()
 		return nil, deny(policy.ReasonEncodedResponse, "the upstream answered a request that carries a credential with a %q-encoded body, which Aileron cannot check for an echo of the credential; it asked for an identity body", ce)
 	}
@@ -75,6 +75,21 @@ func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) 
 	resp.ContentLength = -1 // a masked echo changes the length
 	resp.Header.Del("Content-Length")
 	return resp, nil
+}
+
+// contentCoding returns the first content coding other than identity
+// named by any value of any Content-Encoding line of h ("" when the body
+// is plain): a client decodes every coding listed, so one line saying
+// identity does not make a body plain when another says gzip.
+func contentCoding(h http.Header) string {
+	for _, line := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(line, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return clip(c)
+			}
+		}
+	}
+	return ""
 }
 
 // trailerMask masks the response trailers when the body ends: the

@@ -90,8 +90,8 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 				w.Header().Set("Link", "<https://x/"+auth+">")
 				w.WriteHeader(http.StatusEarlyHints)
 				w.Header().Del("Link")
-				if r.URL.Query().Get("enc") != "" {
-					w.Header().Set("Content-Encoding", r.URL.Query().Get("enc"))
+				for _, enc := range r.URL.Query()["enc"] { // one Content-Encoding line each
+					w.Header().Add("Content-Encoding", enc)
 				}
 				w.Header().Set("Trailer", "X-Echo-Trailer")
 				_, _ = io.WriteString(w, "body without the secret")
