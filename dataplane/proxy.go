@@ -203,6 +203,9 @@ func (p *Proxy) build() error {
 		ConnState:         p.gauge(&p.tunnelsOpen),
 		ErrorLog:          errLog,
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		// Every request in a tunnel is decided and audited: net/http must
+		// not answer "OPTIONS *" by itself.
+		DisableGeneralOptionsHandler: true,
 	}
 	go func() { _ = p.inner.Serve(p.tunnels) }()
 	p.outer = &http.Server{
@@ -213,6 +216,8 @@ func (p *Proxy) build() error {
 		ConnState:         p.gauge(&p.connsOpen),
 		ErrorLog:          errLog,
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		// "OPTIONS *" on the proxy port gets the proxy's own refusal.
+		DisableGeneralOptionsHandler: true,
 	}
 	return nil
 }

@@ -385,6 +385,7 @@ func TestInnerRequestAdversarial(t *testing.T) {
 		{"method override", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX-HTTP-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"method override, lower case", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nx-http-method: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"method override, X-Method-Override", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"OPTIONS * is decided, not answered by net/http", "OPTIONS * HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 403, "bad_request"},
 		{"absolute-form same host is fine", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
