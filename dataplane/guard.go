@@ -50,12 +50,13 @@ type Guard struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu   sync.RWMutex
-	self []netip.AddrPort // the proxy's own listening addresses
+	self []netip.AddrPort // the daemon's own listening addresses
 }
 
-// AddSelf records one of the proxy's own listening addresses, which is never
-// dialled even when Allow covers it (a loop through the proxy).
-// A wildcard listener (0.0.0.0, ::) stands for every interface address.
+// AddSelf records one of the daemon's own listening addresses (the proxy's,
+// the approvals page's, any other), which is never dialled even when Allow
+// covers it: a sandbox must not reach the daemon through itself. A
+// wildcard listener (0.0.0.0, ::) stands for every interface address.
 func (g *Guard) AddSelf(ap netip.AddrPort) {
 	addrs := []netip.Addr{ap.Addr().Unmap()}
 	if ap.Addr().IsUnspecified() {
@@ -165,7 +166,7 @@ func (g *Guard) refuse(ap netip.AddrPort) string {
 	for _, s := range g.self {
 		if s.Port() == ap.Port() && s.Addr() == ip {
 			g.mu.RUnlock()
-			return "the proxy's own address"
+			return "the daemon's own address"
 		}
 	}
 	g.mu.RUnlock()

@@ -116,7 +116,7 @@ func TestGuardVetsEveryAddress(t *testing.T) {
 		{name: "resolve override is classified too", addr: "api.example.com:443",
 			resolve: map[string]netip.AddrPort{"api.example.com:443": netip.MustParseAddrPort("127.0.0.1:8443")}, wantClass: "loopback"},
 		{name: "allow list", addr: "allowed.example:8443", wantDial: []string{"127.0.0.2:8443"}},
-		{name: "the proxy's own address even when allowed", addr: "selfname.example:9080", wantClass: "the proxy's own address"},
+		{name: "the proxy's own address even when allowed", addr: "selfname.example:9080", wantClass: "the daemon's own address"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rd := &recordingDial{}

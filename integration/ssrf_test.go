@@ -18,8 +18,10 @@ type ssrfTarget struct {
 }
 
 // ssrfTargets are spec and passthrough hosts resolved to loopback (v4,
-// 4-in-6, v6), to the proxy's own address, and the metadata IP literal.
-func ssrfTargets(t *testing.T, self string) []ssrfTarget {
+// 4-in-6, v6), to the proxy's own address, to the approvals page (web, an
+// address egress.allow_cidrs covers: the daemon's own listeners are refused
+// whatever it says), and the metadata IP literal.
+func ssrfTargets(t *testing.T, self, web string) []ssrfTarget {
 	t.Helper()
 	st := theSuite
 	tapV4 := net.JoinHostPort("127.0.0.1", st.loopTap.Port())
@@ -38,14 +40,16 @@ func ssrfTargets(t *testing.T, self string) []ssrfTarget {
 		{"passthrough_to_4in6_loopback", "ssrf-mapped.example.org:443", tapMapped, ""},
 		{"passthrough_to_ipv6_loopback", "ssrf-v6.example.org:443", tapV6, ""},
 		{"passthrough_to_proxy_itself", "ssrf-self.example.org:443", self, ""},
+		{"passthrough_to_approvals_page", "ssrf-web.example.org:443", web, ""},
 		{"passthrough_metadata_ip", "169.254.169.254:443", "", ""},
 	}
 }
 
-// ssrfConfig is the SSRF daemon's configuration: listen on self, resolve and
-// passthrough entries for targets, api.linear.app to the real fake upstream,
+// ssrfConfig is the SSRF daemon's configuration: listen on self, the
+// approvals page on web (inside egress.allow_cidrs), resolve and passthrough
+// entries for targets, api.linear.app to the real fake upstream,
 // handshake_timeout 1s.
-func ssrfConfig(self string, targets []ssrfTarget) map[string]any {
+func ssrfConfig(self, web string, targets []ssrfTarget) map[string]any {
 	resolve := map[string]string{"api.linear.app:443": theSuite.up.Addr}
 	passthrough := []any{}
 	for _, tg := range targets {
@@ -61,6 +65,7 @@ func ssrfConfig(self string, targets []ssrfTarget) map[string]any {
 		"proxy":    map[string]any{"listen": self, "passthrough": passthrough, "handshake_timeout": "1s"},
 		"upstream": map[string]any{"resolve": resolve, "ca_files": []string{filepath.Join(theSuite.pkiDir, "root.pem")}},
 		"egress":   map[string]any{"allow_cidrs": []string{"127.0.0.2/32"}},
+		"admin":    map[string]any{"web_listen": web},
 		"log":      map[string]any{"level": "debug"},
 	}
 }
@@ -73,9 +78,10 @@ func ssrfConfig(self string, targets []ssrfTarget) map[string]any {
 // must ignore.
 func TestSSRFAndHandshake(t *testing.T) {
 	self := freeLoopbackAddr(t)
-	targets := ssrfTargets(t, self)
+	web := freeAddrOn(t, "127.0.0.2")
+	targets := ssrfTargets(t, self, web)
 	dead := "http://127.0.0.1:1"
-	d := theSuite.startTestDaemon(t, ssrfConfig(self, targets),
+	d := theSuite.startTestDaemon(t, ssrfConfig(self, web, targets),
 		[]string{"HTTPS_PROXY=" + dead, "HTTP_PROXY=" + dead, "ALL_PROXY=" + dead, "https_proxy=" + dead, "http_proxy=" + dead})
 	for _, name := range []string{"gmail", "linear", "regional"} {
 		d.install(t, mustSpec(t, name))
@@ -142,7 +148,13 @@ func assertPrivateRefused(t *testing.T, d *daemon, s *session, tg ssrfTarget) {
 // freeLoopbackAddr returns a 127.0.0.1 address that was free a moment ago.
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	return freeAddrOn(t, "127.0.0.1")
+}
+
+// freeAddrOn returns ip:port with a port free on ip right now.
+func freeAddrOn(t *testing.T, ip string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", ip+":0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -367,6 +367,9 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	servers = append(servers, webSrv)
 	go func() { errc <- webSrv.Serve(wl) }()
 	addr := wl.Addr().String()
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		d.proxy.Guard.AddSelf(ap) // never dialled, whatever egress.allow_cidrs says
+	}
 	d.approval.ReviewURL = func(id string) string { return "http://" + addr + "/#" + id }
 	return servers, addr, nil
 }
