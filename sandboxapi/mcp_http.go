@@ -25,7 +25,10 @@ const mcpCallRefHeader = "X-Aileron-Internal-Mcp-Call"
 // backend of the request that opened the session and follows it every
 // Refresh. Every tool call, however, runs on the backend of the HTTP request
 // that carries it, so a session id used by another sandbox session acts as
-// that caller, never as the session's opener.
+// that caller, never as the session's opener. And an MCP session belongs to
+// the sandbox session that opened it: a request of any other sandbox
+// session naming its Mcp-Session-Id is answered 404, as if it did not
+// exist, so it can neither list that session's tools nor end it.
 type MCPHTTPHandler struct {
 	s          *MCPServer
 	backendFor func(*http.Request) (ToolBackend, error)
@@ -37,6 +40,10 @@ type MCPHTTPHandler struct {
 
 	mu     sync.Mutex
 	live   map[*mcp.ServerSession]struct{}
+	owners map[string]string // Mcp-Session-Id → the sandbox session that opened it
+	// ownerOf names the sandbox session of a request; sessionOwner (the
+	// proxy's authenticated session) unless a test replaces it.
+	ownerOf func(*http.Request) string
 	closed bool
 	wg     sync.WaitGroup // one per session server not yet stopped
 }
@@ -58,7 +65,8 @@ type httpMCPSession struct {
 // authenticated proxy tunnel, so the SDK's localhost DNS-rebinding check,
 // which would refuse Host aileron.internal on a loopback listener, is off.
 func (s *MCPServer) HTTPHandler(backendFor func(r *http.Request) (ToolBackend, error)) *MCPHTTPHandler {
-	h := &MCPHTTPHandler{s: s, backendFor: backendFor, placeholder: s.newSDKServer(), live: map[*mcp.ServerSession]struct{}{}}
+	h := &MCPHTTPHandler{s: s, backendFor: backendFor, placeholder: s.newSDKServer(),
+		live: map[*mcp.ServerSession]struct{}{}, owners: map[string]string{}, ownerOf: sessionOwner}
 	idle := s.HTTPIdleTimeout
 	switch {
 	case idle == 0:
@@ -91,6 +99,12 @@ func (h *MCPHTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Reason: policy.ReasonMCPUnavailable, Message: "the MCP endpoint is not available to this caller: " + err.Error()})
 		return
 	}
+	owner := h.ownerOf(r)
+	if id := r.Header.Get(mcpSessionHeader); id != "" && !h.owns(id, owner) {
+		dataplane.WriteRefusal(w, dataplane.Refusal{Status: http.StatusNotFound, Class: dataplane.ClassNotFound,
+			Reason: policy.ReasonNotFound, Message: "no MCP session has this Mcp-Session-Id; start one with an initialize request"})
+		return
+	}
 	ref := rand.Text()
 	h.calls.Store(ref, b)
 	defer h.calls.Delete(ref)
@@ -108,11 +122,83 @@ func (h *MCPHTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r2 := r.Clone(ctx)
 	r2.Header.Set(mcpCallRefHeader, ref)
+	if sess != nil {
+		// Record the owner as the SDK answers with the new id, before the
+		// client can send it back.
+		w = &ownerWriter{ResponseWriter: w, claim: func(id string) { h.claim(id, owner) }}
+	}
 	h.sdk.ServeHTTP(w, r2)
 	if sess != nil {
 		h.adopt(sess)
 	}
 }
+
+// sessionOwner is the id of the sandbox session the proxy authenticated
+// for r ("" outside the proxy).
+func sessionOwner(r *http.Request) string {
+	if sess, ok := dataplane.SessionFrom(r.Context()); ok {
+		return sess.ID
+	}
+	return ""
+}
+
+// mcpSessionHeader carries the MCP session id (Streamable HTTP).
+const mcpSessionHeader = "Mcp-Session-Id"
+
+// owns reports whether MCP session id may be used by sandbox session owner:
+// it opened it, or no open session has that id (the SDK then answers).
+func (h *MCPHTTPHandler) owns(id, owner string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o, ok := h.owners[id]
+	return !ok || o == owner
+}
+
+// claim records that sandbox session owner opened MCP session id.
+func (h *MCPHTTPHandler) claim(id, owner string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, taken := h.owners[id]; !taken {
+		h.owners[id] = owner
+	}
+}
+
+// ownerWriter calls claim with the Mcp-Session-Id the SDK answers with, as
+// the response head goes out.
+type ownerWriter struct {
+	http.ResponseWriter
+	claim   func(id string)
+	claimed bool
+}
+
+func (w *ownerWriter) WriteHeader(code int) {
+	if !w.claimed {
+		w.claimed = true
+		if id := w.Header().Get(mcpSessionHeader); id != "" {
+			w.claim(id)
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *ownerWriter) Write(b []byte) (int, error) {
+	if !w.claimed {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *ownerWriter) Flush() {
+	if !w.claimed {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *ownerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Close ends every MCP session and waits for their tool syncs to stop; later
 // requests that would open a session are answered 503. Close returns nil.
@@ -167,6 +253,9 @@ func (h *MCPHTTPHandler) adopt(sess *httpMCPSession) {
 	if ss == nil || closed {
 		if ss != nil {
 			ss.Close()
+			h.mu.Lock()
+			delete(h.owners, ss.ID())
+			h.mu.Unlock()
 		}
 		h.stop(sess)
 		return
@@ -175,6 +264,7 @@ func (h *MCPHTTPHandler) adopt(sess *httpMCPSession) {
 		_ = ss.Wait() // the session's end (DELETE, idle timeout, Close) is not an error here
 		h.mu.Lock()
 		delete(h.live, ss)
+		delete(h.owners, ss.ID())
 		h.mu.Unlock()
 		h.stop(sess)
 	}()

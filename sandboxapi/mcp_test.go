@@ -580,3 +580,51 @@ func FuzzMCPDecodeToolArgs(f *testing.F) {
 		}
 	})
 }
+
+// TestMCPHTTPSessionBelongsToItsOpener: another sandbox session holding an
+// MCP session's id can neither use it nor end it; it gets 404.
+func TestMCPHTTPSessionBelongsToItsOpener(t *testing.T) {
+	noLeaks(t)
+	ctx := testCtx(t)
+	fb := newFakeBackend()
+	h := (&MCPServer{Refresh: time.Hour}).HTTPHandler(func(*http.Request) (ToolBackend, error) { return fb, nil })
+	h.ownerOf = func(r *http.Request) string { return r.Header.Get("X-Test-Session") }
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer h.Close()
+	opener := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r.Header.Set("X-Test-Session", "s_a")
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: opener}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	id := cs.ID()
+	if id == "" {
+		t.Fatal("the client has no MCP session id")
+	}
+	intruder := func(method, body string) int {
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL, strings.NewReader(body))
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Test-Session", "s_b")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := intruder(http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`); st != http.StatusNotFound {
+		t.Errorf("another session listing the tools: %d, want 404", st)
+	}
+	if st := intruder(http.MethodDelete, ""); st != http.StatusNotFound {
+		t.Errorf("another session ending it: %d, want 404", st)
+	}
+	if tools := toolNames(t, ctx, cs); len(tools) == 0 {
+		t.Error("the opener lost its session")
+	}
+}
