@@ -44,8 +44,8 @@ type MCPHTTPHandler struct {
 	// ownerOf names the sandbox session of a request; sessionOwner (the
 	// proxy's authenticated session) unless a test replaces it.
 	ownerOf func(*http.Request) string
-	closed bool
-	wg     sync.WaitGroup // one per session server not yet stopped
+	closed  bool
+	wg      sync.WaitGroup // one per session server not yet stopped
 }
 
 type mcpNewSessionKey struct{}
