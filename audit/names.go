@@ -20,6 +20,12 @@ const (
 	EventPassthrough EventName = "sandbox.proxy.passthrough"
 	// EventPassthroughClosed: a passthrough tunnel ended.
 	EventPassthroughClosed EventName = "sandbox.proxy.closed"
+	// EventTunnelCut: the proxy closed a tunnel (intercepted, sandbox API
+	// or passthrough) whose session was deleted or expired.
+	EventTunnelCut EventName = "sandbox.proxy.tunnel_cut"
+	// EventSessionRevoked: the proxy found a session with open tunnels
+	// deleted or expired, and cut them (one EventTunnelCut each).
+	EventSessionRevoked EventName = "session.revoked"
 )
 
 // Events of the control plane; their facts are in Event.Details.
@@ -53,6 +59,7 @@ const (
 func EventNames() []EventName {
 	return []EventName{
 		EventProxied, EventCompleted, EventRejected, EventPassthrough, EventPassthroughClosed,
+		EventTunnelCut, EventSessionRevoked,
 		EventApprovalRequested, EventApprovalApproved, EventApprovalDenied, EventApprovalExpired,
 		EventActionPending, EventActionCompleted, EventActionFailed, EventActionDenied,
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,

@@ -33,7 +33,11 @@ func (p *Proxy) apiHost() string {
 // Proxy-Authorization.
 func (p *Proxy) serveAPI(w http.ResponseWriter, r *http.Request, t *tunnel) {
 	start := time.Now()
-	if _, err := innerTarget(t, r); err != nil {
+	_, err := innerTarget(t, r)
+	if err == nil {
+		err = p.checkLive(w, t)
+	}
+	if err != nil {
 		rec := p.newRecord(r)
 		rec.Session, rec.Host, rec.Port, rec.Path = t.sess.ID, t.authority.Host, t.authority.Port, clip(r.URL.Path)
 		p.refuse(w, rec, err)

@@ -50,7 +50,10 @@ func classify(err error) Refusal {
 		return Refusal{Status: http.StatusForbidden, Class: ClassCapabilityDenied, Reason: ae.reason, Message: ae.msg,
 			ApprovalID: ae.res.ID, ReviewURL: ae.res.ReviewURL, RetryAfter: ae.retry}
 	}
+	var re *revokedError
 	switch {
+	case errors.As(err, &re):
+		return revokedRefusal(re.err)
 	case errors.As(err, &de):
 		return mkRefusal(http.StatusForbidden, ClassCapabilityDenied, de.Reason, de.Message)
 	case errors.Is(err, ErrProxyAuth):

@@ -47,6 +47,9 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
 	tgt, err := innerTarget(t, r)
 	rec.Path = tgt.logPath()
+	if err == nil {
+		err = p.checkLive(w, t)
+	}
 	if err != nil {
 		p.refuse(w, rec, err)
 		return
@@ -59,6 +62,10 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
+		p.refuse(w, rec, err)
+		return
+	}
+	if err := p.checkLive(w, t); err != nil { // revoked while the request was held
 		p.refuse(w, rec, err)
 		return
 	}

@@ -89,6 +89,11 @@ type Proxy struct {
 	Log *zerolog.Logger
 	// Timeouts bound client-side waits.
 	Timeouts Timeouts
+	// RevokeCheck is how often the proxy looks for sessions that were
+	// deleted or expired while they had tunnels open, and cuts those
+	// tunnels; zero means 250 ms. (Every request checks its session
+	// besides.)
+	RevokeCheck time.Duration
 
 	once      sync.Once
 	initErr   error
@@ -103,6 +108,7 @@ type Proxy struct {
 	rawMu     sync.Mutex
 	rawConns  map[net.Conn]struct{}
 	ids       *auditIDs
+	open      sessionTunnels // every open tunnel, by session
 
 	stopping    context.Context        // ends when Shutdown starts
 	stop        context.CancelFunc     // ends stopping
@@ -208,6 +214,7 @@ func (p *Proxy) build() error {
 		DisableGeneralOptionsHandler: true,
 	}
 	go func() { _ = p.inner.Serve(p.tunnels) }()
+	go p.watchRevocations()
 	p.outer = &http.Server{
 		Handler:           p.newGoproxy(),
 		ReadHeaderTimeout: p.t.ReadHeader,

@@ -38,6 +38,13 @@ type staticSessions map[string]struct {
 	sess  *Session
 }
 
+func (s staticSessions) Live(id string) error {
+	if _, ok := s[id]; !ok {
+		return ErrProxyAuth
+	}
+	return nil
+}
+
 func (s staticSessions) Authenticate(id, token string) (*Session, error) {
 	e, ok := s[id]
 	if !ok || token == "" || e.token != token {

@@ -40,4 +40,9 @@ type Sessions interface {
 	// failure wraps ErrProxyAuth. Implementations compare tokens in constant
 	// time and never accept an empty token.
 	Authenticate(id, token string) (*Session, error)
+	// Live returns nil while session id may still be used, and an error
+	// wrapping ErrProxyAuth saying why not once it was deleted or has
+	// expired. The proxy calls it on every request and every few hundred
+	// milliseconds per session with open tunnels: it must read only memory.
+	Live(id string) error
 }

@@ -31,10 +31,20 @@ type tunnel struct {
 
 type tunnelKey struct{}
 
-// tunnelConn carries its tunnel to the inner server's handlers.
+// tunnelConn carries its tunnel to the inner server's handlers; closing it
+// forgets the tunnel in the proxy's per-session registry.
 type tunnelConn struct {
 	net.Conn
-	t *tunnel
+	t      *tunnel
+	forget func()
+	once   sync.Once
+}
+
+// Close closes the connection and forgets the tunnel.
+func (c *tunnelConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.forget)
+	return err
 }
 
 func tunnelContext(ctx context.Context, c net.Conn) context.Context {
@@ -149,8 +159,9 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.malformed(t)})
-	if !p.tunnels.push(&tunnelConn{Conn: guarded, t: t}) {
-		_ = c.Close()
+	conn := &tunnelConn{Conn: guarded, t: t, forget: p.open.add(c, t)}
+	if p.Sessions.Live(t.sess.ID) != nil || !p.tunnels.push(conn) {
+		_ = conn.Close()
 	}
 }
 
@@ -189,6 +200,12 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 		return
 	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		_ = c.Close()
+		_ = up.Close()
+		return
+	}
+	defer p.open.add(c, t)()
+	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the dial
 		_ = c.Close()
 		_ = up.Close()
 		return

@@ -24,7 +24,10 @@ const (
 
 // The request pipeline: the stages that refuse after (or around) policy.
 const (
-	ReasonProxyAuth             Reason = "proxy_auth_required"
+	ReasonProxyAuth Reason = "proxy_auth_required"
+	// ReasonSessionRevoked: the session was deleted or expired while its
+	// tunnel was open; the request is refused and the tunnel closed.
+	ReasonSessionRevoked        Reason = "session_revoked"
 	ReasonMalformedRequest      Reason = "malformed_request"
 	ReasonHeaderTooLarge        Reason = "request_header_too_large"
 	ReasonInsecureScheme        Reason = "insecure_scheme"
@@ -95,7 +98,7 @@ func Reasons() []Reason {
 		ReasonMatched, ReasonHostMatched, ReasonPassthroughRule, ReasonNoMatchingOperation, ReasonHostNotAllowed,
 		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch, ReasonMethodOverride,
 
-		ReasonProxyAuth, ReasonMalformedRequest, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
+		ReasonProxyAuth, ReasonSessionRevoked, ReasonMalformedRequest, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
 		ReasonApprovalUnavailable, ReasonApprovalBodyTooLarge, ReasonCredentialUnavailable, ReasonPlaceholder, ReasonAuditUnavailable,
 		ReasonEncodedResponse, ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonUpstreamTLS,

@@ -39,6 +39,13 @@ const (
 // sapiSessions is the proxy's session table in these tests.
 type sapiSessions map[string]*dataplane.Session
 
+func (s sapiSessions) Live(id string) error {
+	if _, ok := s[id]; !ok {
+		return dataplane.ErrProxyAuth
+	}
+	return nil
+}
+
 func (s sapiSessions) Authenticate(id, token string) (*dataplane.Session, error) {
 	if sess, ok := s[id]; ok && token == "tok-"+id {
 		return sess, nil

@@ -385,6 +385,22 @@ func (s *Manager) Authenticate(id, token string) (*dataplane.Session, error) {
 	return e.dp, nil
 }
 
+// Live implements dataplane.Sessions: nil while session id exists and has
+// not expired, else an error wrapping dataplane.ErrProxyAuth saying which.
+// It reads only memory.
+func (s *Manager) Live(id string) error {
+	s.mu.RLock()
+	e := s.live[id]
+	s.mu.RUnlock()
+	switch {
+	case e == nil:
+		return fmt.Errorf("%w: session %s was deleted", dataplane.ErrProxyAuth, id)
+	case !s.now().Before(e.rec.ExpiresAt):
+		return fmt.Errorf("%w: session %s expired at %s", dataplane.ErrProxyAuth, id, e.rec.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // Session returns live session id as the data plane sees it, for work the
 // daemon does on a session's behalf (an approved action that resumes after
 // a restart). An unknown or expired session wraps state.ErrNotFound.
