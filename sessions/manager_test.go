@@ -442,3 +442,25 @@ func TestDeleteSurvivesACancelledRequest(t *testing.T) {
 		t.Fatal("the deleted session came back after a restart")
 	}
 }
+
+// TestLive: a session is live until it is deleted or expires; Live says
+// which, wrapping dataplane.ErrProxyAuth.
+func TestLive(t *testing.T) {
+	clock := testkit.NewClock()
+	s := sessionsAt(t, t.TempDir(), clock)
+	a, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
+	b, _ := s.Create(t.Context(), CreateRequest{TTL: 2 * time.Hour})
+	if err := s.Live(a.ID); err != nil {
+		t.Fatalf("Live(new session) = %v", err)
+	}
+	if err := s.Delete(t.Context(), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Live(a.ID); !errors.Is(err, dataplane.ErrProxyAuth) || !strings.Contains(err.Error(), "deleted") {
+		t.Errorf("Live(deleted) = %v", err)
+	}
+	clock.Advance(2*time.Hour + time.Second)
+	if err := s.Live(b.ID); !errors.Is(err, dataplane.ErrProxyAuth) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("Live(expired) = %v", err)
+	}
+}
