@@ -174,6 +174,9 @@ func handshakeReason(sniErr error) string {
 
 // passthrough relays raw bytes between the client and the vetted upstream,
 // closing both when either side stays silent for the tunnel idle timeout.
+// The client's ClientHello must name the CONNECT host: a tunnel opened to
+// an allowed host and then pointed at another one sharing its address
+// (domain fronting) is refused, as is one whose ClientHello names no host.
 func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 	p.raw.Add(1)
 	defer p.raw.Done()
@@ -214,7 +217,26 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 	p.trackRaw(up, true)
 	defer p.trackRaw(c, false)
 	defer p.trackRaw(up, false)
+	sni, hello := peekServerName(c, p.t.Handshake)
+	if sni != t.authority.Host {
+		err := deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s names %q; it must name the CONNECT host", t.authority, sni)
+		if sni == "" {
+			err = deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s names no server (or is not TLS); a passthrough tunnel must name its CONNECT host", t.authority)
+		}
+		rec.refused(classify(err))
+		rec.BytesIn = int64(len(hello))
+		p.finish(rec)
+		_ = c.Close()
+		_ = up.Close()
+		return
+	}
+	if _, err := up.Write(hello); err != nil {
+		_ = c.Close()
+		_ = up.Close()
+		return
+	}
 	in, out := splice(&idleConn{Conn: c, idle: p.t.TunnelIdle}, &idleConn{Conn: up, idle: p.t.TunnelIdle})
+	in += int64(len(hello))
 	rec.BytesIn, rec.BytesOut, rec.Status = in, out, http.StatusOK
 	p.finish(rec)
 }
