@@ -15,11 +15,12 @@ import (
 const defaultRevokeCheck = 250 * time.Millisecond
 
 // openTunnel is one live tunnel of a session: the client's connection (its
-// close ends the tunnel, whatever runs over it) and what to audit when it
-// is cut.
+// close ends the tunnel, whatever runs over it), what to audit when it is
+// cut, and since when it was open (the cut line's duration).
 type openTunnel struct {
-	conn net.Conn
-	t    *tunnel
+	conn  net.Conn
+	t     *tunnel
+	since time.Time
 }
 
 // sessionTunnels tracks every open tunnel (intercepted, sandbox API,
@@ -33,7 +34,7 @@ type sessionTunnels struct {
 // add records a tunnel of t's session over conn, and returns the function
 // that forgets it.
 func (s *sessionTunnels) add(conn net.Conn, t *tunnel) func() {
-	ot := &openTunnel{conn: conn, t: t}
+	ot := &openTunnel{conn: conn, t: t, since: time.Now()}
 	s.mu.Lock()
 	if s.open == nil {
 		s.open = map[string]map[*openTunnel]struct{}{}
@@ -113,7 +114,8 @@ func (p *Proxy) watchRevocations() {
 // cut closes every open tunnel of session id but keep (whose request is
 // being refused; it closes after the answer), as why says the session is no
 // longer live, auditing session.revoked once and one
-// sandbox.proxy.tunnel_cut line per tunnel it closed.
+// sandbox.proxy.tunnel_cut line per tunnel it closed (its duration_ms: how
+// long the tunnel was open).
 func (p *Proxy) cut(id string, why error, keep *tunnel) {
 	tunnels, before := p.open.take(id)
 	if !before {
@@ -129,6 +131,7 @@ func (p *Proxy) cut(id string, why error, keep *tunnel) {
 		_ = ot.conn.Close()
 		rec := p.newRecord(nil)
 		rec.refused(revokedRefusal(why))
+		rec.Start = ot.since
 		rec.Name, rec.Session, rec.Client = audit.EventTunnelCut, id, ot.t.client
 		rec.Host, rec.Port = ot.t.authority.Host, ot.t.authority.Port
 		p.finish(rec)

@@ -157,6 +157,8 @@ func TestAudit(t *testing.T) {
 	f.oauth(t)
 	f.d.cli(t, "credential", "delete", "audit-oauth-bad")
 	f.d.cli(t, "credential", "unbind", auditFQN)
+	held := f.openPassthrough(t) // open when the session is deleted: cut
+	defer held.Close()
 	f.d.cli(t, "session", "delete", f.s.ID)
 	f.tamper(t)
 	f.cases = f.goldenCases()
@@ -318,12 +320,7 @@ func (f *auditFixture) requests(t *testing.T) {
 // passthrough opens a raw tunnel to the passthrough host, does one
 // exchange with the upstream's own certificate, and closes it.
 func (f *auditFixture) passthrough(t *testing.T) {
-	tun, o := rawConnect(t, f.d.ProxyAddr, "passthrough.example.org:443", f.s.auth(t))
-	if tun == nil {
-		t.Fatalf("CONNECT passthrough.example.org:443: %s", o)
-	}
-	tc := tls.Client(tun, &tls.Config{ServerName: "passthrough.example.org", RootCAs: certPoolFrom(t, filepath.Join(theSuite.pkiDir, "root.pem"))})
-	_ = tc.SetDeadline(time.Now().Add(60 * time.Second))
+	tc := f.openPassthrough(t)
 	if _, err := io.WriteString(tc, getReq("/audit/passthrough", "passthrough.example.org")); err != nil {
 		t.Fatalf("write through the passthrough tunnel: %v", err)
 	}
@@ -337,6 +334,22 @@ func (f *auditFixture) passthrough(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("passthrough exchange: status %d", resp.StatusCode)
 	}
+}
+
+// openPassthrough opens a passthrough tunnel and completes its TLS
+// handshake with the upstream's own certificate.
+func (f *auditFixture) openPassthrough(t *testing.T) *tls.Conn {
+	t.Helper()
+	tun, o := rawConnect(t, f.d.ProxyAddr, "passthrough.example.org:443", f.s.auth(t))
+	if tun == nil {
+		t.Fatalf("CONNECT passthrough.example.org:443: %s", o)
+	}
+	tc := tls.Client(tun, &tls.Config{ServerName: "passthrough.example.org", RootCAs: certPoolFrom(t, filepath.Join(theSuite.pkiDir, "root.pem"))})
+	_ = tc.SetDeadline(time.Now().Add(60 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS through the passthrough tunnel: %v", err)
+	}
+	return tc
 }
 
 // oauth: a failed refresh refuses the request (credential.refresh_failed),
@@ -427,6 +440,10 @@ func (f *auditFixture) goldenCases() []auditCase {
 		{"binding.removed", ev("binding.removed", det("connector", auditFQN))},
 		{"session.created", ev("session.created", det("session", f.s.ID))},
 		{"session.deleted", ev("session.deleted", det("session", f.s.ID))},
+		{"session.revoked", ev("session.revoked", sess)},
+		{"sandbox.proxy.tunnel_cut", ev("sandbox.proxy.tunnel_cut", func(l auditLine) bool {
+			return sess(l) && l.str("host") == "passthrough.example.org"
+		})},
 		{"connector.proxy.proxied", ev("connector.proxy.proxied", id("allowed"))},
 		{"connector.proxy.completed", ev("connector.proxy.completed", id("allowed"))},
 		{"connector.proxy.proxied.body_fields", ev("connector.proxy.proxied", id("allowed_body"))},
