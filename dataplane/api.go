@@ -35,6 +35,9 @@ func (p *Proxy) serveAPI(w http.ResponseWriter, r *http.Request, t *tunnel) {
 	start := time.Now()
 	_, err := innerTarget(t, r)
 	if err == nil {
+		err = checkUpgrade(r, nil)
+	}
+	if err == nil {
 		err = p.checkLive(w, t)
 	}
 	if err != nil {

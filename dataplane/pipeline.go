@@ -139,12 +139,18 @@ func (p *Proxy) decided(rec *Record) error {
 }
 
 // gate turns a decision into nil (forward) or the refusal to send. An
-// operation that needs approval is held here until a human decides.
+// upgrade the operation does not allow is refused; an operation that needs
+// approval is held here until a human decides.
 func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) error {
 	cs := callFrom(r.Context())
 	if cs != nil && cs.op != nil && d.Op != nil && !sameOperation(cs.op, d.Op) {
 		return deny(policy.ReasonNoMatchingOperation, "the call for %s %s/%s matches %s/%s instead; change the arguments so that the path names the operation asked for",
 			cs.op.Ref(), cs.op.Tool, cs.op.Spec.Name, d.Op.Tool, d.Op.Spec.Name)
+	}
+	if d.Verdict != policy.Deny {
+		if err := checkUpgrade(r, d.Op); err != nil {
+			return err
+		}
 	}
 	switch d.Verdict {
 	case policy.Allow:

@@ -44,7 +44,9 @@ func (t target) url(a policy.Authority) *url.URL {
 // innerTarget splits r's request target and checks that every name the
 // request carries for its destination agrees with the tunnel's CONNECT
 // authority: the Host header, an absolute-form target, and the TLS SNI
-// (checked at handshake). It never normalises: a path that is not canonical
+// (checked at handshake). It refuses headers that would make the upstream
+// act on another request than the one decided (method overrides, an h2c
+// upgrade). It never normalises: a path that is not canonical
 // is refused, not cleaned. Errors are *DenyError.
 func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	uri := r.RequestURI
@@ -84,6 +86,9 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	if name := methodOverride(r.Header); name != "" {
 		return tgt, deny(policy.ReasonMethodOverride, "the request carries %s, which asks the upstream to treat this %s as another method "+
 			"than the one policy decided on; send the method itself instead", name, r.Method)
+	}
+	if err := h2cUpgrade(r); err != nil {
+		return tgt, err
 	}
 	return tgt, nil
 }

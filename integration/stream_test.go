@@ -255,6 +255,23 @@ func TestWebSocketEcho(t *testing.T) {
 			t.Errorf("the denied upgrade reached the upstream")
 		}
 	})
+	t.Run("websocket_without_opt_in_refused", func(t *testing.T) {
+		before := theSuite.up.HostHits("ws.example.com")
+		c, resp, err := dialer.Dial("wss://ws.example.com/ws/closed", nil)
+		if err == nil {
+			_ = c.Close()
+			t.Fatalf("WebSocket upgrade on an operation without \"websocket\": true was let through")
+		}
+		if resp == nil {
+			t.Fatalf("no HTTP answer to the refused upgrade: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		assertDenial(t, "upgrade without opt-in", resp.StatusCode, b, http.StatusForbidden, "capability_denied", "upgrade_refused")
+		if theSuite.up.HostHits("ws.example.com") != before {
+			t.Errorf("the refused upgrade reached the upstream")
+		}
+	})
+	t.Run("other_upgrades_refused", func(t *testing.T) { otherUpgradesRefused(t, d, s) })
 	big := bytes.Repeat([]byte{0, 1, 2, 0xfe, 0xff}, 200_000)
 	msgs := []struct {
 		typ  int
@@ -277,6 +294,38 @@ func TestWebSocketEcho(t *testing.T) {
 		if typ != m.typ || !bytes.Equal(got, m.data) {
 			t.Errorf("echo %d: type %d len %d, want type %d len %d", i, typ, len(got), m.typ, len(m.data))
 		}
+	}
+}
+
+// otherUpgradesRefused: h2c (by Upgrade token or HTTP2-Settings alone) is
+// refused even on the operation that allows WebSocket, as is any other
+// protocol and any upgrade to the sandbox API host; none reaches an
+// upstream.
+func otherUpgradesRefused(t *testing.T, d *daemon, s *session) {
+	const settings = "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+	for _, tc := range []struct{ name, host, head string }{
+		{"h2c", "ws.example.com", "GET /ws/closed HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" + settings},
+		{"h2c_on_websocket_operation", "ws.example.com", "GET /ws HTTP/1.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" + settings},
+		{"h2c_settings_alone", "ws.example.com", "GET /ws/closed HTTP/1.1\r\nConnection: HTTP2-Settings\r\n" + settings},
+		{"h2c_without_connection", "ws.example.com", "GET /ws/closed HTTP/1.1\r\nUpgrade: H2C\r\n"},
+		{"websocket_and_h2c", "ws.example.com", "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket, h2c\r\n"},
+		{"two_upgrade_lines", "ws.example.com", "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nUpgrade: tls/1.3\r\n"},
+		{"other_protocol", "ws.example.com", "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: echo/1\r\n"},
+		{"sandbox_api", "aileron.internal", "GET /v1/mcp HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := theSuite.up.HostHits("ws.example.com")
+			req := tc.head + "Host: " + tc.host + "\r\nContent-Length: 0\r\n\r\n"
+			o := rawExchange(t, d.ProxyAddr, s.auth(t), tc.host+":443", tlsOpts{SNI: tc.host, Roots: s.caPool(t)}, req)
+			if o.Stage != "request" {
+				t.Fatalf("exchange: %s", o)
+			}
+			assertDenial(t, tc.name, o.Status, o.Body, http.StatusForbidden, "capability_denied", "upgrade_refused")
+			if theSuite.up.HostHits("ws.example.com") != before {
+				t.Errorf("the refused upgrade reached the upstream")
+			}
+		})
 	}
 }
 

@@ -190,7 +190,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/redirect":
 		w.Header().Set("Location", "https://other.example.com/landed")
 		w.WriteHeader(http.StatusFound)
-	case p == "/ws":
+	case p == "/ws", p == "/ws/closed": // /ws/closed: an operation that did not opt in
 		serveWebSocket(w, r)
 	default:
 		u.serveEcho(w, r)

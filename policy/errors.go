@@ -81,6 +81,7 @@ const (
 	rulePathLength       = "path_length"
 	ruleApproval         = "approval"
 	ruleIdempotency      = "idempotency"
+	ruleWebSocket        = "websocket"
 	ruleCredentialKind   = "credential_kind"
 	ruleCredentialHeader = "credential_header"
 	ruleCredentialQuery  = "credential_query"

@@ -20,6 +20,10 @@ const (
 	// ReasonMethodOverride: the request carries X-HTTP-Method-Override or
 	// a kin header, which would make the upstream act on another method.
 	ReasonMethodOverride Reason = "method_override"
+	// ReasonUpgradeRefused: the request asks to switch protocols (h2c
+	// always; WebSocket on an operation that did not opt in; any other
+	// protocol), after which its bytes would pass undecided.
+	ReasonUpgradeRefused Reason = "upgrade_refused"
 )
 
 // The request pipeline: the stages that refuse after (or around) policy.
@@ -96,7 +100,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{
 		ReasonMatched, ReasonHostMatched, ReasonPassthroughRule, ReasonNoMatchingOperation, ReasonHostNotAllowed,
-		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch, ReasonMethodOverride,
+		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch, ReasonMethodOverride, ReasonUpgradeRefused,
 
 		ReasonProxyAuth, ReasonSessionRevoked, ReasonMalformedRequest, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,

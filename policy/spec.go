@@ -83,6 +83,10 @@ type OperationSpec struct {
 	Credential Credential   `json:"credential,omitzero"`
 	Inputs     []Input      `json:"inputs,omitempty"`
 	Audit      []AuditField `json:"audit,omitempty"`
+	// WebSocket lets a GET request of this operation upgrade its
+	// connection to a WebSocket (Upgrade: websocket); without it, any
+	// upgrade is refused. Frames after the switch are not inspected.
+	WebSocket bool `json:"websocket,omitempty"`
 }
 
 // RequiresApproval reports whether the operation's approval is "required".

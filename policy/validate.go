@@ -99,6 +99,9 @@ func validateOperation(op *OperationSpec, path string, seen map[string]string, p
 	if !op.Credential.IsZero() {
 		validateCredential(op.Credential, path+".credential", p)
 	}
+	if op.WebSocket && op.Method != "GET" {
+		p.add(path+".websocket", ruleWebSocket, fmt.Sprintf("websocket is only for a GET operation (a WebSocket opens with a GET), this one's method is %s; set \"method\": \"GET\" or drop websocket", quote(op.Method)))
+	}
 	inputs := map[string]string{}
 	for k := range op.Inputs {
 		validateInput(&op.Inputs[k], idx(path+".inputs", k), inputs, p)

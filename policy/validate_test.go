@@ -182,6 +182,9 @@ func miscCases() []ruleCase {
 	return []ruleCase{
 		{"approval unknown", set("approval", "maybe"), op0 + ".approval", ruleApproval},
 		{"idempotency unknown", set("idempotency", "sometimes"), op0 + ".idempotency", ruleIdempotency},
+		{"websocket on POST", func(s map[string]any) { op(s, 0)["method"] = "POST"; op(s, 0)["websocket"] = true }, op0 + ".websocket", ruleWebSocket},
+		{"websocket without method", func(s map[string]any) { delete(op(s, 0), "method"); op(s, 0)["websocket"] = true }, op0 + ".websocket", ruleWebSocket},
+		{"wrong type websocket", set("websocket", "yes"), op0 + ".websocket", ruleJSONType},
 		{"credential kind string", set("credential", "password"), op0 + ".credential", ruleCredentialKind},
 		{"credential kind object", set("credential", map[string]any{"kind": "password"}), op0 + ".credential", ruleCredentialKind},
 		{"credential kind missing", set("credential", map[string]any{"header": "X-Key", "format": "{key}"}), op0 + ".credential.kind", ruleCredentialKind},
@@ -269,6 +272,8 @@ func TestValidSpecVariants(t *testing.T) {
 			}
 		}},
 		{"approval none", set("approval", "none")},
+		{"websocket on GET", set("websocket", true)},
+		{"websocket false on POST", func(s map[string]any) { op(s, 0)["method"] = "POST"; op(s, 0)["websocket"] = false }},
 		{"credential sigv4", set("credential", map[string]any{"kind": "aws_sigv4", "service": "execute-api"})},
 		{"credential basic", set("credential", "basic")},
 		{"credential null", set("credential", nil)},
