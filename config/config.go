@@ -55,6 +55,8 @@ type Proxy struct {
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
 	IdleTimeout       time.Duration `koanf:"idle_timeout"`
 	TunnelIdleTimeout time.Duration `koanf:"tunnel_idle_timeout"`
+	BodyIdleTimeout   time.Duration `koanf:"body_idle_timeout"`
+	BodyMinRate       int           `koanf:"body_min_rate"`
 	MaxHeaderBytes    int           `koanf:"max_header_bytes"`
 	ShutdownTimeout   time.Duration `koanf:"shutdown_timeout"`
 }

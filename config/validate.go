@@ -45,6 +45,7 @@ func (c *Config) Validate() error {
 		{"proxy.read_header_timeout", int64(c.Proxy.ReadHeaderTimeout)},
 		{"proxy.idle_timeout", int64(c.Proxy.IdleTimeout)},
 		{"proxy.tunnel_idle_timeout", int64(c.Proxy.TunnelIdleTimeout)},
+		{"proxy.body_idle_timeout", int64(c.Proxy.BodyIdleTimeout)},
 		{"proxy.shutdown_timeout", int64(c.Proxy.ShutdownTimeout)},
 		{"upstream.dial_timeout", int64(c.Upstream.DialTimeout)},
 		{"upstream.tls_handshake_timeout", int64(c.Upstream.TLSHandshakeTimeout)},
@@ -57,6 +58,9 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			add(d.key, "must be a positive duration such as \"10s\" or \"5m\"")
 		}
+	}
+	if c.Proxy.BodyMinRate < 0 || c.Proxy.BodyMinRate > 1<<30 {
+		add("proxy.body_min_rate", "%d is out of range; use 0 (no rate check)..1073741824 bytes a second", c.Proxy.BodyMinRate)
 	}
 	if c.Proxy.MaxHeaderBytes < 4096 || c.Proxy.MaxHeaderBytes > 1<<20 {
 		add("proxy.max_header_bytes", "%d is out of range; use 4096..1048576", c.Proxy.MaxHeaderBytes)

@@ -47,6 +47,7 @@ func (p *Proxy) serveAPI(w http.ResponseWriter, r *http.Request, t *tunnel) {
 		return
 	}
 	r.Header.Del("Proxy-Authorization")
+	p.clockBody(w, r)
 	cw := &countingWriter{ResponseWriter: w}
 	p.SandboxAPI.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), sessionKey{}, t.sess)))
 	p.log.Debug().Str("event", "sandbox.api").Str("session", t.sess.ID).Str("method", r.Method).

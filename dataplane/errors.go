@@ -51,9 +51,12 @@ func classify(err error) Refusal {
 			ApprovalID: ae.res.ID, ReviewURL: ae.res.ReviewURL, RetryAfter: ae.retry}
 	}
 	var re *revokedError
+	var se *stalledError
 	switch {
 	case errors.As(err, &re):
 		return revokedRefusal(re.err)
+	case errors.As(err, &se):
+		return stalledRefusal(se)
 	case errors.As(err, &de):
 		return mkRefusal(http.StatusForbidden, ClassCapabilityDenied, de.Reason, de.Message)
 	case errors.Is(err, ErrProxyAuth):

@@ -85,6 +85,7 @@ type framingGuard struct {
 	served       int   // request heads fully delivered so far
 	delivered    int64 // bytes returned by Read so far
 	err          error // sticky; set with state stFailed
+	laterBad     atomic.Bool // the rejected request came pipelined behind one still being answered
 
 	onMessageEnd func(end int64) // test hook: stream offset where a request ended
 
@@ -193,6 +194,12 @@ func (g *framingGuard) Close() error {
 	}
 	return g.Conn.Close()
 }
+
+// rejectedLater reports whether the guard rejected a request pipelined
+// behind one the server is still answering. http.Server then cancels the
+// earlier request's context (its read failed), though that request was
+// well-formed and its client waits for the answer.
+func (g *framingGuard) rejectedLater() bool { return g.laterBad.Load() }
 
 // CloseWrite half-closes the underlying connection (as TCP and TLS conns
 // do), so http.Server and tunnels can signal EOF; it returns
@@ -511,6 +518,7 @@ func (g *framingGuard) failAs(status int, reason policy.Reason, msg string) erro
 		oe.Net = oe.Source.Network()
 	}
 	g.err = oe
+	g.laterBad.Store(!now)
 	g.buf, g.r, g.d, g.w = nil, 0, 0, 0
 	auditID := ""
 	if g.reject != nil {

@@ -117,6 +117,10 @@ func readBounded(r *http.Request, limit int64) ([]byte, error) {
 		return nil, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d", r.ContentLength, limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	var se *stalledError
+	if errors.As(err, &se) {
+		return nil, se
+	}
 	if err != nil {
 		return nil, &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
 	}

@@ -22,6 +22,7 @@ type outbound struct {
 	sess     *Session
 	op       *policy.Operation
 	target   *url.URL
+	body     *bodyClock       // the request body's deadlines; nil without a body
 	red      *inject.Redactor // masks the injected secret; nil without one
 	sentAt   time.Time
 	rejected bool
@@ -43,8 +44,12 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		p.serveAPI(w, r, t)
 		return
 	}
+	ctx, done := requestContext(r, t)
+	defer done()
+	r = r.WithContext(ctx)
 	rec := p.newRecord(r)
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
+	clock := p.clockBody(w, r)
 	tgt, err := innerTarget(t, r)
 	rec.Path = tgt.logPath()
 	if err == nil {
@@ -75,7 +80,7 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, rec, err)
 		return
 	}
-	out := &outbound{rec: rec, sess: t.sess, op: d.Op, target: tgt.url(t.authority)}
+	out := &outbound{rec: rec, sess: t.sess, op: d.Op, target: tgt.url(t.authority), body: clock}
 	cw := &countingWriter{ResponseWriter: w}
 	body := &countingBody{ReadCloser: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
@@ -90,9 +95,27 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.BytesIn, rec.BytesOut = body.n, cw.n
 	p.finish(rec)
-	if cut {
+	if cut || cw.status == 0 { // cut off, or nothing sent: never let net/http answer 200 for us
 		abort(w, rec)
 	}
+}
+
+// requestContext is the context a request runs under: the server's, except
+// that the server cancelling it because the client pipelined a malformed
+// request behind it does not abort it; it gets its real answer, then the
+// malformed one its 400. A client that leaves, or a body that stalls,
+// still cancels it.
+func requestContext(r *http.Request, t *tunnel) (context.Context, func()) {
+	if t.rejectedLater == nil {
+		return r.Context(), func() {}
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stop := context.AfterFunc(r.Context(), func() {
+		if !t.rejectedLater() {
+			cancel()
+		}
+	})
+	return ctx, func() { stop(); cancel() }
 }
 
 // forward runs the ReverseProxy. It reports cut when the upstream broke its
@@ -211,12 +234,16 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error
 		WriteRefusal(w, classify(err))
 		return
 	}
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+	stalled := out.body.stalled() // the client's body failed, not the upstream
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil && stalled == nil {
 		out.rejected = true
 		out.rec.Reason, out.rec.Message = string(policy.ReasonClientGone), "client closed the connection"
 		return
 	}
 	ref := classify(&upstreamError{Authority: out.target.Host, Err: err})
+	if stalled != nil {
+		ref = classify(stalled)
+	}
 	out.rejected = true
 	out.rec.refused(ref) // allowed by policy, refused on the way out (SSRF guard, TLS, dial)
 	if raw := out.red.String(err.Error()); raw != ref.Message {

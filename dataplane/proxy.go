@@ -28,6 +28,8 @@ type Timeouts struct {
 	ReadHeader  time.Duration // request line and headers (10 s)
 	Idle        time.Duration // keep-alive with no request (90 s)
 	TunnelIdle  time.Duration // passthrough tunnel or WebSocket with no bytes (5 min)
+	BodyIdle    time.Duration // longest pause between request-body bytes (30 s)
+	BodyMinRate int           // bytes/s a request body must average after its first BodyIdle (0: no rate check)
 	MaxHeader   int           // request head size (64 KiB)
 	UpstreamTLS time.Duration // upstream TLS handshake (10 s)
 	UpstreamHdr time.Duration // upstream response headers (60 s)
@@ -43,6 +45,7 @@ func (t Timeouts) withDefaults() Timeouts {
 	def(&t.ReadHeader, 10*time.Second)
 	def(&t.Idle, 90*time.Second)
 	def(&t.TunnelIdle, 5*time.Minute)
+	def(&t.BodyIdle, defaultBodyIdle)
 	def(&t.UpstreamTLS, 10*time.Second)
 	def(&t.UpstreamHdr, 60*time.Second)
 	if t.MaxHeader <= 0 {

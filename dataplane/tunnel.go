@@ -27,6 +27,10 @@ type tunnel struct {
 	id        string           // tunnel id for logs
 	client    string           // client address
 	api       bool             // the sandbox API host: served by the daemon
+	// rejectedLater reports that the client pipelined a malformed request
+	// behind the one being served (framingGuard.rejectedLater); nil for
+	// an Execute call.
+	rejectedLater func() bool
 }
 
 type tunnelKey struct{}
@@ -159,6 +163,7 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.malformed(t)})
+	t.rejectedLater = guarded.(*framingGuard).rejectedLater
 	conn := &tunnelConn{Conn: guarded, t: t, forget: p.open.add(c, t)}
 	if p.Sessions.Live(t.sess.ID) != nil || !p.tunnels.push(conn) {
 		_ = conn.Close()

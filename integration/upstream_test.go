@@ -213,6 +213,13 @@ type echoReply struct {
 
 func (u *upstream) serveEcho(w http.ResponseWriter, r *http.Request) {
 	n, sum := hashBody(r.Body)
+	if ms, err := strconv.Atoi(r.URL.Query().Get("delay_ms")); err == nil { // a slow upstream
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, echoReply{
 		Method:             r.Method,
 		Path:               r.URL.EscapedPath(),

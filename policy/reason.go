@@ -31,8 +31,11 @@ const (
 	ReasonProxyAuth Reason = "proxy_auth_required"
 	// ReasonSessionRevoked: the session was deleted or expired while its
 	// tunnel was open; the request is refused and the tunnel closed.
-	ReasonSessionRevoked        Reason = "session_revoked"
-	ReasonMalformedRequest      Reason = "malformed_request"
+	ReasonSessionRevoked   Reason = "session_revoked"
+	ReasonMalformedRequest Reason = "malformed_request"
+	// ReasonBodyStalled: the client stopped sending its request body (or
+	// sent it slower than the configured minimum rate).
+	ReasonBodyStalled           Reason = "body_stalled"
 	ReasonHeaderTooLarge        Reason = "request_header_too_large"
 	ReasonInsecureScheme        Reason = "insecure_scheme"
 	ReasonPrivateAddress        Reason = "private_address"
@@ -102,7 +105,7 @@ func Reasons() []Reason {
 		ReasonMatched, ReasonHostMatched, ReasonPassthroughRule, ReasonNoMatchingOperation, ReasonHostNotAllowed,
 		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch, ReasonMethodOverride, ReasonUpgradeRefused,
 
-		ReasonProxyAuth, ReasonSessionRevoked, ReasonMalformedRequest, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
+		ReasonProxyAuth, ReasonSessionRevoked, ReasonMalformedRequest, ReasonBodyStalled, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
 		ReasonApprovalUnavailable, ReasonApprovalBodyTooLarge, ReasonCredentialUnavailable, ReasonPlaceholder, ReasonAuditUnavailable,
 		ReasonEncodedResponse, ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonUpstreamTLS,

@@ -143,6 +143,7 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
 			Idle: cfg.Proxy.IdleTimeout, TunnelIdle: cfg.Proxy.TunnelIdleTimeout,
+			BodyIdle: cfg.Proxy.BodyIdleTimeout, BodyMinRate: cfg.Proxy.BodyMinRate,
 			MaxHeader: cfg.Proxy.MaxHeaderBytes, UpstreamTLS: cfg.Upstream.TLSHandshakeTimeout,
 			UpstreamHdr: cfg.Upstream.ResponseHeaderTimeout,
 		},
@@ -352,8 +353,9 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
 	mux.Handle("/", api.Handler())
-	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	go func() { errc <- servers[0].Serve(al) }()
+	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	servers := []*http.Server{adminSrv}
+	go func() { errc <- adminSrv.Serve(al) }() // not servers[0]: the append below may move it
 	if d.cfg.Admin.WebListen == "" {
 		return servers, "", nil
 	}

@@ -1,0 +1,131 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// defaultBodyIdle is Timeouts.BodyIdle when zero.
+const defaultBodyIdle = 30 * time.Second
+
+// bodyClock bounds how slowly a client may send its request body: every
+// read must get a byte within idle of the one before, and once the body has
+// had idle, it must average at least rate bytes a second (rate 0: no rate
+// check), the way Apache's mod_reqtimeout does. It sets the connection's
+// read deadline before each read, so a body that stops mid-way ends in a
+// *stalledError and releases its connection, goroutine and upstream
+// exchange, instead of holding them until the client leaves.
+type bodyClock struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	idle  time.Duration
+	rate  int64
+	start time.Time // first read: dialling the upstream is not the client's time
+	off   bool      // the connection takes no deadline (an Execute call's body is in memory)
+	// Read runs on the transport's goroutine, stalled on the handler's:
+	n   atomic.Int64                 // bytes read
+	dl  atomic.Int64                 // the read deadline in force (Unix ns); 0: none
+	err atomic.Pointer[stalledError] // set once the body stalled
+}
+
+// clockBody puts r's body under the body deadlines of the proxy's
+// timeouts, and returns the clock (nil for a request without a body).
+func (p *Proxy) clockBody(w http.ResponseWriter, r *http.Request) *bodyClock {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b := &bodyClock{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.t.BodyIdle, rate: int64(p.t.BodyMinRate)}
+	r.Body = b
+	return b
+}
+
+func (b *bodyClock) Read(p []byte) (int, error) {
+	if e := b.err.Load(); e != nil {
+		return 0, e
+	}
+	if !b.off {
+		now := time.Now()
+		if b.start.IsZero() {
+			b.start = now
+		}
+		dl := b.deadline(now)
+		if err := b.rc.SetReadDeadline(dl); err != nil {
+			b.off = true
+		} else {
+			b.dl.Store(dl.UnixNano())
+		}
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) && !b.off:
+		e := b.stall()
+		b.err.Store(e)
+		return n, e
+	case err == io.EOF && !b.off:
+		// The whole body is in: the deadline must not cut the server's
+		// watch for a client that goes away while the answer streams.
+		b.dl.Store(0)
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// deadline is the earlier of now+idle and, with a rate, the time by which
+// the bytes read so far had to arrive: start + idle + n/rate.
+func (b *bodyClock) deadline(now time.Time) time.Time {
+	dl := now.Add(b.idle)
+	if b.rate > 0 {
+		if byRate := b.start.Add(b.idle + time.Duration(float64(b.n.Load())/float64(b.rate)*float64(time.Second))); byRate.Before(dl) {
+			dl = byRate
+		}
+	}
+	return dl
+}
+
+func (b *bodyClock) stall() *stalledError {
+	return &stalledError{got: b.n.Load(), idle: b.idle, rate: b.rate}
+}
+
+// stalled returns the body's stall, if it stalled: the read deadline
+// passed before the body ended. It holds even before Read has returned the
+// deadline's error (the server cancels the request's context first).
+func (b *bodyClock) stalled() *stalledError {
+	if b == nil {
+		return nil
+	}
+	if e := b.err.Load(); e != nil {
+		return e
+	}
+	if dl := b.dl.Load(); dl != 0 && time.Now().UnixNano() >= dl {
+		return b.stall()
+	}
+	return nil
+}
+
+// stalledError is a request body the client stopped sending, or sent too
+// slowly: refused 408 body_stalled, and its connection closed.
+type stalledError struct {
+	got  int64
+	idle time.Duration
+	rate int64
+}
+
+func (e *stalledError) Error() string {
+	if e.rate > 0 {
+		return fmt.Sprintf("the request body stalled after %d bytes: the proxy waits at most %s between bytes, "+
+			"and after the first %s a body must average at least %d bytes a second", e.got, e.idle, e.idle, e.rate)
+	}
+	return fmt.Sprintf("the request body stalled after %d bytes: the proxy waits at most %s between bytes", e.got, e.idle)
+}
+
+func stalledRefusal(e *stalledError) Refusal {
+	return mkRefusal(http.StatusRequestTimeout, ClassBadRequest, policy.ReasonBodyStalled, e.Error()+"; send the body without pausing")
+}
