@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -164,6 +165,7 @@ func (wb *Web) Handler() http.Handler {
 	mux.HandleFunc("POST /logout", wb.post(wb.logout))
 	mux.HandleFunc("GET /{$}", wb.page(wb.index))
 	mux.HandleFunc("GET /api/approvals", wb.api)
+	mux.HandleFunc("GET /approvals/{id}/raw", wb.page(wb.raw))
 	mux.HandleFunc("POST /approvals/{id}/approve", wb.post(wb.approve))
 	mux.HandleFunc("POST /approvals/{id}/deny", wb.post(wb.deny))
 	mux.HandleFunc("/", wb.page(func(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
@@ -438,15 +440,50 @@ type indexView struct {
 	Approvals   []approvalView
 }
 
-// approvalView is one approval as the page shows it.
+// approvalView is one approval as the page shows it: every string from
+// the request made Printable (html/template then escapes it for HTML).
 type approvalView struct {
 	approvals.Approval
-	Inputs           []inputRow
-	Created, Expires string
+	Method, Target, Summary, Connector, Credential string
+	Undeclared                                     string
+	Headers                                        []dataplane.PreviewHeader
+	Fields                                         []dataplane.PreviewField
+	Inputs                                         []inputRow
+	BodyKind, BodyType, BodyText                   string
+	BodyMore                                       int
+	Created, Expires                               string
 }
 
-// inputRow is one redacted input.
+// inputRow is one action argument.
 type inputRow struct{ Name, Value string }
+
+// Display limits of the page: longer values say how much more there is,
+// and the raw view shows everything.
+const (
+	pageValueLimit = 2 << 10
+	pageBodyLimit  = 64 << 10
+)
+
+// newApprovalView prepares ap for the page.
+func newApprovalView(ap approvals.Approval) approvalView {
+	p := ap.Preview
+	clip := func(s string) string { return dataplane.Clip(s, pageValueLimit) }
+	v := approvalView{Approval: ap, Method: clip(p.Method), Target: dataplane.Printable(p.Target(), false),
+		Summary: clip(p.Summary), Connector: clip(p.Connector + " " + p.Version), Credential: p.Credential,
+		Undeclared: dataplane.Printable(strings.Join(p.Undeclared(), ", "), false), Inputs: inputRows(p.Inputs),
+		Created: ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339)}
+	for _, h := range p.Headers {
+		v.Headers = append(v.Headers, dataplane.PreviewHeader{Name: clip(h.Name), Value: clip(h.Value)})
+	}
+	for _, f := range p.Fields {
+		v.Fields = append(v.Fields, dataplane.PreviewField{Source: f.Source, Name: clip(f.Name), Value: clip(f.Value), Declared: f.Declared})
+	}
+	if b := p.Body; b != nil {
+		v.BodyKind, v.BodyType = b.Kind, clip(b.ContentType)
+		v.BodyText, v.BodyMore = b.Show(pageBodyLimit)
+	}
+	return v
+}
 
 func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
 	list, err := wb.Approvals.List(r.Context(), approvals.Filter{State: dataplane.ApprovalStatePending})
@@ -457,10 +494,7 @@ func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSess
 	}
 	v := indexView{CSRF: s.csrf, Fingerprint: fingerprint(list)}
 	for _, ap := range list {
-		v.Approvals = append(v.Approvals, approvalView{
-			Approval: ap, Inputs: inputRows(ap.Preview.Inputs),
-			Created: ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339),
-		})
+		v.Approvals = append(v.Approvals, newApprovalView(ap))
 	}
 	wb.render(w, http.StatusOK, "index.html", v)
 }
@@ -476,8 +510,8 @@ func fingerprint(list []approvals.Approval) string {
 	return strings.Join(ids, " ")
 }
 
-// inputRows renders redacted inputs sorted by name: strings as they are,
-// anything else as compact JSON.
+// inputRows renders an action's arguments sorted by name: strings as they
+// are, anything else as compact JSON, made Printable.
 func inputRows(in map[string]any) []inputRow {
 	rows := make([]inputRow, 0, len(in))
 	for k, v := range in {
@@ -489,10 +523,27 @@ func inputRows(in map[string]any) []inputRow {
 			}
 			s = string(b)
 		}
-		rows = append(rows, inputRow{Name: k, Value: s})
+		rows = append(rows, inputRow{Name: dataplane.Clip(k, pageValueLimit), Value: dataplane.Clip(s, pageValueLimit)})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows
+}
+
+// raw shows one approval's whole request as plain text, nothing cut,
+// control characters escaped.
+func (wb *Web) raw(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
+	ap, err := wb.Approvals.Get(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		wb.message(w, http.StatusNotFound, "No such approval", err.Error())
+		return
+	case err != nil:
+		wb.fail("reading an approval", err)
+		wb.message(w, http.StatusInternalServerError, "Cannot read the approval", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, ap.Preview.RawRequest())
 }
 
 func (wb *Web) approve(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {

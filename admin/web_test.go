@@ -52,7 +52,7 @@ func samplePreview() dataplane.Preview {
 		Connector: "github://acme/aileron-connector-google", Version: "1.2.3", Tool: "gmail", Operation: "send",
 		Summary: `Send mail <script>alert(1)</script>`, Method: "POST", Host: "gmail.googleapis.com",
 		Path: "/gmail/v1/users/me/messages/send", BodyBytes: 321,
-		Inputs: map[string]any{"to": "bob@example.com", "subject": "[REDACTED]", "count": 3},
+		Inputs: map[string]any{"to": "bob@example.com", "subject": "Hello", "count": 3},
 	}
 }
 
@@ -352,7 +352,7 @@ func TestWebPageShowsPreview(t *testing.T) {
 	for _, want := range []string{
 		id, "s_42", "github://acme/aileron-connector-google", "1.2.3", "gmail", "send", "POST", "gmail.googleapis.com",
 		"/gmail/v1/users/me/messages/send", "321 bytes", "Send mail &lt;script&gt;alert(1)&lt;/script&gt;",
-		"<th scope=\"row\">count</th><td>3</td>", "<th scope=\"row\">subject</th><td>[REDACTED]</td>",
+		"<th scope=\"row\">count</th><td>3</td>", "<th scope=\"row\">subject</th><td>Hello</td>",
 		"<th scope=\"row\">to</th><td>bob@example.com</td>", `data-fp="` + id + `"`,
 		`action="/approvals/` + id + `/approve"`, `action="/approvals/` + id + `/deny"`, `src="/static/app.js"`,
 	} {
@@ -373,6 +373,40 @@ func TestWebPageShowsPreview(t *testing.T) {
 	}
 	if resp, body := f.do(t, "GET", "/api/approvals?state=bogus", nil, cookie, nil); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("state=bogus: %d, want 400\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestWebPageShowsTheWholeRequest: the page shows the full target, the
+// forwarded headers, every field with the undeclared ones marked, and the
+// body, all with control characters escaped; a long body says how much is
+// left out and the raw view has all of it, escaped, for a logged-in user.
+func TestWebPageShowsTheWholeRequest(t *testing.T) {
+	f := newWebFixture(t)
+	cookie, _ := f.login(t)
+	longPath := "/v1/" + strings.Repeat("p", 700)
+	body := "{\"to\":\"bob\",\"bcc\":\"eve\u202e\"}\x1b[2J" + strings.Repeat("x", 80<<10) + "TAIL"
+	id := seedApproval(t, f.store, "s_7", "", dataplane.Preview{Connector: "local://t/mail", Version: "1.0.0", Tool: "mail",
+		Operation: "send", Method: "POST", Host: "mail.example:443", Path: longPath, Query: "cc=eve%40x",
+		Headers: []dataplane.PreviewHeader{{Name: "X-Note", Value: "a\x1bb"}},
+		Fields:  []dataplane.PreviewField{{Source: "query", Name: "cc", Value: "eve@x"}, {Source: "body", Name: "to", Value: `"bob"`, Declared: true}},
+		Body:    &dataplane.PreviewBody{Kind: dataplane.BodyText, ContentType: "text/plain", Raw: []byte(body)}, BodyBytes: len(body)})
+	_, page := f.do(t, "GET", "/", nil, cookie, nil)
+	for _, want := range []string{longPath + "?cc=eve%40x", "Not declared by the connector", "query cc", `<span class="badge">not declared</span>`,
+		`X-Note</th><td>a\x1bb</td>`, `\u202e`, `\x1b[2J`, "more bytes not shown here", `href="/approvals/` + id + `/raw"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.ContainsAny(page, "\x1b\u202e") || strings.Contains(page, "TAIL") {
+		t.Errorf("page has a raw control character, or the body's tail it said it left out")
+	}
+	resp, raw := f.do(t, "GET", "/approvals/"+id+"/raw", nil, cookie, nil)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") ||
+		!strings.HasPrefix(raw, "POST "+longPath+"?cc=eve%40x HTTP/1.1\n") || !strings.HasSuffix(raw, "TAIL") || strings.ContainsAny(raw, "\x1b\u202e") {
+		t.Errorf("raw view: %d %s, want the whole request escaped:\n%.200q", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+	}
+	if resp, _ := f.do(t, "GET", "/approvals/"+id+"/raw", nil, nil, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("raw view without a login: %d, want a redirect to the login", resp.StatusCode)
 	}
 }
 

@@ -23,6 +23,7 @@ const (
 	approvalIDPrefix        = "ap_"
 	approvalIDChars         = 20
 	defaultApprovalPoll     = 250 * time.Millisecond
+	defaultMaxPending       = 20
 	maxApprovalReasonLength = 1024
 )
 
@@ -76,6 +77,10 @@ type Store struct {
 	// Poll is how often a waiting Await re-reads the database for a decision
 	// made by another process; 0 means 250ms.
 	Poll time.Duration
+	// MaxPendingPerSession is how many pending approvals one session may
+	// have; Await refuses one more (wrapping dataplane.ErrApprovalLimit).
+	// 0 means 20.
+	MaxPendingPerSession int
 
 	mu      sync.Mutex
 	waiters map[string]*approvalWaiters
@@ -118,6 +123,13 @@ func (s *Store) poll() time.Duration {
 		return s.Poll
 	}
 	return defaultApprovalPoll
+}
+
+func (s *Store) maxPending() int {
+	if s.MaxPendingPerSession > 0 {
+		return s.MaxPendingPerSession
+	}
+	return defaultMaxPending
 }
 
 func (s *Store) check() error {
@@ -526,6 +538,15 @@ func (s *Store) join(ctx context.Context, req *dataplane.ApprovalRequest, previe
 			return nil
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("looking up approval for session %s: %w", req.Session, err)
+		}
+		var pending int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM approvals WHERE session = ? AND state = 'pending'`,
+			req.Session).Scan(&pending); err != nil {
+			return fmt.Errorf("counting the pending approvals of session %s: %w", req.Session, err)
+		}
+		if pending >= s.maxPending() {
+			return fmt.Errorf("%w: session %s already has %d approvals waiting for a human, the most approval.max_pending_per_session allows; "+
+				"retry once some are decided (aileron approvals list --session %s) or have expired", dataplane.ErrApprovalLimit, req.Session, pending, req.Session)
 		}
 		id, err := newApprovalID()
 		if err != nil {

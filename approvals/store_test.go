@@ -466,3 +466,36 @@ func TestCoversOnlyAConsumedActionApprovalOfTheSameSession(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPendingPerSession: a session may have at most MaxPendingPerSession
+// pending approvals; one more is refused with ErrApprovalLimit, while an
+// identical retry still joins its approval, other sessions are unaffected,
+// and a decision makes room.
+func TestMaxPendingPerSession(t *testing.T) {
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
+	ts.MaxPendingPerSession = 2
+	ctx := context.Background()
+	first, err := ts.Await(ctx, testRequest("s_a", "one"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.Await(ctx, testRequest("s_a", "two"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ts.Await(ctx, testRequest("s_a", "three"), 0)
+	if !errors.Is(err, dataplane.ErrApprovalLimit) || !strings.Contains(err.Error(), "approval.max_pending_per_session") {
+		t.Fatalf("third pending approval: %v, want ErrApprovalLimit naming the setting", err)
+	}
+	if again, err := ts.Await(ctx, testRequest("s_a", "one"), 0); err != nil || again.ID != first.ID {
+		t.Errorf("identical retry: %+v %v, want it to join %s", again, err, first.ID)
+	}
+	if _, err := ts.Await(ctx, testRequest("s_b", "three"), 0); err != nil {
+		t.Errorf("another session: %v", err)
+	}
+	if err := ts.Deny(ctx, first.ID, "t", "no"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.Await(ctx, testRequest("s_a", "three"), 0); err != nil {
+		t.Errorf("after a decision: %v, want room for one more", err)
+	}
+}

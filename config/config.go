@@ -75,9 +75,11 @@ type Admin struct {
 
 // Approval configures the approval gate.
 type Approval struct {
-	Hold    time.Duration `koanf:"hold"`
-	MaxBody int64         `koanf:"max_body"`
-	TTL     time.Duration `koanf:"ttl"`
+	Hold                 time.Duration `koanf:"hold"`
+	MaxBody              int64         `koanf:"max_body"`
+	MaxHeldBytes         int64         `koanf:"max_held_bytes"`
+	MaxPendingPerSession int           `koanf:"max_pending_per_session"`
+	TTL                  time.Duration `koanf:"ttl"`
 }
 
 // Upstream configures how the proxy reaches the far side.

@@ -70,6 +70,12 @@ func (c *Config) Validate() error {
 			add("admin.web_listen", "%q must be a loopback ip:port such as \"127.0.0.1:9091\" (the approvals page is for this machine only), or \"\" to turn it off", c.Admin.WebListen)
 		}
 	}
+	if c.Approval.MaxHeldBytes < c.Approval.MaxBody || c.Approval.MaxHeldBytes > 16<<30 {
+		add("approval.max_held_bytes", "%d is out of range; use approval.max_body (%d)..17179869184 bytes", c.Approval.MaxHeldBytes, c.Approval.MaxBody)
+	}
+	if c.Approval.MaxPendingPerSession < 1 || c.Approval.MaxPendingPerSession > 10000 {
+		add("approval.max_pending_per_session", "%d is out of range; use 1..10000", c.Approval.MaxPendingPerSession)
+	}
 	if c.Approval.MaxBody < 1 || c.Approval.MaxBody > 64<<20 {
 		add("approval.max_body", "%d is out of range; use 1..67108864 bytes", c.Approval.MaxBody)
 	}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
@@ -18,27 +19,12 @@ type ApprovalRequest struct {
 	Port    int
 	Path    string // escaped, as sent
 	// Digest is hex SHA-256 over method, canonical target (host:port, path,
-	// raw query) and body; identical retries have identical digests.
+	// raw query), every forwarded header and the body; identical retries
+	// have identical digests.
 	Digest string
-	// Preview is what the approver sees; inputs are redacted by the spec.
+	// Preview is what the approver sees: the whole request but the
+	// credential.
 	Preview Preview
-}
-
-// Preview is the faithful, redacted description shown to the approver.
-type Preview struct {
-	// Action is set when the approval is for a whole action (its runner
-	// then issues the operations); Inputs are then the action's arguments.
-	Action    string         `json:"action,omitempty"`
-	Connector string         `json:"connector"`
-	Version   string         `json:"version"`
-	Tool      string         `json:"tool"`
-	Operation string         `json:"operation"`
-	Summary   string         `json:"summary,omitempty"`
-	Method    string         `json:"method"`
-	Host      string         `json:"host"`
-	Path      string         `json:"path"`
-	Inputs    map[string]any `json:"inputs,omitempty"`
-	BodyBytes int            `json:"body_bytes"`
 }
 
 // ApprovalState is where an approval stands, as stored and as the admin API
@@ -86,6 +72,12 @@ type ApprovalResult struct {
 	Reason    string // the denier's reason
 	ReviewURL string // where a human can decide, if the daemon serves one
 }
+
+// ErrApprovalLimit is wrapped by Approvals.Await's error when recording
+// one more pending approval would pass a limit (pending approvals per
+// session); the request is refused 429 approval_limit with the error's
+// message.
+var ErrApprovalLimit = errors.New("approval limit reached")
 
 // Approvals records approvals and waits for human decisions. The data plane
 // declares it; the control plane implements it over persistent state.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/aileronhq/aileron/policy"
 )
@@ -52,7 +53,11 @@ func classify(err error) Refusal {
 	}
 	var re *revokedError
 	var se *stalledError
+	var le *limitError
 	switch {
+	case errors.As(err, &le):
+		return Refusal{Status: http.StatusTooManyRequests, Class: ClassLimited, Reason: policy.ReasonApprovalLimit, Message: le.msg,
+			RetryAfter: 30 * time.Second}
 	case errors.As(err, &re):
 		return revokedRefusal(re.err)
 	case errors.As(err, &se):

@@ -10,10 +10,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/policy"
 )
 
@@ -21,6 +20,7 @@ import (
 const (
 	defaultApprovalHold    = 60 * time.Second
 	defaultApprovalMaxBody = 1 << 20
+	defaultApprovalMaxHeld = 64 << 20
 )
 
 // approvalError is a held request that is not (or not yet) to be sent.
@@ -33,19 +33,26 @@ type approvalError struct {
 
 func (e *approvalError) Error() string { return string(e.reason) + ": " + e.msg }
 
-// hold is the approval gate: it reads the body (bounded), records an
-// approval for exactly these bytes, and waits for a human. On approval the
-// request continues with the very bytes that were previewed; otherwise the
-// returned error says why not.
+// hold is the approval gate: it reads the body (bounded, within the
+// budget for held bodies), refuses a request a human could not judge (an
+// encoded body, ambiguous JSON keys), records an approval for exactly these
+// bytes and headers, and waits for a human. On approval the request
+// continues with the very bytes that were previewed; otherwise the returned
+// error says why not.
 func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) error {
-	body, err := readBounded(r, p.approvalMaxBody())
+	body, release, err := p.readHeld(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	hdr := forwardedHeaders(r.Header, d.Op.Spec.Credential)
+	pv, err := previewRequest(r, t.authority, tgt, d, hdr, body)
 	if err != nil {
 		return err
 	}
 	req := &ApprovalRequest{
 		Session: t.sess.ID, Op: d.Op, Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
-		Path: tgt.path, Digest: requestDigest(r.Method, t.authority, tgt, body),
-		Preview: preview(r.Method, t.authority, tgt, d, body),
+		Path: tgt.path, Digest: requestDigest(r.Method, t.authority, tgt, hdr, body), Preview: pv,
 	}
 	wait := p.approvalHold()
 	if cs := callFrom(r.Context()); cs != nil {
@@ -55,9 +62,17 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	defer context.AfterFunc(p.stopping, cancel)()
 	defer cancel()
 	res, err := p.Approvals.Await(ctx, req, wait)
+	if errors.Is(err, ErrApprovalLimit) {
+		return &limitError{msg: err.Error()}
+	}
 	if err != nil && res.Outcome != ApprovalPending {
 		return &unavailableError{reason: policy.ReasonApprovalUnavailable, err: err}
 	}
+	return p.held(r, tgt, res, body)
+}
+
+// held turns a hold's outcome into nil (forward body) or the refusal.
+func (p *Proxy) held(r *http.Request, tgt target, res ApprovalResult, body []byte) error {
 	switch res.Outcome {
 	case ApprovalApproved:
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -83,6 +98,7 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 type Limits struct {
 	ApprovalHold    time.Duration // 0 keeps Proxy.ApprovalHold
 	ApprovalMaxBody int64         // 0 keeps Proxy.ApprovalMaxBody
+	ApprovalMaxHeld int64         // 0 keeps Proxy.ApprovalMaxHeld
 }
 
 // SetLimits replaces the runtime limits; the next request uses them.
@@ -108,71 +124,94 @@ func (p *Proxy) approvalMaxBody() int64 {
 	return defaultApprovalMaxBody
 }
 
-// readBounded reads the whole body if it is at most limit bytes.
-func readBounded(r *http.Request, limit int64) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+func (p *Proxy) approvalMaxHeld() int64 {
+	if l := p.limits.Load(); l != nil && l.ApprovalMaxHeld > 0 {
+		return l.ApprovalMaxHeld
 	}
-	if r.ContentLength > limit {
-		return nil, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d", r.ContentLength, limit)
+	if p.ApprovalMaxHeld > 0 {
+		return p.ApprovalMaxHeld
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	var se *stalledError
-	if errors.As(err, &se) {
-		return nil, se
-	}
-	if err != nil {
-		return nil, &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
-	}
-	if int64(len(b)) > limit {
-		return nil, deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
-	}
-	return b, nil
+	return defaultApprovalMaxHeld
 }
 
-// requestDigest binds an approval to method, target and body.
-func requestDigest(method string, a policy.Authority, tgt target, body []byte) string {
+// readHeld reads the whole body if it is at most approval.max_body bytes
+// and fits, with the bodies of every other held request, in
+// approval.max_held_bytes; release gives its bytes back to that budget.
+func (p *Proxy) readHeld(r *http.Request) (body []byte, release func(), err error) {
+	release = func() {}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, release, nil
+	}
+	limit, budget := p.approvalMaxBody(), p.approvalMaxHeld()
+	if r.ContentLength > limit {
+		return nil, release, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d", r.ContentLength, limit)
+	}
+	hr := &heldReader{r: io.LimitReader(r.Body, limit+1), held: &p.heldBytes, budget: budget}
+	release = func() { p.heldBytes.Add(-hr.taken) }
+	b, err := io.ReadAll(hr)
+	var se *stalledError
+	switch {
+	case hr.full:
+		release()
+		return nil, func() {}, &limitError{msg: fmt.Sprintf("requests waiting for approval already hold %d bytes of bodies in memory, "+
+			"the most approval.max_held_bytes (%d) allows; retry once pending approvals are decided", p.heldBytes.Load(), budget)}
+	case errors.As(err, &se):
+		release()
+		return nil, func() {}, se
+	case err != nil:
+		release()
+		return nil, func() {}, &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
+	case int64(len(b)) > limit:
+		release()
+		return nil, func() {}, deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
+	}
+	return b, release, nil
+}
+
+// heldReader counts what it reads against the budget for held bodies.
+type heldReader struct {
+	r      io.Reader
+	held   *atomic.Int64
+	budget int64
+	taken  int64
+	full   bool
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if n > 0 {
+		if h.held.Add(int64(n)) > h.budget {
+			h.held.Add(-int64(n))
+			h.full = true
+			return 0, errHeldFull
+		}
+		h.taken += int64(n)
+	}
+	return n, err
+}
+
+var errHeldFull = errors.New("the budget for held bodies is spent")
+
+// limitError is a held request refused because a limit on approvals is
+// reached: 429 approval_limit.
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return string(policy.ReasonApprovalLimit) + ": " + e.msg }
+
+// requestDigest binds an approval to method, target, every forwarded
+// header and the body: each part length-prefixed, so no two requests
+// share a digest.
+func requestDigest(method string, a policy.Authority, tgt target, hdr []PreviewHeader, body []byte) string {
 	h := sha256.New()
-	for _, part := range []string{method, a.String(), tgt.path, tgt.query} {
+	parts := []string{method, a.String(), tgt.path, tgt.query, strconv.Itoa(len(hdr))}
+	for _, x := range hdr {
+		parts = append(parts, x.Name, x.Value)
+	}
+	for _, part := range parts {
 		io.WriteString(h, strconv.Itoa(len(part))+":"+part+"\n")
 	}
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// preview describes the request for the approver: the operation, and its
-// declared inputs decoded from the path, query or JSON body, each redacted
-// as the spec's audit[] says for the same name (kept otherwise).
-func preview(method string, a policy.Authority, tgt target, d policy.Decision, body []byte) Preview {
-	op := d.Op
-	pv := Preview{Connector: op.FQN, Version: op.Version, Tool: op.Tool, Operation: op.Spec.Name,
-		Summary: op.Spec.Summary, Method: method, Host: a.String(), Path: tgt.logPath(), BodyBytes: len(body)}
-	redact := map[string]string{}
-	for _, f := range op.Spec.Audit {
-		if _, name, ok := strings.Cut(f.Source, "."); ok {
-			redact[name] = f.Redact
-		}
-	}
-	var fields []audit.Field
-	for name := range d.Params {
-		fields = append(fields, audit.Field{Name: name, Source: "path." + name, Redact: redactOr(redact, name)})
-	}
-	for _, in := range op.Spec.Inputs {
-		src := "body." + in.Name
-		if method == http.MethodGet || method == http.MethodDelete || method == http.MethodHead {
-			src = "query." + in.Name
-		}
-		fields = append(fields, audit.Field{Name: in.Name, Source: src, Redact: redactOr(redact, in.Name)})
-	}
-	pv.Inputs = audit.Extract(fields, d.Params, tgt.query, body)
-	return pv
-}
-
-func redactOr(redact map[string]string, name string) string {
-	if r, ok := redact[name]; ok {
-		return r
-	}
-	return audit.RedactKeep
 }
 
 // isApprovalError reports whether err is a held request's outcome.

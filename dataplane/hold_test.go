@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,8 +86,22 @@ func TestApprovalPreviewAndDigest(t *testing.T) {
 	ap := &scriptedApprovals{outcome: ApprovalPending}
 	e := newEnv(t, func(p *Proxy) { p.Approvals = ap })
 	c := e.client(t, url.UserPassword("s1", e.token))
-	for _, body := range []string{`{"note":"A"}`, `{"note":"B"}`, `{"note":"A"}`} {
-		req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9", strings.NewReader(body))
+	sends := []struct{ body, ctype, extra string }{
+		{`{"note":"A"}`, "application/json", ""},
+		{`{"note":"B"}`, "application/json", ""},
+		{`{"note":"A"}`, "application/json", ""},
+		{`{"note":"A"}`, "text/plain", ""},               // another Content-Type: another approval
+		{`{"note":"A"}`, "application/json", "yes"},      // one more header: another approval
+		{`{"note":"A"}`, "application/json, text/x", ""}, // a second value: another approval
+	}
+	for _, sd := range sends {
+		req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9?cc=x%1b", strings.NewReader(sd.body))
+		req.Header.Set("Content-Type", sd.ctype)
+		if sd.extra != "" {
+			req.Header.Set("X-Extra", sd.extra)
+		}
+		req.Header.Set("Connection", "X-Hop")
+		req.Header.Set("X-Hop", "not forwarded")
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -96,19 +111,33 @@ func TestApprovalPreviewAndDigest(t *testing.T) {
 	}
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
-	if len(ap.asked) != 3 {
+	if len(ap.asked) != len(sends) {
 		t.Fatalf("asked %d times", len(ap.asked))
 	}
-	a, b, a2 := ap.asked[0], ap.asked[1], ap.asked[2]
-	if a.Digest == b.Digest || a.Digest != a2.Digest {
-		t.Errorf("digests: A %s, B %s, A again %s: different bodies must differ, identical retries must match", a.Digest, b.Digest, a2.Digest)
+	digests := map[string]int{}
+	for i, a := range ap.asked {
+		if j, seen := digests[a.Digest]; seen && !(i == 2 && j == 0) {
+			t.Errorf("send %d has the digest of send %d: the approval does not bind what differs", i, j)
+		}
+		digests[a.Digest] = i
 	}
-	pv := a.Preview
-	if pv.Operation != "items.delete" || pv.Method != "DELETE" || pv.Host != "api.example.com:443" || pv.Path != "/v1/items/9" || pv.BodyBytes != len(`{"note":"A"}`) {
+	if ap.asked[0].Digest != ap.asked[2].Digest {
+		t.Errorf("identical retries have different digests")
+	}
+	pv := ap.asked[0].Preview
+	if pv.Operation != "items.delete" || pv.Method != "DELETE" || pv.Host != "api.example.com:443" || pv.Path != "/v1/items/9" ||
+		pv.Query != "cc=x%1b" || pv.BodyBytes != len(`{"note":"A"}`) {
 		t.Errorf("preview %+v", pv)
 	}
-	if pv.Inputs["id"] != "9" {
-		t.Errorf("preview inputs %v: want the path variable id=9", pv.Inputs)
+	want := []PreviewField{{Source: "path", Name: "id", Value: "9", Declared: true}, {Source: "query", Name: "cc", Value: "x\x1b"},
+		{Source: "body", Name: "note", Value: `"A"`}}
+	if !slices.Equal(pv.Fields, want) {
+		t.Errorf("preview fields %+v, want %+v", pv.Fields, want)
+	}
+	for _, h := range pv.Headers {
+		if h.Name == "X-Hop" || h.Name == "Connection" || h.Name == "Proxy-Authorization" {
+			t.Errorf("preview shows %s, which is not forwarded", h.Name)
+		}
 	}
 }
 
@@ -176,5 +205,54 @@ func TestHeldClientGetsAnEnvelopeAtShutdown(t *testing.T) {
 	env := readEnvelope(t, a.resp.Body)
 	if a.resp.StatusCode != 403 || env.Reason != "approval_pending" || env.ApprovalID != "ap_held" || !strings.Contains(env.Message, "shutting down") {
 		t.Fatalf("%d %+v", a.resp.StatusCode, env)
+	}
+}
+
+// gateApprovals holds every Await until release is closed.
+type gateApprovals struct {
+	waiting chan struct{}
+	release chan struct{}
+}
+
+func (b *gateApprovals) Await(ctx context.Context, _ *ApprovalRequest, _ time.Duration) (ApprovalResult, error) {
+	b.waiting <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return ApprovalResult{ID: "ap_block", Outcome: ApprovalPending}, nil
+}
+
+func (b *gateApprovals) Covers(context.Context, string, string, string) error {
+	return errors.New("no")
+}
+
+// TestHeldBytesBudget: the bodies of requests held at once may not pass
+// ApprovalMaxHeld; one more is refused 429 approval_limit at once, and the
+// budget comes back when the holds end.
+func TestHeldBytesBudget(t *testing.T) {
+	ap := &gateApprovals{waiting: make(chan struct{}, 4), release: make(chan struct{})}
+	e := newEnv(t, func(p *Proxy) { p.Approvals = ap; p.ApprovalMaxBody = 1024; p.ApprovalMaxHeld = 1500 })
+	c := e.client(t, url.UserPassword("s1", e.token))
+	send := func(n int) (int, string, http.Header) {
+		req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9", strings.NewReader(strings.Repeat("a", n)))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, "", nil
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, string(readEnvelope(t, resp.Body).Reason), resp.Header
+	}
+	first := make(chan int, 1)
+	go func() { st, _, _ := send(1000); first <- st }()
+	<-ap.waiting // 1000 bytes held
+	if st, reason, h := send(1000); st != http.StatusTooManyRequests || reason != "approval_limit" || h.Get("Retry-After") == "" {
+		t.Errorf("second held body: %d %s (Retry-After %q), want 429 approval_limit with Retry-After", st, reason, h.Get("Retry-After"))
+	}
+	close(ap.release)
+	<-first
+	if st, reason, _ := send(1000); reason == "approval_limit" {
+		t.Errorf("after the hold ended: %d %s, want the budget back", st, reason)
 	}
 }

@@ -75,9 +75,11 @@ type Proxy struct {
 	// decides; nil means such operations are refused (approval_pending).
 	Approvals Approvals
 	// ApprovalHold is how long a held client waits (60 s); ApprovalMaxBody
-	// bounds the body of a held request (1 MiB).
+	// bounds the body of a held request (1 MiB); ApprovalMaxHeld bounds
+	// the bodies of all requests held at once (64 MiB).
 	ApprovalHold    time.Duration
 	ApprovalMaxBody int64
+	ApprovalMaxHeld int64
 	// SandboxAPI answers the requests a sandbox sends through the proxy to
 	// APIHost (port 443), with the authenticated session in the context
 	// (SessionFrom). Nil means APIHost is an ordinary, unknown host.
@@ -116,6 +118,7 @@ type Proxy struct {
 	stopping    context.Context        // ends when Shutdown starts
 	stop        context.CancelFunc     // ends stopping
 	limits      atomic.Pointer[Limits] // set by SetLimits
+	heldBytes   atomic.Int64           // bytes of held bodies in memory (readHeld)
 	connsOpen   atomic.Int64           // client connections to the proxy port
 	tunnelsOpen atomic.Int64           // intercepted tunnels being served, plus passthrough tunnels
 }

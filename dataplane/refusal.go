@@ -49,6 +49,7 @@ const (
 	ClassUnauthenticated  Class = "unauthenticated"   // 401 from the approvals page
 	ClassUpstreamError    Class = "upstream_error"    // 502, 504
 	ClassUnavailable      Class = "unavailable"       // 503: a stage that cannot work now
+	ClassLimited          Class = "limited"           // 429: a limit is reached (pending approvals, held bodies)
 	ClassInternal         Class = "internal"          // 500
 	ClassUnknown          Class = "unknown"           // a client read an answer that is not the envelope
 )

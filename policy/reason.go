@@ -35,16 +35,25 @@ const (
 	ReasonMalformedRequest Reason = "malformed_request"
 	// ReasonBodyStalled: the client stopped sending its request body (or
 	// sent it slower than the configured minimum rate).
-	ReasonBodyStalled           Reason = "body_stalled"
-	ReasonHeaderTooLarge        Reason = "request_header_too_large"
-	ReasonInsecureScheme        Reason = "insecure_scheme"
-	ReasonPrivateAddress        Reason = "private_address"
-	ReasonApprovalPending       Reason = "approval_pending"
-	ReasonApprovalDenied        Reason = "approval_denied"
-	ReasonApprovalConsumed      Reason = "approval_consumed"
-	ReasonApprovalExpired       Reason = "approval_expired"
-	ReasonApprovalUnavailable   Reason = "approval_unavailable"
-	ReasonApprovalBodyTooLarge  Reason = "body_too_large_for_approval"
+	ReasonBodyStalled          Reason = "body_stalled"
+	ReasonHeaderTooLarge       Reason = "request_header_too_large"
+	ReasonInsecureScheme       Reason = "insecure_scheme"
+	ReasonPrivateAddress       Reason = "private_address"
+	ReasonApprovalPending      Reason = "approval_pending"
+	ReasonApprovalDenied       Reason = "approval_denied"
+	ReasonApprovalConsumed     Reason = "approval_consumed"
+	ReasonApprovalExpired      Reason = "approval_expired"
+	ReasonApprovalUnavailable  Reason = "approval_unavailable"
+	ReasonApprovalBodyTooLarge Reason = "body_too_large_for_approval"
+	// ReasonEncodedBody: a request that needs approval carries a
+	// Content-Encoding; the approver could not read what is sent.
+	ReasonEncodedBody Reason = "encoded_body"
+	// ReasonAmbiguousBody: a request that needs approval has a JSON body
+	// with keys that collide case-insensitively (or repeat).
+	ReasonAmbiguousBody Reason = "ambiguous_body"
+	// ReasonApprovalLimit: the session has too many pending approvals, or
+	// held bodies fill the proxy's memory budget for them.
+	ReasonApprovalLimit         Reason = "approval_limit"
 	ReasonCredentialUnavailable Reason = "credential_unavailable"
 	ReasonPlaceholder           Reason = "placeholder_misuse"
 	ReasonAuditUnavailable      Reason = "audit_unavailable"
@@ -107,7 +116,7 @@ func Reasons() []Reason {
 
 		ReasonProxyAuth, ReasonSessionRevoked, ReasonMalformedRequest, ReasonBodyStalled, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
-		ReasonApprovalUnavailable, ReasonApprovalBodyTooLarge, ReasonCredentialUnavailable, ReasonPlaceholder, ReasonAuditUnavailable,
+		ReasonApprovalUnavailable, ReasonApprovalBodyTooLarge, ReasonEncodedBody, ReasonAmbiguousBody, ReasonApprovalLimit, ReasonCredentialUnavailable, ReasonPlaceholder, ReasonAuditUnavailable,
 		ReasonEncodedResponse, ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonUpstreamTLS,
 		ReasonUpstreamCut, ReasonClientGone, ReasonInternal,
 

@@ -389,6 +389,7 @@ func sandboxErrors() []dataplane.ErrorRule {
 		{Target: state.ErrNotFound, Status: http.StatusNotFound, Class: dataplane.ClassNotFound, Reason: policy.ReasonNotFound},
 		{Target: state.ErrConflict, Status: http.StatusConflict, Class: dataplane.ClassConflict, Reason: policy.ReasonConflict},
 		{Target: actions.ErrClosed, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonShuttingDown},
+		{Target: dataplane.ErrApprovalLimit, Status: http.StatusTooManyRequests, Class: dataplane.ClassLimited, Reason: policy.ReasonApprovalLimit},
 	}
 }
 

@@ -42,7 +42,8 @@ func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		fs.String("session", "", "only this session's approvals")
 		fs.Bool("json", false, "print JSON")
 	case "show":
-		fs.Bool("json", false, "print JSON")
+		fs.Bool("json", false, "print JSON (the body's exact bytes are base64 in preview.body.raw)")
+		fs.Bool("raw", false, "print the whole request as it will be sent, nothing cut (control characters escaped)")
 	case "deny":
 		fs.String("reason", "", "why (required; the agent is shown it)")
 	}
@@ -59,7 +60,7 @@ func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 func approvalsSynopsis(sub string) string {
 	switch sub {
 	case "show":
-		return "approvals show ID [--json]"
+		return "approvals show ID [--raw | --json]"
 	case "approve":
 		return "approvals approve ID"
 	case "deny":
@@ -99,8 +100,9 @@ func approvalsList(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 	fmt.Fprintln(tw, "ID\tSTATE\tSESSION\tOPERATION\tREQUEST\tEXPIRES")
 	for _, ap := range list {
 		p := ap.Preview
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s %s%s\t%s\n", ap.ID, ap.State, ap.Session, p.Tool, p.Operation,
-			p.Method, p.Host, p.Path, ap.ExpiresAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s %s\t%s\n", ap.ID, ap.State, ap.Session, dataplane.Printable(p.Tool, false),
+			dataplane.Printable(p.Operation, false), dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 120),
+			ap.ExpiresAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }
@@ -109,20 +111,39 @@ func approvalsShow(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 	if fs.NArg() != 1 {
 		return usagef("want one approval ID")
 	}
+	asJSON, _ := fs.GetBool("json")
+	raw, _ := fs.GetBool("raw")
+	if asJSON && raw {
+		return usagef("--json and --raw are alternatives: pick one")
+	}
 	ap, err := newClient(cfg).GetApproval(context.Background(), fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	if asJSON, _ := fs.GetBool("json"); asJSON {
+	switch {
+	case asJSON:
 		return printJSON(stdout, ap)
+	case raw:
+		_, err := io.WriteString(stdout, ap.Preview.RawRequest())
+		return err
 	}
 	printApproval(stdout, ap)
 	return nil
 }
 
-// printApproval writes one approval and its preview for a human.
+// Display limits of `approvals show`: longer values say how much more
+// there is, and --raw prints everything.
+const (
+	showValueLimit = 1 << 10
+	showBodyLimit  = 64 << 10
+)
+
+// printApproval writes one approval for a human: every string made
+// printable, the whole target, the forwarded headers, every field (the
+// ones the spec does not declare marked), and the body.
 func printApproval(w io.Writer, ap approvals.Approval) {
 	p := ap.Preview
+	pr := func(s string) string { return dataplane.Clip(s, showValueLimit) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
@@ -132,34 +153,70 @@ func printApproval(w io.Writer, ap approvals.Approval) {
 	row("ID", ap.ID)
 	row("State", string(ap.State))
 	row("Session", ap.Session)
-	row("Connector", p.Connector+" "+p.Version)
-	row("Tool", p.Tool)
-	row("Operation", p.Operation)
-	row("Summary", p.Summary)
-	row("Request", p.Method+" "+p.Host+p.Path)
+	row("Connector", pr(p.Connector+" "+p.Version))
+	row("Tool", pr(p.Tool))
+	row("Operation", pr(p.Operation))
+	row("Summary", pr(p.Summary))
+	row("Request", pr(p.Method)+" "+dataplane.Printable(p.Target(), false))
+	row("Credential", p.Credential)
 	row("Body", fmt.Sprintf("%d bytes", p.BodyBytes))
 	row("Digest", ap.Digest)
 	row("Created", ap.CreatedAt.Format(time.RFC3339))
 	row("Expires", ap.ExpiresAt.Format(time.RFC3339))
 	if ap.DecidedAt != nil {
-		row("Decided", ap.DecidedAt.Format(time.RFC3339)+" by "+ap.DecidedBy)
+		row("Decided", ap.DecidedAt.Format(time.RFC3339)+" by "+pr(ap.DecidedBy))
 	}
-	row("Reason", ap.Reason)
-	tw.Flush()
-	if len(p.Inputs) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "Inputs (redacted):")
-	names := make([]string, 0, len(p.Inputs))
-	for k := range p.Inputs {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, k := range names {
-		fmt.Fprintf(tw, "  %s\t%v\n", k, p.Inputs[k])
+	row("Reason", pr(ap.Reason))
+	if u := p.Undeclared(); len(u) > 0 {
+		row("NOT DECLARED", dataplane.Printable(strings.Join(u, ", "), false)+" (the connector's spec does not name these: check them)")
 	}
 	tw.Flush()
+	printPreviewParts(w, ap.ID, p, pr)
+}
+
+// printPreviewParts prints the headers, fields, inputs and body.
+func printPreviewParts(w io.Writer, id string, p dataplane.Preview, pr func(string) string) {
+	if len(p.Headers) > 0 {
+		fmt.Fprintln(w, "Headers (as forwarded):")
+		for _, h := range p.Headers {
+			fmt.Fprintf(w, "  %s: %s\n", pr(h.Name), pr(h.Value))
+		}
+	}
+	if len(p.Fields) > 0 {
+		fmt.Fprintln(w, "Fields:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, f := range p.Fields {
+			mark := ""
+			if !f.Declared {
+				mark = "\t(not declared)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s%s\n", f.Source, pr(f.Name), pr(f.Value), mark)
+		}
+		tw.Flush()
+	}
+	if len(p.Inputs) > 0 {
+		fmt.Fprintln(w, "Inputs:")
+		names := make([]string, 0, len(p.Inputs))
+		for k := range p.Inputs {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, k := range names {
+			fmt.Fprintf(tw, "  %s\t%s\n", pr(k), pr(fmt.Sprint(p.Inputs[k])))
+		}
+		tw.Flush()
+	}
+	if p.Body != nil {
+		text, more := p.Body.Show(showBodyLimit)
+		fmt.Fprintf(w, "Body (%s, %s):\n%s", p.Body.Kind, pr(p.Body.ContentType), text)
+		if !strings.HasSuffix(text, "\n") {
+			fmt.Fprintln(w)
+		}
+		if more > 0 {
+			fmt.Fprintf(w, "… %d more bytes: aileron approvals show %s --raw prints the whole request\n", more, id)
+		}
+	}
 }
 
 func approvalsApprove(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) error {
@@ -170,7 +227,7 @@ func approvalsApprove(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "approved %s (%s %s%s)\n", ap.ID, ap.Preview.Method, ap.Preview.Host, ap.Preview.Path)
+	fmt.Fprintf(stdout, "approved %s (%s %s)\n", ap.ID, dataplane.Printable(ap.Preview.Method, false), dataplane.Clip(ap.Preview.Target(), 200))
 	return nil
 }
 
@@ -186,7 +243,8 @@ func approvalsDeny(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "denied %s (%s %s%s): %s\n", ap.ID, ap.Preview.Method, ap.Preview.Host, ap.Preview.Path, ap.Reason)
+	fmt.Fprintf(stdout, "denied %s (%s %s): %s\n", ap.ID, dataplane.Printable(ap.Preview.Method, false), dataplane.Clip(ap.Preview.Target(), 200),
+		dataplane.Printable(ap.Reason, false))
 	return nil
 }
 

@@ -147,3 +147,47 @@ func TestApprovalsWebToken(t *testing.T) {
 		t.Errorf("second web-token printed %q, want the same %q", again, tok)
 	}
 }
+
+// TestApprovalsShowIsFaithful: `approvals show` prints the whole target
+// and every field (undeclared ones marked), escapes every control byte
+// (no ESC or CR reaches the terminal), says how much of a long body it
+// left out, and --raw prints all of it.
+func TestApprovalsShowIsFaithful(t *testing.T) {
+	home := t.TempDir()
+	f := startFakeApprovalsAPI(t, home)
+	longPath := "/v1/" + strings.Repeat("p", 700)
+	longValue := strings.Repeat("v", 600)
+	big := `{"to":"bob@example.com","bcc":"eve\u001b[2J@example.com","note":"` + strings.Repeat("n", 100<<10) + `END"}`
+	f.mu.Lock()
+	f.ap.Preview = dataplane.Preview{Connector: "local://t/mail", Version: "1.0.0", Tool: "mail", Operation: "send",
+		Method: "POST", Host: "mail.example:443", Path: longPath, Query: "cc=" + longValue,
+		Credential: "oauth2 in header Authorization (replaces any value the client sent)",
+		Headers:    []dataplane.PreviewHeader{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Note", Value: "a\rb"}},
+		Fields: []dataplane.PreviewField{{Source: "query", Name: "cc", Value: longValue},
+			{Source: "body", Name: "to", Value: `"bob@example.com"`, Declared: true},
+			{Source: "body", Name: "bcc", Value: "\"eve\x1b[2J@example.com\""}},
+		Body:      &dataplane.PreviewBody{Kind: dataplane.BodyText, ContentType: "text/plain", Raw: []byte("line\x1b]0;pwned\x07\r\n" + big)},
+		BodyBytes: len(big) + 17}
+	f.mu.Unlock()
+	out, errOut, code := runApprovals(t, home, "show", "ap_test1")
+	if code != 0 {
+		t.Fatalf("show: exit %d: %s", code, errOut)
+	}
+	if strings.ContainsAny(out, "\x1b\r\x07") {
+		t.Errorf("show printed a raw control byte:\n%q", out)
+	}
+	for _, want := range []string{longPath + "?cc=" + longValue, "NOT DECLARED:", "query cc, body bcc", `\x1b[2J`, `\x1b]0;pwned\x07\r`,
+		"X-Note: a\\rb", "(not declared)", "Credential:", "more bytes: aileron approvals show ap_test1 --raw"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output lacks %q", want)
+		}
+	}
+	raw, _, code := runApprovals(t, home, "show", "ap_test1", "--raw")
+	if code != 0 || !strings.Contains(raw, `nEND"}`) || !strings.HasPrefix(raw, "POST "+longPath+"?cc="+longValue+" HTTP/1.1\n") ||
+		strings.ContainsAny(raw, "\x1b\r\x07") {
+		t.Errorf("show --raw (exit %d) is not the whole request, escaped:\n%.300q", code, raw)
+	}
+	if _, _, code := runApprovals(t, home, "show", "ap_test1", "--raw", "--json"); code != 2 {
+		t.Errorf("--raw with --json: exit %d, want 2", code)
+	}
+}

@@ -139,7 +139,8 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		Injector:  d.creds,
 		Recorder:  d.rec,
 		Approvals: d.approval, ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
-		Log: log,
+		ApprovalMaxHeld: cfg.Approval.MaxHeldBytes,
+		Log:             log,
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
 			Idle: cfg.Proxy.IdleTimeout, TunnelIdle: cfg.Proxy.TunnelIdleTimeout,
@@ -179,7 +180,7 @@ func (d *daemon) openApprovals() error {
 		return err
 	}
 	d.db = db
-	d.approval = &approvals.Store{DB: db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event}
+	d.approval = &approvals.Store{DB: db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event, MaxPendingPerSession: d.cfg.Approval.MaxPendingPerSession}
 	return nil
 }
 
@@ -227,11 +228,14 @@ func (d *daemon) hangup() {
 			d.reloadMu.Lock()
 			d.cfg.Proxy.Passthrough = cfg.Proxy.Passthrough
 			d.cfg.Approval.Hold, d.cfg.Approval.MaxBody = cfg.Approval.Hold, cfg.Approval.MaxBody
+			d.cfg.Approval.MaxHeldBytes = cfg.Approval.MaxHeldBytes
 			d.reloadMu.Unlock()
-			d.proxy.SetLimits(dataplane.Limits{ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody})
+			d.proxy.SetLimits(dataplane.Limits{ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
+				ApprovalMaxHeld: cfg.Approval.MaxHeldBytes})
 			if restartOnly(d.cfg, cfg) {
 				d.log.Warn().Str("event", "config.reload_partial").
-					Msg("listen addresses, home, timeouts, upstream and egress settings change only at restart; passthrough rules, approval limits and installed specs were reloaded")
+					Msg("listen addresses, home, timeouts, upstream and egress settings and approval.ttl and approval.max_pending_per_session change only at restart; " +
+						"passthrough rules, approval.hold, approval.max_body, approval.max_held_bytes and installed specs were reloaded")
 			}
 		}
 	}
@@ -244,6 +248,7 @@ func restartOnly(old, next *config.Config) bool {
 	a.Proxy.Passthrough, b.Proxy.Passthrough = nil, nil
 	a.Approval.Hold, b.Approval.Hold = 0, 0
 	a.Approval.MaxBody, b.Approval.MaxBody = 0, 0
+	a.Approval.MaxHeldBytes, b.Approval.MaxHeldBytes = 0, 0
 	ya, _ := a.YAML()
 	yb, _ := b.YAML()
 	return string(ya) != string(yb)

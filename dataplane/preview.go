@@ -1,0 +1,314 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aileronhq/aileron/inject"
+	"github.com/aileronhq/aileron/policy"
+)
+
+// Preview is what the human deciding on a held request sees: the request
+// as it will leave, minus only the credential the proxy adds. Nothing is
+// redacted (a spec's audit[] rules govern the audit trail, not the owner's
+// view) and nothing is cut: displays that shorten a long body say how many
+// bytes they left out, and RawRequest renders all of it.
+type Preview struct {
+	// Action is set when the approval is for a whole action (its runner
+	// then issues the operations); Inputs are then the action's arguments.
+	Action    string `json:"action,omitempty"`
+	Connector string `json:"connector"`
+	Version   string `json:"version"`
+	Tool      string `json:"tool"`
+	Operation string `json:"operation"`
+	Summary   string `json:"summary,omitempty"`
+	Method    string `json:"method"`
+	Host      string `json:"host"`
+	// Path and Query are the target exactly as sent and as forwarded:
+	// the escaped path and the raw query (without "?").
+	Path  string `json:"path"`
+	Query string `json:"query,omitempty"`
+	// Credential says what the proxy adds, and where, e.g. "oauth2 in
+	// header Authorization (replaces any value the client sent)".
+	Credential string `json:"credential,omitempty"`
+	// Headers are the forwarded request headers, sorted by name, each
+	// value in the order sent; the credential's header is left out.
+	Headers []PreviewHeader `json:"headers,omitempty"`
+	// Fields are the path variables, query parameters and body fields
+	// (form fields, or a JSON object's top-level members), decoded, each
+	// marked whether the operation's spec declares it.
+	Fields []PreviewField `json:"fields,omitempty"`
+	// Body is the body in full, with a reading of it; nil when empty.
+	Body *PreviewBody `json:"body,omitempty"`
+	// Inputs are an action's arguments (action approvals only).
+	Inputs    map[string]any `json:"inputs,omitempty"`
+	BodyBytes int            `json:"body_bytes"`
+}
+
+// PreviewHeader is one forwarded header line.
+type PreviewHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// PreviewField is one decoded value of the request: a path variable, a
+// query parameter or a body field.
+type PreviewField struct {
+	Source string `json:"source"` // "path", "query" or "body"
+	Name   string `json:"name"`
+	// Value is the decoded text; a JSON member's value as compact JSON.
+	Value string `json:"value"`
+	// Declared is false for a field the spec's operation does not name
+	// (its inputs, or its path template): the approver should look twice.
+	Declared bool `json:"declared"`
+}
+
+// Body kinds.
+const (
+	BodyJSON   = "json"   // Text is the body pretty-printed
+	BodyForm   = "form"   // application/x-www-form-urlencoded; Fields hold its pairs
+	BodyText   = "text"   // valid UTF-8
+	BodyBinary = "binary" // anything else
+)
+
+// PreviewBody is a held request's body.
+type PreviewBody struct {
+	Kind        string `json:"kind"`
+	ContentType string `json:"content_type,omitempty"`
+	// Text is the pretty-printed JSON (kind json); for the other kinds the
+	// raw bytes are the text.
+	Text string `json:"text,omitempty"`
+	// Raw is the body, byte for byte, as it will be sent.
+	Raw []byte `json:"raw"`
+}
+
+// previewRequest describes a held request for the approver, or refuses
+// one a human could not judge: an encoded body, or a JSON body whose keys
+// collide when compared case-insensitively (decoders disagree on which
+// wins). hdr is the request's forwarded headers (forwardedHeaders).
+func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.Decision, hdr []PreviewHeader, body []byte) (Preview, error) {
+	op := d.Op
+	pv := Preview{Connector: op.FQN, Version: op.Version, Tool: op.Tool, Operation: op.Spec.Name, Summary: op.Spec.Summary,
+		Method: r.Method, Host: a.String(), Path: tgt.path, Query: tgt.query, Credential: credentialNote(op.Spec.Credential),
+		Headers: hdr, BodyBytes: len(body)}
+	if ce := contentCoding(r.Header); ce != "" {
+		return pv, deny(policy.ReasonEncodedBody, "the request body is %q-encoded; a request that needs approval must carry a plain body, "+
+			"so that the human approves the bytes the upstream will read: send it without Content-Encoding", ce)
+	}
+	declared := declaredNames(op.Spec, r.Method)
+	names := make([]string, 0, len(d.Params))
+	for k := range d.Params {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		pv.Fields = append(pv.Fields, PreviewField{Source: "path", Name: k, Value: d.Params[k], Declared: true})
+	}
+	pv.Fields = append(pv.Fields, pairFields("query", tgt.query, declared["query"])...)
+	if len(body) == 0 {
+		return pv, nil
+	}
+	b, fields, err := readBody(r.Header.Get("Content-Type"), body, declared["body"])
+	pv.Body, pv.Fields = b, append(pv.Fields, fields...)
+	return pv, err
+}
+
+// declaredNames are the operation's input names by where they are read:
+// the query for GET, DELETE and HEAD, the body otherwise.
+func declaredNames(spec *policy.OperationSpec, method string) map[string]map[string]bool {
+	in := map[string]bool{}
+	for _, i := range spec.Inputs {
+		in[i.Name] = true
+	}
+	if method == http.MethodGet || method == http.MethodDelete || method == http.MethodHead {
+		return map[string]map[string]bool{"query": in}
+	}
+	return map[string]map[string]bool{"body": in}
+}
+
+// pairFields decodes a query string or form body, keeping every pair in
+// order (repeats included); a pair that does not decode is shown raw.
+func pairFields(source, raw string, declared map[string]bool) []PreviewField {
+	var out []PreviewField
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		if dk, err := url.QueryUnescape(k); err == nil {
+			k = dk
+		}
+		if dv, err := url.QueryUnescape(v); err == nil {
+			v = dv
+		}
+		out = append(out, PreviewField{Source: source, Name: k, Value: v, Declared: declared[k]})
+	}
+	return out
+}
+
+// readBody reads a body for the approver: JSON (whatever its Content-Type:
+// the upstream may parse it as JSON) pretty-printed, with its top-level
+// members as fields; a form as its pairs; else text or binary.
+func readBody(contentType string, body []byte, declared map[string]bool) (*PreviewBody, []PreviewField, error) {
+	b := &PreviewBody{ContentType: contentType, Raw: body}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
+	case len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && json.Valid(body):
+		b.Kind = BodyJSON
+		fields, err := jsonFields(body, declared)
+		if err != nil {
+			return b, nil, err
+		}
+		var pretty bytes.Buffer
+		if json.Indent(&pretty, body, "", "  ") == nil {
+			b.Text = pretty.String()
+		}
+		return b, fields, nil
+	case mt == "application/x-www-form-urlencoded" && utf8.Valid(body):
+		b.Kind = BodyForm
+		return b, pairFields("body", string(body), declared), nil
+	case utf8.Valid(body):
+		b.Kind = BodyText
+	default:
+		b.Kind = BodyBinary
+	}
+	return b, nil, nil
+}
+
+// jsonFields checks that no two keys of any object in body are equal under
+// Unicode case folding (a case-insensitive decoder would take either), and
+// returns the top-level object's members in order.
+func jsonFields(body []byte, declared map[string]bool) ([]PreviewField, error) {
+	if err := checkJSONKeys(json.NewDecoder(bytes.NewReader(body)), "$"); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, _ := dec.Token(); tok != json.Delim('{') {
+		return nil, nil
+	}
+	var out []PreviewField
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return out, nil
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return out, nil
+		}
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, v)
+		k, _ := tok.(string)
+		out = append(out, PreviewField{Source: "body", Name: k, Value: compact.String(), Declared: declared[k]})
+	}
+	return out, nil
+}
+
+// checkJSONKeys walks one JSON value from dec, refusing an object with two
+// keys that fold to the same string; at names the value's JSON path.
+func checkJSONKeys(dec *json.Decoder, at string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil // json.Valid passed: cannot happen
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]string{}
+		for dec.More() {
+			kt, _ := dec.Token()
+			k, _ := kt.(string)
+			if prev, dup := seen[foldKey(k)]; dup {
+				return deny(policy.ReasonAmbiguousBody, "the JSON body's object %s has the keys %q and %q, which decoders that ignore case "+
+					"(or keep the first or the last of two) read differently; a request that needs approval must name each key once", at, prev, k)
+			}
+			seen[foldKey(k)] = k
+			if err := checkJSONKeys(dec, at+"."+k); err != nil {
+				return err
+			}
+		}
+		_, _ = dec.Token()
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := checkJSONKeys(dec, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+		_, _ = dec.Token()
+	}
+	return nil
+}
+
+// foldKey maps s to one representative of its Unicode simple case-folding
+// class, rune by rune ("TO", "to" and "tO" alike; the Kelvin sign as k).
+func foldKey(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
+}
+
+// forwardedHeaders lists the headers of h that are forwarded as sent,
+// sorted by name: without hop-by-hop headers (and those Connection
+// names), Proxy-Authorization, Forwarded and X-Forwarded-*, which
+// ReverseProxy drops, X-Aileron-Audit-Id, and the header the credential
+// goes in (the proxy sets it).
+func forwardedHeaders(h http.Header, cred policy.Credential) []PreviewHeader {
+	drop := map[string]bool{"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+		"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+		"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true, HeaderAuditID: true}
+	for _, line := range h["Connection"] {
+		for name := range strings.SplitSeq(line, ",") {
+			drop[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))] = true
+		}
+	}
+	if !cred.IsZero() {
+		if pl := inject.PlacementFor(cred); pl.Header != "" {
+			drop[textproto.CanonicalMIMEHeaderKey(pl.Header)] = true
+		}
+		if cred.Kind == inject.KindSigV4 {
+			drop["Authorization"] = true
+		}
+	}
+	names := make([]string, 0, len(h))
+	for k := range h {
+		if !drop[textproto.CanonicalMIMEHeaderKey(k)] {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	var out []PreviewHeader
+	for _, k := range names {
+		for _, v := range h[k] {
+			out = append(out, PreviewHeader{Name: k, Value: v})
+		}
+	}
+	return out
+}
+
+// credentialNote says what the proxy adds to the request, and where.
+func credentialNote(c policy.Credential) string {
+	switch {
+	case c.IsZero():
+		return ""
+	case c.Kind == inject.KindSigV4:
+		return "aws_sigv4: the proxy signs the request (Authorization and X-Amz-* headers)"
+	}
+	if pl := inject.PlacementFor(c); pl.Query != "" {
+		return c.Kind + " in query parameter " + pl.Query + " (replaces any value the client sent)"
+	}
+	return c.Kind + " in header " + inject.PlacementFor(c).Header + " (replaces any value the client sent)"
+}

@@ -1,0 +1,156 @@
+package dataplane
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// sendOp is an approval-gated POST that declares the inputs to and subject
+// and takes an oauth2 credential in Authorization.
+func sendOp() policy.Decision {
+	spec := &policy.OperationSpec{Name: "send", Method: "POST", Path: "/v1/send", Approval: "required",
+		Credential: policy.Credential{Kind: "oauth2"},
+		Inputs:     []policy.Input{{Name: "to"}, {Name: "subject"}},
+		Audit:      []policy.AuditField{{Name: "to", Source: "body.to", Redact: "hash"}}}
+	return policy.Decision{Verdict: policy.AllowAfterApproval, Op: &policy.Operation{FQN: "local://t/mail", Version: "1.0.0", Tool: "mail", Spec: spec}}
+}
+
+func previewOf(t *testing.T, ctype, encoding, query, body string) (Preview, error) {
+	t.Helper()
+	r, _ := http.NewRequest("POST", "https://mail.example/v1/send", strings.NewReader(body))
+	r.Header.Set("Content-Type", ctype)
+	if encoding != "" {
+		r.Header.Set("Content-Encoding", encoding)
+	}
+	r.Header.Set("Authorization", "Bearer agent-made-this-up")
+	r.Header.Set("Proxy-Authorization", "Basic c2Vzc2lvbg==")
+	r.Header.Set("X-Trace", "t-1")
+	d := sendOp()
+	hdr := forwardedHeaders(r.Header, d.Op.Spec.Credential)
+	return previewRequest(r, policy.Authority{Host: "mail.example", Port: 443}, target{path: "/v1/send", query: query}, d, hdr, []byte(body))
+}
+
+func TestPreviewShowsTheWholeRequest(t *testing.T) {
+	pv, err := previewOf(t, "application/json", "", "cc=eve%40x&to=b", `{"to":"bob@example.com","bcc":"eve@example.com","subject":"hi"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(pv.Undeclared(), ", "); got != "query cc, query to, body bcc" {
+		t.Errorf("undeclared %q, want the query parameters (a POST reads its inputs from the body) and bcc", got)
+	}
+	for _, f := range pv.Fields {
+		if f.Name == "to" && f.Source == "body" && f.Value != `"bob@example.com"` {
+			t.Errorf("body to = %q: the spec's redact rule must not hide it from the approver", f.Value)
+		}
+	}
+	if pv.Body == nil || pv.Body.Kind != BodyJSON || !strings.Contains(pv.Body.Text, "\n  \"bcc\": \"eve@example.com\",\n") {
+		t.Errorf("body %+v: want pretty-printed JSON", pv.Body)
+	}
+	if pv.Credential != "oauth2 in header Authorization (replaces any value the client sent)" {
+		t.Errorf("credential note %q", pv.Credential)
+	}
+	var names []string
+	for _, h := range pv.Headers {
+		names = append(names, h.Name)
+	}
+	if got := strings.Join(names, " "); got != "Content-Type X-Trace" {
+		t.Errorf("forwarded headers %q: want Content-Type and X-Trace (not the credential's header, not Proxy-Authorization)", got)
+	}
+	raw := pv.RawRequest()
+	for _, want := range []string{"POST /v1/send?cc=eve%40x&to=b HTTP/1.1\nHost: mail.example:443\n", "X-Trace: t-1\n",
+		"(added by the proxy: oauth2 in header Authorization", `"bcc":"eve@example.com"`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("raw request lacks %q:\n%s", want, raw)
+		}
+	}
+}
+
+func TestPreviewRefusesWhatAHumanCannotJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name, ctype, encoding, body string
+		reason                      policy.Reason
+	}{
+		{"gzip", "application/json", "gzip", "\x1f\x8b\x08\x00", policy.ReasonEncodedBody},
+		{"identity then gzip", "application/json", "identity, gzip", "x", policy.ReasonEncodedBody},
+		{"case-colliding keys", "application/json", "", `{"to":"a@x","TO":"b@x"}`, policy.ReasonAmbiguousBody},
+		{"repeated key", "application/json", "", `{"to":"a@x","to":"b@x"}`, policy.ReasonAmbiguousBody},
+		{"escaped key", "application/json", "", `{"to":"a@x","\u0074o":"b@x"}`, policy.ReasonAmbiguousBody},
+		{"kelvin sign", "application/json", "", `{"k":1,"\u212a":2}`, policy.ReasonAmbiguousBody},
+		{"nested", "application/json", "", `{"m":[{"a":1},{"b":1,"B":2}]}`, policy.ReasonAmbiguousBody},
+		{"JSON under another type", "text/plain", "", ` {"to":"a","To":"b"}`, policy.ReasonAmbiguousBody},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := previewOf(t, tc.ctype, tc.encoding, "", tc.body)
+			var de *DenyError
+			if !errors.As(err, &de) || de.Reason != tc.reason {
+				t.Fatalf("err = %v, want %s", err, tc.reason)
+			}
+		})
+	}
+	if _, err := previewOf(t, "application/json", "identity", "", `{"to":"a","subject":"b","nested":{"to":"c"}}`); err != nil {
+		t.Errorf("distinct keys (the same name in another object is fine) refused: %v", err)
+	}
+}
+
+func TestPreviewBodyKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name, ctype, body, kind, show string
+	}{
+		{"form", "application/x-www-form-urlencoded", "to=bob%40x&bcc=eve", BodyForm, "to=bob%40x&bcc=eve"},
+		{"text", "text/plain", "line one\r\nline\x1b[2J two", BodyText, "line one\\r\nline\\x1b[2J two"},
+		{"binary", "application/octet-stream", "\xff\xfe\x00\x01", BodyBinary, "00000000  ff fe 00 01"},
+		{"invalid JSON is text", "application/json", `{"to":`, BodyText, `{"to":`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pv, err := previewOf(t, tc.ctype, "", "", tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pv.Body.Kind != tc.kind || string(pv.Body.Raw) != tc.body {
+				t.Fatalf("body %+v, want kind %s and the raw bytes", pv.Body, tc.kind)
+			}
+			if got, more := pv.Body.Show(0); !strings.HasPrefix(got, tc.show) || more != 0 {
+				t.Errorf("Show = %q (%d more), want prefix %q", got, more, tc.show)
+			}
+		})
+	}
+	pv, _ := previewOf(t, "application/x-www-form-urlencoded", "", "", "to=bob%40x&bcc=eve")
+	if got := strings.Join(pv.Undeclared(), ","); got != "body bcc" {
+		t.Errorf("form undeclared %q, want body bcc", got)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct{ in, one, multi string }{
+		{"plain ascii", "plain ascii", "plain ascii"},
+		{"a\x1b[31mred", `a\x1b[31mred`, `a\x1b[31mred`},
+		{"l1\r\nl2\tx", `l1\r\nl2\tx`, "l1\\r\nl2\tx"},
+		{"\u202eevil\u200b", `\u202eevil\u200b`, `\u202eevil\u200b`},
+		{"bad \xff byte", `bad \xff byte`, `bad \xff byte`},
+		{"del\x7f nul\x00", `del\x7f nul\x00`, `del\x7f nul\x00`},
+		{"c1 \u009b", `c1 \u009b`, `c1 \u009b`},
+		{"émoji 🙂 ok", "émoji 🙂 ok", "émoji 🙂 ok"},
+	} {
+		if got := Printable(tc.in, false); got != tc.one {
+			t.Errorf("Printable(%q, false) = %q, want %q", tc.in, got, tc.one)
+		}
+		if got := Printable(tc.in, true); got != tc.multi {
+			t.Errorf("Printable(%q, true) = %q, want %q", tc.in, got, tc.multi)
+		}
+	}
+}
+
+func TestShowSaysWhatItLeftOut(t *testing.T) {
+	b := &PreviewBody{Kind: BodyText, Raw: []byte(strings.Repeat("é", 100))} // 200 bytes
+	got, more := b.Show(51)
+	if len(got) != 50 || more != 150 {
+		t.Errorf("Show(51) = %d bytes, %d more; want 50 (a whole rune) and 150", len(got), more)
+	}
+	if c := Clip("abcdef", 4); c != "abcd … 2 more bytes" {
+		t.Errorf("Clip = %q", c)
+	}
+}
