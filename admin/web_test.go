@@ -402,7 +402,7 @@ func TestWebPageShowsTheWholeRequest(t *testing.T) {
 	}
 	resp, raw := f.do(t, "GET", "/approvals/"+id+"/raw", nil, cookie, nil)
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") ||
-		!strings.HasPrefix(raw, "POST "+longPath+"?cc=eve%40x HTTP/1.1\n") || !strings.HasSuffix(raw, "TAIL") || strings.ContainsAny(raw, "\x1b\u202e") {
+		!strings.HasPrefix(raw, "POST "+longPath+"?cc=eve%40x HTTP/1.1\n") || !strings.HasSuffix(raw, "TAIL\n") || strings.ContainsAny(raw, "\x1b\u202e") {
 		t.Errorf("raw view: %d %s, want the whole request escaped:\n%.200q", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
 	}
 	if resp, _ := f.do(t, "GET", "/approvals/"+id+"/raw", nil, nil, nil); resp.StatusCode != http.StatusSeeOther {

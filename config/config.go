@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -78,6 +79,7 @@ type Approval struct {
 	Hold                 time.Duration `koanf:"hold"`
 	MaxBody              int64         `koanf:"max_body"`
 	MaxHeldBytes         int64         `koanf:"max_held_bytes"`
+	MaxHeldBytesSession  int64         `koanf:"max_held_bytes_per_session"`
 	MaxPendingPerSession int           `koanf:"max_pending_per_session"`
 	TTL                  time.Duration `koanf:"ttl"`
 }
@@ -151,9 +153,13 @@ func Load(opts Options) (*Config, error) {
 		if !strings.HasPrefix(name, "AILERON_") {
 			continue
 		}
-		key, _ := envKey(name, value)
+		key, v := envKey(name, value)
 		if p := checkEnvKey(name, key); p != "" {
 			probs = append(probs, p)
+		} else if ft, ok := typeAt(reflect.TypeFor[Config](), key); ok {
+			if p := checkValue(ft, v); p != "" {
+				probs = append(probs, fmt.Sprintf("config: environment: %s (%s): %s", name, key, p))
+			}
 		}
 	}
 	if len(probs) > 0 {

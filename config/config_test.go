@@ -120,7 +120,12 @@ func TestTyposAreErrors(t *testing.T) {
 		{"bare number duration", "sessions:\n  default_ttl: 5\n", nil, []string{"sessions.default_ttl: 5 has no unit"}},
 		{"env key", "", []string{"AILERON_PROXY__LISTN=0.0.0.0:9"}, []string{"AILERON_PROXY__LISTN", "did you mean AILERON_PROXY__LISTEN?"}},
 		{"env single underscore", "", []string{"AILERON_PROXY_LISTEN=0.0.0.0:9"}, []string{"did you mean AILERON_PROXY__LISTEN? (a double underscore nests)"}},
-		{"env bare number duration", "", []string{"AILERON_APPROVAL__TTL=5"}, []string{"approval.ttl", "missing unit"}},
+		{"env bare number duration", "", []string{"AILERON_APPROVAL__TTL=5"}, []string{"AILERON_APPROVAL__TTL (approval.ttl)", "has no unit", `"5s"`}},
+		{"quoted bare duration", "approval:\n  hold: \"30\"\n", nil, []string{"approval.hold", `"30" has no unit`}},
+		{"not a duration", "approval:\n  hold: soon\n", nil, []string{"approval.hold", `"soon" is not a duration`}},
+		{"size with a unit", "approval:\n  max_held_bytes: 64MiB\n", nil, []string{"approval.max_held_bytes", `"64MiB" is not a whole number`, "8388608"}},
+		{"env size with a unit", "", []string{"AILERON_PROXY__BODY_MIN_RATE=1k"}, []string{"AILERON_PROXY__BODY_MIN_RATE (proxy.body_min_rate)", "whole number"}},
+		{"env key cut short", "", []string{"AILERON_APPROVAL__MAX_HELD=1"}, []string{"did you mean AILERON_APPROVAL__MAX_HELD_BYTES"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{Environ: append([]string{home}, tc.env...)}

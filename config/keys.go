@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,14 +48,37 @@ func walkTree(v any, t reflect.Type, path, source string, probs *[]string) {
 			}
 		}
 	default:
-		if t == durationType {
-			switch v.(type) {
-			case int, int64, uint64, float64:
-				*probs = append(*probs, fmt.Sprintf("config: %s: %s: %v has no unit; write a duration such as \"%vs\" or \"%vm\"",
-					source, path, v, v, v))
+		if p := checkValue(t, v); p != "" {
+			*probs = append(*probs, fmt.Sprintf("config: %s: %s: %s", source, path, p))
+		}
+	}
+}
+
+// checkValue reports a scalar of a file or variable that the field of
+// type t cannot take, saying what to write instead ("" when fine, or when
+// the decoder reports it).
+func checkValue(t reflect.Type, v any) string {
+	switch {
+	case t == durationType:
+		switch x := v.(type) {
+		case int, int64, uint64, float64:
+			return fmt.Sprintf("%v has no unit; write a duration such as \"%vs\" or \"%vm\"", v, v, v)
+		case string:
+			if _, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
+				return fmt.Sprintf("%q has no unit; write a duration such as \"%ss\" or \"%sm\"", x, strings.TrimSpace(x), strings.TrimSpace(x))
+			}
+			if _, err := time.ParseDuration(strings.TrimSpace(x)); err != nil {
+				return fmt.Sprintf("%q is not a duration; write one with a unit, such as \"30s\", \"5m\" or \"1h\"", x)
+			}
+		}
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		if x, ok := v.(string); ok {
+			if _, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64); err != nil {
+				return fmt.Sprintf("%q is not a whole number; write digits only (sizes are in bytes: 8388608 for 8 MiB)", x)
 			}
 		}
 	}
+	return ""
 }
 
 // checkEnvKey reports an AILERON_* variable that is meant as configuration

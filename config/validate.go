@@ -73,6 +73,10 @@ func (c *Config) Validate() error {
 	if c.Approval.MaxHeldBytes < c.Approval.MaxBody || c.Approval.MaxHeldBytes > 16<<30 {
 		add("approval.max_held_bytes", "%d is out of range; use approval.max_body (%d)..17179869184 bytes", c.Approval.MaxHeldBytes, c.Approval.MaxBody)
 	}
+	if c.Approval.MaxHeldBytesSession < c.Approval.MaxBody || c.Approval.MaxHeldBytesSession > c.Approval.MaxHeldBytes {
+		add("approval.max_held_bytes_per_session", "%d is out of range; use approval.max_body (%d)..approval.max_held_bytes (%d) bytes",
+			c.Approval.MaxHeldBytesSession, c.Approval.MaxBody, c.Approval.MaxHeldBytes)
+	}
 	if c.Approval.MaxPendingPerSession < 1 || c.Approval.MaxPendingPerSession > 10000 {
 		add("approval.max_pending_per_session", "%d is out of range; use 1..10000", c.Approval.MaxPendingPerSession)
 	}

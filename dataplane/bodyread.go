@@ -24,15 +24,16 @@ const defaultBodyIdle = 30 * time.Second
 // exchange, instead of holding them until the client leaves.
 type bodyClock struct {
 	io.ReadCloser
-	rc    *http.ResponseController
-	idle  time.Duration
-	rate  int64
-	start time.Time // first read: dialling the upstream is not the client's time
-	off   bool      // the connection takes no deadline (an Execute call's body is in memory)
+	rc   *http.ResponseController
+	idle time.Duration
+	rate int64
+	off  bool // the connection takes no deadline (an Execute call's body is in memory)
 	// Read runs on the transport's goroutine, stalled on the handler's:
-	n   atomic.Int64                 // bytes read
-	dl  atomic.Int64                 // the read deadline in force (Unix ns); 0: none
-	err atomic.Pointer[stalledError] // set once the body stalled
+	start  atomic.Int64                 // first read (Unix ns): dialling the upstream is not the client's time
+	n      atomic.Int64                 // bytes read
+	dl     atomic.Int64                 // the read deadline in force (Unix ns); 0: none
+	byRate atomic.Bool                  // that deadline is the minimum rate's, not the idle one
+	err    atomic.Pointer[stalledError] // set once the body stalled
 }
 
 // clockBody puts r's body under the body deadlines of the proxy's
@@ -43,6 +44,12 @@ func (p *Proxy) clockBody(w http.ResponseWriter, r *http.Request) *bodyClock {
 	}
 	b := &bodyClock{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.t.BodyIdle, rate: int64(p.t.BodyMinRate)}
 	r.Body = b
+	// Bound the body's first byte too: a request refused before its body is
+	// read has it discarded by net/http, which sets no deadline of its own.
+	// The first Read sets the body's own deadline.
+	if err := b.rc.SetReadDeadline(time.Now().Add(b.idle)); err != nil {
+		b.off = true
+	}
 	return b
 }
 
@@ -52,14 +59,13 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 	}
 	if !b.off {
 		now := time.Now()
-		if b.start.IsZero() {
-			b.start = now
-		}
-		dl := b.deadline(now)
+		b.start.CompareAndSwap(0, now.UnixNano())
+		dl, byRate := b.deadline(now)
 		if err := b.rc.SetReadDeadline(dl); err != nil {
 			b.off = true
 		} else {
 			b.dl.Store(dl.UnixNano())
+			b.byRate.Store(byRate)
 		}
 	}
 	n, err := b.ReadCloser.Read(p)
@@ -79,19 +85,22 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 }
 
 // deadline is the earlier of now+idle and, with a rate, the time by which
-// the bytes read so far had to arrive: start + idle + n/rate.
-func (b *bodyClock) deadline(now time.Time) time.Time {
-	dl := now.Add(b.idle)
+// the bytes read so far had to arrive: start + idle + n/rate; byRate says
+// the latter.
+func (b *bodyClock) deadline(now time.Time) (dl time.Time, byRate bool) {
+	dl = now.Add(b.idle)
 	if b.rate > 0 {
-		if byRate := b.start.Add(b.idle + time.Duration(float64(b.n.Load())/float64(b.rate)*float64(time.Second))); byRate.Before(dl) {
-			dl = byRate
+		start := time.Unix(0, b.start.Load())
+		if r := start.Add(b.idle + time.Duration(float64(b.n.Load())/float64(b.rate)*float64(time.Second))); r.Before(dl) {
+			return r, true
 		}
 	}
-	return dl
+	return dl, false
 }
 
 func (b *bodyClock) stall() *stalledError {
-	return &stalledError{got: b.n.Load(), idle: b.idle, rate: b.rate}
+	return &stalledError{got: b.n.Load(), idle: b.idle, rate: b.rate, byRate: b.byRate.Load(),
+		took: time.Since(time.Unix(0, b.start.Load()))}
 }
 
 // stalled returns the body's stall, if it stalled: the read deadline
@@ -113,19 +122,24 @@ func (b *bodyClock) stalled() *stalledError {
 // stalledError is a request body the client stopped sending, or sent too
 // slowly: refused 408 body_stalled, and its connection closed.
 type stalledError struct {
-	got  int64
-	idle time.Duration
-	rate int64
+	got    int64
+	idle   time.Duration
+	rate   int64
+	byRate bool          // the minimum rate, not a pause, ended it
+	took   time.Duration // since its first byte was awaited
 }
 
 func (e *stalledError) Error() string {
-	if e.rate > 0 {
-		return fmt.Sprintf("the request body stalled after %d bytes: the proxy waits at most %s between bytes, "+
-			"and after the first %s a body must average at least %d bytes a second", e.got, e.idle, e.idle, e.rate)
+	if e.byRate {
+		return fmt.Sprintf("the request body arrived too slowly: %d bytes in %s (%.0f bytes a second), under the %d bytes a second "+
+			"that proxy.body_min_rate asks of a body once it has had proxy.body_idle_timeout (%s); send it faster, "+
+			"or have the operator lower proxy.body_min_rate (0 turns the check off)",
+			e.got, e.took.Round(time.Millisecond), float64(e.got)/max(e.took.Seconds(), 0.001), e.rate, e.idle)
 	}
-	return fmt.Sprintf("the request body stalled after %d bytes: the proxy waits at most %s between bytes", e.got, e.idle)
+	return fmt.Sprintf("the request body stalled: no byte came for %s (proxy.body_idle_timeout) after %d bytes; "+
+		"send the body without pausing, or have the operator raise proxy.body_idle_timeout", e.idle, e.got)
 }
 
 func stalledRefusal(e *stalledError) Refusal {
-	return mkRefusal(http.StatusRequestTimeout, ClassBadRequest, policy.ReasonBodyStalled, e.Error()+"; send the body without pausing")
+	return mkRefusal(http.StatusRequestTimeout, ClassBadRequest, policy.ReasonBodyStalled, e.Error())
 }

@@ -81,20 +81,53 @@ func TestBodyClock(t *testing.T) {
 
 func TestBodyClockDeadline(t *testing.T) {
 	start := time.Unix(1000, 0)
-	b := &bodyClock{idle: time.Second, rate: 100, start: start}
-	if got := b.deadline(start); !got.Equal(start.Add(time.Second)) {
-		t.Errorf("first deadline %v, want start+1s", got)
+	b := &bodyClock{idle: time.Second, rate: 100}
+	b.start.Store(start.UnixNano())
+	if got, byRate := b.deadline(start); !got.Equal(start.Add(time.Second)) || byRate {
+		t.Errorf("first deadline %v (by rate %v), want start+1s", got, byRate)
 	}
 	b.n.Store(1000) // 10 s worth at 100 B/s
-	if got := b.deadline(start.Add(5 * time.Second)); !got.Equal(start.Add(6 * time.Second)) {
-		t.Errorf("ahead of the rate: deadline %v, want now+idle", got.Sub(start))
+	if got, byRate := b.deadline(start.Add(5 * time.Second)); !got.Equal(start.Add(6*time.Second)) || byRate {
+		t.Errorf("ahead of the rate: deadline %v (by rate %v), want now+idle", got.Sub(start), byRate)
 	}
 	b.n.Store(100) // 1 s worth
-	if got := b.deadline(start.Add(1500 * time.Millisecond)); !got.Equal(start.Add(2 * time.Second)) {
-		t.Errorf("behind the rate: deadline %v, want start+idle+n/rate = 2s", got.Sub(start))
+	if got, byRate := b.deadline(start.Add(1500 * time.Millisecond)); !got.Equal(start.Add(2*time.Second)) || !byRate {
+		t.Errorf("behind the rate: deadline %v (by rate %v), want start+idle+n/rate = 2s", got.Sub(start), byRate)
 	}
 	b.rate = 0
-	if got := b.deadline(start.Add(time.Hour)); !got.Equal(start.Add(time.Hour + time.Second)) {
+	if got, _ := b.deadline(start.Add(time.Hour)); !got.Equal(start.Add(time.Hour + time.Second)) {
 		t.Errorf("no rate: deadline %v, want now+idle", got.Sub(start))
+	}
+	slow := (&stalledError{got: 400, idle: time.Second, rate: 1000, byRate: true, took: 4 * time.Second}).Error()
+	paused := (&stalledError{got: 3, idle: time.Second}).Error()
+	if !strings.Contains(slow, "400 bytes in 4s (100 bytes a second)") || !strings.Contains(slow, "proxy.body_min_rate") ||
+		!strings.Contains(paused, "no byte came for 1s (proxy.body_idle_timeout) after 3 bytes") {
+		t.Errorf("messages do not say what happened and what to change:\n%s\n%s", slow, paused)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestClientThatStopsReadingIsCut: a client that reads the head of a large
+// answer and then nothing is cut after BodyIdle, not held for as long as
+// it likes.
+func TestClientThatStopsReadingIsCut(t *testing.T) {
+	e := newEnv(t, func(p *Proxy) { p.Timeouts.BodyIdle = 300 * time.Millisecond })
+	tc := tunnelTLSTo(t, e, "api.example.com", "api.example.com")
+	_ = tc.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(tc, "GET /v1/items/large HTTP/1.1\r\nHost: api.example.com\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReaderSize(tc, 4096)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	time.Sleep(2 * time.Second) // stop reading
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil || n >= 64<<20 {
+		t.Fatalf("read %d bytes (%v) after pausing: the proxy kept the answer waiting for a client that stopped reading", n, err)
 	}
 }

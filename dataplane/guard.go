@@ -56,7 +56,8 @@ type Guard struct {
 // AddSelf records one of the daemon's own listening addresses (the proxy's,
 // the approvals page's, any other), which is never dialled even when Allow
 // covers it: a sandbox must not reach the daemon through itself. A
-// wildcard listener (0.0.0.0, ::) stands for every interface address.
+// wildcard listener (0.0.0.0, ::) stands for every interface address and
+// every loopback address.
 func (g *Guard) AddSelf(ap netip.AddrPort) {
 	addrs := []netip.Addr{ap.Addr().Unmap()}
 	if ap.Addr().IsUnspecified() {
@@ -164,7 +165,8 @@ func (g *Guard) refuse(ap netip.AddrPort) string {
 	ip := ap.Addr().Unmap()
 	g.mu.RLock()
 	for _, s := range g.self {
-		if s.Port() == ap.Port() && s.Addr() == ip {
+		// A wildcard listener answers on every loopback address too.
+		if s.Port() == ap.Port() && (s.Addr() == ip || s.Addr().IsUnspecified() && (ip.IsLoopback() || ip.IsUnspecified())) {
 			g.mu.RUnlock()
 			return "the daemon's own address"
 		}

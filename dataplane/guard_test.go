@@ -146,3 +146,23 @@ func TestGuardVetsEveryAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardWildcardSelf: a listener on 0.0.0.0 or :: answers on every
+// loopback address, so each is the daemon's own at that port, however
+// wide egress.allow_cidrs is; other ports stay allowed.
+func TestGuardWildcardSelf(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:9091", "[::]:9091"} {
+		rd := &recordingDial{}
+		g := &Guard{Dial: rd.dial, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+		g.AddSelf(netip.MustParseAddrPort(listen))
+		for _, addr := range []string{"127.0.0.2:9091", "127.9.9.9:9091", "[::1]:9091", "0.0.0.0:9091"} {
+			var ae *AddrError
+			if _, err := g.DialContext(context.Background(), "tcp", addr); !errors.As(err, &ae) || ae.Class != "the daemon's own address" {
+				t.Errorf("listening on %s, dial %s: %v, want the daemon's own address", listen, addr, err)
+			}
+		}
+		if _, err := g.DialContext(context.Background(), "tcp", "127.0.0.2:9092"); len(rd.dialled) != 1 {
+			t.Errorf("listening on %s, another port: %v, want it dialled", listen, err)
+		}
+	}
+}

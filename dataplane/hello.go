@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
@@ -35,25 +36,52 @@ func (c *helloConn) Read(b []byte) (int, error) {
 
 func (c *helloConn) Write(b []byte) (int, error) { return len(b), nil }
 
-// peekServerName reads the client's TLS ClientHello from c within timeout
-// and returns the canonical server name it asks for ("" when it names none
-// or is not TLS) and every byte read, which must go to the upstream first.
-func peekServerName(c net.Conn, timeout time.Duration) (string, []byte) {
+// clientHello is what peekHello learnt of a ClientHello.
+type clientHello struct {
+	name string // canonical server name; "" when none or not TLS
+	ech  bool   // it carries encrypted_client_hello: the real name is hidden
+	raw  []byte // every byte read, which must go to the upstream first
+}
+
+// extECH is the encrypted_client_hello extension (RFC 9849).
+const extECH = 0xfe0d
+
+// peekHello reads the client's TLS ClientHello from c within timeout.
+func peekHello(c net.Conn, timeout time.Duration) clientHello {
 	hc := &helloConn{Conn: c}
 	_ = c.SetReadDeadline(time.Now().Add(timeout))
 	defer c.SetReadDeadline(time.Time{})
-	var name string
-	srv := tls.Server(hc, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-		name = h.ServerName
+	var h clientHello
+	srv := tls.Server(hc, &tls.Config{GetConfigForClient: func(info *tls.ClientHelloInfo) (*tls.Config, error) {
+		h.name = info.ServerName
+		h.ech = slices.Contains(info.Extensions, extECH)
 		return nil, errHelloSeen
 	}})
 	_ = srv.Handshake() // always fails: at errHelloSeen, or on bytes that are not a ClientHello
-	if name == "" {
-		return "", hc.seen.Bytes()
+	h.raw = hc.seen.Bytes()
+	if h.name != "" {
+		if canon, err := policy.CanonicalHost(h.name); err == nil {
+			h.name = canon
+		} else {
+			h.name = ""
+		}
 	}
-	canon, err := policy.CanonicalHost(name)
-	if err != nil {
-		return "", hc.seen.Bytes()
+	return h
+}
+
+// helloMismatch refuses a passthrough tunnel whose ClientHello does not
+// plainly name its CONNECT host: another name (domain fronting), none, or
+// an encrypted inner ClientHello that could name any.
+func helloMismatch(h clientHello, a policy.Authority) error {
+	switch {
+	case h.ech:
+		return deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s is encrypted (ECH), "+
+			"so the server it asks for cannot be checked; turn Encrypted Client Hello off for this host", a)
+	case h.name == "":
+		return deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s names no server (or is not TLS); "+
+			"a passthrough tunnel must name its CONNECT host", a)
+	case h.name != a.Host:
+		return deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s names %q; it must name the CONNECT host", a, h.name)
 	}
-	return canon, hc.seen.Bytes()
+	return nil
 }

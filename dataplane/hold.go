@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
@@ -20,7 +19,6 @@ import (
 const (
 	defaultApprovalHold    = 60 * time.Second
 	defaultApprovalMaxBody = 1 << 20
-	defaultApprovalMaxHeld = 64 << 20
 )
 
 // approvalError is a held request that is not (or not yet) to be sent.
@@ -40,7 +38,7 @@ func (e *approvalError) Error() string { return string(e.reason) + ": " + e.msg 
 // continues with the very bytes that were previewed; otherwise the returned
 // error says why not.
 func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) error {
-	body, release, err := p.readHeld(r)
+	body, release, err := p.readHeld(r, t.sess.ID)
 	if err != nil {
 		return err
 	}
@@ -68,15 +66,16 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	if err != nil && res.Outcome != ApprovalPending {
 		return &unavailableError{reason: policy.ReasonApprovalUnavailable, err: err}
 	}
-	return p.held(r, tgt, res, body)
+	return p.outcome(r, tgt, res, body)
 }
 
-// held turns a hold's outcome into nil (forward body) or the refusal.
-func (p *Proxy) held(r *http.Request, tgt target, res ApprovalResult, body []byte) error {
+// outcome turns a hold's outcome into nil (forward body) or the refusal.
+func (p *Proxy) outcome(r *http.Request, tgt target, res ApprovalResult, body []byte) error {
 	switch res.Outcome {
 	case ApprovalApproved:
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		r.TransferEncoding, r.Trailer = nil, nil // exactly the previewed bytes, with a Content-Length
 		return nil
 	case ApprovalDenied:
 		return &approvalError{res: res, reason: policy.ReasonApprovalDenied, msg: "a human denied this request: " + res.Reason}
@@ -87,7 +86,8 @@ func (p *Proxy) held(r *http.Request, tgt target, res ApprovalResult, body []byt
 		return &approvalError{res: res, reason: policy.ReasonApprovalExpired,
 			msg: "the approval expired before anyone decided; send the request again to ask anew"}
 	}
-	msg := fmt.Sprintf("%s %s waits for a human's approval (%s); retry the identical request after it is approved", r.Method, tgt.logPath(), res.ID)
+	msg := fmt.Sprintf("%s %s waits for a human's approval (%s); after it is approved, send the identical request again "+
+		"(the same target, headers and body, byte for byte)", r.Method, tgt.logPath(), res.ID)
 	if p.stopping.Err() != nil {
 		msg = fmt.Sprintf("the proxy is shutting down; %s %s still waits for a human's approval (%s), which survives the restart: retry the identical request once the proxy is back", r.Method, tgt.logPath(), res.ID)
 	}
@@ -99,6 +99,8 @@ type Limits struct {
 	ApprovalHold    time.Duration // 0 keeps Proxy.ApprovalHold
 	ApprovalMaxBody int64         // 0 keeps Proxy.ApprovalMaxBody
 	ApprovalMaxHeld int64         // 0 keeps Proxy.ApprovalMaxHeld
+	// ApprovalMaxHeldPerSession: 0 keeps Proxy.ApprovalMaxHeldPerSession.
+	ApprovalMaxHeldPerSession int64
 }
 
 // SetLimits replaces the runtime limits; the next request uses them.
@@ -123,80 +125,6 @@ func (p *Proxy) approvalMaxBody() int64 {
 	}
 	return defaultApprovalMaxBody
 }
-
-func (p *Proxy) approvalMaxHeld() int64 {
-	if l := p.limits.Load(); l != nil && l.ApprovalMaxHeld > 0 {
-		return l.ApprovalMaxHeld
-	}
-	if p.ApprovalMaxHeld > 0 {
-		return p.ApprovalMaxHeld
-	}
-	return defaultApprovalMaxHeld
-}
-
-// readHeld reads the whole body if it is at most approval.max_body bytes
-// and fits, with the bodies of every other held request, in
-// approval.max_held_bytes; release gives its bytes back to that budget.
-func (p *Proxy) readHeld(r *http.Request) (body []byte, release func(), err error) {
-	release = func() {}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, release, nil
-	}
-	limit, budget := p.approvalMaxBody(), p.approvalMaxHeld()
-	if r.ContentLength > limit {
-		return nil, release, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d", r.ContentLength, limit)
-	}
-	hr := &heldReader{r: io.LimitReader(r.Body, limit+1), held: &p.heldBytes, budget: budget}
-	release = func() { p.heldBytes.Add(-hr.taken) }
-	b, err := io.ReadAll(hr)
-	var se *stalledError
-	switch {
-	case hr.full:
-		release()
-		return nil, func() {}, &limitError{msg: fmt.Sprintf("requests waiting for approval already hold %d bytes of bodies in memory, "+
-			"the most approval.max_held_bytes (%d) allows; retry once pending approvals are decided", p.heldBytes.Load(), budget)}
-	case errors.As(err, &se):
-		release()
-		return nil, func() {}, se
-	case err != nil:
-		release()
-		return nil, func() {}, &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
-	case int64(len(b)) > limit:
-		release()
-		return nil, func() {}, deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
-	}
-	return b, release, nil
-}
-
-// heldReader counts what it reads against the budget for held bodies.
-type heldReader struct {
-	r      io.Reader
-	held   *atomic.Int64
-	budget int64
-	taken  int64
-	full   bool
-}
-
-func (h *heldReader) Read(p []byte) (int, error) {
-	n, err := h.r.Read(p)
-	if n > 0 {
-		if h.held.Add(int64(n)) > h.budget {
-			h.held.Add(-int64(n))
-			h.full = true
-			return 0, errHeldFull
-		}
-		h.taken += int64(n)
-	}
-	return n, err
-}
-
-var errHeldFull = errors.New("the budget for held bodies is spent")
-
-// limitError is a held request refused because a limit on approvals is
-// reached: 429 approval_limit.
-type limitError struct{ msg string }
-
-func (e *limitError) Error() string { return string(policy.ReasonApprovalLimit) + ": " + e.msg }
 
 // requestDigest binds an approval to method, target, every forwarded
 // header and the body: each part length-prefixed, so no two requests

@@ -228,31 +228,73 @@ func (b *gateApprovals) Covers(context.Context, string, string, string) error {
 }
 
 // TestHeldBytesBudget: the bodies of requests held at once may not pass
-// ApprovalMaxHeld; one more is refused 429 approval_limit at once, and the
-// budget comes back when the holds end.
+// ApprovalMaxHeld, nor one session's ApprovalMaxHeldPerSession; one more
+// is refused 429 approval_limit at once, naming the limit, and the budget
+// comes back when the holds end.
 func TestHeldBytesBudget(t *testing.T) {
-	ap := &gateApprovals{waiting: make(chan struct{}, 4), release: make(chan struct{})}
-	e := newEnv(t, func(p *Proxy) { p.Approvals = ap; p.ApprovalMaxBody = 1024; p.ApprovalMaxHeld = 1500 })
+	for _, tc := range []struct {
+		name              string
+		total, perSession int64
+		limit             string
+	}{
+		{"in all", 1500, 10000, "approval.max_held_bytes "},
+		{"per session", 10000, 1500, "approval.max_held_bytes_per_session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ap := &gateApprovals{waiting: make(chan struct{}, 4), release: make(chan struct{})}
+			e := newEnv(t, func(p *Proxy) {
+				p.Approvals, p.ApprovalMaxBody, p.ApprovalMaxHeld, p.ApprovalMaxHeldPerSession = ap, 1024, tc.total, tc.perSession
+			})
+			c := e.client(t, url.UserPassword("s1", e.token))
+			send := func(n int) (int, Refusal, http.Header) {
+				req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9", strings.NewReader(strings.Repeat("a", n)))
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Error(err)
+					return 0, Refusal{}, nil
+				}
+				defer resp.Body.Close()
+				return resp.StatusCode, readEnvelope(t, resp.Body), resp.Header
+			}
+			first := make(chan int, 1)
+			go func() { st, _, _ := send(1000); first <- st }()
+			<-ap.waiting // 1000 bytes held
+			st, ref, h := send(1000)
+			if st != http.StatusTooManyRequests || ref.Reason != "approval_limit" || ref.Class != ClassLimited ||
+				!strings.Contains(ref.Message+" ", tc.limit) || h.Get("Retry-After") == "" {
+				t.Errorf("second held body: %d %+v (Retry-After %q), want 429 approval_limit naming %s", st, ref, h.Get("Retry-After"), tc.limit)
+			}
+			close(ap.release)
+			<-first
+			if st, ref, _ := send(1000); ref.Reason == "approval_limit" {
+				t.Errorf("after the hold ended: %d %s, want the budget back", st, ref.Reason)
+			}
+			if e.proxy.held.total != 0 || len(e.proxy.held.bySession) != 0 {
+				t.Errorf("budget after every hold ended: %d bytes, %v", e.proxy.held.total, e.proxy.held.bySession)
+			}
+		})
+	}
+}
+
+// TestRequestTrailersAreNotForwarded: trailers of a chunked request reach
+// neither the upstream of a plain request nor that of an approved one,
+// where no preview or digest saw them.
+func TestRequestTrailersAreNotForwarded(t *testing.T) {
+	ap := &scriptedApprovals{outcome: ApprovalApproved}
+	e := newEnv(t, func(p *Proxy) { p.Approvals = ap })
 	c := e.client(t, url.UserPassword("s1", e.token))
-	send := func(n int) (int, string, http.Header) {
-		req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/9", strings.NewReader(strings.Repeat("a", n)))
+	for _, tc := range []struct{ method, path string }{{"POST", "/v1/items"}, {"DELETE", "/v1/items/9"}} {
+		req, _ := http.NewRequest(tc.method, "https://api.example.com"+tc.path, io.MultiReader(strings.NewReader("hello")))
+		req.ContentLength = -1 // chunked
+		req.Trailer = http.Header{"X-Http-Method-Override": {"PUT"}, "X-A": {"1"}}
 		resp, err := c.Do(req)
 		if err != nil {
-			t.Error(err)
-			return 0, "", nil
+			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		return resp.StatusCode, string(readEnvelope(t, resp.Body).Reason), resp.Header
-	}
-	first := make(chan int, 1)
-	go func() { st, _, _ := send(1000); first <- st }()
-	<-ap.waiting // 1000 bytes held
-	if st, reason, h := send(1000); st != http.StatusTooManyRequests || reason != "approval_limit" || h.Get("Retry-After") == "" {
-		t.Errorf("second held body: %d %s (Retry-After %q), want 429 approval_limit with Retry-After", st, reason, h.Get("Retry-After"))
-	}
-	close(ap.release)
-	<-first
-	if st, reason, _ := send(1000); reason == "approval_limit" {
-		t.Errorf("after the hold ended: %d %s, want the budget back", st, reason)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Echo-Body") != "hello" || resp.Header.Get("X-Echo-Trailers") != "0 map[]" {
+			t.Errorf("%s %s: %d, upstream saw body %q and trailers %q; want the body and no trailer", tc.method, tc.path,
+				resp.StatusCode, resp.Header.Get("X-Echo-Body"), resp.Header.Get("X-Echo-Trailers"))
+		}
 	}
 }

@@ -63,6 +63,7 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
 		Path: tgt.path, Connectors: t.sess.Connectors,
 	})
+	rec.operation(d.Op)
 	if err := p.gate(r, t, tgt, d); err != nil {
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
@@ -204,8 +205,8 @@ func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error) {
 }
 
 // rewrite builds the outbound copy. ReverseProxy has already removed
-// hop-by-hop headers, Proxy-Authorization and X-Forwarded-*; the credential
-// stage writes only to pr.Out, after this.
+// hop-by-hop headers, Proxy-Authorization and X-Forwarded-*; rewrite drops
+// request trailers; the credential stage writes only to pr.Out, after this.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out, _ := pr.In.Context().Value(outboundKey{}).(*outbound)
 	if out == nil {
@@ -214,6 +215,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL = out.target
 	pr.Out.Host = ""
 	pr.Out.Header.Del(HeaderAuditID)
+	pr.Out.Trailer = nil // request trailers are never forwarded: no check, preview or digest sees them
 	out.sentAt = time.Now()
 }
 

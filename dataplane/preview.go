@@ -3,12 +3,12 @@ package dataplane
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -161,17 +161,15 @@ func pairFields(source, raw string, declared map[string]bool) []PreviewField {
 func readBody(contentType string, body []byte, declared map[string]bool) (*PreviewBody, []PreviewField, error) {
 	b := &PreviewBody{ContentType: contentType, Raw: body}
 	mt, _, _ := mime.ParseMediaType(contentType)
-	switch trimmed := bytes.TrimLeft(body, " \t\r\n"); {
-	case len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && json.Valid(body):
+	doc := bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")) // a BOM: many JSON decoders skip it
+	switch trimmed := bytes.TrimLeft(doc, " \t\r\n"); {
+	case len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && json.Valid(doc):
 		b.Kind = BodyJSON
-		fields, err := jsonFields(body, declared)
+		fields, err := jsonFields(doc, declared)
 		if err != nil {
 			return b, nil, err
 		}
-		var pretty bytes.Buffer
-		if json.Indent(&pretty, body, "", "  ") == nil {
-			b.Text = pretty.String()
-		}
+		b.Text = prettyJSON(doc, 4*len(doc)+64<<10)
 		return b, fields, nil
 	case mt == "application/x-www-form-urlencoded" && utf8.Valid(body):
 		b.Kind = BodyForm
@@ -184,11 +182,17 @@ func readBody(contentType string, body []byte, declared map[string]bool) (*Previ
 	return b, nil, nil
 }
 
+// maxJSONDepth is the deepest nesting a held JSON body may have: deeper
+// bodies are refused (ambiguous_body), as no human reads them and their
+// pretty-printed form grows with the square of the depth.
+const maxJSONDepth = 64
+
 // jsonFields checks that no two keys of any object in body are equal under
-// Unicode case folding (a case-insensitive decoder would take either), and
-// returns the top-level object's members in order.
+// Unicode case folding (a case-insensitive decoder would take either) and
+// that nothing nests deeper than maxJSONDepth, and returns the top-level
+// object's members in order.
 func jsonFields(body []byte, declared map[string]bool) ([]PreviewField, error) {
-	if err := checkJSONKeys(json.NewDecoder(bytes.NewReader(body)), "$"); err != nil {
+	if err := checkJSONKeys(json.NewDecoder(bytes.NewReader(body)), nil); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -214,11 +218,16 @@ func jsonFields(body []byte, declared map[string]bool) ([]PreviewField, error) {
 }
 
 // checkJSONKeys walks one JSON value from dec, refusing an object with two
-// keys that fold to the same string; at names the value's JSON path.
-func checkJSONKeys(dec *json.Decoder, at string) error {
+// keys that fold to the same string, or nesting deeper than maxJSONDepth;
+// at is the JSON path to the value, one element per level.
+func checkJSONKeys(dec *json.Decoder, at []string) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil // json.Valid passed: cannot happen
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') && len(at) >= maxJSONDepth {
+		return deny(policy.ReasonAmbiguousBody, "the JSON body nests deeper than %d levels at %s; a request that needs approval "+
+			"must be one a human can read", maxJSONDepth, jsonPath(at))
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -228,17 +237,17 @@ func checkJSONKeys(dec *json.Decoder, at string) error {
 			k, _ := kt.(string)
 			if prev, dup := seen[foldKey(k)]; dup {
 				return deny(policy.ReasonAmbiguousBody, "the JSON body's object %s has the keys %q and %q, which decoders that ignore case "+
-					"(or keep the first or the last of two) read differently; a request that needs approval must name each key once", at, prev, k)
+					"(or keep the first or the last of two) read differently; a request that needs approval must name each key once", jsonPath(at), prev, k)
 			}
 			seen[foldKey(k)] = k
-			if err := checkJSONKeys(dec, at+"."+k); err != nil {
+			if err := checkJSONKeys(dec, append(at, "."+k)); err != nil {
 				return err
 			}
 		}
 		_, _ = dec.Token()
 	case json.Delim('['):
 		for i := 0; dec.More(); i++ {
-			if err := checkJSONKeys(dec, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+			if err := checkJSONKeys(dec, append(at, "["+strconv.Itoa(i)+"]")); err != nil {
 				return err
 			}
 		}
@@ -247,11 +256,20 @@ func checkJSONKeys(dec *json.Decoder, at string) error {
 	return nil
 }
 
+// jsonPath renders a path built by checkJSONKeys, cut to a readable length.
+func jsonPath(at []string) string {
+	return clip("$" + strings.Join(at, ""))
+}
+
 // foldKey maps s to one representative of its Unicode simple case-folding
-// class, rune by rune ("TO", "to" and "tO" alike; the Kelvin sign as k).
+// class, rune by rune ("TO", "to" and "tO" alike; the Kelvin sign as k),
+// with the dotless and dotted i as i (locale-aware decoders fold them).
 func foldKey(s string) string {
 	var b strings.Builder
 	for _, r := range s {
+		if r == 'ı' || r == 'İ' {
+			r = 'i'
+		}
 		m := r
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 			m = min(m, f)
@@ -259,6 +277,89 @@ func foldKey(s string) string {
 		b.WriteRune(m)
 	}
 	return b.String()
+}
+
+// prettyJSON indents valid JSON doc by two spaces a level, keeping every
+// byte of its tokens as written; "" when the result would pass limit bytes
+// (then the body shows as sent).
+func prettyJSON(doc []byte, limit int) string {
+	var b strings.Builder
+	depth, inString, escaped := 0, false, false
+	newline := func() bool {
+		b.WriteByte('\n')
+		for range depth {
+			b.WriteString("  ")
+		}
+		return b.Len() <= limit
+	}
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		if inString {
+			b.WriteByte(c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+		case '"':
+			inString = true
+			b.WriteByte(c)
+		case '{', '[':
+			b.WriteByte(c)
+			if next := nextToken(doc, i+1); next == '}' || next == ']' {
+				continue
+			}
+			depth++
+			if !newline() {
+				return ""
+			}
+		case '}', ']':
+			if prev := prevToken(doc, i); prev != '{' && prev != '[' {
+				depth--
+				if !newline() {
+					return ""
+				}
+			}
+			b.WriteByte(c)
+		case ',':
+			b.WriteByte(c)
+			if !newline() {
+				return ""
+			}
+		case ':':
+			b.WriteString(": ")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// nextToken is the first byte at or after i that is not JSON whitespace.
+func nextToken(doc []byte, i int) byte {
+	for ; i < len(doc); i++ {
+		if c := doc[i]; c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return c
+		}
+	}
+	return 0
+}
+
+// prevToken is the last byte before i that is not JSON whitespace.
+func prevToken(doc []byte, i int) byte {
+	for i--; i >= 0; i-- {
+		if c := doc[i]; c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return c
+		}
+	}
+	return 0
 }
 
 // forwardedHeaders lists the headers of h that are forwarded as sent,

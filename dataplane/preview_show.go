@@ -107,7 +107,8 @@ func (p *Preview) RawRequest() string {
 	if p.Query != "" {
 		target += "?" + p.Query
 	}
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\nHost: %s\n", Printable(p.Method, false), Printable(target, false), Printable(p.Host, false))
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\nHost: %s\n", Printable(p.Method, false), Printable(target, false),
+		Printable(strings.TrimSuffix(p.Host, ":443"), false)) // the Host line an upstream reads
 	for _, h := range p.Headers {
 		fmt.Fprintf(&b, "%s: %s\n", Printable(h.Name, false), Printable(h.Value, false))
 	}
@@ -121,6 +122,9 @@ func (p *Preview) RawRequest() string {
 		} else {
 			b.WriteString(Printable(string(p.Body.Raw), true))
 		}
+	}
+	if !strings.HasSuffix(b.String(), "\n") {
+		b.WriteString("\n") // a display ends its last line; the body's bytes are in --json
 	}
 	return b.String()
 }

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -61,7 +63,7 @@ func TestPreviewShowsTheWholeRequest(t *testing.T) {
 		t.Errorf("forwarded headers %q: want Content-Type and X-Trace (not the credential's header, not Proxy-Authorization)", got)
 	}
 	raw := pv.RawRequest()
-	for _, want := range []string{"POST /v1/send?cc=eve%40x&to=b HTTP/1.1\nHost: mail.example:443\n", "X-Trace: t-1\n",
+	for _, want := range []string{"POST /v1/send?cc=eve%40x&to=b HTTP/1.1\nHost: mail.example\n", "X-Trace: t-1\n",
 		"(added by the proxy: oauth2 in header Authorization", `"bcc":"eve@example.com"`} {
 		if !strings.Contains(raw, want) {
 			t.Errorf("raw request lacks %q:\n%s", want, raw)
@@ -82,6 +84,10 @@ func TestPreviewRefusesWhatAHumanCannotJudge(t *testing.T) {
 		{"kelvin sign", "application/json", "", `{"k":1,"\u212a":2}`, policy.ReasonAmbiguousBody},
 		{"nested", "application/json", "", `{"m":[{"a":1},{"b":1,"B":2}]}`, policy.ReasonAmbiguousBody},
 		{"JSON under another type", "text/plain", "", ` {"to":"a","To":"b"}`, policy.ReasonAmbiguousBody},
+		{"JSON after a BOM", "application/json", "", "\xef\xbb\xbf{\"to\":\"a\",\"TO\":\"b\"}", policy.ReasonAmbiguousBody},
+		{"dotless i", "application/json", "", `{"fıle":1,"file":2}`, policy.ReasonAmbiguousBody},
+		{"too deep", "application/json", "", strings.Repeat("[", 65) + strings.Repeat("]", 65), policy.ReasonAmbiguousBody},
+		{"too deep in objects", "application/json", "", strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 65), policy.ReasonAmbiguousBody},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := previewOf(t, tc.ctype, tc.encoding, "", tc.body)
@@ -153,4 +159,47 @@ func TestShowSaysWhatItLeftOut(t *testing.T) {
 	if c := Clip("abcdef", 4); c != "abcd … 2 more bytes" {
 		t.Errorf("Clip = %q", c)
 	}
+}
+
+func TestPrettyJSON(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"a":1,"b":[1,2],"c":{},"d":[]}`, "{\n  \"a\": 1,\n  \"b\": [\n    1,\n    2\n  ],\n  \"c\": {},\n  \"d\": []\n}"},
+		{` { "s" : "x,{[\"]}:" } `, "{\n  \"s\": \"x,{[\\\"]}:\"\n}"},
+		{`"\u001b"`, `"\u001b"`},
+	} {
+		if got := prettyJSON([]byte(tc.in), 1<<20); got != tc.want {
+			t.Errorf("prettyJSON(%s) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	// 64 levels of one-element arrays, with a limit: bounded, never quadratic.
+	deep := strings.Repeat("[", 64) + strings.Repeat("1,", 5000) + "1" + strings.Repeat("]", 64)
+	if got := prettyJSON([]byte(deep), 4*len(deep)); got != "" {
+		t.Errorf("prettyJSON of a deep body returned %d bytes past its limit %d", len(got), 4*len(deep))
+	}
+	pv, err := previewOf(t, "application/json", "", "", deep)
+	if err != nil || pv.Body.Kind != BodyJSON || pv.Body.Text != "" {
+		t.Errorf("deep body: %v, kind %s, %d bytes of text; want JSON shown as sent", err, pv.Body.Kind, len(pv.Body.Text))
+	}
+}
+
+// FuzzPreviewBody: any body and Content-Type is read without panicking;
+// a JSON reading's pretty text holds the same JSON as the body.
+func FuzzPreviewBody(f *testing.F) {
+	for _, s := range []string{`{"to":"a","TO":"b"}`, "\xef\xbb\xbf[1,{\"a\":[]}]", "a=1&b=%zz", "\xff\x00", `{"s":"x,{[\"]}:"}`,
+		strings.Repeat("[", 70) + strings.Repeat("]", 70)} {
+		f.Add([]byte(s), "application/json")
+	}
+	f.Add([]byte("to=b&bcc=c"), "application/x-www-form-urlencoded")
+	f.Fuzz(func(t *testing.T, body []byte, ctype string) {
+		b, _, err := readBody(ctype, body, map[string]bool{"to": true})
+		if err != nil || b.Kind != BodyJSON || b.Text == "" {
+			return
+		}
+		var want, got bytes.Buffer
+		doc := bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
+		if json.Compact(&want, doc) != nil || json.Compact(&got, []byte(b.Text)) != nil || !bytes.Equal(want.Bytes(), got.Bytes()) {
+			t.Fatalf("pretty text of %q is not the same JSON:\n%s", body, b.Text)
+		}
+		_, _ = b.Show(100)
+	})
 }

@@ -28,7 +28,7 @@ type Timeouts struct {
 	ReadHeader  time.Duration // request line and headers (10 s)
 	Idle        time.Duration // keep-alive with no request (90 s)
 	TunnelIdle  time.Duration // passthrough tunnel or WebSocket with no bytes (5 min)
-	BodyIdle    time.Duration // longest pause between request-body bytes (30 s)
+	BodyIdle    time.Duration // longest pause between request-body bytes, or in the client's reading of an answer (30 s)
 	BodyMinRate int           // bytes/s a request body must average after its first BodyIdle (0: no rate check)
 	MaxHeader   int           // request head size (64 KiB)
 	UpstreamTLS time.Duration // upstream TLS handshake (10 s)
@@ -76,10 +76,12 @@ type Proxy struct {
 	Approvals Approvals
 	// ApprovalHold is how long a held client waits (60 s); ApprovalMaxBody
 	// bounds the body of a held request (1 MiB); ApprovalMaxHeld bounds
-	// the bodies of all requests held at once (64 MiB).
-	ApprovalHold    time.Duration
-	ApprovalMaxBody int64
-	ApprovalMaxHeld int64
+	// the bodies of all requests held at once (64 MiB), and
+	// ApprovalMaxHeldPerSession those of one session's (8 MiB).
+	ApprovalHold              time.Duration
+	ApprovalMaxBody           int64
+	ApprovalMaxHeld           int64
+	ApprovalMaxHeldPerSession int64
 	// SandboxAPI answers the requests a sandbox sends through the proxy to
 	// APIHost (port 443), with the authenticated session in the context
 	// (SessionFrom). Nil means APIHost is an ordinary, unknown host.
@@ -118,7 +120,7 @@ type Proxy struct {
 	stopping    context.Context        // ends when Shutdown starts
 	stop        context.CancelFunc     // ends stopping
 	limits      atomic.Pointer[Limits] // set by SetLimits
-	heldBytes   atomic.Int64           // bytes of held bodies in memory (readHeld)
+	held        heldBudget             // bytes of held bodies in memory (readHeld)
 	connsOpen   atomic.Int64           // client connections to the proxy port
 	tunnelsOpen atomic.Int64           // intercepted tunnels being served, plus passthrough tunnels
 }

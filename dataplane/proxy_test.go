@@ -112,12 +112,19 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 				_ = c.Close()
 				return
 			}
+			if r.URL.Path == "/v1/items/large" { // 64 MiB
+				_, _ = io.CopyN(w, zeroReader{}, 64<<20)
+				return
+			}
 			if r.URL.Path == "/v1/items/cut" { // announces 100 bytes, sends 10, hangs up
 				w.Header().Set("Content-Length", "100")
 				_, _ = io.WriteString(w, `{"partial"`)
 				http.NewResponseController(w).Flush()
 				panic(http.ErrAbortHandler)
 			}
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("X-Echo-Trailers", fmt.Sprint(len(r.Trailer), r.Trailer))
+			w.Header().Set("X-Echo-Body", string(body))
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
 			_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "uri": r.RequestURI, "host": r.Host,
@@ -392,6 +399,9 @@ func TestInnerRequestAdversarial(t *testing.T) {
 		{"method override", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX-HTTP-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"method override, lower case", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nx-http-method: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"method override, X-Method-Override", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX-Method-Override: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"method override, underscores", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX_HTTP_METHOD_OVERRIDE: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"method override, _method query", "POST /v1/items?a=1&_method=DELETE HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"method override, encoded _method query", "POST /v1/items?%5FMETHOD=DELETE HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"OPTIONS * is decided, not answered by net/http", "OPTIONS * HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 403, "bad_request"},
 		{"absolute-form same host is fine", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
 	} {

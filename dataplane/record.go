@@ -79,7 +79,13 @@ func (rec *Record) allowed(d policy.Decision) {
 	rec.Name = audit.EventProxied
 	rec.Decision = d.Verdict.String()
 	rec.Reason = string(d.Reason)
-	if op := d.Op; op != nil {
+	rec.operation(d.Op)
+}
+
+// operation names the matched operation, if any, so that a refusal after
+// the decision (at the approval gate, say) says what it refused.
+func (rec *Record) operation(op *policy.Operation) {
+	if op != nil {
 		rec.Connector, rec.ConnectorVersion, rec.ConnectorHash, rec.Tool = op.FQN, op.Version, op.Hash, op.Tool
 		rec.Operation = op.Spec.Name
 	}

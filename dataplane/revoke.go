@@ -121,7 +121,7 @@ func (p *Proxy) cut(id string, why error, keep *tunnel) {
 	if !before {
 		rec := p.newRecord(nil)
 		rec.refused(revokedRefusal(why))
-		rec.Name, rec.Session = audit.EventSessionRevoked, id
+		rec.Name, rec.Session, rec.Status = audit.EventSessionRevoked, id, 0 // no client was answered
 		p.finish(rec)
 	}
 	for _, ot := range tunnels {
@@ -132,7 +132,7 @@ func (p *Proxy) cut(id string, why error, keep *tunnel) {
 		rec := p.newRecord(nil)
 		rec.refused(revokedRefusal(why))
 		rec.Start = ot.since
-		rec.Name, rec.Session, rec.Client = audit.EventTunnelCut, id, ot.t.client
+		rec.Name, rec.Session, rec.Client, rec.Status = audit.EventTunnelCut, id, ot.t.client, 0 // closed, not answered
 		rec.Host, rec.Port = ot.t.authority.Host, ot.t.authority.Port
 		p.finish(rec)
 	}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net/http"
@@ -58,6 +59,12 @@ func TestRevokedSessionSendsNothingMore(t *testing.T) {
 	})
 	tc := tunnelTLSTo(t, e, "api.example.com", "api.example.com")
 	other := tunnelTLSTo(t, e, "api.example.com", "api.example.com") // idle, cut at the refusal
+	for _, c := range []*tls.Conn{tc, other} {
+		if err := c.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitTunnels(t, e.proxy, "s1", 2) // the client's handshake ends before the proxy's
 	var otherClosed atomic.Bool
 	go func() { _, _ = io.Copy(io.Discard, other); otherClosed.Store(true) }()
 	br := bufio.NewReader(tc)
@@ -145,4 +152,39 @@ func waitRecords(t *testing.T, rec *listRecorder, name audit.EventName, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitTunnels waits until the proxy has n open tunnels of session id.
+func waitTunnels(t *testing.T, p *Proxy, id string, n int) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		p.open.mu.Lock()
+		got := len(p.open.open[id])
+		p.open.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d open tunnels of %s, want %d", got, id, n)
+		}
+	}
+}
+
+// TestRevokedDuringTheHandshake: a session revoked between its CONNECT and
+// the end of the TLS handshake gets its tunnel closed at once, audited as
+// cut.
+func TestRevokedDuringTheHandshake(t *testing.T) {
+	var sess *revocable
+	rec := &listRecorder{}
+	e := newEnv(t, func(p *Proxy) {
+		sess = &revocable{staticSessions: p.Sessions.(staticSessions), gone: map[string]bool{}}
+		p.Sessions, p.Recorder, p.RevokeCheck = sess, rec, time.Hour
+	})
+	tc := tunnelTLSTo(t, e, "api.example.com", "api.example.com")
+	sess.revoke("s1")
+	_ = tc.Handshake()
+	if _, err := io.Copy(io.Discard, tc); err != nil && strings.Contains(err.Error(), "timeout") {
+		t.Fatal("the tunnel of a session revoked during its handshake stayed open")
+	}
+	waitRecords(t, rec, audit.EventTunnelCut, 1)
 }

@@ -83,9 +83,9 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	if err := policy.CheckPath(tgt.path); err != nil {
 		return tgt, deny(policy.ReasonNonCanonicalPath, "path %q is not canonical (%v); send the path in its plain form without dot segments, empty segments or encoded separators", clip(tgt.path), err)
 	}
-	if name := methodOverride(r.Header); name != "" {
+	if name := methodOverride(r.Header, tgt.query); name != "" {
 		return tgt, deny(policy.ReasonMethodOverride, "the request carries %s, which asks the upstream to treat this %s as another method "+
-			"than the one policy decided on; send the method itself instead", name, r.Method)
+			"than the one policy decided on; send the method itself instead", clip(name), r.Method)
 	}
 	if err := h2cUpgrade(r); err != nil {
 		return tgt, err
@@ -93,15 +93,25 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	return tgt, nil
 }
 
-// methodOverrideHeaders are the headers with which frameworks (Google APIs,
-// Rails, ASP.NET, …) let a request claim another method than its own.
-var methodOverrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
-
-// methodOverride names the method-override header h carries, or "".
-func methodOverride(h http.Header) string {
-	for _, name := range methodOverrideHeaders {
-		if _, ok := h[name]; ok {
-			return name
+// methodOverride names the method override the request carries, or "":
+// a header with which frameworks (Google APIs, Rails, ASP.NET, …) let a
+// request claim another method than its own, in any case and with "_" for
+// "-" (CGI-style servers read X_HTTP_METHOD_OVERRIDE as the same), or a
+// "_method" query parameter (Laravel, Symfony, Rails).
+func methodOverride(h http.Header, rawQuery string) string {
+	for name := range h {
+		switch strings.ReplaceAll(strings.ToLower(name), "_", "-") {
+		case "x-http-method-override", "x-http-method", "x-method-override":
+			return "the header " + name
+		}
+	}
+	for part := range strings.SplitSeq(rawQuery, "&") {
+		k, _, _ := strings.Cut(part, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if strings.EqualFold(k, "_method") {
+			return "the query parameter " + k
 		}
 	}
 	return ""

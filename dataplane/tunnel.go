@@ -36,12 +36,21 @@ type tunnel struct {
 type tunnelKey struct{}
 
 // tunnelConn carries its tunnel to the inner server's handlers; closing it
-// forgets the tunnel in the proxy's per-session registry.
+// forgets the tunnel in the proxy's per-session registry. A write the
+// client does not take within writeIdle fails, so a client that stops
+// reading an answer does not hold the tunnel, its goroutines and the
+// upstream exchange.
 type tunnelConn struct {
 	net.Conn
-	t      *tunnel
-	forget func()
-	once   sync.Once
+	t         *tunnel
+	forget    func()
+	once      sync.Once
+	writeIdle time.Duration
+}
+
+func (c *tunnelConn) Write(b []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeIdle))
+	return c.Conn.Write(b)
 }
 
 // Close closes the connection and forgets the tunnel.
@@ -164,8 +173,13 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	_ = c.SetDeadline(time.Time{})
 	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.malformed(t)})
 	t.rejectedLater = guarded.(*framingGuard).rejectedLater
-	conn := &tunnelConn{Conn: guarded, t: t, forget: p.open.add(c, t)}
-	if p.Sessions.Live(t.sess.ID) != nil || !p.tunnels.push(conn) {
+	conn := &tunnelConn{Conn: guarded, t: t, forget: p.open.add(c, t), writeIdle: p.t.BodyIdle}
+	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the handshake: cut, audited
+		p.cut(t.sess.ID, err, nil)
+		_ = conn.Close()
+		return
+	}
+	if !p.tunnels.push(conn) {
 		_ = conn.Close()
 	}
 }
@@ -213,8 +227,8 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 		return
 	}
 	defer p.open.add(c, t)()
-	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the dial
-		_ = c.Close()
+	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the dial: cut, audited
+		p.cut(t.sess.ID, err, nil)
 		_ = up.Close()
 		return
 	}
@@ -222,26 +236,22 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 	p.trackRaw(up, true)
 	defer p.trackRaw(c, false)
 	defer p.trackRaw(up, false)
-	sni, hello := peekServerName(c, p.t.Handshake)
-	if sni != t.authority.Host {
-		err := deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s names %q; it must name the CONNECT host", t.authority, sni)
-		if sni == "" {
-			err = deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s names no server (or is not TLS); a passthrough tunnel must name its CONNECT host", t.authority)
-		}
+	hello := peekHello(c, p.t.Handshake)
+	if err := helloMismatch(hello, t.authority); err != nil {
 		rec.refused(classify(err))
-		rec.BytesIn = int64(len(hello))
+		rec.BytesIn = int64(len(hello.raw))
 		p.finish(rec)
 		_ = c.Close()
 		_ = up.Close()
 		return
 	}
-	if _, err := up.Write(hello); err != nil {
+	if _, err := up.Write(hello.raw); err != nil {
 		_ = c.Close()
 		_ = up.Close()
 		return
 	}
 	in, out := splice(&idleConn{Conn: c, idle: p.t.TunnelIdle}, &idleConn{Conn: up, idle: p.t.TunnelIdle})
-	in += int64(len(hello))
+	in += int64(len(hello.raw))
 	rec.BytesIn, rec.BytesOut, rec.Status = in, out, http.StatusOK
 	p.finish(rec)
 }

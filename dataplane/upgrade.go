@@ -57,11 +57,11 @@ func checkUpgrade(r *http.Request, op *policy.Operation) error {
 	switch {
 	case op == nil:
 		return deny(policy.ReasonUpgradeRefused, "this endpoint does not accept a WebSocket upgrade")
+	case r.Method != http.MethodGet:
+		return deny(policy.ReasonUpgradeRefused, "a WebSocket opens with GET, not %s", r.Method)
 	case !op.Spec.WebSocket:
 		return deny(policy.ReasonUpgradeRefused, "%s %s/%s does not allow a WebSocket upgrade: its spec must set \"websocket\": true "+
 			"on the operation (frames after the upgrade are not inspected)", op.Ref(), op.Tool, op.Spec.Name)
-	case r.Method != http.MethodGet:
-		return deny(policy.ReasonUpgradeRefused, "a WebSocket opens with GET, not %s", r.Method)
 	}
 	return nil
 }

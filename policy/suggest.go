@@ -1,10 +1,34 @@
 package policy
 
+import (
+	"slices"
+	"strings"
+)
+
 // Closest returns the candidate nearest to s by edit distance, and whether
 // it is near enough to be what s meant (at most a third of the longer
 // name's length, and at least one edit away from a different name); it is
-// how a misspelt key gets its "did you mean".
+// how a misspelt key gets its "did you mean". But first, a candidate that
+// s (of at least 3 bytes) starts is what s meant, cut short ("max_pending"
+// for "max_pending_per_session"), when it is the only one or the others
+// extend it.
 func Closest(s string, candidates []string) (string, bool) {
+	var prefixed []string
+	for _, c := range candidates {
+		if len(s) >= 3 && len(c) > len(s) && c[:len(s)] == s {
+			prefixed = append(prefixed, c)
+		}
+	}
+	if len(prefixed) > 0 {
+		slices.SortFunc(prefixed, func(a, b string) int { return len(a) - len(b) })
+		if allHave(prefixed, func(c string) bool { return strings.HasPrefix(c, prefixed[0]) }) {
+			return prefixed[0], true // "max_held": max_held_bytes, of which the others are longer forms
+		}
+	}
+	return closestByEdits(s, candidates)
+}
+
+func closestByEdits(s string, candidates []string) (string, bool) {
 	best, bestD := "", -1
 	for _, c := range candidates {
 		if d := editDistance(s, c); bestD < 0 || d < bestD || d == bestD && c < best {
@@ -47,4 +71,13 @@ func editDistance(a, b string) int {
 		}
 	}
 	return d[len(a)][len(b)]
+}
+
+func allHave(list []string, ok func(string) bool) bool {
+	for _, s := range list {
+		if !ok(s) {
+			return false
+		}
+	}
+	return true
 }

@@ -99,8 +99,12 @@ func validateOperation(op *OperationSpec, path string, seen map[string]string, p
 	if !op.Credential.IsZero() {
 		validateCredential(op.Credential, path+".credential", p)
 	}
-	if op.WebSocket && op.Method != "GET" {
+	switch {
+	case op.WebSocket && op.Method != "GET":
 		p.add(path+".websocket", ruleWebSocket, fmt.Sprintf("websocket is only for a GET operation (a WebSocket opens with a GET), this one's method is %s; set \"method\": \"GET\" or drop websocket", quote(op.Method)))
+	case op.WebSocket && op.RequiresApproval():
+		p.add(path+".websocket", ruleWebSocket, "an operation that opens a WebSocket cannot need approval: every handshake carries a fresh random "+
+			"Sec-WebSocket-Key, so no retry could match an approval, and the frames after it are not inspected anyway; drop \"approval\": \"required\" or websocket")
 	}
 	inputs := map[string]string{}
 	for k := range op.Inputs {

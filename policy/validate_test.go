@@ -185,6 +185,7 @@ func miscCases() []ruleCase {
 		{"websocket on POST", func(s map[string]any) { op(s, 0)["method"] = "POST"; op(s, 0)["websocket"] = true }, op0 + ".websocket", ruleWebSocket},
 		{"websocket without method", func(s map[string]any) { delete(op(s, 0), "method"); op(s, 0)["websocket"] = true }, op0 + ".websocket", ruleWebSocket},
 		{"wrong type websocket", set("websocket", "yes"), op0 + ".websocket", ruleJSONType},
+		{"websocket with approval", func(s map[string]any) { op(s, 0)["websocket"] = true; op(s, 0)["approval"] = "required" }, op0 + ".websocket", ruleWebSocket},
 		{"credential kind string", set("credential", "password"), op0 + ".credential", ruleCredentialKind},
 		{"credential kind object", set("credential", map[string]any{"kind": "password"}), op0 + ".credential", ruleCredentialKind},
 		{"credential kind missing", set("credential", map[string]any{"header": "X-Key", "format": "{key}"}), op0 + ".credential.kind", ruleCredentialKind},
@@ -418,13 +419,14 @@ func TestUnknownFieldSaysWhatWasMeant(t *testing.T) {
 }
 
 func TestClosest(t *testing.T) {
-	names := []string{"approval", "audit", "credential", "listen", "web_listen"}
-	for in, want := range map[string]string{"aproval": "approval", "listn": "listen", "web_listn": "web_listen", "credentail": "credential"} {
+	names := []string{"approval", "audit", "credential", "listen", "web_listen", "max_held_bytes", "max_held_bytes_per_session", "max_pending_per_session"}
+	for in, want := range map[string]string{"aproval": "approval", "listn": "listen", "web_listn": "web_listen", "credentail": "credential",
+		"max_pending": "max_pending_per_session", "max_held_bytes_per": "max_held_bytes_per_session", "max_held": "max_held_bytes"} {
 		if got, ok := Closest(in, names); !ok || got != want {
 			t.Errorf("Closest(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
-	for _, in := range []string{"zzz", "approval", "", "something_else_entirely"} {
+	for _, in := range []string{"zzz", "approval", "", "something_else_entirely", "max"} {
 		if got, ok := Closest(in, names); ok {
 			t.Errorf("Closest(%q) = %q; want no suggestion", in, got)
 		}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -259,11 +261,32 @@ func approvalsWebToken(fs *pflag.FlagSet, cfg *config.Config, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	if cfg.Admin.WebListen == "" {
+	switch addr := runningWebAddr(cfg.Home); {
+	case addr != "":
+		fmt.Fprintf(stderr, "approvals page: http://%s/login\n", addr)
+	case cfg.Admin.WebListen == "":
 		fmt.Fprintln(stderr, "note: the approvals page is off (admin.web_listen is empty)")
-	} else {
-		fmt.Fprintf(stderr, "approvals page: http://%s/login\n", cfg.Admin.WebListen)
+	default:
+		fmt.Fprintf(stderr, "approvals page (once the daemon runs): http://%s/login\n", cfg.Admin.WebListen)
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
+}
+
+// runningWebAddr is the address the running daemon's approvals page is
+// bound to (from $home/daemon.json, which it writes at start and removes at
+// exit), or "" when no daemon runs or its page is off.
+func runningWebAddr(home string) string {
+	b, err := os.ReadFile(filepath.Join(home, "daemon.json"))
+	if err != nil {
+		return ""
+	}
+	var st struct {
+		PID     int    `json:"pid"`
+		WebAddr string `json:"web_addr"`
+	}
+	if json.Unmarshal(b, &st) != nil || st.PID <= 0 || syscall.Kill(st.PID, 0) != nil {
+		return ""
+	}
+	return st.WebAddr
 }

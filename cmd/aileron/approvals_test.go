@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -145,6 +146,15 @@ func TestApprovalsWebToken(t *testing.T) {
 	}
 	if again, _, _ := runApprovals(t, home, "web-token"); strings.TrimSpace(again) != tok {
 		t.Errorf("second web-token printed %q, want the same %q", again, tok)
+	}
+	// A running daemon (this process stands in) publishes where its page
+	// is bound: that address, not the configured one, is printed.
+	state := fmt.Sprintf(`{"pid":%d,"web_addr":"127.0.0.1:43537"}`, os.Getpid())
+	if err := os.WriteFile(filepath.Join(home, "daemon.json"), []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, _ := runApprovals(t, home, "web-token"); !strings.Contains(errOut, "http://127.0.0.1:43537/login") {
+		t.Errorf("with a running daemon, web-token says %q, want its bound address", errOut)
 	}
 }
 

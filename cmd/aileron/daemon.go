@@ -139,8 +139,8 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		Injector:  d.creds,
 		Recorder:  d.rec,
 		Approvals: d.approval, ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
-		ApprovalMaxHeld: cfg.Approval.MaxHeldBytes,
-		Log:             log,
+		ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession,
+		Log: log,
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
 			Idle: cfg.Proxy.IdleTimeout, TunnelIdle: cfg.Proxy.TunnelIdleTimeout,
@@ -228,14 +228,14 @@ func (d *daemon) hangup() {
 			d.reloadMu.Lock()
 			d.cfg.Proxy.Passthrough = cfg.Proxy.Passthrough
 			d.cfg.Approval.Hold, d.cfg.Approval.MaxBody = cfg.Approval.Hold, cfg.Approval.MaxBody
-			d.cfg.Approval.MaxHeldBytes = cfg.Approval.MaxHeldBytes
+			d.cfg.Approval.MaxHeldBytes, d.cfg.Approval.MaxHeldBytesSession = cfg.Approval.MaxHeldBytes, cfg.Approval.MaxHeldBytesSession
 			d.reloadMu.Unlock()
 			d.proxy.SetLimits(dataplane.Limits{ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
-				ApprovalMaxHeld: cfg.Approval.MaxHeldBytes})
+				ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession})
 			if restartOnly(d.cfg, cfg) {
 				d.log.Warn().Str("event", "config.reload_partial").
 					Msg("listen addresses, home, timeouts, upstream and egress settings and approval.ttl and approval.max_pending_per_session change only at restart; " +
-						"passthrough rules, approval.hold, approval.max_body, approval.max_held_bytes and installed specs were reloaded")
+						"passthrough rules, approval.hold, approval.max_body, approval.max_held_bytes(_per_session) and installed specs were reloaded")
 			}
 		}
 	}
@@ -249,6 +249,7 @@ func restartOnly(old, next *config.Config) bool {
 	a.Approval.Hold, b.Approval.Hold = 0, 0
 	a.Approval.MaxBody, b.Approval.MaxBody = 0, 0
 	a.Approval.MaxHeldBytes, b.Approval.MaxHeldBytes = 0, 0
+	a.Approval.MaxHeldBytesSession, b.Approval.MaxHeldBytesSession = 0, 0
 	ya, _ := a.YAML()
 	yb, _ := b.YAML()
 	return string(ya) != string(yb)

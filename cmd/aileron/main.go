@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 )
@@ -22,7 +23,8 @@ Usage:
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]
   aileron credential list [--json] | delete NAME | unbind FQN
-  aileron approvals list [--state S] [--json] | show ID | approve ID | deny ID --reason R | web-token
+  aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json]
+  aileron approvals approve ID | deny ID --reason R | web-token
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line
   aileron launch [--session ID | --new] [--tools] -- CMD ARGS…
@@ -58,9 +60,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"launch":     cmdLaunch,
 		"mcp":        cmdMCP,
 	}
-	switch args[0] {
-	case "help", "-h", "--help":
+	switch {
+	case len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help"):
 		fmt.Fprint(stdout, usage)
+		return 0
+	case args[0] == "help" && groupUsage(args[1]) != "":
+		fmt.Fprint(stdout, groupUsage(args[1]))
+		return 0
+	case args[0] == "help":
+		args = []string{args[1], "--help"}
+	case len(args) > 1 && (args[1] == "help" || args[1] == "-h" || args[1] == "--help") && groupUsage(args[0]) != "":
+		fmt.Fprint(stdout, groupUsage(args[0]))
 		return 0
 	}
 	cmd, ok := cmds[args[0]]
@@ -103,4 +113,23 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// groupUsage is the usage of a command with subcommands (session,
+// connector, …): its lines of the general usage; "" for any other word.
+func groupUsage(cmd string) string {
+	switch cmd {
+	case "session", "connector", "credential", "approvals", "audit", "config":
+	default:
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	for line := range strings.SplitSeq(usage, "\n") {
+		if strings.HasPrefix(line, "  aileron "+cmd+" ") {
+			b.WriteString(line + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "\nRun \"aileron %s SUBCOMMAND --help\" for a subcommand's flags.\n", cmd)
+	return b.String()
 }

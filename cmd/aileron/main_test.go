@@ -32,6 +32,12 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"config", "defaults"}, 0, "proxy:"},
 		{[]string{"config", "print"}, 0, "listen: 127.0.0.1:9080"},
 		{[]string{"session", "list"}, 1, "is `aileron daemon` running?"},
+		{[]string{"approvals", "--help"}, 0, "aileron approvals list [--state S] [--session ID]"},
+		{[]string{"session", "-h"}, 0, "aileron session render ID"},
+		{[]string{"help", "audit"}, 0, "aileron audit verify"},
+		{[]string{"help", "approvals"}, 0, "show ID [--raw | --json]"},
+		{[]string{"help", "daemon"}, 0, "Usage: aileron daemon"},
+		{[]string{"help", "frob"}, 2, `unknown command "frob"`},
 	} {
 		code, out, errOut := runCLI(t, home, c.args...)
 		if code != c.code || !strings.Contains(out+errOut, c.want) {
