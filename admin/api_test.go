@@ -84,7 +84,7 @@ func TestAdminSessionsRoundTrip(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ProxyURL != "" {
 		t.Errorf("ListSessions = %+v, %v", list, err)
 	}
-	if _, err := d.admin.Sessions.Authenticate(proxyCreds(t, info.ProxyURL)); err != nil {
+	if _, err := d.admin.Sessions.Authenticate(testkit.ProxyCreds(t, info.ProxyURL)); err != nil {
 		t.Errorf("token from the API does not authenticate: %v", err)
 	}
 	if err := d.client.DeleteSession(ctx, info.ID); err != nil {

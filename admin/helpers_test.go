@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"net/url"
 	"path/filepath"
 	"testing"
 
@@ -26,15 +25,4 @@ func sessionsAt(t *testing.T, home string, clock *testkit.Clock) *sessions.Manag
 		t.Fatal(err)
 	}
 	return s
-}
-
-// proxyCreds splits a ProxyURL into its id and token.
-func proxyCreds(t *testing.T, proxyURL string) (id, token string) {
-	t.Helper()
-	u, err := url.Parse(proxyURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, _ = u.User.Password()
-	return u.User.Username(), token
 }

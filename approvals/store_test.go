@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,30 +14,10 @@ import (
 	"github.com/aileronhq/aileron/state"
 )
 
-// eventLog records OnEvent calls.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-	detail []map[string]string
-}
-
-func (l *eventLog) record(event audit.EventName, d map[string]string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, string(event))
-	l.detail = append(l.detail, d)
-}
-
-func (l *eventLog) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.events...)
-}
-
 type testStore struct {
 	*Store
 	clock  *testkit.Clock
-	events *eventLog
+	events *testkit.Events
 	// waiting receives an approval id each time an Await starts waiting.
 	waiting chan string
 }
@@ -52,7 +31,7 @@ func newTestStore(t *testing.T, path string, poll time.Duration) *testStore {
 	}
 	ts := &testStore{
 		clock:   testkit.NewClock(),
-		events:  &eventLog{},
+		events:  &testkit.Events{},
 		waiting: make(chan string, 100),
 	}
 	ts.Store = &Store{
@@ -60,7 +39,7 @@ func newTestStore(t *testing.T, path string, poll time.Duration) *testStore {
 		TTL:       10 * time.Minute,
 		Now:       ts.clock.Now,
 		ReviewURL: func(id string) string { return "http://aileron.local/approvals/" + id },
-		OnEvent:   ts.events.record,
+		OnEvent:   ts.events.Record,
 		Poll:      poll,
 		waitHook:  func(id string) { ts.waiting <- id },
 	}
@@ -138,10 +117,10 @@ func TestAwaitHoldTimeoutLeavesPending(t *testing.T) {
 		a.Preview.Inputs["to"] != "alice@example.com" || !a.ExpiresAt.Equal(a.CreatedAt.Add(10*time.Minute)) || a.DecidedAt != nil {
 		t.Errorf("listed approval = %+v", a)
 	}
-	if got := ts.events.list(); len(got) != 1 || got[0] != string(audit.EventApprovalRequested) {
+	if got := ts.events.Names(); len(got) != 1 || got[0] != string(audit.EventApprovalRequested) {
 		t.Fatalf("events = %v, want one approval.requested", got)
 	}
-	d := ts.events.detail[0]
+	d := ts.events.Detail(0)
 	if d["approval_id"] != res.ID || d["path"] != "/v1/messages" || d["operation"] != "send" {
 		t.Errorf("requested event details = %v (the path must carry no query)", d)
 	}
@@ -162,7 +141,7 @@ func TestApproveWakesWaiter(t *testing.T) {
 	if err != nil || a.State != dataplane.ApprovalStateConsumed || a.DecidedBy != "alice" || a.DecidedAt == nil {
 		t.Errorf("Get = %+v, %v; want consumed, decided by alice", a, err)
 	}
-	if got := strings.Join(ts.events.list(), ","); got != "approval.requested,approval.approved" {
+	if got := strings.Join(ts.events.Names(), ","); got != "approval.requested,approval.approved" {
 		t.Errorf("events = %s", got)
 	}
 	// The approval was used: the next identical request asks again.
@@ -242,10 +221,8 @@ func TestDenyWithReason(t *testing.T) {
 	if err != nil || a.State != dataplane.ApprovalStateDenied || a.Reason != "wrong recipient" || a.DecidedBy != "bob" {
 		t.Errorf("Get = %+v, %v", a, err)
 	}
-	ts.events.mu.Lock()
-	last := ts.events.detail[len(ts.events.detail)-1]
-	ts.events.mu.Unlock()
-	if ev := ts.events.list(); ev[len(ev)-1] != string(audit.EventApprovalDenied) || last["reason"] != "wrong recipient" || last["decided_by"] != "bob" {
+	last := ts.events.Detail(-1)
+	if ev := ts.events.Names(); ev[len(ev)-1] != string(audit.EventApprovalDenied) || last["reason"] != "wrong recipient" || last["decided_by"] != "bob" {
 		t.Errorf("last event %s %v", ev[len(ev)-1], last)
 	}
 	if err := ts.Deny(t.Context(), id, "bob", strings.Repeat("x", 2000)); !errors.Is(err, state.ErrInvalidArgument) {
@@ -300,7 +277,7 @@ func TestApprovalTTL(t *testing.T) {
 	if n, err := ts.Expire(t.Context()); err != nil || n != 1 {
 		t.Fatalf("Expire at TTL = %d, %v; want 1", n, err)
 	}
-	if ev := ts.events.list(); ev[len(ev)-1] != string(audit.EventApprovalExpired) {
+	if ev := ts.events.Names(); ev[len(ev)-1] != string(audit.EventApprovalExpired) {
 		t.Errorf("events = %v, want approval.expired last", ev)
 	}
 	if err := ts.Approve(t.Context(), first.ID, "alice"); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "expired") {

@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
 	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},
-	"internal":    {"state", "github.com/rs/zerolog"},
+	"internal":    {"state", "audit", "github.com/rs/zerolog"},
 }
 
 // stores are the control-plane packages that each own one job over state.

@@ -146,13 +146,11 @@ func TestActionRunApprovalApproved(t *testing.T) {
 		t.Fatalf("after completion: %+v", again)
 	}
 	// Events carry no argument values.
-	e.events.mu.Lock()
-	defer e.events.mu.Unlock()
-	for i, ev := range e.events.events {
+	for i, ev := range e.events.Names() {
 		if !strings.HasPrefix(ev, "action.") {
 			continue
 		}
-		for k, v := range e.events.detail[i] {
+		for k, v := range e.events.Detail(i) {
 			if strings.Contains(v, "secret-subject") || strings.Contains(v, "alice@") {
 				t.Errorf("event %s carries %s=%q", ev, k, v)
 			}

@@ -71,7 +71,7 @@ type sapiEnv struct {
 	api       *API
 	sessions  sapiSessions
 	sessCA    *ca.Authority
-	events    *eventLog
+	events    *testkit.Events
 	// runEvents receives every action.* event.
 	runEvents chan [2]string // event, run id
 
@@ -111,7 +111,7 @@ func loadTestdataPackage(tb testing.TB, name string) (*policy.Spec, []action.Ins
 
 func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	t.Helper()
-	e := &sapiEnv{events: &eventLog{}, runEvents: make(chan [2]string, 1024)}
+	e := &sapiEnv{events: &testkit.Events{}, runEvents: make(chan [2]string, 1024)}
 	upAddr, roots := e.startUpstream(t)
 
 	linSpec, linActs := loadTestdataPackage(t, "linear")
@@ -139,14 +139,14 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	e.store = &approvals.Store{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
 	e.runner = &actions.Runner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
 		OnEvent: func(ev audit.EventName, d map[string]string) {
-			e.events.record(ev, d)
+			e.events.Record(ev, d)
 			select {
 			case e.runEvents <- [2]string{string(ev), d["id"]}:
 			default:
 			}
 		}}
 	e.store.OnEvent = func(ev audit.EventName, d map[string]string) {
-		e.events.record(ev, d)
+		e.events.Record(ev, d)
 		if !o.noDecided && ev != audit.EventApprovalRequested {
 			e.runner.Decided(d["approval_id"])
 		}
@@ -356,27 +356,7 @@ func (e *sapiEnv) waitRunEvent(t *testing.T, ev audit.EventName, id string) {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("no %s event for run %s; events: %v", ev, id, e.events.list())
+			t.Fatalf("no %s event for run %s; events: %v", ev, id, e.events.Names())
 		}
 	}
-}
-
-// eventLog records OnEvent calls.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-	detail []map[string]string
-}
-
-func (l *eventLog) record(event audit.EventName, d map[string]string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, string(event))
-	l.detail = append(l.detail, d)
-}
-
-func (l *eventLog) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.events...)
 }

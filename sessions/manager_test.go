@@ -38,20 +38,6 @@ func sessionsAt(t *testing.T, home string, clock *testkit.Clock) *Manager {
 	return s
 }
 
-// proxyCreds splits a ProxyURL into its id and token.
-func proxyCreds(t *testing.T, proxyURL string) (id, token string) {
-	t.Helper()
-	u, err := url.Parse(proxyURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, _ = u.User.Password()
-	if u.Scheme != "http" || u.Host != "127.0.0.1:9080" || u.Path != "" {
-		t.Errorf("ProxyURL %q is not http://ID:TOKEN@127.0.0.1:9080", proxyURL)
-	}
-	return u.User.Username(), token
-}
-
 func TestSessionLifecycle(t *testing.T) {
 	home := t.TempDir()
 	clock := testkit.NewClock()
@@ -63,7 +49,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if !regexp.MustCompile(`^s_[a-z2-7]{20}$`).MatchString(info.ID) {
 		t.Errorf("id %q", info.ID)
 	}
-	id, token := proxyCreds(t, info.ProxyURL)
+	id, token := testkit.ProxyCreds(t, info.ProxyURL)
 	if id != info.ID || !regexp.MustCompile(`^[A-Za-z0-9_-]{32}$`).MatchString(token) {
 		t.Errorf("ProxyURL credentials %q:%q", id, token)
 	}
@@ -126,14 +112,14 @@ func TestAuthenticate(t *testing.T) {
 	clock := testkit.NewClock()
 	s := sessionsAt(t, t.TempDir(), clock)
 	live, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour, Connectors: []string{testkit.LinearFQN}})
-	liveID, liveToken := proxyCreds(t, live.ProxyURL)
+	liveID, liveToken := testkit.ProxyCreds(t, live.ProxyURL)
 	gone, _ := s.Create(t.Context(), CreateRequest{TTL: time.Hour})
-	goneID, goneToken := proxyCreds(t, gone.ProxyURL)
+	goneID, goneToken := testkit.ProxyCreds(t, gone.ProxyURL)
 	if err := s.Delete(t.Context(), goneID); err != nil {
 		t.Fatal(err)
 	}
 	short, _ := s.Create(t.Context(), CreateRequest{TTL: time.Minute})
-	shortID, shortToken := proxyCreds(t, short.ProxyURL)
+	shortID, shortToken := testkit.ProxyCreds(t, short.ProxyURL)
 	clock.Advance(time.Minute)
 
 	sess, err := s.Authenticate(liveID, liveToken)
@@ -170,14 +156,14 @@ func TestSessionsSurviveReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := first.Authenticate(proxyCreds(t, info.ProxyURL))
+	before, _ := first.Authenticate(testkit.ProxyCreds(t, info.ProxyURL))
 
 	second := sessionsAt(t, home, clock)
 	got, err := second.Get(info.ID)
 	if err != nil || got.ProxyURL != info.ProxyURL || got.Name != "keep" || !got.ExpiresAt.Equal(info.ExpiresAt) {
 		t.Fatalf("Get after reopen = %+v, %v; want the same session and token", got, err)
 	}
-	after, err := second.Authenticate(proxyCreds(t, info.ProxyURL))
+	after, err := second.Authenticate(testkit.ProxyCreds(t, info.ProxyURL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +241,7 @@ func TestSweep(t *testing.T) {
 	if n := testkit.CountRows(t, s.DB, "sessions"); n != 1 {
 		t.Errorf("%d session rows after Sweep, want 1", n)
 	}
-	if _, err := s.Authenticate(proxyCreds(t, long.ProxyURL)); err != nil {
+	if _, err := s.Authenticate(testkit.ProxyCreds(t, long.ProxyURL)); err != nil {
 		t.Errorf("live session after Sweep: %v", err)
 	}
 }
@@ -438,7 +424,7 @@ func TestDeleteSurvivesACancelledRequest(t *testing.T) {
 		t.Fatalf("%d session rows left", n)
 	}
 	again := sessionsAt(t, home, clock)
-	if _, err := again.Authenticate(proxyCreds(t, info.ProxyURL)); err == nil {
+	if _, err := again.Authenticate(testkit.ProxyCreds(t, info.ProxyURL)); err == nil {
 		t.Fatal("the deleted session came back after a restart")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/state"
 )
 
@@ -194,4 +196,52 @@ func Exec(t testing.TB, db *state.DB, query string, args ...any) error {
 		_, err := tx.ExecContext(t.Context(), query, args...)
 		return err
 	})
+}
+
+// Events records a store's OnEvent calls (func(audit.EventName,
+// map[string]string)), safe for concurrent use.
+type Events struct {
+	mu      sync.Mutex
+	names   []string
+	details []map[string]string
+}
+
+// Record is the OnEvent hook.
+func (e *Events) Record(event audit.EventName, d map[string]string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.names = append(e.names, string(event))
+	e.details = append(e.details, d)
+}
+
+// Names returns the event names recorded so far, in order.
+func (e *Events) Names() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.names...)
+}
+
+// Detail returns the details of the i-th event (negative: from the end).
+func (e *Events) Detail(i int) map[string]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i < 0 {
+		i += len(e.details)
+	}
+	return e.details[i]
+}
+
+// ProxyCreds splits a session's ProxyURL into its id and token, checking
+// it is http://ID:TOKEN@127.0.0.1:9080 (the default proxy address).
+func ProxyCreds(t testing.TB, proxyURL string) (id, token string) {
+	t.Helper()
+	u, err := url.Parse(proxyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ = u.User.Password()
+	if u.Scheme != "http" || u.Host != "127.0.0.1:9080" || u.Path != "" {
+		t.Errorf("ProxyURL %q is not http://ID:TOKEN@127.0.0.1:9080", proxyURL)
+	}
+	return u.User.Username(), token
 }
