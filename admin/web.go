@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -448,14 +447,11 @@ type approvalView struct {
 	Undeclared                                     string
 	Headers                                        []dataplane.PreviewHeader
 	Fields                                         []dataplane.PreviewField
-	Inputs                                         []inputRow
+	Inputs                                         []dataplane.PreviewField
 	BodyKind, BodyType, BodyText                   string
 	BodyMore                                       int
 	Created, Expires                               string
 }
-
-// inputRow is one action argument.
-type inputRow struct{ Name, Value string }
 
 // Display limits of the page: longer values say how much more there is,
 // and the raw view shows everything.
@@ -470,14 +466,20 @@ func newApprovalView(ap approvals.Approval) approvalView {
 	clip := func(s string) string { return dataplane.Clip(s, pageValueLimit) }
 	v := approvalView{Approval: ap, Method: clip(p.Method), Target: dataplane.Printable(p.Target(), false),
 		Summary: clip(p.Summary), Connector: clip(p.Connector + " " + p.Version), Credential: p.Credential,
-		Undeclared: dataplane.Printable(strings.Join(p.Undeclared(), ", "), false), Inputs: inputRows(p.Inputs),
-		Created: ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339)}
+		Undeclared: dataplane.Printable(strings.Join(p.Undeclared(), ", "), false),
+		Created:    ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339)}
 	for _, h := range p.Headers {
 		v.Headers = append(v.Headers, dataplane.PreviewHeader{Name: clip(h.Name), Value: clip(h.Value)})
 	}
-	for _, f := range p.Fields {
-		v.Fields = append(v.Fields, dataplane.PreviewField{Source: f.Source, Name: clip(f.Name), Value: clip(f.Value), Declared: f.Declared})
+	clipFields := func(fs []dataplane.PreviewField) []dataplane.PreviewField {
+		out := make([]dataplane.PreviewField, len(fs))
+		for i, f := range fs {
+			f.Name, f.Value = clip(f.Name), clip(f.Value)
+			out[i] = f
+		}
+		return out
 	}
+	v.Fields, v.Inputs = clipFields(p.Fields), clipFields(p.InputFields())
 	if b := p.Body; b != nil {
 		v.BodyKind, v.BodyType = b.Kind, clip(b.ContentType)
 		v.BodyText, v.BodyMore = b.Show(pageBodyLimit)
@@ -508,25 +510,6 @@ func fingerprint(list []approvals.Approval) string {
 	}
 	sort.Strings(ids)
 	return strings.Join(ids, " ")
-}
-
-// inputRows renders an action's arguments sorted by name: strings as they
-// are, anything else as compact JSON, made Printable.
-func inputRows(in map[string]any) []inputRow {
-	rows := make([]inputRow, 0, len(in))
-	for k, v := range in {
-		s, ok := v.(string)
-		if !ok {
-			b, err := json.Marshal(v)
-			if err != nil {
-				b = []byte(fmt.Sprint(v))
-			}
-			s = string(b)
-		}
-		rows = append(rows, inputRow{Name: dataplane.Clip(k, pageValueLimit), Value: dataplane.Clip(s, pageValueLimit)})
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	return rows
 }
 
 // raw shows one approval's whole request as plain text, nothing cut,

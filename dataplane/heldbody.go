@@ -92,18 +92,18 @@ func (p *Proxy) readHeld(r *http.Request, session string) (body []byte, release 
 	var se *stalledError
 	switch {
 	case hr.full != "":
-		release()
-		return nil, none, &limitError{msg: fmt.Sprintf("requests waiting for approval hold as many bytes of bodies in memory as %s allows; "+
+		err = &limitError{msg: fmt.Sprintf("requests waiting for approval hold as many bytes of bodies in memory as %s allows; "+
 			"retry once pending approvals are decided", hr.full)}
 	case errors.As(err, &se):
-		release()
-		return nil, none, se
+		err = se
 	case err != nil:
-		release()
-		return nil, none, &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
+		err = &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
 	case int64(len(b)) > limit:
+		err = deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
+	}
+	if err != nil {
 		release()
-		return nil, none, deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
+		return nil, none, err
 	}
 	return b, release, nil
 }

@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -42,12 +44,14 @@ func Printable(s string, multiline bool) string {
 
 // Target is the request's host and target as sent: host[:port], the
 // escaped path and any raw query.
-func (p *Preview) Target() string {
-	t := p.Host + p.Path
+func (p *Preview) Target() string { return p.Host + p.requestTarget() }
+
+// requestTarget is the escaped path and any raw query: the request line's.
+func (p *Preview) requestTarget() string {
 	if p.Query != "" {
-		t += "?" + p.Query
+		return p.Path + "?" + p.Query
 	}
-	return t
+	return p.Path
 }
 
 // Undeclared names the fields the operation's spec does not declare, as
@@ -75,27 +79,34 @@ func (b *PreviewBody) Show(limit int) (string, int) {
 	default:
 		s = string(b.Raw)
 	}
-	if limit <= 0 || len(s) <= limit {
+	if limit <= 0 {
 		return Printable(s, true), 0
 	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
+	cut := runeCut(s, limit)
 	return Printable(s[:cut], true), len(s) - cut
 }
 
 // Clip returns Printable(s) cut after about limit bytes, saying how many
 // more bytes there are.
 func Clip(s string, limit int) string {
-	if len(s) <= limit {
+	cut := runeCut(s, limit)
+	if cut == len(s) {
 		return Printable(s, false)
+	}
+	return Printable(s[:cut], false) + fmt.Sprintf(" … %d more bytes", len(s)-cut)
+}
+
+// runeCut is where to cut s to at most limit bytes without splitting a
+// UTF-8 sequence: len(s) when it fits.
+func runeCut(s string, limit int) int {
+	if len(s) <= limit {
+		return len(s)
 	}
 	cut := limit
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return Printable(s[:cut], false) + fmt.Sprintf(" … %d more bytes", len(s)-cut)
+	return cut
 }
 
 // RawRequest renders the whole request as it will be sent, nothing cut,
@@ -103,11 +114,7 @@ func Clip(s string, limit int) string {
 // note of what the proxy adds, and the body (a hex dump if binary).
 func (p *Preview) RawRequest() string {
 	var b strings.Builder
-	target := p.Path
-	if p.Query != "" {
-		target += "?" + p.Query
-	}
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\nHost: %s\n", Printable(p.Method, false), Printable(target, false),
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\nHost: %s\n", Printable(p.Method, false), Printable(p.requestTarget(), false),
 		Printable(strings.TrimSuffix(p.Host, ":443"), false)) // the Host line an upstream reads
 	for _, h := range p.Headers {
 		fmt.Fprintf(&b, "%s: %s\n", Printable(h.Name, false), Printable(h.Value, false))
@@ -127,4 +134,23 @@ func (p *Preview) RawRequest() string {
 		b.WriteString("\n") // a display ends its last line; the body's bytes are in --json
 	}
 	return b.String()
+}
+
+// InputFields lists an action's arguments (Inputs) sorted by name, each
+// value a string as it is and anything else as compact JSON.
+func (p *Preview) InputFields() []PreviewField {
+	out := make([]PreviewField, 0, len(p.Inputs))
+	for k, v := range p.Inputs {
+		s, ok := v.(string)
+		if !ok {
+			b, err := json.Marshal(v)
+			if err != nil {
+				b = []byte(fmt.Sprint(v))
+			}
+			s = string(b)
+		}
+		out = append(out, PreviewField{Source: "action", Name: k, Value: s, Declared: true})
+	}
+	slices.SortFunc(out, func(a, b PreviewField) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

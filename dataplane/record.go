@@ -74,12 +74,12 @@ func (rec *Record) refused(ref Refusal) {
 	rec.Message = ref.Message
 }
 
-// allowed fills the decision fields of an allowed request.
+// allowed fills the decision fields of an allowed request (operation
+// named its operation when the decision was made).
 func (rec *Record) allowed(d policy.Decision) {
 	rec.Name = audit.EventProxied
 	rec.Decision = d.Verdict.String()
 	rec.Reason = string(d.Reason)
-	rec.operation(d.Op)
 }
 
 // operation names the matched operation, if any, so that a refusal after

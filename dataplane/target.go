@@ -100,9 +100,10 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 // "_method" query parameter (Laravel, Symfony, Rails).
 func methodOverride(h http.Header, rawQuery string) string {
 	for name := range h {
-		switch strings.ReplaceAll(strings.ToLower(name), "_", "-") {
-		case "x-http-method-override", "x-http-method", "x-method-override":
-			return "the header " + name
+		for _, o := range [...]string{"x-http-method-override", "x-http-method", "x-method-override"} {
+			if sameHeaderName(name, o) {
+				return "the header " + name
+			}
 		}
 	}
 	for part := range strings.SplitSeq(rawQuery, "&") {
@@ -115,6 +116,25 @@ func methodOverride(h http.Header, rawQuery string) string {
 		}
 	}
 	return ""
+}
+
+// sameHeaderName reports whether name is lower-case want in any case, with
+// "_" for any "-" (without allocating: it runs for every header of every
+// request).
+func sameHeaderName(name, want string) bool {
+	if len(name) != len(want) {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] && !(c == '_' && want[i] == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func clip(s string) string {

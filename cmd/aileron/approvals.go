@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -198,14 +197,9 @@ func printPreviewParts(w io.Writer, id string, p dataplane.Preview, pr func(stri
 	}
 	if len(p.Inputs) > 0 {
 		fmt.Fprintln(w, "Inputs:")
-		names := make([]string, 0, len(p.Inputs))
-		for k := range p.Inputs {
-			names = append(names, k)
-		}
-		sort.Strings(names)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, k := range names {
-			fmt.Fprintf(tw, "  %s\t%s\n", pr(k), pr(fmt.Sprint(p.Inputs[k])))
+		for _, f := range p.InputFields() {
+			fmt.Fprintf(tw, "  %s\t%s\n", pr(f.Name), pr(f.Value))
 		}
 		tw.Flush()
 	}
