@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
@@ -157,9 +158,7 @@ func Load(opts Options) (*Config, error) {
 		if p := checkEnvKey(name, key); p != "" {
 			probs = append(probs, p)
 		} else if ft, ok := typeAt(reflect.TypeFor[Config](), key); ok {
-			if p := checkValue(ft, v); p != "" {
-				probs = append(probs, fmt.Sprintf("config: environment: %s (%s): %s", name, key, p))
-			}
+			probs = append(probs, checkEnvValue(name, key, ft, v)...)
 		}
 	}
 	if len(probs) > 0 {
@@ -248,4 +247,30 @@ func (c *Config) YAML() ([]byte, error) {
 		return nil, err
 	}
 	return k.Marshal(yaml.Parser())
+}
+
+// Changed lists the keys (dotted, sorted) whose values differ between a
+// and b, for saying what a reload did not apply.
+func Changed(a, b *Config) []string {
+	flat := func(c *Config) map[string]any {
+		k := koanf.New(".")
+		if err := k.Load(structs.Provider(*c, "koanf"), nil); err != nil {
+			return nil
+		}
+		return k.All()
+	}
+	fa, fb := flat(a), flat(b)
+	var out []string
+	for key, v := range fa {
+		if w, ok := fb[key]; !ok || !reflect.DeepEqual(v, w) {
+			out = append(out, key)
+		}
+	}
+	for key := range fb {
+		if _, ok := fa[key]; !ok {
+			out = append(out, key)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -126,6 +126,13 @@ func TestTyposAreErrors(t *testing.T) {
 		{"size with a unit", "approval:\n  max_held_bytes: 64MiB\n", nil, []string{"approval.max_held_bytes", `"64MiB" is not a whole number`, "8388608"}},
 		{"env size with a unit", "", []string{"AILERON_PROXY__BODY_MIN_RATE=1k"}, []string{"AILERON_PROXY__BODY_MIN_RATE (proxy.body_min_rate)", "whole number"}},
 		{"env key cut short", "", []string{"AILERON_APPROVAL__MAX_HELD=1"}, []string{"did you mean AILERON_APPROVAL__MAX_HELD_BYTES"}},
+		{"env section given a value", "", []string{"AILERON_SESSIONS=1"}, []string{"AILERON_SESSIONS sets the section sessions", "AILERON_SESSIONS__DEFAULT_TTL"}},
+		{"env list without brackets", "", []string{"AILERON_EGRESS__ALLOW_CIDRS=10.0.0.0/8,192.0.2.0/24"}, []string{"is a list: write it in brackets"}},
+		{"env list with a typo inside", "", []string{"AILERON_PROXY__PASSTHROUGH=[{hots: x.example, port: 443}]"}, []string{`did you mean "proxy.passthrough[0].host"`}},
+		{"fraction of a byte", "approval:\n  max_body: 1.5\n", nil, []string{"approval.max_body", "1.5 is not a whole number"}},
+		{"max_body too big names only itself", "approval:\n  max_body: 99999999\n", nil, []string{"approval.max_body: 99999999 is out of range"}},
+		{"max_body over the per-session budget", "approval:\n  max_body: 16777216\n", nil,
+			[]string{"approval.max_held_bytes_per_session: 8388608 is less than approval.max_body (16777216)", "raise it to at least 16777216"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{Environ: append([]string{home}, tc.env...)}
@@ -149,5 +156,21 @@ func TestTyposAreErrors(t *testing.T) {
 	env := []string{home, "AILERON_API_URL=https://aileron.internal/v1", "AILERON_SESSION_ID=s_x", "AILERON_PROXY__IDLE_TIMEOUT=3m"}
 	if _, err := Load(Options{File: file, Environ: env}); err != nil {
 		t.Fatalf("Load refused a valid configuration: %v", err)
+	}
+}
+
+func TestChanged(t *testing.T) {
+	a, err := Load(Options{Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := *a
+	b.Approval.Hold *= 2
+	b.Proxy.Passthrough = []Passthrough{{Host: "x.example", Port: 443}}
+	if got := strings.Join(Changed(a, &b), " "); got != "approval.hold proxy.passthrough" {
+		t.Errorf("Changed = %q, want the two keys that differ", got)
+	}
+	if got := Changed(a, a); len(got) != 0 {
+		t.Errorf("Changed(a, a) = %v", got)
 	}
 }

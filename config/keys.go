@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -62,6 +63,9 @@ func checkValue(t reflect.Type, v any) string {
 	case t == durationType:
 		switch x := v.(type) {
 		case int, int64, uint64, float64:
+			if fmt.Sprint(v) == "0" {
+				return "0 has no unit (and durations here must be positive); write one such as \"30s\" or \"5m\""
+			}
 			return fmt.Sprintf("%v has no unit; write a duration such as \"%vs\" or \"%vm\"", v, v, v)
 		case string:
 			if _, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
@@ -72,9 +76,14 @@ func checkValue(t reflect.Type, v any) string {
 			}
 		}
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		if x, ok := v.(string); ok {
+		switch x := v.(type) {
+		case string:
 			if _, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64); err != nil {
 				return fmt.Sprintf("%q is not a whole number; write digits only (sizes are in bytes: 8388608 for 8 MiB)", x)
+			}
+		case float64:
+			if x != math.Trunc(x) {
+				return fmt.Sprintf("%v is not a whole number; write digits only (it would be cut to %d)", x, int64(x))
 			}
 		}
 	}
@@ -182,4 +191,27 @@ func join(parent, k string) string {
 		return k
 	}
 	return parent + "." + k
+}
+
+// checkEnvValue reports what is wrong with the value of AILERON_* variable
+// name (key, of type t): a section or list given a plain value, a bad
+// scalar, or unknown keys inside a list of objects.
+func checkEnvValue(name, key string, t reflect.Type, v any) []string {
+	_, scalar := v.(string)
+	switch {
+	case t.Kind() == reflect.Struct:
+		return []string{fmt.Sprintf("config: environment: %s sets the section %s, which holds keys, not a value; "+
+			"set one of its keys, e.g. AILERON_%s__%s", name, key, strings.ToUpper(strings.ReplaceAll(key, ".", "__")),
+			strings.ToUpper(sortedNames(fieldsOf(t))[0]))}
+	case t.Kind() == reflect.Slice && scalar:
+		return []string{fmt.Sprintf("config: environment: %s (%s) is a list: write it in brackets, e.g. %s='[a, b]'", name, key, name)}
+	case scalar:
+		if p := checkValue(t, v); p != "" {
+			return []string{fmt.Sprintf("config: environment: %s (%s): %s", name, key, p)}
+		}
+		return nil
+	}
+	var probs []string
+	walkTree(v, t, key, "environment: "+name, &probs)
+	return probs
 }

@@ -70,18 +70,9 @@ func (c *Config) Validate() error {
 			add("admin.web_listen", "%q must be a loopback ip:port such as \"127.0.0.1:9091\" (the approvals page is for this machine only), or \"\" to turn it off", c.Admin.WebListen)
 		}
 	}
-	if c.Approval.MaxHeldBytes < c.Approval.MaxBody || c.Approval.MaxHeldBytes > 16<<30 {
-		add("approval.max_held_bytes", "%d is out of range; use approval.max_body (%d)..17179869184 bytes", c.Approval.MaxHeldBytes, c.Approval.MaxBody)
-	}
-	if c.Approval.MaxHeldBytesSession < c.Approval.MaxBody || c.Approval.MaxHeldBytesSession > c.Approval.MaxHeldBytes {
-		add("approval.max_held_bytes_per_session", "%d is out of range; use approval.max_body (%d)..approval.max_held_bytes (%d) bytes",
-			c.Approval.MaxHeldBytesSession, c.Approval.MaxBody, c.Approval.MaxHeldBytes)
-	}
+	c.validateApprovalSizes(add)
 	if c.Approval.MaxPendingPerSession < 1 || c.Approval.MaxPendingPerSession > 10000 {
 		add("approval.max_pending_per_session", "%d is out of range; use 1..10000", c.Approval.MaxPendingPerSession)
-	}
-	if c.Approval.MaxBody < 1 || c.Approval.MaxBody > 64<<20 {
-		add("approval.max_body", "%d is out of range; use 1..67108864 bytes", c.Approval.MaxBody)
 	}
 	if c.Audit.MaxFileBytes < 4096 {
 		add("audit.max_file_bytes", "%d is too small; use at least 4096 (default 67108864)", c.Audit.MaxFileBytes)
@@ -157,3 +148,25 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return strings.Join(e.Problems, "\n") }
+
+// validateApprovalSizes checks approval.max_body, then that
+// max_body <= max_held_bytes_per_session <= max_held_bytes (one session
+// can hold one body; all of them together no more than the whole budget),
+// naming the setting to raise.
+func (c *Config) validateApprovalSizes(add func(key, format string, args ...any)) {
+	a := c.Approval
+	if a.MaxBody < 1 || a.MaxBody > 64<<20 {
+		add("approval.max_body", "%d is out of range; use 1..67108864 bytes", a.MaxBody)
+		return
+	}
+	switch {
+	case a.MaxHeldBytes > 16<<30:
+		add("approval.max_held_bytes", "%d is out of range; use at most 17179869184 bytes", a.MaxHeldBytes)
+	case a.MaxHeldBytesSession < a.MaxBody:
+		add("approval.max_held_bytes_per_session", "%d is less than approval.max_body (%d), so no held request would fit; raise it to at least %d",
+			a.MaxHeldBytesSession, a.MaxBody, a.MaxBody)
+	case a.MaxHeldBytes < a.MaxHeldBytesSession:
+		add("approval.max_held_bytes", "%d is less than approval.max_held_bytes_per_session (%d); raise it to at least %d",
+			a.MaxHeldBytes, a.MaxHeldBytesSession, a.MaxHeldBytesSession)
+	}
+}

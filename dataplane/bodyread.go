@@ -18,7 +18,8 @@ const defaultBodyIdle = 30 * time.Second
 // bodyClock bounds how slowly a client may send its request body: every
 // read must get a byte within idle of the one before, and once the body has
 // had idle, it must average at least rate bytes a second (rate 0: no rate
-// check), the way Apache's mod_reqtimeout does. It sets the connection's
+// check), the way Apache's mod_reqtimeout does, counting only the time the
+// proxy waits on the client (not the upstream's pauses in reading it). It sets the connection's
 // read deadline before each read, so a body that stops mid-way ends in a
 // *stalledError and releases its connection, goroutine and upstream
 // exchange, instead of holding them until the client leaves.
@@ -29,7 +30,7 @@ type bodyClock struct {
 	rate int64
 	off  bool // the connection takes no deadline (an Execute call's body is in memory)
 	// Read runs on the transport's goroutine, stalled on the handler's:
-	start  atomic.Int64                 // first read (Unix ns): dialling the upstream is not the client's time
+	waited atomic.Int64                 // ns spent waiting for the client in Read: the upstream's pauses are not the client's time
 	n      atomic.Int64                 // bytes read
 	dl     atomic.Int64                 // the read deadline in force (Unix ns); 0: none
 	byRate atomic.Bool                  // that deadline is the minimum rate's, not the idle one
@@ -57,9 +58,8 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 	if e := b.err.Load(); e != nil {
 		return 0, e
 	}
+	now := time.Now()
 	if !b.off {
-		now := time.Now()
-		b.start.CompareAndSwap(0, now.UnixNano())
 		dl, byRate := b.deadline(now)
 		if err := b.rc.SetReadDeadline(dl); err != nil {
 			b.off = true
@@ -69,6 +69,7 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := b.ReadCloser.Read(p)
+	b.waited.Add(int64(time.Since(now)))
 	b.n.Add(int64(n))
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded) && !b.off:
@@ -84,23 +85,31 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// deadline is the earlier of now+idle and, with a rate, the time by which
-// the bytes read so far had to arrive: start + idle + n/rate; byRate says
-// the latter.
+// deadline is the earlier of now+idle and, with a rate, when the client's
+// time runs out: it may have waited idle + n/rate in all for the n bytes
+// read so far (time the upstream took to read them is not counted);
+// byRate says the latter.
 func (b *bodyClock) deadline(now time.Time) (dl time.Time, byRate bool) {
-	dl = now.Add(b.idle)
 	if b.rate > 0 {
-		start := time.Unix(0, b.start.Load())
-		if r := start.Add(b.idle + time.Duration(float64(b.n.Load())/float64(b.rate)*float64(time.Second))); r.Before(dl) {
-			return r, true
+		left := b.idle + time.Duration(float64(b.n.Load())/float64(b.rate)*float64(time.Second)) - time.Duration(b.waited.Load())
+		if left < b.idle {
+			return now.Add(left), true
 		}
 	}
-	return dl, false
+	return now.Add(b.idle), false
 }
 
 func (b *bodyClock) stall() *stalledError {
-	return &stalledError{got: b.n.Load(), idle: b.idle, rate: b.rate, byRate: b.byRate.Load(),
-		took: time.Since(time.Unix(0, b.start.Load()))}
+	return &stalledError{got: b.n.Load(), idle: b.idle, rate: b.rate, byRate: b.byRate.Load(), took: time.Duration(b.waited.Load())}
+}
+
+// bytes is how many body bytes the client has sent so far (0 without a
+// body).
+func (b *bodyClock) bytes() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.n.Load()
 }
 
 // stalled returns the body's stall, if it stalled: the read deadline
@@ -126,7 +135,7 @@ type stalledError struct {
 	idle   time.Duration
 	rate   int64
 	byRate bool          // the minimum rate, not a pause, ended it
-	took   time.Duration // since its first byte was awaited
+	took   time.Duration // how long the proxy waited on the client for it
 }
 
 func (e *stalledError) Error() string {

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // TestBodyClock runs a real server whose handler reads the body through a
@@ -80,23 +83,24 @@ func TestBodyClock(t *testing.T) {
 }
 
 func TestBodyClockDeadline(t *testing.T) {
-	start := time.Unix(1000, 0)
+	now := time.Unix(1000, 0)
 	b := &bodyClock{idle: time.Second, rate: 100}
-	b.start.Store(start.UnixNano())
-	if got, byRate := b.deadline(start); !got.Equal(start.Add(time.Second)) || byRate {
-		t.Errorf("first deadline %v (by rate %v), want start+1s", got, byRate)
+	if got, byRate := b.deadline(now); !got.Equal(now.Add(time.Second)) || byRate {
+		t.Errorf("first deadline %v (by rate %v), want now+1s", got.Sub(now), byRate)
 	}
-	b.n.Store(1000) // 10 s worth at 100 B/s
-	if got, byRate := b.deadline(start.Add(5 * time.Second)); !got.Equal(start.Add(6*time.Second)) || byRate {
-		t.Errorf("ahead of the rate: deadline %v (by rate %v), want now+idle", got.Sub(start), byRate)
+	b.n.Store(1000) // 10 s worth at 100 B/s, after waiting 5 s on the client
+	b.waited.Store(int64(5 * time.Second))
+	if got, byRate := b.deadline(now); !got.Equal(now.Add(time.Second)) || byRate {
+		t.Errorf("ahead of the rate: deadline now+%v (by rate %v), want now+idle", got.Sub(now), byRate)
 	}
-	b.n.Store(100) // 1 s worth
-	if got, byRate := b.deadline(start.Add(1500 * time.Millisecond)); !got.Equal(start.Add(2*time.Second)) || !byRate {
-		t.Errorf("behind the rate: deadline %v (by rate %v), want start+idle+n/rate = 2s", got.Sub(start), byRate)
+	b.n.Store(100) // 1 s worth, after waiting 1.5 s
+	b.waited.Store(int64(1500 * time.Millisecond))
+	if got, byRate := b.deadline(now); !got.Equal(now.Add(500*time.Millisecond)) || !byRate {
+		t.Errorf("behind the rate: deadline now+%v (by rate %v), want idle+n/rate-waited = 0.5s", got.Sub(now), byRate)
 	}
 	b.rate = 0
-	if got, _ := b.deadline(start.Add(time.Hour)); !got.Equal(start.Add(time.Hour + time.Second)) {
-		t.Errorf("no rate: deadline %v, want now+idle", got.Sub(start))
+	if got, _ := b.deadline(now); !got.Equal(now.Add(time.Second)) {
+		t.Errorf("no rate: deadline now+%v, want now+idle", got.Sub(now))
 	}
 	slow := (&stalledError{got: 400, idle: time.Second, rate: 1000, byRate: true, took: 4 * time.Second}).Error()
 	paused := (&stalledError{got: 3, idle: time.Second}).Error()
@@ -114,7 +118,8 @@ func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // answer and then nothing is cut after BodyIdle, not held for as long as
 // it likes.
 func TestClientThatStopsReadingIsCut(t *testing.T) {
-	e := newEnv(t, func(p *Proxy) { p.Timeouts.BodyIdle = 300 * time.Millisecond })
+	rec := &listRecorder{}
+	e := newEnv(t, func(p *Proxy) { p.Timeouts.BodyIdle = 300 * time.Millisecond; p.Recorder = rec })
 	tc := tunnelTLSTo(t, e, "api.example.com", "api.example.com")
 	_ = tc.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(tc, "GET /v1/items/large HTTP/1.1\r\nHost: api.example.com\r\n\r\n"); err != nil {
@@ -129,5 +134,70 @@ func TestClientThatStopsReadingIsCut(t *testing.T) {
 	n, err := io.Copy(io.Discard, resp.Body)
 	if err == nil || n >= 64<<20 {
 		t.Fatalf("read %d bytes (%v) after pausing: the proxy kept the answer waiting for a client that stopped reading", n, err)
+	}
+	waitRecords(t, rec, audit.EventProxied, 1)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.completed[0].Reason; got != string(policy.ReasonClientGone) {
+		t.Errorf("outcome reason %q, want client_gone: the client, not the upstream, stopped the answer", got)
+	}
+}
+
+// TestProxyPortBoundsUnreadBodies: a plain-HTTP request to the proxy port,
+// refused without its body being read (here before it is even
+// authenticated), whose body then stalls, is answered and closed within
+// ReadHeader + BodyIdle rather than held while net/http waits for the rest.
+func TestProxyPortBoundsUnreadBodies(t *testing.T) {
+	e := newEnv(t, func(p *Proxy) {
+		p.Timeouts.ReadHeader, p.Timeouts.BodyIdle = 500*time.Millisecond, 300*time.Millisecond
+	})
+	c, err := net.Dial("tcp", e.proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "POST http://x.example/ HTTP/1.1\r\nHost: x.example\r\nContent-Length: 100000\r\n\r\nabc"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer while the body stalls: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if n, err := br.Read(make([]byte, 1)); n > 0 || err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("after the answer the connection stayed open (%d, %v)", n, err)
+	}
+}
+
+// TestBodyClockCountsOnlyTheClient: a body the client sent at once, read
+// slowly by the proxy's side (an upstream applying backpressure), is not
+// taken for a slow client.
+func TestBodyClockCountsOnlyTheClient(t *testing.T) {
+	p := &Proxy{t: Timeouts{BodyIdle: 300 * time.Millisecond, BodyMinRate: 100}.withDefaults()}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.clockBody(w, r)
+		buf := make([]byte, 1)
+		n := 0
+		for {
+			time.Sleep(100 * time.Millisecond) // 10 B/s, far under the minimum
+			m, err := r.Body.Read(buf)
+			n += m
+			if err != nil {
+				fmt.Fprintf(w, "%d %v", n, err)
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "16 EOF" {
+		t.Errorf("handler read %q, want the whole body: the proxy's slowness was blamed on the client", b)
 	}
 }

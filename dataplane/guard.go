@@ -55,33 +55,46 @@ type Guard struct {
 
 // AddSelf records one of the daemon's own listening addresses (the proxy's,
 // the approvals page's, any other), which is never dialled even when Allow
-// covers it: a sandbox must not reach the daemon through itself. A
-// wildcard listener (0.0.0.0, ::) stands for every interface address and
-// every loopback address.
+// covers it: a sandbox must not reach the daemon through itself. A dial to
+// 0.0.0.0 or :: at that port counts too (it reaches a local listener), and
+// a wildcard listener (0.0.0.0, ::) stands for every loopback address and
+// every address of the machine at the time of the dial.
 func (g *Guard) AddSelf(ap netip.AddrPort) {
-	addrs := []netip.Addr{ap.Addr().Unmap()}
-	if ap.Addr().IsUnspecified() {
-		addrs = interfaceAddrs()
-	}
 	g.mu.Lock()
-	for _, a := range addrs {
-		g.self = append(g.self, netip.AddrPortFrom(a, ap.Port()))
-	}
+	g.self = append(g.self, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 	g.mu.Unlock()
 }
 
-func interfaceAddrs() []netip.Addr {
-	out := []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()}
-	ifas, err := net.InterfaceAddrs()
-	if err != nil {
-		return out
-	}
-	for _, a := range ifas {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			out = append(out, p.Addr().Unmap())
+// isSelf reports whether dialling ip:port reaches one of the daemon's own
+// listeners.
+func (g *Guard) isSelf(ip netip.Addr, port uint16) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	for _, s := range g.self {
+		switch {
+		case s.Port() != port:
+		case s.Addr() == ip, ip.IsUnspecified():
+			return true
+		case s.Addr().IsUnspecified() && (ip.IsLoopback() || isLocalAddr(ip)):
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// isLocalAddr reports whether ip is assigned to an interface of this
+// machine now (read at each call: interfaces come and go).
+func isLocalAddr(ip netip.Addr) bool {
+	ifas, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // cannot tell: treat it as the daemon's, fail closed
+	}
+	for _, a := range ifas {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Unmap() == ip {
+			return true
+		}
+	}
+	return false
 }
 
 // DialContext dials addr ("host:port") through the guard. Refusals wrap
@@ -163,15 +176,9 @@ func (g *Guard) vet(ctx context.Context, addr string) ([]netip.AddrPort, error) 
 // refuse returns the class that forbids dialling ap, or "".
 func (g *Guard) refuse(ap netip.AddrPort) string {
 	ip := ap.Addr().Unmap()
-	g.mu.RLock()
-	for _, s := range g.self {
-		// A wildcard listener answers on every loopback address too.
-		if s.Port() == ap.Port() && (s.Addr() == ip || s.Addr().IsUnspecified() && (ip.IsLoopback() || ip.IsUnspecified())) {
-			g.mu.RUnlock()
-			return "the daemon's own address"
-		}
+	if g.isSelf(ip, ap.Port()) {
+		return "the daemon's own address"
 	}
-	g.mu.RUnlock()
 	for _, p := range g.Allow {
 		if p.Contains(ip) || p.Contains(ap.Addr()) {
 			return ""

@@ -165,4 +165,33 @@ func TestGuardWildcardSelf(t *testing.T) {
 			t.Errorf("listening on %s, another port: %v, want it dialled", listen, err)
 		}
 	}
+	// ... and on every address of the machine, read at the dial (a test
+	// dial: recorded, never sent).
+	if ifas, _ := net.InterfaceAddrs(); len(ifas) > 0 {
+		g := &Guard{Dial: (&recordingDial{}).dial, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}
+		g.AddSelf(netip.MustParseAddrPort("0.0.0.0:9091"))
+		for _, a := range ifas {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil {
+				continue
+			}
+			var ae *AddrError
+			if _, err := g.DialContext(context.Background(), "tcp", netip.AddrPortFrom(p.Addr(), 9091).String()); !errors.As(err, &ae) {
+				t.Errorf("wildcard listener, dial the machine's %s: %v, want the daemon's own address", p.Addr(), err)
+			}
+		}
+	}
+	// A listener on one address is reached by dialling 0.0.0.0 or :: too.
+	rd := &recordingDial{}
+	g := &Guard{Dial: rd.dial, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}
+	g.AddSelf(netip.MustParseAddrPort("127.0.0.1:9080"))
+	for _, addr := range []string{"0.0.0.0:9080", "[::]:9080", "127.0.0.1:9080"} {
+		var ae *AddrError
+		if _, err := g.DialContext(context.Background(), "tcp", addr); !errors.As(err, &ae) || ae.Class != "the daemon's own address" {
+			t.Errorf("listening on 127.0.0.1:9080, dial %s: %v, want the daemon's own address", addr, err)
+		}
+	}
+	if _, err := g.DialContext(context.Background(), "tcp", "127.0.0.2:9080"); len(rd.dialled) != 1 {
+		t.Errorf("another loopback address (no listener there): %v, want it dialled", err)
+	}
 }

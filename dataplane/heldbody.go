@@ -83,7 +83,7 @@ func (p *Proxy) readHeld(r *http.Request, session string) (body []byte, release 
 	}
 	limit := p.approvalMaxBody()
 	if r.ContentLength > limit {
-		return nil, none, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d", r.ContentLength, limit)
+		return nil, none, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d (approval.max_body)", r.ContentLength, limit)
 	}
 	hr := &heldReader{r: io.LimitReader(r.Body, limit+1), p: p, session: session}
 	hr.maxTotal, hr.maxSession = p.approvalMaxHeld()
@@ -93,13 +93,13 @@ func (p *Proxy) readHeld(r *http.Request, session string) (body []byte, release 
 	switch {
 	case hr.full != "":
 		err = &limitError{msg: fmt.Sprintf("requests waiting for approval hold as many bytes of bodies in memory as %s allows; "+
-			"retry once pending approvals are decided", hr.full)}
+			"retry once some of those held requests have ended (decided, or their approval.hold passed)", hr.full)}
 	case errors.As(err, &se):
 		err = se
 	case err != nil:
 		err = &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
 	case int64(len(b)) > limit:
-		err = deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry", limit)
+		err = deny(policy.ReasonApprovalBodyTooLarge, "the body is larger than %d bytes, the most a request that needs approval may carry (approval.max_body)", limit)
 	}
 	if err != nil {
 		release()

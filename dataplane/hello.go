@@ -75,8 +75,9 @@ func peekHello(c net.Conn, timeout time.Duration) clientHello {
 func helloMismatch(h clientHello, a policy.Authority) error {
 	switch {
 	case h.ech:
-		return deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s is encrypted (ECH), "+
-			"so the server it asks for cannot be checked; turn Encrypted Client Hello off for this host", a)
+		return deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s carries Encrypted Client Hello, "+
+			"so the server it asks for cannot be checked; turn ECH off in the client (Chromium sends it even without a real ECH config: "+
+			"--disable-features=EncryptedClientHello)", a)
 	case h.name == "":
 		return deny(policy.ReasonAuthorityMismatch, "the TLS ClientHello through the passthrough tunnel to %s names no server (or is not TLS); "+
 			"a passthrough tunnel must name its CONNECT host", a)

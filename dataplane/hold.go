@@ -43,7 +43,7 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 		return err
 	}
 	defer release()
-	hdr := forwardedHeaders(r.Header, d.Op.Spec.Credential)
+	hdr := forwardedHeaders(r.Header)
 	pv, err := previewRequest(r, t.authority, tgt, d, hdr, body)
 	if err != nil {
 		return err

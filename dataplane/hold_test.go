@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/aileronhq/aileron/policy"
@@ -296,5 +297,54 @@ func TestRequestTrailersAreNotForwarded(t *testing.T) {
 			t.Errorf("%s %s: %d, upstream saw body %q and trailers %q; want the body and no trailer", tc.method, tc.path,
 				resp.StatusCode, resp.Header.Get("X-Echo-Body"), resp.Header.Get("X-Echo-Trailers"))
 		}
+	}
+}
+
+// TestBodyMethodOverride: a "_method" field in a form or multipart body is
+// refused (method_override) and the upstream never gets the whole request,
+// wherever the field sits and however the reads split it; other bodies,
+// and forms without it, pass.
+func TestBodyMethodOverride(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(t, url.UserPassword("s1", e.token))
+	const mp = "--b\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n--b\r\nContent-Disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b--\r\n"
+	for _, tc := range []struct {
+		name, ctype, body string
+		refused           bool
+	}{
+		{"form", "application/x-www-form-urlencoded", "a=1&_method=DELETE", true},
+		{"form, first", "application/x-www-form-urlencoded", "_method=DELETE&a=1", true},
+		{"form, encoded name", "application/x-www-form-urlencoded", "a=1&%5Fmethod=DELETE", true},
+		{"form, PHP-rewritten name", "application/x-www-form-urlencoded", "a=1&.method=DELETE", true},
+		{"form, after a long value", "application/x-www-form-urlencoded", "a=" + strings.Repeat("x", 70000) + "&_METHOD=DELETE", true},
+		{"form, name without value", "application/x-www-form-urlencoded", "a=1&_method", true},
+		{"multipart", "multipart/form-data; boundary=b", mp, true},
+		{"form without it", "application/x-www-form-urlencoded", "a=1&method=x&x_method=y&v=_method", false},
+		{"JSON (not a form)", "application/json", `{"a":"_method=DELETE"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			whole := e.wholeBodies.Load()
+			// One byte per read: names split across every boundary.
+			req, _ := http.NewRequest("POST", "https://api.example.com/v1/items", iotest.OneByteReader(strings.NewReader(tc.body)))
+			req.ContentLength = int64(len(tc.body))
+			req.Header.Set("Content-Type", tc.ctype)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if !tc.refused {
+				if resp.StatusCode != 200 {
+					t.Fatalf("status %d, want 200", resp.StatusCode)
+				}
+				return
+			}
+			if got := readEnvelope(t, resp.Body); resp.StatusCode != 403 || got.Reason != policy.ReasonMethodOverride {
+				t.Fatalf("%d %+v, want 403 method_override", resp.StatusCode, got)
+			}
+			if e.wholeBodies.Load() != whole {
+				t.Errorf("the upstream received the whole request")
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -50,13 +49,17 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	rec := p.newRecord(r)
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
 	clock := p.clockBody(w, r)
+	refuse := func(err error) {
+		rec.BytesIn = clock.bytes()
+		p.refuse(w, rec, err)
+	}
 	tgt, err := innerTarget(t, r)
 	rec.Path = tgt.logPath()
 	if err == nil {
 		err = p.checkLive(w, t)
 	}
 	if err != nil {
-		p.refuse(w, rec, err)
+		refuse(err)
 		return
 	}
 	d := p.Policy.Load().Decide(policy.Args{
@@ -68,33 +71,39 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
-		p.refuse(w, rec, err)
+		refuse(err)
 		return
 	}
 	if err := p.checkLive(w, t); err != nil { // revoked while the request was held
-		p.refuse(w, rec, err)
+		refuse(err)
 		return
 	}
 	rec.allowed(d)
 	rec.Fields = auditFields(r, d, tgt.query)
 	if err := p.decided(rec); err != nil {
-		p.refuse(w, rec, err)
+		refuse(err)
 		return
 	}
-	out := &outbound{rec: rec, sess: t.sess, op: d.Op, target: tgt.url(t.authority), body: clock}
+	overrideScan(r)
+	p.send(w, r, rec, &outbound{rec: rec, sess: t.sess, op: d.Op, target: tgt.url(t.authority), body: clock})
+}
+
+// send forwards an allowed request and records the outcome: the status the
+// client received, the bytes each way, and why an answer broke off (the
+// upstream cut it, or the client stopped reading it).
+func (p *Proxy) send(w http.ResponseWriter, r *http.Request, rec *Record, out *outbound) {
 	cw := &countingWriter{ResponseWriter: w}
-	body := &countingBody{ReadCloser: r.Body}
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = body
-	}
 	cut := p.forward(cw, r.WithContext(context.WithValue(r.Context(), outboundKey{}, out)))
 	if !out.rejected {
 		rec.Status = cw.status
 	}
-	if cut {
+	switch {
+	case cut && cw.err != nil:
+		rec.Reason, rec.Message = string(policy.ReasonClientGone), "the client stopped reading the answer (for proxy.body_idle_timeout) or went away"
+	case cut:
 		rec.Reason, rec.Message = string(policy.ReasonUpstreamCut), "the upstream cut its response off before the end"
 	}
-	rec.BytesIn, rec.BytesOut = body.n, cw.n
+	rec.BytesIn, rec.BytesOut = out.body.bytes(), cw.n
 	p.finish(rec)
 	if cut || cw.status == 0 { // cut off, or nothing sent: never let net/http answer 200 for us
 		abort(w, rec)
@@ -294,6 +303,7 @@ type countingWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
+	err    error // the first write that failed: the client stopped taking the answer
 }
 
 func (w *countingWriter) WriteHeader(code int) {
@@ -309,18 +319,10 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.n += int64(n)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
 	return n, err
 }
 
 func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-type countingBody struct {
-	io.ReadCloser
-	n int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n += int64(n)
-	return n, err
-}

@@ -37,11 +37,11 @@ type Preview struct {
 	// the escaped path and the raw query (without "?").
 	Path  string `json:"path"`
 	Query string `json:"query,omitempty"`
-	// Credential says what the proxy adds, and where, e.g. "oauth2 in
-	// header Authorization (replaces any value the client sent)".
+	// Credential says what the proxy adds, and where its spec puts it
+	// (the connector's binding may move it).
 	Credential string `json:"credential,omitempty"`
 	// Headers are the forwarded request headers, sorted by name, each
-	// value in the order sent; the credential's header is left out.
+	// value in the order sent (one the credential overwrites included).
 	Headers []PreviewHeader `json:"headers,omitempty"`
 	// Fields are the path variables, query parameters and body fields
 	// (form fields, or a JSON object's top-level members), decoded, each
@@ -113,13 +113,27 @@ func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.De
 	for _, k := range names {
 		pv.Fields = append(pv.Fields, PreviewField{Source: "path", Name: k, Value: d.Params[k], Declared: true})
 	}
-	pv.Fields = append(pv.Fields, pairFields("query", tgt.query, declared["query"])...)
-	if len(body) == 0 {
-		return pv, nil
+	if strings.IndexByte(tgt.query, ';') >= 0 {
+		return pv, deny(policy.ReasonAmbiguousBody, "the query holds a ';', which some servers take as a separator like '&'; "+
+			"a request that needs approval must have one reading: send it as %%3B")
 	}
-	b, fields, err := readBody(r.Header.Get("Content-Type"), body, declared["body"])
-	pv.Body, pv.Fields = b, append(pv.Fields, fields...)
-	return pv, err
+	pv.Fields = append(pv.Fields, pairFields("query", tgt.query, declared["query"])...)
+	if len(body) > 0 {
+		var fields []PreviewField
+		var err error
+		pv.Body, fields, err = readBody(r.Header.Get("Content-Type"), body, declared["body"])
+		if err != nil {
+			return pv, err
+		}
+		pv.Fields = append(pv.Fields, fields...)
+	}
+	for _, f := range pv.Fields {
+		if f.Source == "body" && isMethodParam(f.Name) {
+			return pv, deny(policy.ReasonMethodOverride, "the body carries a %q field, which frameworks (Rails, Laravel, Symfony) "+
+				"take as the request's method; send the method itself instead", clip(f.Name))
+		}
+	}
+	return pv, nil
 }
 
 // declaredNames are the operation's input names by where they are read:
@@ -155,15 +169,26 @@ func pairFields(source, raw string, declared map[string]bool) []PreviewField {
 	return out
 }
 
-// readBody reads a body for the approver: JSON (whatever its Content-Type:
-// the upstream may parse it as JSON) pretty-printed, with its top-level
-// members as fields; a form as its pairs; else text or binary.
+// readBody reads a body for the approver: JSON pretty-printed, with its
+// top-level members as fields; a form as its pairs; else text or binary.
+// A body is JSON when its Content-Type says so or when it looks like JSON
+// (the upstream may parse it as JSON whatever the header says). One that
+// could be read two ways is refused (ambiguous_body): JSON-looking bytes
+// that are not valid JSON (lenient decoders read a prefix), a form that
+// looks like JSON, is not UTF-8 or holds a ';' (some servers split on it).
 func readBody(contentType string, body []byte, declared map[string]bool) (*PreviewBody, []PreviewField, error) {
 	b := &PreviewBody{ContentType: contentType, Raw: body}
 	mt, _, _ := mime.ParseMediaType(contentType)
+	isJSON, isForm := mt == "application/json" || strings.HasSuffix(mt, "+json"), mt == "application/x-www-form-urlencoded"
 	doc := bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")) // a BOM: many JSON decoders skip it
-	switch trimmed := bytes.TrimLeft(doc, " \t\r\n"); {
-	case len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && json.Valid(doc):
+	trimmed := bytes.TrimLeft(doc, " \t\r\n")
+	looksJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
+	if why := bodyAmbiguity(isJSON, isForm, looksJSON, body, doc); why != "" {
+		return b, nil, deny(policy.ReasonAmbiguousBody, "the body (Content-Type %q) %s; a request that needs approval must have one reading, "+
+			"the one the approver sees", clip(contentType), why)
+	}
+	switch {
+	case isJSON || looksJSON:
 		b.Kind = BodyJSON
 		fields, err := jsonFields(doc, declared)
 		if err != nil {
@@ -171,7 +196,7 @@ func readBody(contentType string, body []byte, declared map[string]bool) (*Previ
 		}
 		b.Text = prettyJSON(doc, 4*len(doc)+64<<10)
 		return b, fields, nil
-	case mt == "application/x-www-form-urlencoded" && utf8.Valid(body):
+	case isForm:
 		b.Kind = BodyForm
 		return b, pairFields("body", string(body), declared), nil
 	case utf8.Valid(body):
@@ -180,6 +205,21 @@ func readBody(contentType string, body []byte, declared map[string]bool) (*Previ
 		b.Kind = BodyBinary
 	}
 	return b, nil, nil
+}
+
+// bodyAmbiguity says why a body could be read more than one way, or "".
+func bodyAmbiguity(isJSON, isForm, looksJSON bool, body, doc []byte) string {
+	switch {
+	case (isJSON || looksJSON) && !json.Valid(doc):
+		return "is not valid JSON, though it is labelled or looks like JSON (a lenient decoder would read part of it)"
+	case isForm && looksJSON:
+		return "is labelled a form but looks like JSON"
+	case isForm && !utf8.Valid(body):
+		return "is a form that is not UTF-8"
+	case isForm && bytes.IndexByte(body, ';') >= 0:
+		return "is a form holding a ';', which some servers take as a separator like '&' (send it as %3B)"
+	}
+	return ""
 }
 
 // maxJSONDepth is the deepest nesting a held JSON body may have: deeper
@@ -363,25 +403,18 @@ func prevToken(doc []byte, i int) byte {
 }
 
 // forwardedHeaders lists the headers of h that are forwarded as sent,
-// sorted by name: without hop-by-hop headers (and those Connection
-// names), Proxy-Authorization, Forwarded and X-Forwarded-*, which
-// ReverseProxy drops, X-Aileron-Audit-Id, and the header the credential
-// goes in (the proxy sets it).
-func forwardedHeaders(h http.Header, cred policy.Credential) []PreviewHeader {
+// sorted by name: all but hop-by-hop headers (and those Connection names),
+// Proxy-Authorization, Forwarded and X-Forwarded-*, which ReverseProxy
+// drops, and X-Aileron-Audit-Id. A header the credential will overwrite is
+// kept: where the credential goes depends on the binding too, and binding
+// more than is sent costs nothing.
+func forwardedHeaders(h http.Header) []PreviewHeader {
 	drop := map[string]bool{"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
 		"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 		"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true, HeaderAuditID: true}
 	for _, line := range h["Connection"] {
 		for name := range strings.SplitSeq(line, ",") {
 			drop[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))] = true
-		}
-	}
-	if !cred.IsZero() {
-		if pl := inject.PlacementFor(cred); pl.Header != "" {
-			drop[textproto.CanonicalMIMEHeaderKey(pl.Header)] = true
-		}
-		if cred.Kind == inject.KindSigV4 {
-			drop["Authorization"] = true
 		}
 	}
 	names := make([]string, 0, len(h))
@@ -400,16 +433,19 @@ func forwardedHeaders(h http.Header, cred policy.Credential) []PreviewHeader {
 	return out
 }
 
-// credentialNote says what the proxy adds to the request, and where.
+// credentialNote says what the proxy adds to the request, and where its
+// spec puts it (a binding may place it elsewhere).
 func credentialNote(c policy.Credential) string {
 	switch {
 	case c.IsZero():
 		return ""
 	case c.Kind == inject.KindSigV4:
-		return "aws_sigv4: the proxy signs the request (Authorization and X-Amz-* headers)"
+		return "aws_sigv4: the proxy signs the request (Authorization and X-Amz-* headers), replacing what the client sent there"
 	}
+	where := "header " + inject.PlacementFor(c).Header
 	if pl := inject.PlacementFor(c); pl.Query != "" {
-		return c.Kind + " in query parameter " + pl.Query + " (replaces any value the client sent)"
+		where = "query parameter " + pl.Query
 	}
-	return c.Kind + " in header " + inject.PlacementFor(c).Header + " (replaces any value the client sent)"
+	return c.Kind + ", which the proxy adds where the connector's binding puts it (the spec says: " + where +
+		"), replacing what the client sent there"
 }

@@ -120,7 +120,7 @@ func (p *Preview) RawRequest() string {
 		fmt.Fprintf(&b, "%s: %s\n", Printable(h.Name, false), Printable(h.Value, false))
 	}
 	if p.Credential != "" {
-		fmt.Fprintf(&b, "(added by the proxy: %s)\n", p.Credential)
+		fmt.Fprintf(&b, "(credential: %s)\n", p.Credential)
 	}
 	b.WriteString("\n")
 	if p.Body != nil {

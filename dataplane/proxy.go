@@ -226,11 +226,15 @@ func (p *Proxy) build() error {
 	p.outer = &http.Server{
 		Handler:           p.newGoproxy(),
 		ReadHeaderTimeout: p.t.ReadHeader,
-		IdleTimeout:       p.t.Idle,
-		MaxHeaderBytes:    p.t.MaxHeader,
-		ConnState:         p.gauge(&p.connsOpen),
-		ErrorLog:          errLog,
-		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		// The proxy port reads no request body (CONNECTs carry none; plain
+		// HTTP is refused unread), so net/http's discard of one must not
+		// wait on a client that stalls. Hijacked tunnels set their own.
+		ReadTimeout:    p.t.ReadHeader + p.t.BodyIdle,
+		IdleTimeout:    p.t.Idle,
+		MaxHeaderBytes: p.t.MaxHeader,
+		ConnState:      p.gauge(&p.connsOpen),
+		ErrorLog:       errLog,
+		TLSNextProto:   map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		// "OPTIONS *" on the proxy port gets the proxy's own refusal.
 		DisableGeneralOptionsHandler: true,
 	}

@@ -66,15 +66,16 @@ const testSpec = `{
 // env is one proxy in front of one TLS upstream standing in for
 // api.example.com, reached only through Guard.Resolve and Allow.
 type env struct {
-	proxy     *Proxy
-	proxyAddr string
-	upstream  *http.Server
-	hits      atomic.Int64
-	lastAuth  atomic.Value // Proxy-Authorization seen upstream
-	sessCA    *ca.Authority
-	token     string
-	upRoots   *x509.CertPool // trusts the upstream's certificate
-	upAddr    string         // the upstream's real address
+	proxy       *Proxy
+	proxyAddr   string
+	upstream    *http.Server
+	hits        atomic.Int64
+	wholeBodies atomic.Int64 // requests the upstream received to the end of their body
+	lastAuth    atomic.Value // Proxy-Authorization seen upstream
+	sessCA      *ca.Authority
+	token       string
+	upRoots     *x509.CertPool // trusts the upstream's certificate
+	upAddr      string         // the upstream's real address
 }
 
 func newEnv(t testing.TB, tune func(*Proxy)) *env {
@@ -122,7 +123,10 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 				http.NewResponseController(w).Flush()
 				panic(http.ErrAbortHandler)
 			}
-			body, _ := io.ReadAll(r.Body)
+			body, err := io.ReadAll(r.Body)
+			if err == nil {
+				e.wholeBodies.Add(1)
+			}
 			w.Header().Set("X-Echo-Trailers", fmt.Sprint(len(r.Trailer), r.Trailer))
 			w.Header().Set("X-Echo-Body", string(body))
 			w.Header().Set("Content-Type", "application/json")
@@ -402,6 +406,8 @@ func TestInnerRequestAdversarial(t *testing.T) {
 		{"method override, underscores", "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nX_HTTP_METHOD_OVERRIDE: DELETE\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"method override, _method query", "POST /v1/items?a=1&_method=DELETE HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"method override, encoded _method query", "POST /v1/items?%5FMETHOD=DELETE HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"method override, PHP-rewritten .method query", "POST /v1/items?.method=DELETE HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
+		{"method override, PHP-rewritten [method query", "POST /v1/items?%5Bmethod=DELETE HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"OPTIONS * is decided, not answered by net/http", "OPTIONS * HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 403, "bad_request"},
 		{"absolute-form same host is fine", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
 	} {

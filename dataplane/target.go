@@ -93,50 +93,6 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	return tgt, nil
 }
 
-// methodOverride names the method override the request carries, or "":
-// a header with which frameworks (Google APIs, Rails, ASP.NET, …) let a
-// request claim another method than its own, in any case and with "_" for
-// "-" (CGI-style servers read X_HTTP_METHOD_OVERRIDE as the same), or a
-// "_method" query parameter (Laravel, Symfony, Rails).
-func methodOverride(h http.Header, rawQuery string) string {
-	for name := range h {
-		for _, o := range [...]string{"x-http-method-override", "x-http-method", "x-method-override"} {
-			if sameHeaderName(name, o) {
-				return "the header " + name
-			}
-		}
-	}
-	for part := range strings.SplitSeq(rawQuery, "&") {
-		k, _, _ := strings.Cut(part, "=")
-		if uk, err := url.QueryUnescape(k); err == nil {
-			k = uk
-		}
-		if strings.EqualFold(k, "_method") {
-			return "the query parameter " + k
-		}
-	}
-	return ""
-}
-
-// sameHeaderName reports whether name is lower-case want in any case, with
-// "_" for any "-" (without allocating: it runs for every header of every
-// request).
-func sameHeaderName(name, want string) bool {
-	if len(name) != len(want) {
-		return false
-	}
-	for i := range len(name) {
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != want[i] && !(c == '_' && want[i] == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func clip(s string) string {
 	if len(s) > 200 {
 		return s[:200] + "…"

@@ -239,6 +239,7 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 	hello := peekHello(c, p.t.Handshake)
 	if err := helloMismatch(hello, t.authority); err != nil {
 		rec.refused(classify(err))
+		rec.Status = 0 // the client had its 200 to the CONNECT; the tunnel is closed, not answered
 		rec.BytesIn = int64(len(hello.raw))
 		p.finish(rec)
 		_ = c.Close()

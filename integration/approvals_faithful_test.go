@@ -29,7 +29,7 @@ func TestApprovalsShowWhatIsSent(t *testing.T) {
 	id := pendingReply(t, "held send", r.Status, r.Header, r.Body)
 	show := e.d.cli(t, "approvals", "show", id)
 	for _, want := range []string{"?cc=eve%40evil.example&x=%1b%5b2J%0d", "NOT DECLARED:", "query cc, query x, body bcc", `\x1b[2J\r`, "UkFXLQ" + tag,
-		"X-Note: n-" + tag, `"bcc": "eve\u001b[2J@evil.example"`, "(not declared)", "oauth2 in header Authorization"} {
+		"X-Note: n-" + tag, `"bcc": "eve\u001b[2J@evil.example"`, "(not declared)", "(the spec says: header Authorization)"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("approvals show lacks %q:\n%s", want, show)
 		}

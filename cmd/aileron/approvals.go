@@ -260,6 +260,8 @@ func approvalsWebToken(fs *pflag.FlagSet, cfg *config.Config, stdout, stderr io.
 		fmt.Fprintf(stderr, "approvals page: http://%s/login\n", addr)
 	case cfg.Admin.WebListen == "":
 		fmt.Fprintln(stderr, "note: the approvals page is off (admin.web_listen is empty)")
+	case strings.HasSuffix(cfg.Admin.WebListen, ":0"):
+		fmt.Fprintf(stderr, "approvals page: its port is chosen when the daemon starts (admin.web_listen %s); run this again once it runs\n", cfg.Admin.WebListen)
 	default:
 		fmt.Fprintf(stderr, "approvals page (once the daemon runs): http://%s/login\n", cfg.Admin.WebListen)
 	}

@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/policy"
 )
 
 func cmdAudit(args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -74,6 +77,9 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := checkTailFilter(f); err != nil {
+		return err
+	}
 	if *since != "" {
 		t, err := parseSince(*since)
 		if err != nil {
@@ -110,7 +116,42 @@ func parseSince(s string) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return time.Now().Add(-d), nil
 	}
-	return time.Parse(time.RFC3339, s)
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return time.Time{}, fmt.Errorf("a duration needs a unit: write e.g. %sm or %sh", s, s)
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return t, errors.New("neither a duration (15m, 2h) nor an RFC 3339 time (2026-11-23T10:00:00Z)")
+	}
+	return t, nil
+}
+
+// checkTailFilter refuses an --event or --decision no line can have, so a
+// typo is not an empty, successful search.
+func checkTailFilter(f audit.Filter) error {
+	decisions := []string{"allow", "allow_after_approval", "passthrough", "deny"}
+	if f.Decision != "" && !slices.Contains(decisions, f.Decision) {
+		return usagef("--decision %q is not a decision%s; use %s", f.Decision, didYouMean(f.Decision, decisions), strings.Join(decisions, ", "))
+	}
+	if f.Event == "" {
+		return nil
+	}
+	var names []string
+	for _, n := range audit.EventNames() {
+		names = append(names, string(n))
+		if string(n) == f.Event || strings.HasSuffix(f.Event, ".*") && strings.HasPrefix(string(n), strings.TrimSuffix(f.Event, "*")) {
+			return nil
+		}
+	}
+	return usagef("--event %q names no audit event%s; `docs/audit.md` lists them (a family: \"approval.*\")", f.Event, didYouMean(f.Event, names))
+}
+
+// didYouMean is "; did you mean X?" for the candidate closest to s, or "".
+func didYouMean(s string, candidates []string) string {
+	if near, ok := policy.Closest(s, candidates); ok {
+		return fmt.Sprintf("; did you mean %q?", near)
+	}
+	return ""
 }
 
 func dash(s string) string {

@@ -217,8 +217,9 @@ func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) e
 }
 
 // hangup handles SIGHUP: re-read the configuration and take what can
-// change at runtime (passthrough rules), then reload the store. An invalid
-// file keeps the running configuration and logs why.
+// change at runtime (reloadable), then reload the store. An invalid file
+// keeps the running configuration and logs why; a changed setting that
+// needs a restart is named in the log.
 func (d *daemon) hangup() {
 	if d.loadConfig != nil {
 		cfg, err := d.loadConfig()
@@ -226,33 +227,36 @@ func (d *daemon) hangup() {
 			d.log.Error().Str("event", "config.reload_failed").Err(err).Msg("keeping the running configuration")
 		} else {
 			d.reloadMu.Lock()
+			var later []string
+			for _, key := range config.Changed(d.cfg, cfg) {
+				if !reloadable(key) {
+					later = append(later, key)
+				}
+			}
 			d.cfg.Proxy.Passthrough = cfg.Proxy.Passthrough
 			d.cfg.Approval.Hold, d.cfg.Approval.MaxBody = cfg.Approval.Hold, cfg.Approval.MaxBody
 			d.cfg.Approval.MaxHeldBytes, d.cfg.Approval.MaxHeldBytesSession = cfg.Approval.MaxHeldBytes, cfg.Approval.MaxHeldBytesSession
 			d.reloadMu.Unlock()
 			d.proxy.SetLimits(dataplane.Limits{ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
 				ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession})
-			if restartOnly(d.cfg, cfg) {
-				d.log.Warn().Str("event", "config.reload_partial").
-					Msg("listen addresses, home, timeouts, upstream and egress settings and approval.ttl and approval.max_pending_per_session change only at restart; " +
-						"passthrough rules, approval.hold, approval.max_body, approval.max_held_bytes(_per_session) and installed specs were reloaded")
+			if len(later) > 0 {
+				d.log.Warn().Str("event", "config.reload_partial").Strs("restart_needed", later).
+					Msg("these settings changed in the file but take effect only at the next start; the passthrough rules, approval.hold, " +
+						"approval.max_body, approval.max_held_bytes(_per_session) and the installed specs were reloaded")
 			}
 		}
 	}
 	_ = d.reload()
 }
 
-// restartOnly reports whether settings that need a restart differ.
-func restartOnly(old, next *config.Config) bool {
-	a, b := *old, *next
-	a.Proxy.Passthrough, b.Proxy.Passthrough = nil, nil
-	a.Approval.Hold, b.Approval.Hold = 0, 0
-	a.Approval.MaxBody, b.Approval.MaxBody = 0, 0
-	a.Approval.MaxHeldBytes, b.Approval.MaxHeldBytes = 0, 0
-	a.Approval.MaxHeldBytesSession, b.Approval.MaxHeldBytesSession = 0, 0
-	ya, _ := a.YAML()
-	yb, _ := b.YAML()
-	return string(ya) != string(yb)
+// reloadable reports whether SIGHUP applies setting key to the running
+// daemon.
+func reloadable(key string) bool {
+	switch key {
+	case "proxy.passthrough", "approval.hold", "approval.max_body", "approval.max_held_bytes", "approval.max_held_bytes_per_session":
+		return true
+	}
+	return false
 }
 
 // reload recompiles the policy from the store and swaps it in. A bad or

@@ -13,11 +13,11 @@ import (
 const usage = `aileron: the egress appliance for agent sandboxes.
 
 Usage:
-  aileron daemon [--config FILE] [--listen ADDR]        run the proxy and control plane
+  aileron daemon [--config FILE] [--listen ADDR] [--log-level L]   run the proxy and control plane
   aileron session create [--name N] [--ttl D] [--connector FQN]... [--json]
   aileron session env ID                                 shell exports for a sandbox
   aileron session list [--json] | delete ID
-  aileron session render ID --out DIR [--agent CMD]      tools.txt and one shim per tool, for a sandbox
+  aileron session render ID --out DIR [--agent CMD] [--reserve NAME]...   tools.txt and one shim per tool
   aileron connector install PATH                         a spec file or a package directory
   aileron connector list [--json] | verify | remove FQN@VERSION
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
@@ -27,14 +27,14 @@ Usage:
   aileron approvals approve ID | deny ID --reason R | web-token
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line
-  aileron launch [--session ID | --new] [--tools] -- CMD ARGS…
+  aileron launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
   aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
   aileron config print [--config FILE]                   the effective configuration
   aileron config defaults                                the embedded defaults, as YAML
   aileron help [COMMAND]
 
-Every command takes --home DIR (default $AILERON_HOME, else ~/.aileron).
+Every command but mcp takes --home DIR (default $AILERON_HOME, else ~/.aileron).
 Run "aileron COMMAND --help" for a command's flags.
 `
 
@@ -62,6 +62,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help"):
+		fmt.Fprint(stdout, usage)
+		return 0
+	case len(args) == 1 && groupUsage(args[0]) != "":
+		fmt.Fprintf(stderr, "aileron %s: want a subcommand\n\n%s", args[0], groupUsage(args[0]))
+		return 2
+	case args[0] == "help" && (args[1] == "help" || args[1] == "-h" || args[1] == "--help"):
 		fmt.Fprint(stdout, usage)
 		return 0
 	case args[0] == "help" && groupUsage(args[1]) != "":

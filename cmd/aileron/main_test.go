@@ -26,7 +26,8 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{nil, 2, "Usage:"},
 		{[]string{"help"}, 0, "aileron session create"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{[]string{"session"}, 2, "want a subcommand"},
+		{[]string{"session"}, 2, "aileron session list [--json]"},
+		{[]string{"help", "help"}, 0, "aileron session create"},
 		{[]string{"session", "env"}, 2, "exactly one session ID"},
 		{[]string{"connector", "remove"}, 2, "FQN@VERSION"},
 		{[]string{"config", "defaults"}, 0, "proxy:"},
@@ -38,6 +39,10 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"help", "approvals"}, 0, "show ID [--raw | --json]"},
 		{[]string{"help", "daemon"}, 0, "Usage: aileron daemon"},
 		{[]string{"help", "frob"}, 2, `unknown command "frob"`},
+		{[]string{"audit", "tail", "--decision", "alow"}, 2, `did you mean "allow"?`},
+		{[]string{"audit", "tail", "--event", "connector.proxy.rejectd"}, 2, `did you mean "connector.proxy.rejected"?`},
+		{[]string{"audit", "tail", "--event", "nope.*"}, 2, "names no audit event"},
+		{[]string{"audit", "tail", "--since", "5"}, 2, "a duration needs a unit"},
 	} {
 		code, out, errOut := runCLI(t, home, c.args...)
 		if code != c.code || !strings.Contains(out+errOut, c.want) {
@@ -82,4 +87,19 @@ func mustRead(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestReadmeCommandsAreTheUsage: README's Commands block is the usage text
+// `aileron help` prints, line for line, so the two cannot drift.
+func TestReadmeCommandsAreTheUsage(t *testing.T) {
+	readme := mustRead(t, filepath.Join("..", "..", "README.md"))
+	_, block, ok := strings.Cut(readme, "## Commands\n\n```\n")
+	block, _, _ = strings.Cut(block, "```")
+	lines := strings.Split(usage[strings.Index(usage, "Usage:\n")+len("Usage:\n"):strings.Index(usage, "\n\nEvery command")], "\n")
+	for i := range lines {
+		lines[i] = strings.TrimPrefix(lines[i], "  ")
+	}
+	if want := strings.Join(lines, "\n") + "\n"; !ok || block != want {
+		t.Errorf("README's Commands block differs from the usage text; paste this:\n%s", want)
+	}
 }
