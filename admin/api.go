@@ -63,6 +63,9 @@ type API struct {
 	OnEvent func(event audit.EventName, details map[string]string)
 	// Log receives unexpected (500) failures. Nil discards them.
 	Log *zerolog.Logger
+	// Sandboxes fences sandboxes (aileron sandbox run); nil answers 503
+	// not_enabled on /v1/sandboxes.
+	Sandboxes Sandboxes
 
 	storeMu sync.Mutex
 }
@@ -129,6 +132,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/connectors", a.installConnector)
 	mux.HandleFunc("POST /v1/connectors/remove", a.removeConnector)
 	mux.HandleFunc("POST /v1/connectors/verify", a.verifyConnectors)
+	a.sandboxRoutes(mux)
 	a.credentialRoutes(mux)
 	a.approvalRoutes(mux, a.Approvals)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/fence"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
@@ -167,4 +168,24 @@ func (c *Client) unixClient() *http.Client {
 		DisableCompression: true,
 		Proxy:              nil,
 	}}
+}
+
+// OpenSandbox asks the daemon to fence the network namespace of process
+// pid for session (aileron sandbox run).
+func (c *Client) OpenSandbox(ctx context.Context, session string, pid int) (fence.Info, error) {
+	var info fence.Info
+	err := c.do(ctx, http.MethodPost, "/v1/sandboxes", OpenSandboxRequest{Session: session, PID: pid}, &info)
+	return info, err
+}
+
+// CloseSandbox removes fenced sandbox id.
+func (c *Client) CloseSandbox(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sandboxes/"+url.PathEscape(id), nil, nil)
+}
+
+// ListSandboxes lists the fenced sandboxes.
+func (c *Client) ListSandboxes(ctx context.Context) ([]fence.Info, error) {
+	var out sandboxList
+	err := c.do(ctx, http.MethodGet, "/v1/sandboxes", nil, &out)
+	return out.Sandboxes, err
 }

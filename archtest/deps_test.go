@@ -21,6 +21,10 @@ var allowed = map[string][]string{
 	"action":    {"policy", "github.com/BurntSushi/toml"},
 	"metrics":   {"dataplane", "github.com/prometheus/", "github.com/rs/zerolog"},
 	"config":    {"policy", "github.com/knadh/koanf/", "github.com/spf13/pflag"},
+	// Containment: the policy DNS, and the fence that wires sandboxes.
+	"policydns": {"policy", "github.com/miekg/dns", "golang.org/x/time/rate"},
+	"fence": {"policydns", "dataplane", "policy", "audit", "github.com/google/nftables", "github.com/google/nftables/", "github.com/vishvananda/",
+		"github.com/mdlayher/netlink", "golang.org/x/sys/", "golang.org/x/time/rate", "github.com/rs/zerolog"},
 	// The control plane: state at the bottom, one store per job over it
 	// (none imports another: small interfaces instead), then the two faces.
 	"state":       {"modernc.org/sqlite"},
@@ -30,7 +34,7 @@ var allowed = map[string][]string{
 	"approvals":   {"state", "audit", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
-	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
+	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "github.com/rs/zerolog"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},
 	"internal":    {"state", "audit", "github.com/rs/zerolog"},
 }

@@ -53,6 +53,16 @@ const (
 	EventStoreInstalled      EventName = "store.installed"
 	EventStoreRemoved        EventName = "store.removed"
 	EventStoreTamperDetected EventName = "store.tamper_detected"
+
+	// A fenced sandbox (aileron sandbox run) was wired up or torn down.
+	EventSandboxStarted EventName = "sandbox.started"
+	EventSandboxStopped EventName = "sandbox.stopped"
+	// EventEgressBlocked: the fence rejected a packet that was not for
+	// Aileron (rate-limited per sandbox).
+	EventEgressBlocked EventName = "sandbox.egress_blocked"
+	// EventDNSDenied: the policy DNS server refused a query; the name is
+	// cut and hashed, since names can carry data out.
+	EventDNSDenied EventName = "dns.denied"
 )
 
 // EventNames returns every event name the daemon writes.
@@ -66,6 +76,7 @@ func EventNames() []EventName {
 		EventBindingSet, EventBindingRemoved,
 		EventSessionCreated, EventSessionDeleted,
 		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected,
+		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,
 	}
 }
 

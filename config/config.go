@@ -36,7 +36,15 @@ type Config struct {
 	Sessions Sessions `koanf:"sessions"`
 	Audit    Audit    `koanf:"audit"`
 	Approval Approval `koanf:"approval"`
+	Sandbox  Sandbox  `koanf:"sandbox"`
 	Log      Log      `koanf:"log"`
+}
+
+// Sandbox configures fenced sandboxes (aileron sandbox run): the ranges
+// their veth links are carved from, one /30 and one /64 per sandbox.
+type Sandbox struct {
+	LinkCIDR  string `koanf:"link_cidr"`
+	LinkCIDR6 string `koanf:"link_cidr6"`
 }
 
 // Audit configures the tamper-evident audit trail.

@@ -83,6 +83,12 @@ func (c *Config) Validate() error {
 			probs = append(probs, fmt.Sprintf("config: egress.allow_cidrs[%d]: %q is not a CIDR; write e.g. \"10.20.0.0/16\" or \"192.0.2.7/32\"", i, s))
 		}
 	}
+	if p, err := netip.ParsePrefix(c.Sandbox.LinkCIDR); err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+		add("sandbox.link_cidr", "%q is not an IPv4 CIDR of /28 or wider; write e.g. \"10.237.0.0/16\" (a range no network of this machine uses)", c.Sandbox.LinkCIDR)
+	}
+	if p, err := netip.ParsePrefix(c.Sandbox.LinkCIDR6); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() > 48 {
+		add("sandbox.link_cidr6", "%q is not an IPv6 CIDR of /48 or wider; write e.g. \"fd00:a11e:f00d::/48\"", c.Sandbox.LinkCIDR6)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

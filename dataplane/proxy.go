@@ -117,6 +117,8 @@ type Proxy struct {
 	ids       *auditIDs
 	open      sessionTunnels // every open tunnel, by session
 
+	transparent transparentListeners // ServeTransparent's listeners
+
 	stopping    context.Context        // ends when Shutdown starts
 	stop        context.CancelFunc     // ends stopping
 	limits      atomic.Pointer[Limits] // set by SetLimits
@@ -169,6 +171,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		return err
 	}
 	p.stop() // held requests answer approval_pending now instead of being cut off
+	p.transparent.closeAll()
 	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx))
 	if err != nil {
 		_ = p.outer.Close()

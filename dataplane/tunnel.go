@@ -27,6 +27,9 @@ type tunnel struct {
 	id        string           // tunnel id for logs
 	client    string           // client address
 	api       bool             // the sandbox API host: served by the daemon
+	// transparent: the connection came from a fenced sandbox to a
+	// transparent listener; no CONNECT was made, so none is answered.
+	transparent bool
 	// rejectedLater reports that the client pipelined a malformed request
 	// behind the one being served (framingGuard.rejectedLater); nil for
 	// an Execute call.
@@ -143,7 +146,7 @@ func (p *Proxy) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 // CONNECT authority, and hands the connection to the inner server.
 func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	_ = c.SetDeadline(time.Now().Add(p.t.Handshake))
-	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+	if err := p.connected(c, t); err != nil {
 		_ = c.Close()
 		return
 	}
@@ -184,6 +187,16 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	}
 }
 
+// connected answers an explicit CONNECT with 200; a transparent
+// connection made none and gets nothing.
+func (p *Proxy) connected(c net.Conn, t *tunnel) error {
+	if t.transparent {
+		return nil
+	}
+	_, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+	return err
+}
+
 func handshakeReason(sniErr error) string {
 	if sniErr != nil {
 		return string(policy.ReasonAuthorityMismatch)
@@ -216,12 +229,15 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 		rec.refused(ref)
 		p.finish(rec)
 		ref.AuditID = rec.AuditID
-		resp := ref.Response(nil)
-		_ = resp.Write(c)
+		if !t.transparent { // a transparent client expects TLS: it is closed, not answered
+			_ = ref.Response(nil).Write(c)
+		} else {
+			rec.Status = 0
+		}
 		_ = c.Close()
 		return
 	}
-	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+	if err := p.connected(c, t); err != nil {
 		_ = c.Close()
 		_ = up.Close()
 		return

@@ -108,6 +108,27 @@ const (
 	ReasonUpstreamStatus   Reason = "upstream_status"
 )
 
+// Containment: a fenced sandbox's DNS queries and the packets its fence
+// stops (docs/containment.md).
+const (
+	// ReasonDNSNameNotAllowed: the name is not one the session may reach.
+	ReasonDNSNameNotAllowed Reason = "dns_name_not_allowed"
+	// ReasonDNSTypeNotAllowed: only IN A and AAAA queries get data.
+	ReasonDNSTypeNotAllowed Reason = "dns_type_not_allowed"
+	// ReasonDNSMalformed: not one question, not a query, or a name or
+	// label longer than DNS allows.
+	ReasonDNSMalformed Reason = "dns_malformed"
+	// ReasonDNSRateLimited: the sandbox asked faster than its DNS rate.
+	ReasonDNSRateLimited Reason = "dns_rate_limited"
+	// ReasonNotResolved: a transparent connection went to an address the
+	// sandbox's DNS did not hand out, or its TLS server name is not the
+	// name that address was handed out for.
+	ReasonNotResolved Reason = "not_resolved_by_aileron"
+	// ReasonEgressBlocked: the fence rejected a packet that was not for
+	// Aileron's DNS or transparent listeners.
+	ReasonEgressBlocked Reason = "egress_blocked"
+)
+
 // Reasons returns every reason the daemon can emit.
 func Reasons() []Reason {
 	return []Reason{
@@ -127,5 +148,8 @@ func Reasons() []Reason {
 
 		ReasonApprovalMissing, ReasonDaemonStopped, ReasonActionChanged, ReasonConnectorChanged,
 		ReasonStepUnresolved, ReasonStepInputs, ReasonInvalidArguments, ReasonUpstreamStatus,
+
+		ReasonDNSNameNotAllowed, ReasonDNSTypeNotAllowed, ReasonDNSMalformed, ReasonDNSRateLimited,
+		ReasonNotResolved, ReasonEgressBlocked,
 	}
 }

@@ -114,14 +114,20 @@ func Launch(ctx context.Context, info sessions.Info, caPEM []byte, argv []string
 // run starts cmd, relays signals to it until it exits and returns its exit
 // status.
 func run(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal) (int, error) {
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("%w: starting %s: %w", ErrLaunch, cmd.Path, err)
+	}
+	return wait(ctx, cmd, signals)
+}
+
+// wait relays signals to the started cmd until it exits and returns its
+// exit status.
+func wait(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal) (int, error) {
 	fromOS := signals == nil
 	if fromOS {
 		ch, stop := notifySignals()
 		defer stop()
 		signals = ch
-	}
-	if err := cmd.Start(); err != nil {
-		return -1, fmt.Errorf("%w: starting %s: %w", ErrLaunch, cmd.Path, err)
 	}
 	done := make(chan struct{})
 	relayed := make(chan struct{})

@@ -29,6 +29,7 @@ import (
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/fence"
 	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandboxapi"
@@ -94,6 +95,7 @@ type daemon struct {
 	catalog  atomic.Pointer[action.Catalog]
 	runner   *actions.Runner
 	mcp      *sandboxapi.MCPHTTPHandler
+	fence    *fence.Manager
 	reloadMu sync.Mutex
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.
@@ -360,6 +362,8 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	}
 	api := &admin.API{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
 		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Log: d.log}
+	d.fence = d.openFence()
+	api.Sandboxes = d.fence
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
 	mux.Handle("/", api.Handler())
@@ -419,6 +423,9 @@ func (d *daemon) shutdown(servers []*http.Server) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
 	defer cancel()
 	open := d.proxy.Stats()
+	if d.fence != nil {
+		d.fence.Shutdown() // fenced sandboxes lose their only link: fail closed
+	}
 	err := errors.Join(d.proxy.Shutdown(ctx), d.closeTools())
 	for _, srv := range servers {
 		err = errors.Join(err, srv.Shutdown(ctx))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aileronhq/aileron/sandbox"
 	"github.com/spf13/pflag"
 )
 
@@ -29,6 +30,9 @@ Usage:
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line
   aileron launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
+  aileron sandbox run [--session ID | --new [--name N] [--connector FQN]...] -- CMD ARGS…
+                                                         run CMD fenced: no route but Aileron (Linux, root)
+  aileron sandbox list [--json]
   aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
   aileron config print [--config FILE]                   the effective configuration
   aileron config defaults                                the embedded defaults, as YAML
@@ -39,6 +43,11 @@ Run "aileron COMMAND --help" for a command's flags.
 `
 
 func main() {
+	if len(os.Args) > 0 && os.Args[0] == sandbox.InitArg0 { // aileron sandbox run's helper, in the new namespaces
+		err := sandbox.FencedInit()
+		fmt.Fprintf(os.Stderr, "aileron sandbox run: %v\n", err)
+		os.Exit(125)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -58,6 +67,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"audit":      cmdAudit,
 		"approvals":  cmdApprovals,
 		"launch":     cmdLaunch,
+		"sandbox":    cmdSandbox,
 		"mcp":        cmdMCP,
 	}
 	switch {
@@ -125,7 +135,7 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 // connector, …): its lines of the general usage; "" for any other word.
 func groupUsage(cmd string) string {
 	switch cmd {
-	case "session", "connector", "credential", "approvals", "audit", "config":
+	case "session", "connector", "credential", "approvals", "audit", "config", "sandbox":
 	default:
 		return ""
 	}

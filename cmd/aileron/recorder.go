@@ -57,6 +57,14 @@ func (r *recorder) Event(name audit.EventName, details map[string]string) {
 	}
 }
 
+// Record writes an event the fence built whole (sandbox.egress_blocked,
+// dns.denied, sandbox.started, sandbox.stopped).
+func (r *recorder) Record(ev audit.Event) {
+	if err := r.write(&ev); err != nil {
+		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(ev.Name)).Err(err).Msg("a sandbox event was not written")
+	}
+}
+
 func (r *recorder) write(ev *audit.Event) error {
 	if r.audit == nil {
 		return nil // audit.enabled: false

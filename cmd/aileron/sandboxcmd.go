@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/aileronhq/aileron/sandbox"
+)
+
+// cmdSandbox runs commands fenced (sandbox run) and lists fenced sandboxes.
+func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	switch args[0] {
+	case "run":
+		return cmdSandboxRun(args[1:], stdin, stdout, stderr)
+	case "list":
+		return cmdSandboxList(args[1:], stdout, stderr)
+	}
+	return usagef("unknown subcommand %q; want run or list", args[0])
+}
+
+// cmdSandboxRun runs a command in a fenced sandbox: new network and mount
+// namespaces whose only link leads to the daemon, which answers its DNS and
+// takes its connections transparently.
+func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]...] -- CMD ARGS...", stderr)
+	_, cfgFile := clientFlags(fs)
+	sessID := fs.String("session", "", "run in this existing session")
+	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
+	name := fs.String("name", "sandbox", "label of the session --new creates")
+	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sessID != "" && *fresh {
+		return usagef("--session and --new exclude each other")
+	}
+	if fs.NArg() == 0 {
+		return usagef("name the command after --, e.g. aileron sandbox run -- curl https://api.example.com/")
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	c := newClient(cfg)
+	info, cleanup, err := launchSession(ctx, c, *sessID, *name, *conns)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fenceFn := func(ctx context.Context, pid int) (string, func(), error) {
+		sb, err := c.OpenSandbox(ctx, info.ID, pid)
+		if err != nil {
+			return "", nil, err
+		}
+		return sb.DNS, func() { _ = c.CloseSandbox(context.Background(), sb.ID) }, nil
+	}
+	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitCodeError{code}
+	}
+	return nil
+}
+
+func cmdSandboxList(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sandbox list", "sandbox list [--json]", stderr)
+	_, cfgFile := clientFlags(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	list, err := newClient(cfg).ListSandboxes(context.Background())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(list)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSESSION\tPID\tADDRESS\tDNS\tLINK")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Session, s.PID, s.Address, s.DNS, s.Link)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,174 @@
+package fence
+
+import (
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// nflogGroup is the NFLOG group blocked packets are logged to, inside the
+// sandbox's own network namespace.
+const nflogGroup = 7
+
+// rule is a list of nftables expressions, built up by the helpers below.
+type rule []expr.Any
+
+func ifname(key expr.MetaKey, name string) rule {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return rule{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b}}
+}
+
+func nfproto(p byte) rule {
+	return rule{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}
+}
+
+func l4proto(p byte) rule {
+	return rule{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}
+}
+
+// daddr matches the destination address against p (family checked first).
+func daddr(p netip.Prefix) rule {
+	fam, off := byte(unix.NFPROTO_IPV4), uint32(16)
+	if p.Addr().Is6() {
+		fam, off = unix.NFPROTO_IPV6, 24
+	}
+	n := uint32(p.Addr().BitLen() / 8)
+	m := make([]byte, n)
+	for i := 0; i < p.Bits(); i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	r := nfproto(fam)
+	r = append(r, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: m, Xor: make([]byte, n)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.Masked().Addr().AsSlice()})
+	return r
+}
+
+func dport(proto byte, port uint16) rule {
+	return append(l4proto(proto),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)})
+}
+
+func established() rule {
+	bits := binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED)
+	return rule{&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: bits, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)}}
+}
+
+// neighbour matches IPv6 neighbour discovery (ICMPv6 types 133–136), which
+// the link needs to work at all.
+func neighbour() [][]expr.Any {
+	var out [][]expr.Any
+	for _, t := range []byte{133, 134, 135, 136} {
+		out = append(out, append(l4proto(unix.IPPROTO_ICMPV6),
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}, accept()))
+	}
+	return out
+}
+
+func accept() expr.Any { return &expr.Verdict{Kind: expr.VerdictAccept} }
+func drop() expr.Any   { return &expr.Verdict{Kind: expr.VerdictDrop} }
+
+func join(parts ...rule) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// logBlocked logs (at most 20 a second, bursts of 40) to nflogGroup.
+func logBlocked() []expr.Any {
+	return []expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: 20, Unit: expr.LimitTimeSecond, Burst: 40},
+		&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_QTHRESHOLD, Group: nflogGroup, QThreshold: 1}}
+}
+
+// rejectNow answers TCP with a reset and everything else with an ICMP
+// "administratively prohibited", so a blocked attempt fails at once.
+func rejectNow() [][]expr.Any {
+	return [][]expr.Any{
+		append(l4proto(unix.IPPROTO_TCP), &expr.Reject{Type: unix.NFT_REJECT_TCP_RST, Code: unix.NFT_REJECT_TCP_RST}),
+		{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED}},
+	}
+}
+
+// chain adds a base chain with the given rules to t.
+func chain(c *nftables.Conn, t *nftables.Table, name string, typ nftables.ChainType, hook *nftables.ChainHook,
+	prio *nftables.ChainPriority, policy nftables.ChainPolicy, rules [][]expr.Any) {
+	ch := c.AddChain(&nftables.Chain{Name: name, Table: t, Type: typ, Hooknum: hook, Priority: prio, Policy: &policy})
+	for _, r := range rules {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: r})
+	}
+}
+
+// insideRules is the fence in the sandbox's namespace: out only to
+// Aileron's DNS (gw, port 53) and to ports 443 and 80 of the synthetic
+// ranges; every other packet is logged and rejected. In only what answers
+// those.
+func insideRules(c *nftables.Conn, l link) {
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "aileron_fence"})
+	gw := netip.PrefixFrom(l.host4, 32)
+	out := [][]expr.Any{
+		join(ifname(expr.MetaKeyOIFNAME, "lo"), rule{accept()}),
+		join(established(), rule{accept()}),
+		join(daddr(gw), dport(unix.IPPROTO_UDP, 53), rule{accept()}),
+		join(daddr(gw), dport(unix.IPPROTO_TCP, 53), rule{accept()}),
+	}
+	for _, p := range []netip.Prefix{l.synth4, l.synth6} {
+		for _, port := range []uint16{443, 80} {
+			out = append(out, join(daddr(p), dport(unix.IPPROTO_TCP, port), rule{accept()}))
+		}
+	}
+	out = append(out, neighbour()...)
+	out = append(out, logBlocked())
+	out = append(out, rejectNow()...)
+	chain(c, t, "output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, out)
+	in := [][]expr.Any{
+		join(ifname(expr.MetaKeyIIFNAME, "lo"), rule{accept()}),
+		join(established(), rule{accept()}),
+	}
+	in = append(in, neighbour()...)
+	chain(c, t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, in)
+}
+
+// hostRules is the daemon's end: connections to ports 443 and 80 of the
+// synthetic ranges are redirected to the sandbox's transparent listeners
+// (the kernel keeps the original destination for SO_ORIGINAL_DST); from
+// the sandbox's link only DNS and those listeners are accepted, nothing is
+// forwarded anywhere, so the fence holds even if the inside one is gone.
+func hostRules(c *nftables.Conn, l link) {
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.table})
+	iif := ifname(expr.MetaKeyIIFNAME, l.hostName)
+	var nat [][]expr.Any
+	for _, p := range []netip.Prefix{l.synth4, l.synth6} {
+		for _, port := range []uint16{443, 80} {
+			nat = append(nat, join(iif, daddr(p), dport(unix.IPPROTO_TCP, port), rule{
+				&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+				&expr.Redir{RegisterProtoMin: 1}}))
+		}
+	}
+	chain(c, t, "prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainPolicyAccept, nat)
+	in := [][]expr.Any{join(iif, established(), rule{accept()})}
+	for _, a := range []netip.Prefix{netip.PrefixFrom(l.host4, 32), netip.PrefixFrom(l.host6, 128)} {
+		for _, p := range []struct {
+			proto byte
+			port  uint16
+		}{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}, {unix.IPPROTO_TCP, 443}, {unix.IPPROTO_TCP, 80}} {
+			in = append(in, join(iif, daddr(a), dport(p.proto, p.port), rule{accept()}))
+		}
+	}
+	for _, r := range neighbour() {
+		in = append(in, join(iif, r))
+	}
+	in = append(in, join(iif, rule{drop()}))
+	chain(c, t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainPolicyAccept, in)
+	fwd := [][]expr.Any{join(iif, rule{drop()}), join(ifname(expr.MetaKeyOIFNAME, l.hostName), rule{drop()})}
+	chain(c, t, "forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter, nftables.ChainPolicyAccept, fwd)
+}

@@ -1,0 +1,86 @@
+package policydns
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"sync"
+)
+
+// ErrExhausted is returned by Map.Addrs when every synthetic address of a
+// range is taken. Addresses are never reassigned while the Map lives.
+var ErrExhausted = errors.New("synthetic address range exhausted")
+
+// Map hands out one synthetic IPv4 and one IPv6 address per name and maps
+// them back. An address, once given to a name, stays with it for the
+// Map's life. Safe for concurrent use.
+type Map struct {
+	v4, v6 netip.Prefix
+
+	mu     sync.Mutex
+	byName map[string][2]netip.Addr
+	byAddr map[netip.Addr]string
+	next   uint64 // offset of the next address in both ranges (0 is the network address, never used)
+}
+
+// DefaultV4 and DefaultV6 are the default synthetic ranges: 198.18.0.0/15 is
+// reserved for benchmarking (RFC 2544) and fd00:a11e:5eed::/64 is a
+// unique-local range of Aileron's own.
+var (
+	DefaultV4 = netip.MustParsePrefix("198.18.0.0/15")
+	DefaultV6 = netip.MustParsePrefix("fd00:a11e:5eed::/64")
+)
+
+// NewMap returns a Map over v4 (an IPv4 prefix) and v6 (an IPv6 prefix).
+func NewMap(v4, v6 netip.Prefix) (*Map, error) {
+	if !v4.IsValid() || !v4.Addr().Is4() || v4.Bits() > 30 {
+		return nil, fmt.Errorf("synthetic IPv4 range %s: want an IPv4 prefix of /30 or wider", v4)
+	}
+	if !v6.IsValid() || !v6.Addr().Is6() || v6.Addr().Is4In6() || v6.Bits() > 126 {
+		return nil, fmt.Errorf("synthetic IPv6 range %s: want an IPv6 prefix of /126 or wider", v6)
+	}
+	return &Map{v4: v4.Masked(), v6: v6.Masked(), byName: map[string][2]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: 1}, nil
+}
+
+// Prefixes returns the IPv4 and IPv6 ranges the Map hands out from.
+func (m *Map) Prefixes() (v4, v6 netip.Prefix) { return m.v4, m.v6 }
+
+// Addrs returns name's synthetic addresses, assigning them on first use.
+// name must be canonical (lower case, no trailing dot).
+func (m *Map) Addrs(name string) (v4, v6 netip.Addr, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a, ok := m.byName[name]; ok {
+		return a[0], a[1], nil
+	}
+	a4, ok4 := offset(m.v4, m.next)
+	a6, ok6 := offset(m.v6, m.next)
+	if !ok4 || !ok6 {
+		return netip.Addr{}, netip.Addr{}, ErrExhausted
+	}
+	m.next++
+	m.byName[name] = [2]netip.Addr{a4, a6}
+	m.byAddr[a4], m.byAddr[a6] = name, name
+	return a4, a6, nil
+}
+
+// Name returns the name a was handed out for.
+func (m *Map) Name(a netip.Addr) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.byAddr[a.Unmap()]
+	return n, ok
+}
+
+// offset returns p's address n, short of its last (broadcast) address.
+func offset(p netip.Prefix, n uint64) (netip.Addr, bool) {
+	size := new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-p.Bits()))
+	if new(big.Int).SetUint64(n+1).Cmp(size) >= 0 {
+		return netip.Addr{}, false
+	}
+	base := new(big.Int).SetBytes(p.Addr().AsSlice())
+	b := base.Add(base, new(big.Int).SetUint64(n)).FillBytes(make([]byte, p.Addr().BitLen()/8))
+	a, _ := netip.AddrFromSlice(b)
+	return a, true
+}

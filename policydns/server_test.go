@@ -1,0 +1,241 @@
+package policydns
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+type denials struct {
+	mu  sync.Mutex
+	got []Denial
+}
+
+func (d *denials) add(x Denial) { d.mu.Lock(); d.got = append(d.got, x); d.mu.Unlock() }
+func (d *denials) all() []Denial {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Denial(nil), d.got...)
+}
+
+func newServer(t *testing.T) (*Server, *denials) {
+	t.Helper()
+	m, err := NewMap(DefaultV4, DefaultV6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &denials{}
+	allowed := map[string]bool{"api.example.com": true, "aileron.internal": true}
+	return &Server{Map: m, Allowed: func(n string) bool { return allowed[n] }, Denied: d.add}, d
+}
+
+func query(name string, qtype uint16) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	return m
+}
+
+func TestAnswer(t *testing.T) {
+	long := strings.Repeat("a", 60) + ".example.com."
+	two := query("api.example.com.", dns.TypeA)
+	two.Question = append(two.Question, two.Question[0])
+	chaos := query("api.example.com.", dns.TypeA)
+	chaos.Question[0].Qclass = dns.ClassCHAOS
+	notify := query("api.example.com.", dns.TypeA)
+	notify.Opcode = dns.OpcodeNotify
+	tests := []struct {
+		name   string
+		q      *dns.Msg
+		rcode  int
+		answer string // the A/AAAA address; "" for none
+		reason policy.Reason
+	}{
+		{"allowed A", query("api.example.com.", dns.TypeA), dns.RcodeSuccess, "198.18.0.1", ""},
+		{"allowed A any case", query("API.Example.COM.", dns.TypeA), dns.RcodeSuccess, "198.18.0.1", ""},
+		{"allowed AAAA", query("api.example.com.", dns.TypeAAAA), dns.RcodeSuccess, "fd00:a11e:5eed::1", ""},
+		{"api host", query("aileron.internal.", dns.TypeA), dns.RcodeSuccess, "198.18.0.2", ""},
+		{"TXT on an allowed name", query("api.example.com.", dns.TypeTXT), dns.RcodeSuccess, "", policy.ReasonDNSTypeNotAllowed},
+		{"HTTPS (ECH) on an allowed name", query("api.example.com.", dns.TypeHTTPS), dns.RcodeSuccess, "", policy.ReasonDNSTypeNotAllowed},
+		{"SVCB", query("api.example.com.", dns.TypeSVCB), dns.RcodeSuccess, "", policy.ReasonDNSTypeNotAllowed},
+		{"ANY", query("api.example.com.", dns.TypeANY), dns.RcodeSuccess, "", policy.ReasonDNSTypeNotAllowed},
+		{"NULL", query("api.example.com.", dns.TypeNULL), dns.RcodeSuccess, "", policy.ReasonDNSTypeNotAllowed},
+		{"unlisted name", query("evil.example.net.", dns.TypeA), dns.RcodeRefused, "", policy.ReasonDNSNameNotAllowed},
+		{"subdomain of an allowed name", query("x.api.example.com.", dns.TypeA), dns.RcodeRefused, "", policy.ReasonDNSNameNotAllowed},
+		{"60-character label", query(long, dns.TypeA), dns.RcodeRefused, "", policy.ReasonDNSNameNotAllowed},
+		{"TXT on an unlisted name", query("data.evil.example.net.", dns.TypeTXT), dns.RcodeRefused, "", policy.ReasonDNSNameNotAllowed},
+		{"escaped bytes", query(`api\000.example.com.`, dns.TypeA), dns.RcodeRefused, "", policy.ReasonDNSMalformed},
+		{"root", query(".", dns.TypeA), dns.RcodeRefused, "", policy.ReasonDNSMalformed},
+		{"two questions", two, dns.RcodeFormatError, "", policy.ReasonDNSMalformed},
+		{"class CH", chaos, dns.RcodeRefused, "", policy.ReasonDNSMalformed},
+		{"not a query", notify, dns.RcodeFormatError, "", policy.ReasonDNSMalformed},
+	}
+	s, d := newServer(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(d.all())
+			m := s.Answer(tc.q, netip.MustParseAddrPort("10.0.0.2:5353"))
+			if m.Rcode != tc.rcode {
+				t.Fatalf("rcode %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[tc.rcode])
+			}
+			got := ""
+			for _, rr := range m.Answer {
+				switch r := rr.(type) {
+				case *dns.A:
+					got = r.A.String()
+				case *dns.AAAA:
+					got = r.AAAA.String()
+				default:
+					t.Fatalf("unexpected record %v", rr)
+				}
+				if rr.Header().Name != tc.q.Question[0].Name {
+					t.Fatalf("answer for %q, asked %q", rr.Header().Name, tc.q.Question[0].Name)
+				}
+			}
+			if got != tc.answer || len(m.Answer) > 1 || len(m.Ns)+len(m.Extra) != 0 {
+				t.Fatalf("answer %q (%d records, %d ns, %d extra), want %q", got, len(m.Answer), len(m.Ns), len(m.Extra), tc.answer)
+			}
+			after := d.all()
+			if tc.reason == "" {
+				if len(after) != before {
+					t.Fatalf("reported %+v for an allowed query", after[before:])
+				}
+				return
+			}
+			if len(after) != before+1 || after[before].Reason != tc.reason {
+				t.Fatalf("denials %+v, want one %s", after[before:], tc.reason)
+			}
+		})
+	}
+}
+
+func TestDenialCutsAndHashesTheName(t *testing.T) {
+	s, d := newServer(t)
+	name := strings.Repeat("secretdata", 12) + ".evil.example.net."
+	s.Answer(query(name, dns.TypeA), netip.AddrPort{})
+	got := d.all()
+	if len(got) != 1 {
+		t.Fatalf("denials %+v", got)
+	}
+	if len(got[0].Name) > MaxAuditName+len("…") || strings.Contains(got[0].Name, strings.Repeat("secretdata", 7)) {
+		t.Fatalf("name not cut: %q", got[0].Name)
+	}
+	if len(got[0].NameHash) != 64 || got[0].Type != "A" {
+		t.Fatalf("denial %+v", got[0])
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	s, d := newServer(t)
+	s.Rate, s.Burst, s.ReportRate = 1, 3, 1
+	refused := 0
+	for range 10 {
+		if s.Answer(query("api.example.com.", dns.TypeA), netip.AddrPort{}).Rcode == dns.RcodeRefused {
+			refused++
+		}
+	}
+	if refused != 7 {
+		t.Fatalf("%d of 10 refused, want 7 (burst 3)", refused)
+	}
+	got := d.all()
+	if len(got) == 0 || len(got) >= 7 || got[0].Reason != policy.ReasonDNSRateLimited {
+		t.Fatalf("denials %+v: want rate-limited reports, themselves limited", got)
+	}
+}
+
+func TestMap(t *testing.T) {
+	m, err := NewMap(netip.MustParsePrefix("198.18.0.0/30"), netip.MustParsePrefix("fd00::/126"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, b1, _ := m.Addrs("a.example")
+	a2, b2, _ := m.Addrs("b.example")
+	again, _, _ := m.Addrs("a.example")
+	if a1 == a2 || b1 == b2 || again != a1 || a1.String() != "198.18.0.1" || b2.String() != "fd00::2" {
+		t.Fatalf("addresses %v %v %v %v %v", a1, a2, b1, b2, again)
+	}
+	if _, _, err := m.Addrs("c.example"); err != ErrExhausted {
+		t.Fatalf("third name in a /30: %v, want ErrExhausted (no reuse, no broadcast)", err)
+	}
+	for a, want := range map[netip.Addr]string{a1: "a.example", b2: "b.example", netip.AddrFrom16(a2.As16()): "b.example"} {
+		if n, ok := m.Name(a); !ok || n != want {
+			t.Fatalf("Name(%v) = %q %v, want %q", a, n, ok, want)
+		}
+	}
+	if _, ok := m.Name(netip.MustParseAddr("198.18.0.3")); ok {
+		t.Fatal("an address never handed out maps to a name")
+	}
+	for _, bad := range [][2]string{{"198.18.0.0/31", "fd00::/64"}, {"fd00::/64", "fd00::/64"}, {"198.18.0.0/15", "::ffff:0:0/96"}} {
+		if _, err := NewMap(netip.MustParsePrefix(bad[0]), netip.MustParsePrefix(bad[1])); err == nil {
+			t.Fatalf("NewMap(%v) accepted", bad)
+		}
+	}
+}
+
+// TestServeUDPAndTCP answers real queries over loopback sockets.
+func TestServeUDPAndTCP(t *testing.T) {
+	s, d := newServer(t)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Serve(pc, l)
+	defer func() { _ = s.Shutdown(t.Context()) }()
+	for _, c := range []struct{ net, addr string }{{"udp", pc.LocalAddr().String()}, {"tcp", l.Addr().String()}} {
+		cl := &dns.Client{Net: c.net, Timeout: 2 * time.Second}
+		r, _, err := cl.Exchange(query("api.example.com.", dns.TypeA), c.addr)
+		if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Fatalf("%s: %v %v", c.net, r, err)
+		}
+		two := query("evil.example.net.", dns.TypeA)
+		two.Question = append(two.Question, two.Question[0])
+		r, _, err = cl.Exchange(two, c.addr)
+		if err != nil || r.Rcode != dns.RcodeFormatError {
+			t.Fatalf("%s two questions: %v %v", c.net, r, err)
+		}
+	}
+	if got := d.all(); len(got) != 2 || got[0].Reason != policy.ReasonDNSMalformed {
+		t.Fatalf("denials %+v", got)
+	}
+}
+
+func FuzzAnswer(f *testing.F) {
+	for _, q := range []*dns.Msg{query("api.example.com.", dns.TypeA), query("x.example.", dns.TypeTXT)} {
+		b, _ := q.Pack()
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := NewMap(DefaultV4, DefaultV6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{Map: m, Allowed: func(n string) bool { return n == "api.example.com" }, Denied: func(d Denial) {
+			if len(d.Name) > MaxAuditName+len("…") || strings.ContainsAny(d.Name, "\x00\n\r") {
+				t.Fatalf("denial name %q not cut or escaped", d.Name)
+			}
+		}}
+		q := new(dns.Msg)
+		if q.Unpack(b) != nil {
+			return
+		}
+		r := s.Answer(q, netip.AddrPort{})
+		for _, rr := range r.Answer {
+			if !strings.EqualFold(rr.Header().Name, "api.example.com.") {
+				t.Fatalf("answered %v", rr)
+			}
+		}
+		if _, err := r.Pack(); err != nil {
+			t.Fatalf("reply does not pack: %v", err)
+		}
+	})
+}
