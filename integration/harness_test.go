@@ -326,6 +326,12 @@ func (s *suite) startDaemon(cfg map[string]any, extraEnv []string) (*daemon, err
 // launch starts `aileron daemon --config cfgPath` on home, logging to
 // logName in home, registers it with the suite and waits for daemon.json.
 func (s *suite) launch(home, cfgPath, logName string, extraEnv []string) (*daemon, error) {
+	return s.launchWith(home, cfgPath, logName, extraEnv, (*exec.Cmd).Start)
+}
+
+// launchWith is launch with start in place of cmd.Start (to start the
+// daemon in a network namespace).
+func (s *suite) launchWith(home, cfgPath, logName string, extraEnv []string, start func(*exec.Cmd) error) (*daemon, error) {
 	d := &daemon{s: s, home: home, logPath: filepath.Join(home, logName), done: make(chan struct{})}
 	logf, err := os.Create(d.logPath)
 	if err != nil {
@@ -334,7 +340,7 @@ func (s *suite) launch(home, cfgPath, logName string, extraEnv []string) (*daemo
 	d.cmd = exec.Command(s.bin, "daemon", "--config", cfgPath)
 	d.cmd.Env = append(cleanEnv(home), extraEnv...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	if err := d.cmd.Start(); err != nil {
+	if err := start(d.cmd); err != nil {
 		_ = logf.Close()
 		return nil, fmt.Errorf("start %s daemon: %w", s.bin, err)
 	}
