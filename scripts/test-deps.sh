@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real clients the integration tests drive through the proxy:
-# curl, /usr/bin/python3 with python3-requests, Node (/usr/bin/node), the
+# curl, git, /usr/bin/python3 with python3-requests, Node (/usr/bin/node), the
 # system CA bundle, and Chromium (/usr/bin/chromium, for the approvals-page
 # browser test). Idempotent: when everything is present it prints one line
 # and exits without touching apt. Run by `make test` before `go test`.
@@ -11,6 +11,7 @@ missing=()
 have_cmd() { [ -x "$1" ] || command -v "$1" >/dev/null 2>&1; }
 
 have_cmd curl || missing+=(curl)
+have_cmd git || missing+=(git)
 [ -x /usr/bin/python3 ] || missing+=(python3)
 if [ -x /usr/bin/python3 ]; then
 	/usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || missing+=(python3-requests)
@@ -22,7 +23,7 @@ fi
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "test-deps: curl, python3 (+requests), node, ca-certificates and chromium present"
+	echo "test-deps: curl, git, python3 (+requests), node, ca-certificates and chromium present"
 	exit 0
 fi
 
