@@ -275,10 +275,12 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 // checkFenceAudit: each bypass attempt left its line.
 func checkFenceAudit(t *testing.T, w *fenceWorld) {
 	want := map[string]func(auditLine) bool{
-		"tcp to the far address":  func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "tcp" },
-		"udp to far port 53":      func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "udp" },
-		"icmp":                    func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "icmp" },
-		"quic to a synthetic 443": func(l auditLine) bool { return strings.HasPrefix(l.str("host"), "198.1") && l.detail("protocol") == "udp" },
+		"tcp to the far address": func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "tcp" },
+		"udp to far port 53":     func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "udp" },
+		"icmp":                   func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "icmp" },
+		"quic to a synthetic 443": func(l auditLine) bool {
+			return strings.HasPrefix(l.str("host"), "198.1") && l.detail("protocol") == "udp"
+		},
 		"ipv6 to the far address": func(l auditLine) bool { return l.str("host") == fenceFar6 },
 		"dns TXT":                 func(l auditLine) bool { return l.detail("type") == "TXT" && l.str("reason") == "dns_type_not_allowed" },
 		"dns 60-char label":       func(l auditLine) bool { return strings.HasPrefix(l.detail("name"), "aaaaaaaaaa") },
