@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
@@ -81,7 +82,8 @@ func (p *Proxy) ServeTransparent(l net.Listener, o Origins, tls bool) error {
 				return http.ErrServerClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				time.Sleep(50 * time.Millisecond) // out of descriptors: keep the listener, try again
 				continue
 			}
 			return err
@@ -97,6 +99,10 @@ func (p *Proxy) ServeTransparent(l net.Listener, o Origins, tls bool) error {
 // origin identifies a transparent connection's session and host, or
 // records the refusal and closes c.
 func (p *Proxy) origin(c net.Conn, o Origins, port int) (*tunnel, *Record, bool) {
+	if p.stopping.Err() != nil { // accepted as Shutdown began: not served
+		_ = c.Close()
+		return nil, nil, false
+	}
 	rec := p.newRecord(nil)
 	rec.Client = c.RemoteAddr().String()
 	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())

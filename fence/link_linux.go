@@ -51,6 +51,9 @@ func wire(nsFD int, l link) (err error) {
 			unwire(l)
 		}
 	}()
+	for _, knob := range []string{"accept_ra", "autoconf"} { // never take routes or addresses from a sandbox
+		_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+l.hostName+"/"+knob, []byte("0"), 0o644)
+	}
 	if err := configure(l.hostName, []netip.Prefix{netip.PrefixFrom(l.host4, 30), netip.PrefixFrom(l.host6, 64)}); err != nil {
 		return fmt.Errorf("the daemon's end: %w", err)
 	}

@@ -61,11 +61,17 @@ func established() rule {
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)}}
 }
 
-// neighbour matches IPv6 neighbour discovery (ICMPv6 types 133–136), which
-// the link needs to work at all.
-func neighbour() [][]expr.Any {
+// neighbour matches IPv6 neighbour discovery (ICMPv6 types 133–136, or
+// only solicitations and advertisements of neighbours, 135–136, when
+// routerless: the daemon's end never takes router advertisements from a
+// sandbox), which the link needs to work at all.
+func neighbour(routerless bool) [][]expr.Any {
+	types := []byte{133, 134, 135, 136}
+	if routerless {
+		types = types[2:]
+	}
 	var out [][]expr.Any
-	for _, t := range []byte{133, 134, 135, 136} {
+	for _, t := range types {
 		out = append(out, append(l4proto(unix.IPPROTO_ICMPV6),
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}, accept()))
@@ -126,7 +132,7 @@ func insideRules(c *nftables.Conn, l link) {
 			out = append(out, join(daddr(p), dport(unix.IPPROTO_TCP, port), rule{accept()}))
 		}
 	}
-	out = append(out, neighbour()...)
+	out = append(out, neighbour(false)...)
 	out = append(out, logBlocked())
 	out = append(out, rejectNow()...)
 	chain(c, t, "output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, out)
@@ -134,7 +140,7 @@ func insideRules(c *nftables.Conn, l link) {
 		join(ifname(expr.MetaKeyIIFNAME, "lo"), rule{accept()}),
 		join(established(), rule{accept()}),
 	}
-	in = append(in, neighbour()...)
+	in = append(in, neighbour(false)...)
 	chain(c, t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, in)
 }
 
@@ -164,7 +170,7 @@ func hostRules(c *nftables.Conn, l link) {
 			in = append(in, join(iif, daddr(a), dport(p.proto, p.port), rule{accept()}))
 		}
 	}
-	for _, r := range neighbour() {
+	for _, r := range neighbour(true) {
 		in = append(in, join(iif, r))
 	}
 	in = append(in, join(iif, rule{drop()}))
