@@ -126,7 +126,10 @@ func parsePacket(p []byte) (blocked, bool) {
 	}
 	switch proto {
 	case unix.IPPROTO_TCP, unix.IPPROTO_UDP:
-		b.proto = map[byte]string{unix.IPPROTO_TCP: "tcp", unix.IPPROTO_UDP: "udp"}[proto]
+		b.proto = "udp"
+		if proto == unix.IPPROTO_TCP {
+			b.proto = "tcp"
+		}
 		if len(l4) >= 4 {
 			b.port = int(binary.BigEndian.Uint16(l4[2:4]))
 		}

@@ -3,7 +3,6 @@ package policydns
 import (
 	"errors"
 	"fmt"
-	"math/big"
 	"net/netip"
 	"sync"
 )
@@ -21,7 +20,8 @@ type Map struct {
 	mu     sync.Mutex
 	byName map[string][2]netip.Addr
 	byAddr map[netip.Addr]string
-	next   uint64 // offset of the next address in both ranges (0 is the network address, never used)
+	next4  netip.Addr // the next addresses to hand out (the network address is never used)
+	next6  netip.Addr
 }
 
 // DefaultV4 and DefaultV6 are the default synthetic ranges: 198.18.0.0/15 is
@@ -40,7 +40,9 @@ func NewMap(v4, v6 netip.Prefix) (*Map, error) {
 	if !v6.IsValid() || !v6.Addr().Is6() || v6.Addr().Is4In6() || v6.Bits() > 126 {
 		return nil, fmt.Errorf("synthetic IPv6 range %s: want an IPv6 prefix of /126 or wider", v6)
 	}
-	return &Map{v4: v4.Masked(), v6: v6.Masked(), byName: map[string][2]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: 1}, nil
+	v4, v6 = v4.Masked(), v6.Masked()
+	return &Map{v4: v4, v6: v6, byName: map[string][2]netip.Addr{}, byAddr: map[netip.Addr]string{},
+		next4: v4.Addr().Next(), next6: v6.Addr().Next()}, nil
 }
 
 // Prefixes returns the IPv4 and IPv6 ranges the Map hands out from.
@@ -54,12 +56,12 @@ func (m *Map) Addrs(name string) (v4, v6 netip.Addr, err error) {
 	if a, ok := m.byName[name]; ok {
 		return a[0], a[1], nil
 	}
-	a4, ok4 := offset(m.v4, m.next)
-	a6, ok6 := offset(m.v6, m.next)
-	if !ok4 || !ok6 {
+	a4, a6 := m.next4, m.next6
+	// the range's last address (broadcast, for IPv4) is never handed out
+	if !m.v4.Contains(a4.Next()) || !m.v6.Contains(a6.Next()) {
 		return netip.Addr{}, netip.Addr{}, ErrExhausted
 	}
-	m.next++
+	m.next4, m.next6 = a4.Next(), a6.Next()
 	m.byName[name] = [2]netip.Addr{a4, a6}
 	m.byAddr[a4], m.byAddr[a6] = name, name
 	return a4, a6, nil
@@ -71,16 +73,4 @@ func (m *Map) Name(a netip.Addr) (string, bool) {
 	defer m.mu.Unlock()
 	n, ok := m.byAddr[a.Unmap()]
 	return n, ok
-}
-
-// offset returns p's address n, short of its last (broadcast) address.
-func offset(p netip.Prefix, n uint64) (netip.Addr, bool) {
-	size := new(big.Int).Lsh(big.NewInt(1), uint(p.Addr().BitLen()-p.Bits()))
-	if new(big.Int).SetUint64(n+1).Cmp(size) >= 0 {
-		return netip.Addr{}, false
-	}
-	base := new(big.Int).SetBytes(p.Addr().AsSlice())
-	b := base.Add(base, new(big.Int).SetUint64(n)).FillBytes(make([]byte, p.Addr().BitLen()/8))
-	a, _ := netip.AddrFromSlice(b)
-	return a, true
 }

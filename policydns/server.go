@@ -27,7 +27,8 @@ type Denial struct {
 	// Name is the asked name cut to MaxAuditName bytes, lower case, with
 	// bytes outside printable ASCII escaped.
 	Name string
-	// NameHash is the hex SHA-256 of the whole name as asked.
+	// NameHash is the hex SHA-256 of the whole name, lower case, without
+	// its trailing dot.
 	NameHash string
 	// Type is the query type ("TXT", "A", …); "" when there was no single
 	// question.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -84,7 +83,7 @@ func cmdSandboxList(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(list)
+		return printJSON(stdout, list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSESSION\tPID\tADDRESS\tDNS\tLINK")
