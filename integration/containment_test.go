@@ -167,12 +167,15 @@ func startDaemonIn(t *testing.T, ns netns.NsHandle, cfg map[string]any) *daemon 
 	return d
 }
 
-// fenced runs script with sh inside a fenced sandbox of w's session.
-func (w *fenceWorld) fenced(t *testing.T, script string) (string, string, error) {
+// fenced runs script with sh inside a fenced sandbox of w's session, in /
+// (the test's own directory may be closed to the sandbox's user, nobody),
+// with extra flags for sandbox run.
+func (w *fenceWorld) fenced(t *testing.T, script string, flags ...string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	return w.d.run(ctx, "sandbox", "run", "--session", w.session, "--", "sh", "-c", script)
+	args := append(append([]string{"sandbox", "run", "--session", w.session}, flags...), "--", "sh", "-c", script)
+	return w.d.runIn(ctx, "/", "", args...)
 }
 
 // bypassScript tries every way around Aileron from inside the sandbox and
@@ -268,6 +271,7 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 		}
 	}
 	checkFenceAudit(t, w)
+	checkLocalEscapes(t, w)
 	w.d.stop()
 	checkCaptures(t, w, capA.stop(), capI.stop())
 }

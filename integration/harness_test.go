@@ -481,10 +481,15 @@ func (d *daemon) run(ctx context.Context, args ...string) (stdout, stderr string
 
 // runInput is run with stdin; the output is recorded for the secret scan.
 func (d *daemon) runInput(ctx context.Context, stdin string, args ...string) (stdout, stderr string, err error) {
+	return d.runIn(ctx, "", stdin, args...)
+}
+
+// runIn is runInput in the working directory dir ("": this process's).
+func (d *daemon) runIn(ctx context.Context, dir, stdin string, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.s.bin, args...)
-	cmd.Env = cleanEnv(d.home)
+	cmd.Env, cmd.Dir = cleanEnv(d.home), dir
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

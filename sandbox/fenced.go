@@ -23,16 +23,30 @@ var ErrFence = errors.New("fenced sandbox")
 // fence.
 type FenceFunc func(ctx context.Context, pid int) (dns string, remove func(), err error)
 
-// FencedOptions configure RunFenced. Fence is required.
+// FencedOptions configure RunFenced. Fence and User are required.
 type FencedOptions struct {
-	Fence          FenceFunc
+	Fence FenceFunc
+	// User is who the command runs as (ResolveUser gives the default).
+	User Identity
+	// Hide lists directories the command must not see (the daemon's home
+	// and admin socket's directory): each is covered by an empty,
+	// read-only tmpfs.
+	Hide           []string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Environ        []string // nil: os.Environ()
 	APIURL         string   // "": DefaultAPIURL
 	Signals        <-chan os.Signal
-	Dir            string
+	Dir            string // "": this process's working directory
 }
+
+// Inside the sandbox a private tmpfs covers /run (hiding the host's
+// sockets: D-Bus, systemd, container engines); the session's CA is copied
+// into it, readable by any user, at sandboxCA.
+const (
+	sandboxRun = "/run/aileron"
+	sandboxCA  = sandboxRun + "/ca-bundle.pem"
+)
 
 // fencedEnv is env for a fenced command: the session's variables without
 // any proxy variable (there is no proxy to name: every connection is taken

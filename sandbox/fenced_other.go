@@ -15,4 +15,4 @@ func RunFenced(context.Context, sessions.Info, []string, FencedOptions) (int, er
 }
 
 // FencedInit fails: fenced sandboxes need Linux.
-func FencedInit() error { return fmt.Errorf("%w: needs Linux", ErrFence) }
+func FencedInit() (int, error) { return -1, fmt.Errorf("%w: needs Linux", ErrFence) }

@@ -117,12 +117,15 @@ func run(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal) (int, err
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("%w: starting %s: %w", ErrLaunch, cmd.Path, err)
 	}
-	return wait(ctx, cmd, signals)
+	return wait(ctx, cmd, signals, nil)
 }
 
 // wait relays signals to the started cmd until it exits and returns its
-// exit status.
-func wait(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal) (int, error) {
+// exit status. relay sends a signal on; nil means to cmd's process.
+func wait(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal, relay func(os.Signal)) (int, error) {
+	if relay == nil {
+		relay = func(sig os.Signal) { _ = cmd.Process.Signal(sig) } // the command may have exited already
+	}
 	fromOS := signals == nil
 	if fromOS {
 		ch, stop := notifySignals()
@@ -137,7 +140,7 @@ func wait(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal) (int, er
 			select {
 			case sig := <-signals:
 				if !fromOS || !terminalSent(sig) {
-					cmd.Process.Signal(sig) // the command may have exited already
+					relay(sig)
 				}
 			case <-done:
 				return

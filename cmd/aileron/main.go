@@ -30,7 +30,7 @@ Usage:
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line
   aileron launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
-  aileron sandbox run [--session ID | --new [--name N] [--connector FQN]...] -- CMD ARGS…
+  aileron sandbox run [--session ID | --new [--name N] [--connector FQN]...] [--user U] -- CMD ARGS…
                                                          run CMD fenced: no route but Aileron (Linux, root)
   aileron sandbox list [--json]
   aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
@@ -44,9 +44,12 @@ Run "aileron COMMAND --help" for a command's flags.
 
 func main() {
 	if len(os.Args) > 0 && os.Args[0] == sandbox.InitArg0 { // aileron sandbox run's helper, in the new namespaces
-		err := sandbox.FencedInit()
-		fmt.Fprintf(os.Stderr, "aileron sandbox run: %v\n", err)
-		os.Exit(125)
+		code, err := sandbox.FencedInit()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "aileron sandbox run: %v\n", err)
+			os.Exit(125)
+		}
+		os.Exit(code)
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/aileronhq/aileron/sandbox"
@@ -24,12 +26,13 @@ func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 // namespaces whose only link leads to the daemon, which answers its DNS and
 // takes its connections transparently.
 func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]...] -- CMD ARGS...", stderr)
+	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]...] [--user U] -- CMD ARGS...", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "run in this existing session")
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
 	name := fs.String("name", "sandbox", "label of the session --new creates")
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
+	userSpec := fs.String("user", "", "run the command as this user: NAME, UID or UID:GID (default: the user who ran sudo, else nobody; root only when named)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,6 +43,10 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		return usagef("name the command after --, e.g. aileron sandbox run -- curl https://api.example.com/")
 	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	who, err := sandbox.ResolveUser(*userSpec, os.Environ())
 	if err != nil {
 		return err
 	}
@@ -57,7 +64,8 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		}
 		return sb.DNS, func() { _ = c.CloseSandbox(context.Background(), sb.ID) }, nil
 	}
-	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, User: who,
+		Hide: []string{cfg.Home, filepath.Dir(cfg.Admin.Socket)}, Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,132 @@
+//go:build linux
+
+package integration
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// localEscapeScript reports, one key=value per line, what a fenced command
+// can do to the machine outside its network namespace. The core_pattern
+// write puts back the value already there, so it changes nothing even if
+// the fence were broken.
+const localEscapeScript = `
+echo "uid=$(id -u)"
+echo "nnp=$(sed -n 's/^NoNewPrivs:[[:space:]]*//p' /proc/self/status)"
+echo "capeff=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)"
+echo "capbnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)"
+echo "pid1=$(tr '\0' ' ' < /proc/1/cmdline)"
+echo "procs=$(ls /proc | grep -c '^[0-9]')"
+if [ -e "$ADMIN_SOCK" ]; then echo admin=visible; else echo admin=hidden; fi
+if (cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern) 2>/dev/null; then echo core=written; else echo core=refused; fi
+echo "run=$(ls -A /run | tr '\n' ' ')"
+echo "resolv=$(grep -c '^nameserver 10\.237\.' /etc/resolv.conf)"
+(sleep 317 </dev/null >/dev/null 2>&1 &)
+echo left=sleep
+`
+
+// Capabilities (bit numbers) a fenced command must never have: each could
+// undo the fence or reach past its namespaces.
+var forbiddenCaps = map[string]uint{"NET_ADMIN": 12, "NET_RAW": 13, "SYS_MODULE": 16, "SYS_RAWIO": 17,
+	"SYS_PTRACE": 19, "SYS_ADMIN": 21, "DAC_READ_SEARCH": 2, "BPF": 39, "PERFMON": 38}
+
+// checkLocalEscapes is the other half of "no route but Aileron": a fenced
+// command cannot leave through the machine instead of the network. As the
+// default user (nobody, here) and as root by request, it sees only its own
+// processes, cannot reach the daemon's admin socket or the host's /run
+// sockets, cannot write kernel tunables, holds no capability that could
+// undo the fence, and leaves nothing running behind it.
+func checkLocalEscapes(t *testing.T, w *fenceWorld) {
+	t.Helper()
+	script := "ADMIN_SOCK=" + filepath.Join(w.d.home, "admin.sock") + "\n" + localEscapeScript
+	for _, c := range []struct {
+		name  string
+		flags []string
+		uid   string
+	}{
+		{"default user", nil, "65534"},
+		{"root by request", []string{"--user", "root"}, "0"},
+	} {
+		out, stderr, err := w.fenced(t, script, c.flags...)
+		if err != nil {
+			t.Errorf("%s: %v\n%s\n%s", c.name, err, out, stderr)
+			continue
+		}
+		got := map[string]string{}
+		for _, line := range strings.Split(out, "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				got[k] = strings.TrimSpace(v)
+			}
+		}
+		t.Logf("%s: %q", c.name, got)
+		procs, _ := strconv.Atoi(got["procs"])
+		want := map[string]bool{
+			"runs as " + c.uid:                  got["uid"] == c.uid,
+			"no_new_privs":                      got["nnp"] == "1",
+			"first process is the helper":       strings.HasPrefix(got["pid1"], "aileron-sandbox-init"),
+			"sees only its own processes":       procs > 0 && procs < 20,
+			"admin socket hidden":               got["admin"] == "hidden",
+			"kernel tunables read-only":         got["core"] == "refused",
+			"host /run hidden":                  got["run"] == "aileron",
+			"resolver is Aileron":               got["resolv"] == "1",
+			"no capability that undoes a fence": !hasCap(got["capeff"]) && !hasCap(got["capbnd"]),
+		}
+		if c.uid != "0" {
+			want["no capability at all"] = got["capeff"] == "0000000000000000" && got["capbnd"] == "0000000000000000"
+		}
+		for what, ok := range want {
+			if !ok {
+				t.Errorf("%s: %s: no (%q)", c.name, what, got)
+			}
+		}
+	}
+	waitNoProcess(t, []byte("sleep\x00317\x00"))
+	_, stderr, err := w.d.runIn(t.Context(), t.TempDir(), "", "sandbox", "run", "--session", w.session, "--", "true")
+	if err == nil || !strings.Contains(stderr, "cd to one it can read, or pass --user") {
+		t.Errorf("run from a directory nobody cannot enter: %v %q; want a failure saying what to do", err, stderr)
+	}
+}
+
+// hasCap reports whether the hex capability mask has a forbidden bit.
+func hasCap(mask string) bool {
+	v, err := strconv.ParseUint(mask, 16, 64)
+	if err != nil {
+		return true
+	}
+	for _, bit := range forbiddenCaps {
+		if v&(1<<bit) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// waitNoProcess fails t if a process with this exact command line is still
+// running two seconds after the sandboxes that started it ended.
+func waitNoProcess(t *testing.T, cmdline []byte) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		found := ""
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Equal(b, cmdline) {
+				found = e.Name()
+			}
+		}
+		if found == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("pid %s (%q), started in a fenced sandbox, outlived it", found, cmdline)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,250 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rootKeeps are the only capabilities a command run as root keeps (the set
+// container engines give by default): none of them reaches the network
+// configuration, raw sockets, other namespaces, kernel memory or
+// file handles outside the mount namespace. A command run as any other
+// user has none, and can gain none (no_new_privs, empty bounding set).
+var rootKeeps = map[uintptr]bool{unix.CAP_CHOWN: true, unix.CAP_DAC_OVERRIDE: true, unix.CAP_FOWNER: true,
+	unix.CAP_FSETID: true, unix.CAP_KILL: true, unix.CAP_SETGID: true, unix.CAP_SETUID: true, unix.CAP_SETPCAP: true,
+	unix.CAP_NET_BIND_SERVICE: true, unix.CAP_SYS_CHROOT: true, unix.CAP_AUDIT_WRITE: true, unix.CAP_SETFCAP: true}
+
+// readOnlyProc are the parts of the fresh /proc a command may read but
+// never write: kernel tunables (core_pattern runs a program outside the
+// fence), sysrq and the rest.
+var readOnlyProc = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq"}
+
+// FencedInit is the helper RunFenced starts as the first process of the
+// sandbox's PID namespace. Once the launcher sends the plan (after the
+// fence is up) it:
+//   - mounts a fresh /proc showing only the sandbox's processes, with
+//     /proc/sys and the other kernel knobs read-only;
+//   - covers /run with a private tmpfs (no host sockets: D-Bus, systemd,
+//     container engines), copies the session CA into it and makes
+//     Aileron's DNS the only resolver;
+//   - covers the directories in plan.Hide (the daemon's home, so its admin
+//     socket) with empty read-only tmpfs;
+//   - starts the command as plan.User with no_new_privs and the
+//     capabilities in rootKeeps at most (none unless the user is root);
+//   - relays the launcher's signals, reaps orphans, and returns the
+//     command's exit status. When it exits the kernel kills whatever the
+//     command left running in the namespace.
+//
+// It returns an error only when the sandbox could not be set up.
+func FencedInit() (int, error) {
+	runtime.LockOSThread() // no_new_privs and capabilities are per thread; the command is started from this one
+	if err := unix.SetNonblock(3, true); err != nil {
+		return -1, fmt.Errorf("%w: the launcher's pipe: %v", ErrFence, err)
+	}
+	pipe := os.NewFile(3, "plan")
+	ctl := bufio.NewReader(pipe)
+	_ = pipe.SetReadDeadline(time.Now().Add(time.Minute))
+	plan, err := readPlan(ctl)
+	if err != nil {
+		return -1, err
+	}
+	if err := fenceMounts(plan); err != nil {
+		return -1, err
+	}
+	if err := restrict(plan.User); err != nil {
+		return -1, fmt.Errorf("%w: dropping privileges: %v", ErrFence, err)
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	cmd := exec.Command(plan.Path)
+	cmd.Args, cmd.Env, cmd.Dir = plan.Argv, os.Environ(), plan.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	u := plan.User
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}}
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("%w: starting %s as %s in %s: %v (the user must be able to enter the directory and run the program; cd to one it can read, or pass --user)",
+			ErrLaunch, plan.Path, u, plan.Dir, err)
+	}
+	go func() { // signals sent to this process came from the terminal (the command has them too) or from outside: drop them
+		for range sigs {
+		}
+	}()
+	_ = pipe.SetReadDeadline(time.Time{})
+	go relaySignals(ctl, cmd.Process.Pid)
+	return reap(cmd.Process.Pid), nil
+}
+
+// readPlan reads the launcher's plan: one JSON line, within the deadline
+// FencedInit sets.
+func readPlan(r *bufio.Reader) (initPlan, error) {
+	var plan initPlan
+	line, err := r.ReadBytes('\n')
+	if err != nil || len(line) == 0 {
+		return plan, fmt.Errorf("%w: the launcher gave no plan (was the fence refused?)", ErrFence)
+	}
+	if err := json.Unmarshal(line, &plan); err != nil || plan.Path == "" || len(plan.Argv) == 0 || plan.DNS == "" {
+		return plan, fmt.Errorf("%w: bad plan from the launcher", ErrFence)
+	}
+	return plan, nil
+}
+
+// relaySignals sends pid each signal number the launcher writes after the
+// plan; when the launcher goes away it kills pid.
+func relaySignals(r io.Reader, pid int) {
+	b := make([]byte, 1)
+	for {
+		if _, err := r.Read(b); err != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return
+		}
+		_ = syscall.Kill(pid, syscall.Signal(b[0]))
+	}
+}
+
+// reap waits for every child (orphans are reparented here) until pid
+// exits, and returns its status: its exit code, 128+N when signal N ended
+// it.
+func reap(pid int) int {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return -1
+		case got != pid:
+			continue
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
+// fenceMounts makes the sandbox's view of the filesystem (FencedInit).
+func fenceMounts(plan initPlan) error {
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("%w: mounting /proc: %v", ErrFence, err)
+	}
+	// Unprivileged ping sockets, so ICMP is refused by the fence (and
+	// audited), not by a missing capability.
+	_ = os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte("0 2147483647"), 0o644)
+	for _, p := range readOnlyProc {
+		if err := bindReadOnly(p); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("%w: making %s read-only: %v", ErrFence, p, err)
+		}
+	}
+	if err := unix.Mount("tmpfs", "/run", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=16m"); err != nil {
+		return fmt.Errorf("%w: mounting a tmpfs on /run: %v", ErrFence, err)
+	}
+	for _, dir := range plan.Hide {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			continue
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0,size=4k"); err != nil {
+			return fmt.Errorf("%w: hiding %s: %v", ErrFence, dir, err)
+		}
+	}
+	if err := os.MkdirAll(sandboxRun, 0o755); err != nil {
+		return fmt.Errorf("%w: %v", ErrFence, err)
+	}
+	if err := os.WriteFile(sandboxCA, plan.CA, 0o644); err != nil {
+		return fmt.Errorf("%w: copying the session CA: %v", ErrFence, err)
+	}
+	resolv := fmt.Sprintf("# written by aileron sandbox run: Aileron's policy DNS is the only resolver\nnameserver %s\noptions timeout:1 attempts:1\n", plan.DNS)
+	return installResolv([]byte(resolv))
+}
+
+func bindReadOnly(p string) error {
+	if _, err := os.Lstat(p); err != nil {
+		return err
+	}
+	if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	return unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+// installResolv makes content the sandbox's /etc/resolv.conf. When that is
+// a symbolic link into /run (systemd-resolved's stub file), the file is
+// written at the link's target in the sandbox's own /run; otherwise it is
+// bind-mounted over the file, in the sandbox's mount namespace only.
+func installResolv(content []byte) error {
+	src := filepath.Join(sandboxRun, "resolv.conf")
+	if err := os.WriteFile(src, content, 0o644); err != nil {
+		return fmt.Errorf("%w: writing resolv.conf: %v", ErrFence, err)
+	}
+	target := "/etc/resolv.conf"
+	for range 8 {
+		link, err := os.Readlink(target)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(filepath.Dir(target), link)
+		}
+		target = filepath.Clean(link)
+	}
+	if _, err := os.Stat(target); err != nil {
+		if !strings.HasPrefix(target, "/run/") {
+			return fmt.Errorf("%w: /etc/resolv.conf leads to %s, which does not exist; create it (any content) so the sandbox's resolver can be bound over it", ErrFence, target)
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return fmt.Errorf("%w: %v", ErrFence, err)
+		}
+		return os.WriteFile(target, content, 0o644)
+	}
+	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("%w: binding the sandbox's resolv.conf over %s: %v", ErrFence, target, err)
+	}
+	return nil
+}
+
+// restrict sets no_new_privs and the bounding set on this thread (the one
+// that starts the command) and, for root, drops the capabilities outside
+// rootKeeps from every set. For any other user, the kernel clears the
+// command's capabilities when it changes uid, and the empty bounding set
+// and no_new_privs keep set-uid and file-capability programs from giving
+// any back.
+func restrict(u Identity) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	root := u.UID == 0
+	for c := uintptr(0); c <= 63; c++ {
+		if root && rootKeeps[c] {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil && err != unix.EINVAL {
+			return err
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return err
+	}
+	if !root {
+		return nil
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	for c := range rootKeeps {
+		data[c/32].Effective |= 1 << (c % 32)
+	}
+	for i := range data {
+		data[i].Permitted, data[i].Inheritable = data[i].Effective, 0
+	}
+	return unix.Capset(&hdr, &data[0])
+}
