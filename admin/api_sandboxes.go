@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/fence"
@@ -14,15 +15,20 @@ import (
 // Sandboxes fences sandboxes; fence.Manager implements it.
 type Sandboxes interface {
 	Open(ctx context.Context, session string, pid int) (fence.Info, error)
+	Attach(ctx context.Context, session string, source netip.Prefix, listen netip.Addr) (fence.Info, error)
 	Close(id string) error
 	List() []fence.Info
 }
 
 // OpenSandboxRequest asks the daemon to fence the network namespace of
-// process PID (new and empty) for a session.
+// process PID (new and empty) for a session, or, with Source and Listen
+// instead of PID, to be the gateway of the clients in Source, serving
+// them on the daemon's address Listen.
 type OpenSandboxRequest struct {
 	Session string `json:"session"`
-	PID     int    `json:"pid"`
+	PID     int    `json:"pid,omitempty"`
+	Source  string `json:"source,omitempty"`
+	Listen  string `json:"listen,omitempty"`
 }
 
 type sandboxList struct {
@@ -40,7 +46,7 @@ func sandboxErrors() []dataplane.ErrorRule {
 
 // sandboxRoutes serves the fenced sandboxes (aileron sandbox run):
 //
-//	POST   /v1/sandboxes        OpenSandboxRequest → 201 fence.Info
+//	POST   /v1/sandboxes        OpenSandboxRequest (a process, or a gateway) → 201 fence.Info
 //	GET    /v1/sandboxes        → {"sandboxes":[fence.Info…]}
 //	DELETE /v1/sandboxes/{id}   → 204
 func (a *API) sandboxRoutes(mux *http.ServeMux) {
@@ -61,11 +67,7 @@ func (a *API) sandboxRoutes(mux *http.ServeMux) {
 			fail(w, err)
 			return
 		}
-		if req.Session == "" || req.PID <= 0 {
-			fail(w, fmt.Errorf("%w: want {\"session\": ID, \"pid\": N}", state.ErrInvalidArgument))
-			return
-		}
-		info, err := a.Sandboxes.Open(r.Context(), req.Session, req.PID)
+		info, err := a.openSandbox(r.Context(), req)
 		if err != nil {
 			fail(w, err)
 			return
@@ -82,4 +84,26 @@ func (a *API) sandboxRoutes(mux *http.ServeMux) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// openSandbox fences a process's namespace or attaches a gateway, as req
+// asks.
+func (a *API) openSandbox(ctx context.Context, req OpenSandboxRequest) (fence.Info, error) {
+	const want = `want {"session": ID, "pid": N} or {"session": ID, "source": CIDR, "listen": ADDRESS}`
+	gateway := req.Source != "" || req.Listen != ""
+	if req.Session == "" || gateway == (req.PID > 0) {
+		return fence.Info{}, fmt.Errorf("%w: %s", state.ErrInvalidArgument, want)
+	}
+	if !gateway {
+		return a.Sandboxes.Open(ctx, req.Session, req.PID)
+	}
+	source, err := netip.ParsePrefix(req.Source)
+	if err != nil {
+		return fence.Info{}, fmt.Errorf("%w: source %q: %v; %s", state.ErrInvalidArgument, req.Source, err, want)
+	}
+	listen, err := netip.ParseAddr(req.Listen)
+	if err != nil {
+		return fence.Info{}, fmt.Errorf("%w: listen %q: %v; %s", state.ErrInvalidArgument, req.Listen, err, want)
+	}
+	return a.Sandboxes.Attach(ctx, req.Session, source, listen)
 }

@@ -178,7 +178,15 @@ func (c *Client) OpenSandbox(ctx context.Context, session string, pid int) (fenc
 	return info, err
 }
 
-// CloseSandbox removes fenced sandbox id.
+// AttachGateway makes the daemon the gateway of the clients in source,
+// serving them on listen (aileron sandbox attach).
+func (c *Client) AttachGateway(ctx context.Context, session, source, listen string) (fence.Info, error) {
+	var info fence.Info
+	err := c.do(ctx, http.MethodPost, "/v1/sandboxes", OpenSandboxRequest{Session: session, Source: source, Listen: listen}, &info)
+	return info, err
+}
+
+// CloseSandbox removes fenced sandbox (or gateway) id.
 func (c *Client) CloseSandbox(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sandboxes/"+url.PathEscape(id), nil, nil)
 }

@@ -40,11 +40,15 @@ type Config struct {
 	Log      Log      `koanf:"log"`
 }
 
-// Sandbox configures fenced sandboxes (aileron sandbox run): the ranges
-// their veth links are carved from, one /30 and one /64 per sandbox.
+// Sandbox configures fenced sandboxes (aileron sandbox run) and gateways
+// (sandbox attach): the ranges their veth links are carved from, one /30
+// and one /64 per sandbox, and the synthetic ranges their policy DNS
+// answers from.
 type Sandbox struct {
-	LinkCIDR  string `koanf:"link_cidr"`
-	LinkCIDR6 string `koanf:"link_cidr6"`
+	LinkCIDR       string `koanf:"link_cidr"`
+	LinkCIDR6      string `koanf:"link_cidr6"`
+	SyntheticCIDR  string `koanf:"synthetic_cidr"`
+	SyntheticCIDR6 string `koanf:"synthetic_cidr6"`
 }
 
 // Audit configures the tamper-evident audit trail.

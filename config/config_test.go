@@ -75,6 +75,10 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"upstream: {ca_files: [/nonexistent/root.pem]}", "upstream.ca_files[0]"},
 		{"egress: {allow_cidrs: [10.0.0.0]}", "egress.allow_cidrs[0]"},
 		{"log: {level: loud}", "log.level"},
+		{"sandbox: {link_cidr: 10.0.0.0/29}", "sandbox.link_cidr"},
+		{"sandbox: {synthetic_cidr: 'fd00::/64'}", "sandbox.synthetic_cidr"},
+		{"sandbox: {synthetic_cidr: 10.237.0.0/24}", "overlaps sandbox.link_cidr"},
+		{"sandbox: {synthetic_cidr6: 'fd00:a11e:f00d:1::/64'}", "overlaps sandbox.link_cidr6"},
 		{"proxy: [1, 2", "aileron.yaml"},
 	} {
 		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})

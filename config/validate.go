@@ -89,6 +89,18 @@ func (c *Config) Validate() error {
 	if p, err := netip.ParsePrefix(c.Sandbox.LinkCIDR6); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() > 48 {
 		add("sandbox.link_cidr6", "%q is not an IPv6 CIDR of /48 or wider; write e.g. \"fd00:a11e:f00d::/48\"", c.Sandbox.LinkCIDR6)
 	}
+	s4, err4 := netip.ParsePrefix(c.Sandbox.SyntheticCIDR)
+	if err4 != nil || !s4.Addr().Is4() || s4.Bits() > 30 {
+		add("sandbox.synthetic_cidr", "%q is not an IPv4 CIDR of /30 or wider; write e.g. \"198.18.0.0/15\"", c.Sandbox.SyntheticCIDR)
+	} else if l4, err := netip.ParsePrefix(c.Sandbox.LinkCIDR); err == nil && l4.Overlaps(s4) {
+		add("sandbox.synthetic_cidr", "%s overlaps sandbox.link_cidr %s; pick ranges apart", s4, l4)
+	}
+	s6, err6 := netip.ParsePrefix(c.Sandbox.SyntheticCIDR6)
+	if err6 != nil || !s6.Addr().Is6() || s6.Addr().Is4In6() || s6.Bits() > 126 {
+		add("sandbox.synthetic_cidr6", "%q is not an IPv6 CIDR of /126 or wider; write e.g. \"fd00:a11e:5eed::/64\"", c.Sandbox.SyntheticCIDR6)
+	} else if l6, err := netip.ParsePrefix(c.Sandbox.LinkCIDR6); err == nil && l6.Overlaps(s6) {
+		add("sandbox.synthetic_cidr6", "%s overlaps sandbox.link_cidr6 %s; pick ranges apart", s6, l6)
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

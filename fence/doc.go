@@ -6,8 +6,9 @@
 // the daemon's end: redirection to the transparent listeners, nothing
 // forwarded), the sandbox's policy DNS server (policydns), its transparent
 // listeners (dataplane.ServeTransparent), and the audit of every blocked
-// attempt read back from NFLOG. It implements dataplane.Origins: a
-// connection's session is the sandbox it came from. Everything it creates
+// attempt read back from NFLOG. Each sandbox's listeners get their own
+// dataplane.Origins: a connection must come from that sandbox's address,
+// and its session is that sandbox's. Everything it creates
 // is removed when the sandbox's process exits, when the daemon stops, and
 // by Sweep at the next start after a crash.
 package fence

@@ -1,12 +1,15 @@
 package fence
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/policydns"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -72,7 +75,7 @@ func TestInsideFenceRejectsAndLogs(t *testing.T) {
 	if err := c.Flush(); err != nil {
 		t.Fatalf("installing the fence (needs nf_tables): %v", err)
 	}
-	nl, err := openNFLOG(int(ns))
+	nl, err := openNFLOG(int(ns), nflogGroup)
 	if err != nil {
 		t.Fatalf("NFLOG: %v", err)
 	}
@@ -106,5 +109,55 @@ func TestInsideFenceRejectsAndLogs(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("the blocked connect was not reported through NFLOG")
+	}
+}
+
+// TestOriginsBindListenersToTheirSandbox: a sandbox's transparent
+// listeners accept only that sandbox's addresses, only destinations its
+// DNS handed out, and nothing once it is closed.
+func TestOriginsBindListenersToTheirSandbox(t *testing.T) {
+	names, err := policydns.NewMap(policydns.DefaultV4, policydns.DefaultV6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	given, _, err := names.Addrs("api.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := &dataplane.Session{ID: "s_1"}
+	m := &Manager{Session: func(string) (*dataplane.Session, error) { return sess, nil }}
+	sb := &sandbox{info: Info{ID: "sbx-1", Session: "s_1"}, names: names, done: make(chan struct{}),
+		link: link{sand4: netip.MustParseAddr("10.237.0.2"), sand6: netip.MustParseAddr("fd00:a11e:f00d::2")}}
+	o := origins{m, sb}
+	ap := func(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+	for _, c := range []struct {
+		src, dst netip.AddrPort
+		want     error
+	}{
+		{ap("10.237.0.2:40000"), netip.AddrPortFrom(given, 443), nil},
+		{ap("[fd00:a11e:f00d::2]:40000"), netip.AddrPortFrom(given, 443), nil},
+		{ap("10.237.0.6:40000"), netip.AddrPortFrom(given, 443), dataplane.ErrProxyAuth}, // another sandbox
+		{ap("10.237.0.2:40000"), ap("198.18.9.9:443"), dataplane.ErrNotResolved},         // never handed out
+	} {
+		s, host, err := o.Origin(c.src, c.dst)
+		if c.want == nil && (err != nil || s != sess || host != "api.example.test") {
+			t.Errorf("Origin(%s, %s) = %v, %q, %v; want the session and the name", c.src, c.dst, s, host, err)
+		}
+		if c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("Origin(%s, %s) = %v; want %v", c.src, c.dst, err, c.want)
+		}
+	}
+	close(sb.done)
+	if _, _, err := o.Origin(ap("10.237.0.2:40000"), netip.AddrPortFrom(given, 443)); !errors.Is(err, dataplane.ErrProxyAuth) {
+		t.Errorf("after close: %v; want ErrProxyAuth", err)
+	}
+}
+
+// TestOpenRefusedAfterShutdown: once the daemon stops, no sandbox opens.
+func TestOpenRefusedAfterShutdown(t *testing.T) {
+	m := &Manager{Session: func(string) (*dataplane.Session, error) { return &dataplane.Session{ID: "s_1"}, nil }}
+	m.Shutdown()
+	if _, err := m.reserve(Info{Session: "s_1", PID: 99}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("reserve after Shutdown: %v; want ErrUnsupported", err)
 	}
 }

@@ -132,7 +132,7 @@ func up(h *netlink.Handle, name string, addrs []netip.Prefix) error {
 // peer with it) and the daemon-side table. Either may already be gone.
 func unwire(l link) error {
 	var errs []error
-	if k, err := netlink.LinkByName(l.hostName); err == nil {
+	if k, err := netlink.LinkByName(l.hostName); l.hostName != "" && err == nil { // a gateway has no link
 		if err := netlink.LinkDel(k); err != nil {
 			errs = append(errs, fmt.Errorf("removing veth %s: %w", l.hostName, err))
 		}

@@ -56,7 +56,7 @@ type Manager struct {
 	state
 }
 
-// Info describes a fenced sandbox.
+// Info describes a fenced sandbox, or a gateway (Attach).
 type Info struct {
 	ID      string `json:"id"`
 	Session string `json:"session"`
@@ -65,9 +65,11 @@ type Info struct {
 	DNS string `json:"dns"`
 	// Address and Address6 are the sandbox's own addresses; Link the
 	// daemon's end of its veth.
-	Address  string `json:"address"`
-	Address6 string `json:"address6"`
-	Link     string `json:"link"`
+	Address  string `json:"address,omitempty"`
+	Address6 string `json:"address6,omitempty"`
+	Link     string `json:"link,omitempty"`
+	// Source is a gateway's client range (Attach); PID is 0 then.
+	Source string `json:"source,omitempty"`
 }
 
 func (m *Manager) logger() *zerolog.Logger {

@@ -25,14 +25,24 @@ import (
 	"github.com/aileronhq/aileron/policydns"
 )
 
-// maxSandboxes bounds the sandboxes one daemon fences at once.
-const maxSandboxes = 1024
+// Bounds: the sandboxes one daemon fences at once; the connections each of
+// a sandbox's four transparent listeners serves at once (more wait in the
+// kernel's backlog); the DNS-over-TCP connections a sandbox holds at once.
+const (
+	maxSandboxes        = 1024
+	maxConnsPerListener = 512
+	maxDNSConns         = 32
+)
 
+// state is what a Manager tracks. A sandbox is in boxes only once it is
+// fully up (so Close and List never see one half built); its index stays
+// in used from reserve until its link and table are gone, and for good
+// when removing them failed (Sweep at the next start clears them).
 type state struct {
-	mu    sync.Mutex
-	boxes map[string]*sandbox
-	bySrc map[netip.Addr]*sandbox
-	used  map[int]bool
+	mu     sync.Mutex
+	boxes  map[string]*sandbox
+	used   map[int]bool
+	closed bool // Shutdown ran: Open refuses
 }
 
 // sandbox is one fenced sandbox and what serves it.
@@ -44,7 +54,8 @@ type sandbox struct {
 	dns       *policydns.Server
 	listeners []net.Listener
 	nflog     *mdnetlink.Conn
-	pidfd     int
+	proc      *os.File     // the process's pidfd, in the runtime's poller; nil for a gateway
+	source    netip.Prefix // a gateway's clients; invalid for a fenced sandbox
 	done      chan struct{}
 	once      sync.Once
 }
@@ -85,7 +96,8 @@ func (m *Manager) Sweep() error {
 // Open fences the network namespace of process pid (which must be new and
 // empty) for session: veth, addresses, route, fences, DNS and transparent
 // listeners. The sandbox is closed when pid exits, by Close, or by
-// Shutdown.
+// Shutdown. An index whose link name or addresses are taken (left by
+// another program) is set aside and the next one tried.
 func (m *Manager) Open(ctx context.Context, session string, pid int) (Info, error) {
 	if os.Geteuid() != 0 {
 		return Info{}, fmt.Errorf("%w: the daemon runs as uid %d; it needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create the sandbox's link and fence", ErrUnsupported, os.Geteuid())
@@ -94,19 +106,31 @@ func (m *Manager) Open(ctx context.Context, session string, pid int) (Info, erro
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: session %s: %v", ErrBadRequest, session, err)
 	}
-	pidfd, nsFD, err := openProcess(pid)
+	proc, nsFD, err := openProcess(pid)
 	if err != nil {
 		return Info{}, err
 	}
 	defer unix.Close(nsFD)
-	sb, err := m.reserve(Info{Session: sess.ID, PID: pid})
-	if err != nil {
-		_ = unix.Close(pidfd)
-		return Info{}, err
+	var sb *sandbox
+	for attempt := 0; ; attempt++ {
+		if sb, err = m.reserve(Info{Session: sess.ID, PID: pid}); err != nil {
+			_ = proc.Close()
+			return Info{}, err
+		}
+		if err = m.start(sb, sess, nsFD); err == nil {
+			break
+		}
+		taken := errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EADDRINUSE)
+		m.teardown(sb, false, taken)
+		if !taken || attempt == 3 {
+			_ = proc.Close()
+			return Info{}, err
+		}
+		m.logger().Warn().Str("event", "sandbox.index_taken").Str("link", sb.link.hostName).Err(err).Msg("trying the next one")
 	}
-	sb.pidfd = pidfd
-	if err := m.start(sb, sess, nsFD); err != nil {
-		m.teardown(sb, false)
+	sb.proc = proc
+	if err := m.publish(sb); err != nil {
+		m.teardown(sb, false, false)
 		return Info{}, err
 	}
 	go m.watch(sb)
@@ -115,36 +139,41 @@ func (m *Manager) Open(ctx context.Context, session string, pid int) (Info, erro
 	return sb.info, nil
 }
 
-// openProcess returns a pidfd for pid and an fd of its network namespace,
-// refusing the daemon's own namespace.
-func openProcess(pid int) (pidfd, nsFD int, err error) {
+// openProcess returns a pidfd for pid (non-blocking, so the runtime's
+// poller waits on it) and an fd of its network namespace, refusing the
+// daemon's own namespace.
+func openProcess(pid int) (proc *os.File, nsFD int, err error) {
 	if pid <= 1 {
-		return -1, -1, fmt.Errorf("%w: pid %d", ErrBadRequest, pid)
+		return nil, -1, fmt.Errorf("%w: pid %d", ErrBadRequest, pid)
 	}
-	pidfd, err = unix.PidfdOpen(pid, 0)
+	pidfd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: process %d: %v", ErrBadRequest, pid, err)
+		return nil, -1, fmt.Errorf("%w: process %d: %v", ErrBadRequest, pid, err)
 	}
+	proc = os.NewFile(uintptr(pidfd), "pidfd")
 	nsFD, err = unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		_ = unix.Close(pidfd)
-		return -1, -1, fmt.Errorf("%w: network namespace of process %d: %v", ErrBadRequest, pid, err)
+		_ = proc.Close()
+		return nil, -1, fmt.Errorf("%w: network namespace of process %d: %v", ErrBadRequest, pid, err)
 	}
 	var theirs, ours unix.Stat_t
 	if unix.Fstat(nsFD, &theirs) != nil || unix.Stat("/proc/self/ns/net", &ours) != nil || theirs.Ino == ours.Ino {
-		_ = unix.Close(pidfd)
+		_ = proc.Close()
 		_ = unix.Close(nsFD)
-		return -1, -1, fmt.Errorf("%w: process %d shares the daemon's network namespace; start it in a new one", ErrBadRequest, pid)
+		return nil, -1, fmt.Errorf("%w: process %d shares the daemon's network namespace; start it in a new one", ErrBadRequest, pid)
 	}
-	return pidfd, nsFD, nil
+	return proc, nsFD, nil
 }
 
 // reserve picks a free link index and registers the sandbox.
 func (m *Manager) reserve(info Info) (*sandbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("%w: the daemon is stopping", ErrUnsupported)
+	}
 	if m.boxes == nil {
-		m.boxes, m.bySrc, m.used = map[string]*sandbox{}, map[netip.Addr]*sandbox{}, map[int]bool{}
+		m.boxes, m.used = map[string]*sandbox{}, map[int]bool{}
 	}
 	idx := -1
 	for i := 0; i < maxSandboxes; i++ {
@@ -164,10 +193,21 @@ func (m *Manager) reserve(info Info) (*sandbox, error) {
 	_, _ = rand.Read(id[:])
 	info.ID = "sbx-" + hex.EncodeToString(id[:])
 	info.DNS, info.Address, info.Address6, info.Link = l.host4.String(), l.sand4.String(), l.sand6.String(), l.hostName
-	sb := &sandbox{info: info, idx: idx, link: l, pidfd: -1, done: make(chan struct{})}
+	sb := &sandbox{info: info, idx: idx, link: l, done: make(chan struct{})}
 	m.used[idx] = true
-	m.boxes[info.ID] = sb
 	return sb, nil
+}
+
+// publish makes a started sandbox visible to Close, List and Shutdown,
+// unless Shutdown has begun.
+func (m *Manager) publish(sb *sandbox) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: the daemon is stopping", ErrUnsupported)
+	}
+	m.boxes[sb.info.ID] = sb
+	return nil
 }
 
 // linkFor computes sandbox idx's names and addresses.
@@ -207,6 +247,13 @@ func (m *Manager) start(sb *sandbox, sess *dataplane.Session, nsFD int) error {
 	if err := wire(nsFD, sb.link); err != nil {
 		return err
 	}
+	return m.serve(sb, sess, []netip.Addr{sb.link.host4, sb.link.host6}, nsFD, nflogGroup)
+}
+
+// serve starts a sandbox's DNS server (on the first of addrs), its
+// transparent listeners (on each of addrs, ports 443 and 80) and the
+// reader of NFLOG group in the namespace nsFD (0: the daemon's).
+func (m *Manager) serve(sb *sandbox, sess *dataplane.Session, addrs []netip.Addr, nsFD int, group uint16) error {
 	names, err := policydns.NewMap(sb.link.synth4, sb.link.synth6)
 	if err != nil {
 		return err
@@ -218,34 +265,32 @@ func (m *Manager) start(sb *sandbox, sess *dataplane.Session, nsFD int) error {
 			return err == nil && m.Proxy.MayReach(s, name)
 		},
 		Denied: func(d policydns.Denial) { m.dnsDenied(sb, d) }}
-	host4 := sb.link.host4.String()
-	pc, err := net.ListenPacket("udp4", net.JoinHostPort(host4, "53"))
+	dnsAddr := net.JoinHostPort(addrs[0].String(), "53")
+	pc, err := net.ListenPacket("udp", dnsAddr)
 	if err != nil {
-		return fmt.Errorf("DNS on %s:53: %w", host4, err)
+		return fmt.Errorf("DNS on %s: %w", dnsAddr, err)
 	}
-	dl, err := net.Listen("tcp4", net.JoinHostPort(host4, "53"))
+	dl, err := net.Listen("tcp", dnsAddr)
 	if err != nil {
 		_ = pc.Close()
-		return fmt.Errorf("DNS on %s:53/tcp: %w", host4, err)
+		return fmt.Errorf("DNS on %s/tcp: %w", dnsAddr, err)
 	}
-	sb.dns.Serve(pc, dl)
-	for _, a := range []netip.Addr{sb.link.host4, sb.link.host6} {
+	sb.dns.Serve(pc, limitTCP(dl.(*net.TCPListener), maxDNSConns))
+	for _, a := range addrs {
 		for _, port := range []string{"443", "80"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(a.String(), port))
+			raw, err := net.Listen("tcp", net.JoinHostPort(a.String(), port))
 			if err != nil {
 				return fmt.Errorf("transparent listener on %s: %w", net.JoinHostPort(a.String(), port), err)
 			}
+			l := limitTCP(raw.(*net.TCPListener), maxConnsPerListener)
 			sb.listeners = append(sb.listeners, l)
-			go func() { _ = m.Proxy.ServeTransparent(l, m, port == "443") }()
+			go func() { _ = m.Proxy.ServeTransparent(l, origins{m, sb}, port == "443") }()
 		}
 	}
-	if sb.nflog, err = openNFLOG(nsFD); err != nil {
-		return fmt.Errorf("NFLOG in the sandbox's namespace: %w", err)
+	if sb.nflog, err = openNFLOG(nsFD, group); err != nil {
+		return fmt.Errorf("NFLOG group %d: %w", group, err)
 	}
 	go readNFLOG(sb.nflog, func(b blocked) { m.blocked(sb, b) })
-	m.mu.Lock()
-	m.bySrc[sb.link.sand4], m.bySrc[sb.link.sand6] = sb, sb
-	m.mu.Unlock()
 	return nil
 }
 
@@ -264,24 +309,17 @@ func (m *Manager) dnsDenied(sb *sandbox, d policydns.Denial) {
 		Decision: policy.Deny.String(), Reason: string(d.Reason), Details: det})
 }
 
-// watch closes the sandbox when its process exits.
+// watch closes the sandbox when its process exits (its pidfd becomes
+// readable), waiting in the runtime's poller rather than on a thread of its
+// own; teardown closing the pidfd ends the wait too.
 func (m *Manager) watch(sb *sandbox) {
-	fds := []unix.PollFd{{Fd: int32(sb.pidfd), Events: unix.POLLIN}}
-	for {
-		select {
-		case <-sb.done:
-			return
-		default:
-		}
-		n, err := unix.Poll(fds, 250)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			break
-		}
-		if n > 0 {
-			break
-		}
+	if raw, err := sb.proc.SyscallConn(); err == nil {
+		_ = raw.Read(func(fd uintptr) bool {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+			return n > 0 || (err != nil && err != unix.EINTR)
+		})
 	}
-	m.teardown(sb, true)
+	m.teardown(sb, true, false)
 }
 
 // Close removes sandbox id now.
@@ -292,7 +330,7 @@ func (m *Manager) Close(id string) error {
 	if sb == nil {
 		return ErrNotFound
 	}
-	m.teardown(sb, true)
+	m.teardown(sb, true, false)
 	return nil
 }
 
@@ -307,29 +345,30 @@ func (m *Manager) List() []Info {
 	return out
 }
 
-// Shutdown removes every sandbox: their processes keep running with no
-// network at all.
+// Shutdown removes every sandbox (their processes keep running with no
+// network at all) and makes Open refuse from then on.
 func (m *Manager) Shutdown() {
 	m.mu.Lock()
+	m.closed = true
 	var all []*sandbox
 	for _, sb := range m.boxes {
 		all = append(all, sb)
 	}
 	m.mu.Unlock()
 	for _, sb := range all {
-		m.teardown(sb, true)
+		m.teardown(sb, true, false)
 	}
 }
 
 // teardown stops the sandbox's servers and removes its link and tables.
-func (m *Manager) teardown(sb *sandbox, audited bool) {
+// Its index is freed unless keepIndex is set or the removal failed: an
+// index whose link or table may still exist is never handed out again.
+func (m *Manager) teardown(sb *sandbox, audited, keepIndex bool) {
 	sb.once.Do(func() {
 		close(sb.done)
 		m.mu.Lock()
-		delete(m.boxes, sb.info.ID)
-		if m.bySrc[sb.link.sand4] == sb {
-			delete(m.bySrc, sb.link.sand4)
-			delete(m.bySrc, sb.link.sand6)
+		if m.boxes[sb.info.ID] == sb {
+			delete(m.boxes, sb.info.ID)
 		}
 		m.mu.Unlock()
 		for _, l := range sb.listeners {
@@ -344,35 +383,54 @@ func (m *Manager) teardown(sb *sandbox, audited bool) {
 			_ = sb.nflog.Close()
 		}
 		err := unwire(sb.link)
-		if sb.pidfd >= 0 {
-			_ = unix.Close(sb.pidfd)
+		if sb.proc != nil {
+			_ = sb.proc.Close() // ends watch's wait
 		}
 		if err != nil {
 			m.logger().Error().Str("event", "sandbox.cleanup_failed").Str("sandbox", sb.info.ID).Err(err).Msg("the next start removes what is left")
 		}
-		m.mu.Lock()
-		delete(m.used, sb.idx)
-		m.mu.Unlock()
+		if err == nil && !keepIndex {
+			m.mu.Lock()
+			delete(m.used, sb.idx)
+			m.mu.Unlock()
+		}
 		if audited {
 			m.record(audit.Event{Name: audit.EventSandboxStopped, Session: sb.info.Session, Details: map[string]string{"sandbox": sb.info.ID}})
 		}
 	})
 }
 
-// Origin implements dataplane.Origins: the session of the sandbox at src,
-// and the name its DNS handed dst out for.
-func (m *Manager) Origin(src, dst netip.AddrPort) (*dataplane.Session, string, error) {
-	m.mu.Lock()
-	sb := m.bySrc[src.Addr()]
-	m.mu.Unlock()
-	if sb == nil {
-		return nil, "", fmt.Errorf("%w: %s is no fenced sandbox", dataplane.ErrProxyAuth, src.Addr())
+// from reports whether a is one of the sandbox's own addresses (a
+// fenced sandbox) or in its source range (a gateway).
+func (sb *sandbox) from(a netip.Addr) bool {
+	if sb.source.IsValid() {
+		return sb.source.Contains(a)
 	}
-	sess, err := m.Session(sb.info.Session)
+	return a == sb.link.sand4 || a == sb.link.sand6
+}
+
+// origins implements dataplane.Origins for one sandbox's listeners: a
+// connection must come from that sandbox's own address, and go to an
+// address its DNS handed out.
+type origins struct {
+	m  *Manager
+	sb *sandbox
+}
+
+func (o origins) Origin(src, dst netip.AddrPort) (*dataplane.Session, string, error) {
+	if a := src.Addr(); !o.sb.from(a) {
+		return nil, "", fmt.Errorf("%w: %s is not sandbox %s", dataplane.ErrProxyAuth, a, o.sb.info.ID)
+	}
+	select {
+	case <-o.sb.done:
+		return nil, "", fmt.Errorf("%w: sandbox %s is closed", dataplane.ErrProxyAuth, o.sb.info.ID)
+	default:
+	}
+	sess, err := o.m.Session(o.sb.info.Session)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", dataplane.ErrProxyAuth, err)
 	}
-	name, ok := sb.names.Name(dst.Addr())
+	name, ok := o.sb.names.Name(dst.Addr())
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %s", dataplane.ErrNotResolved, dst.Addr())
 	}

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-
-	"github.com/aileronhq/aileron/dataplane"
 )
 
 type state struct{}
@@ -20,6 +18,11 @@ func (m *Manager) Open(context.Context, string, int) (Info, error) {
 	return Info{}, fmt.Errorf("%w: network namespaces and nftables are Linux-only", ErrUnsupported)
 }
 
+// Attach always fails with ErrUnsupported: gateways need Linux.
+func (m *Manager) Attach(context.Context, string, netip.Prefix, netip.Addr) (Info, error) {
+	return Info{}, fmt.Errorf("%w: nftables is Linux-only", ErrUnsupported)
+}
+
 // Close reports ErrNotFound: there are no sandboxes.
 func (m *Manager) Close(string) error { return ErrNotFound }
 
@@ -28,8 +31,3 @@ func (m *Manager) List() []Info { return nil }
 
 // Shutdown does nothing.
 func (m *Manager) Shutdown() {}
-
-// Origin refuses every connection.
-func (m *Manager) Origin(netip.AddrPort, netip.AddrPort) (*dataplane.Session, string, error) {
-	return nil, "", dataplane.ErrProxyAuth
-}

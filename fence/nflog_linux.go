@@ -32,8 +32,8 @@ type blocked struct {
 	port  int
 }
 
-// openNFLOG binds NFLOG group nflogGroup in the namespace nsFD.
-func openNFLOG(nsFD int) (*netlink.Conn, error) {
+// openNFLOG binds NFLOG group in the namespace nsFD (0: this one).
+func openNFLOG(nsFD int, group uint16) (*netlink.Conn, error) {
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: nsFD})
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func openNFLOG(nsFD int) (*netlink.Conn, error) {
 			return err
 		}
 		hdr := []byte{unix.AF_UNSPEC, 0, 0, 0}
-		binary.BigEndian.PutUint16(hdr[2:], nflogGroup)
+		binary.BigEndian.PutUint16(hdr[2:], group)
 		_, err = c.Execute(netlink.Message{
 			Header: netlink.Header{Type: netlink.HeaderType(nfnlSubsysULOG<<8 | nfulnlMsgConfig),
 				Flags: netlink.Request | netlink.Acknowledge},

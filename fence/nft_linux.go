@@ -31,10 +31,17 @@ func l4proto(p byte) rule {
 }
 
 // daddr matches the destination address against p (family checked first).
-func daddr(p netip.Prefix) rule {
-	fam, off := byte(unix.NFPROTO_IPV4), uint32(16)
+func daddr(p netip.Prefix) rule { return addrIn(p, 16, 24) }
+
+// saddr matches the source address against p (family checked first).
+func saddr(p netip.Prefix) rule { return addrIn(p, 12, 8) }
+
+// addrIn matches the address at off4 (IPv4) or off6 (IPv6) in the network
+// header against p.
+func addrIn(p netip.Prefix, off4, off6 uint32) rule {
+	fam, off := byte(unix.NFPROTO_IPV4), off4
 	if p.Addr().Is6() {
-		fam, off = unix.NFPROTO_IPV6, 24
+		fam, off = unix.NFPROTO_IPV6, off6
 	}
 	n := uint32(p.Addr().BitLen() / 8)
 	m := make([]byte, n)
@@ -90,10 +97,10 @@ func join(parts ...rule) []expr.Any {
 	return out
 }
 
-// logBlocked logs (at most 20 a second, bursts of 40) to nflogGroup.
-func logBlocked() []expr.Any {
+// logBlocked logs (at most 20 a second, bursts of 40) to group.
+func logBlocked(group uint16) []expr.Any {
 	return []expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: 20, Unit: expr.LimitTimeSecond, Burst: 40},
-		&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_QTHRESHOLD, Group: nflogGroup, QThreshold: 1}}
+		&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_QTHRESHOLD, Group: group, QThreshold: 1}}
 }
 
 // rejectNow answers TCP with a reset and everything else with an ICMP
@@ -133,7 +140,7 @@ func insideRules(c *nftables.Conn, l link) {
 		}
 	}
 	out = append(out, neighbour(false)...)
-	out = append(out, logBlocked())
+	out = append(out, logBlocked(nflogGroup))
 	out = append(out, rejectNow()...)
 	chain(c, t, "output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, out)
 	in := [][]expr.Any{
@@ -147,15 +154,17 @@ func insideRules(c *nftables.Conn, l link) {
 // hostRules is the daemon's end: connections to ports 443 and 80 of the
 // synthetic ranges are redirected to the sandbox's transparent listeners
 // (the kernel keeps the original destination for SO_ORIGINAL_DST); from
-// the sandbox's link only DNS and those listeners are accepted, nothing is
-// forwarded anywhere, so the fence holds even if the inside one is gone.
+// the sandbox's link, and only from the sandbox's own addresses, only DNS
+// and those listeners are accepted; nothing is forwarded anywhere, so the
+// fence holds even if the inside one is gone.
 func hostRules(c *nftables.Conn, l link) {
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.table})
 	iif := ifname(expr.MetaKeyIIFNAME, l.hostName)
+	src := map[bool]rule{false: saddr(netip.PrefixFrom(l.sand4, 32)), true: saddr(netip.PrefixFrom(l.sand6, 128))}
 	var nat [][]expr.Any
 	for _, p := range []netip.Prefix{l.synth4, l.synth6} {
 		for _, port := range []uint16{443, 80} {
-			nat = append(nat, join(iif, daddr(p), dport(unix.IPPROTO_TCP, port), rule{
+			nat = append(nat, join(iif, src[p.Addr().Is6()], daddr(p), dport(unix.IPPROTO_TCP, port), rule{
 				&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
 				&expr.Redir{RegisterProtoMin: 1}}))
 		}
@@ -167,7 +176,7 @@ func hostRules(c *nftables.Conn, l link) {
 			proto byte
 			port  uint16
 		}{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}, {unix.IPPROTO_TCP, 443}, {unix.IPPROTO_TCP, 80}} {
-			in = append(in, join(iif, daddr(a), dport(p.proto, p.port), rule{accept()}))
+			in = append(in, join(iif, src[a.Addr().Is6()], daddr(a), dport(p.proto, p.port), rule{accept()}))
 		}
 	}
 	for _, r := range neighbour(true) {

@@ -3,8 +3,12 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -128,5 +132,95 @@ func waitNoProcess(t *testing.T, cmdline []byte) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkLauncherKilled: when the launcher dies without a word (SIGKILL),
+// the command dies with it, and the daemon, watching the sandbox's first
+// process, removes the sandbox.
+func checkLauncherKilled(t *testing.T, w *fenceWorld) {
+	t.Helper()
+	cmd := exec.Command(w.d.s.bin, "sandbox", "run", "--session", w.session, "--", "sleep", "319")
+	cmd.Env, cmd.Dir = cleanEnv(w.d.home), "/"
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() int {
+		out, _, err := w.d.run(t.Context(), "sandbox", "list", "--json")
+		var list []map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+			return -1
+		}
+		return len(list)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for listed() != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := listed(); n != 1 {
+		_ = cmd.Process.Kill()
+		t.Fatalf("sandbox list shows %d sandboxes while one runs", n)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	waitNoProcess(t, []byte("sleep\x00319\x00"))
+	deadline = time.Now().Add(3 * time.Second)
+	for listed() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := listed(); n != 0 {
+		t.Errorf("%d sandboxes still listed after their launcher and command died", n)
+	}
+}
+
+// revokeScript makes one request on a kept-alive connection, waits for a
+// line on stdin (the test deletes the session meanwhile), then tries a
+// second request on the same connection.
+const revokeScript = `
+import http.client, sys
+c = http.client.HTTPSConnection("api.fence.test", 443, timeout=5)
+c.request("GET", "/echo/before"); r = c.getresponse(); r.read()
+print("first", r.status, flush=True)
+sys.stdin.readline()
+try:
+    c.request("GET", "/echo/after"); r = c.getresponse()
+    print("second", r.status, r.read()[:300].decode(errors="replace"), flush=True)
+except Exception as e:
+    print("second failed:", type(e).__name__, flush=True)
+`
+
+// checkRevocationInSandbox is invariant 10 on a transparent tunnel: once
+// its session is deleted, a kept-alive connection from a fenced sandbox
+// sends nothing more upstream.
+func checkRevocationInSandbox(t *testing.T, w *fenceWorld) {
+	t.Helper()
+	out := w.d.cli(t, "session", "create", "--name", "revoked", "--json")
+	var info struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &info); err != nil || info.ID == "" {
+		t.Fatalf("session create: %q %v", out, err)
+	}
+	cmd := exec.Command(w.d.s.bin, "sandbox", "run", "--session", info.ID, "--", "/usr/bin/python3", "-c", revokeScript)
+	cmd.Env, cmd.Dir = cleanEnv(w.d.home), "/"
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "first 200" {
+		t.Fatalf("first request: %q\n%s", lines.Text(), stderr.String())
+	}
+	w.d.cli(t, "session", "delete", info.ID)
+	_, _ = io.WriteString(stdin, "go\n")
+	if !lines.Scan() {
+		t.Fatalf("no answer to the second request\n%s", stderr.String())
+	}
+	if got := lines.Text(); strings.Contains(got, "echo/after") || strings.HasPrefix(got, "second 200") {
+		t.Errorf("after the session was deleted, the kept-alive transparent connection still reached upstream: %s", got)
+	} else {
+		t.Logf("after deletion: %s", got)
 	}
 }

@@ -4,7 +4,9 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -123,6 +125,12 @@ func newFenceWorld(t *testing.T) (*fenceWorld, *capture, *capture) {
 		"log":      map[string]any{"level": "debug"},
 	}
 	w.d = startDaemonIn(t, w.aileron, cfg)
+	// Another program holds the first sandbox link's name: the daemon must
+	// set that index aside and use the next.
+	tag := sha256.Sum256([]byte(w.d.home))
+	if err := hA.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "aln" + hex.EncodeToString(tag[:2]) + "0"}, PeerName: "holder0"}); err != nil {
+		t.Fatalf("a link holding the name: %v", err)
+	}
 	spec := filepath.Join(dir, "fence.json")
 	if err := os.WriteFile(spec, []byte(fenceSpec), 0o600); err != nil {
 		t.Fatal(err)
@@ -198,9 +206,9 @@ def tcp(fam, addr):
 def udp(fam, addr):
     s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(2); s.connect(addr)
     s.send(b"x" * 32); s.recv(100)
-def icmp():
+def icmp():  # connected, as ping is, so an ICMP error reaches the socket
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.settimeout(2)
-    s.sendto(struct.pack(">BBHHH", 8, 0, 0, 0, 1) + b"ping", ("203.0.113.10", 0)); s.recv(100)
+    s.connect(("203.0.113.10", 0)); s.send(struct.pack(">BBHHH", 8, 0, 0, 0, 1) + b"ping"); s.recv(100)
 synth = socket.getaddrinfo("api.fence.test", 443, socket.AF_INET)[0][4][0]
 attempts = {
   "tcp_far": lambda: tcp(socket.AF_INET, ("203.0.113.10", 443)),
@@ -252,6 +260,9 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 			t.Errorf("%s: %v\nstdout: %s\nstderr: %s\ndaemon: %s", c.name, err, out, stderr, w.d.logTail(4<<10))
 		}
 	}
+	if !strings.Contains(w.d.logTail(64<<10), "sandbox.index_taken") {
+		t.Errorf("the daemon did not say it set aside the index whose link name was taken:\n%s", w.d.logTail(4<<10))
+	}
 	out, stderr, err := w.fenced(t, "/usr/bin/python3 -c '"+strings.ReplaceAll(bypassScript, "'", `'"'"'`)+"'")
 	if err != nil {
 		t.Fatalf("bypass script: %v\n%s\n%s", err, out, stderr)
@@ -272,6 +283,8 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 	}
 	checkFenceAudit(t, w)
 	checkLocalEscapes(t, w)
+	checkLauncherKilled(t, w)
+	checkRevocationInSandbox(t, w)
 	w.d.stop()
 	checkCaptures(t, w, capA.stop(), capI.stop())
 }

@@ -8,8 +8,14 @@ import (
 )
 
 // ErrExhausted is returned by Map.Addrs when every synthetic address of a
-// range is taken. Addresses are never reassigned while the Map lives.
+// range is taken, or MaxNames names have addresses. Addresses are never
+// reassigned while the Map lives.
 var ErrExhausted = errors.New("synthetic address range exhausted")
+
+// MaxNames bounds the names one Map gives addresses to (and so its
+// memory): a session whose policy allows a wildcard could otherwise make
+// a sandbox's map grow with every name it invents.
+const MaxNames = 1 << 14
 
 // Map hands out one synthetic IPv4 and one IPv6 address per name and maps
 // them back. An address, once given to a name, stays with it for the
@@ -58,7 +64,7 @@ func (m *Map) Addrs(name string) (v4, v6 netip.Addr, err error) {
 	}
 	a4, a6 := m.next4, m.next6
 	// the range's last address (broadcast, for IPv4) is never handed out
-	if !m.v4.Contains(a4.Next()) || !m.v6.Contains(a6.Next()) {
+	if !m.v4.Contains(a4.Next()) || !m.v6.Contains(a6.Next()) || len(m.byName) >= MaxNames {
 		return netip.Addr{}, netip.Addr{}, ErrExhausted
 	}
 	m.next4, m.next6 = a4.Next(), a6.Next()

@@ -1,6 +1,7 @@
 package policydns
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -238,4 +239,24 @@ func FuzzAnswer(f *testing.F) {
 			t.Fatalf("reply does not pack: %v", err)
 		}
 	})
+}
+
+// TestMapBoundsItsNames: however wide the range, a Map gives addresses to
+// MaxNames names at most, and still answers for those it has.
+func TestMapBoundsItsNames(t *testing.T) {
+	m, err := NewMap(DefaultV4, DefaultV6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxNames {
+		if _, _, err := m.Addrs(fmt.Sprintf("n%d.example", i)); err != nil {
+			t.Fatalf("name %d: %v", i, err)
+		}
+	}
+	if _, _, err := m.Addrs("one-more.example"); err != ErrExhausted {
+		t.Fatalf("name %d: %v, want ErrExhausted", MaxNames+1, err)
+	}
+	if _, _, err := m.Addrs("n7.example"); err != nil {
+		t.Fatalf("a name already mapped: %v", err)
+	}
 }

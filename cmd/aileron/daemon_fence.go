@@ -17,6 +17,7 @@ func (d *daemon) openFence() *fence.Manager {
 	tag := sha256.Sum256([]byte(d.cfg.Home))
 	m := &fence.Manager{Proxy: d.proxy, Session: d.sessions.Session, Log: d.log, Tag: hex.EncodeToString(tag[:2]),
 		Links: netip.MustParsePrefix(d.cfg.Sandbox.LinkCIDR), Links6: netip.MustParsePrefix(d.cfg.Sandbox.LinkCIDR6), // checked by Validate
+		Synthetic4: netip.MustParsePrefix(d.cfg.Sandbox.SyntheticCIDR), Synthetic6: netip.MustParsePrefix(d.cfg.Sandbox.SyntheticCIDR6),
 		Record: func(ev audit.Event) { d.rec.Record(ev) }}
 	if err := m.Sweep(); err != nil {
 		d.log.Warn().Str("event", "sandbox.sweep_failed").Err(err).Msg("could not remove what an earlier run left behind (fenced sandboxes need root)")

@@ -32,7 +32,9 @@ Usage:
                                                          run CMD with a session's proxy env and CA bundle
   aileron sandbox run [--session ID | --new [--name N] [--connector FQN]...] [--user U] -- CMD ARGS…
                                                          run CMD fenced: no route but Aileron (Linux, root)
-  aileron sandbox list [--json]
+  aileron sandbox attach --session ID --source CIDR --listen ADDR [--json]
+                                                         be the gateway of another container's network
+  aileron sandbox list [--json] | close ID
   aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
   aileron config print [--config FILE]                   the effective configuration
   aileron config defaults                                the embedded defaults, as YAML

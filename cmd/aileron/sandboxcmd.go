@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/aileronhq/aileron/sandbox"
@@ -16,10 +17,14 @@ func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	switch args[0] {
 	case "run":
 		return cmdSandboxRun(args[1:], stdin, stdout, stderr)
+	case "attach":
+		return cmdSandboxAttach(args[1:], stdout, stderr)
 	case "list":
 		return cmdSandboxList(args[1:], stdout, stderr)
+	case "close":
+		return cmdSandboxClose(args[1:], stderr)
 	}
-	return usagef("unknown subcommand %q; want run or list", args[0])
+	return usagef("unknown subcommand %q; want run, attach, list or close", args[0])
 }
 
 // cmdSandboxRun runs a command in a fenced sandbox: new network and mount
@@ -96,7 +101,60 @@ func cmdSandboxList(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSESSION\tPID\tADDRESS\tDNS\tLINK")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Session, s.PID, s.Address, s.DNS, s.Link)
+		addr, pid := s.Address, strconv.Itoa(s.PID)
+		if s.Source != "" { // a gateway
+			addr, pid = s.Source, "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Session, pid, addr, s.DNS, s.Link)
 	}
 	return tw.Flush()
+}
+
+// cmdSandboxAttach makes the daemon the gateway of another container's (or
+// machine's) network: its clients in --source, whose default route and
+// DNS server are the daemon's --listen address, get the session's policy
+// DNS and transparent listeners and nothing else.
+func cmdSandboxAttach(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sandbox attach", "sandbox attach --session ID --source CIDR --listen ADDR [--json]", stderr)
+	_, cfgFile := clientFlags(fs)
+	sessID := fs.String("session", "", "the session the clients act in (required)")
+	source := fs.String("source", "", "the clients' address range, e.g. 172.30.0.0/24 (required)")
+	listen := fs.String("listen", "", "the daemon's address on the clients' network: their gateway and DNS server (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sessID == "" || *source == "" || *listen == "" || fs.NArg() != 0 {
+		return usagef("want --session ID --source CIDR --listen ADDR, e.g. --session s_... --source 172.30.0.0/24 --listen 172.30.0.2")
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	info, err := newClient(cfg).AttachGateway(context.Background(), *sessID, *source, *listen)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, info)
+	}
+	fmt.Fprintf(stdout, "%s: the daemon is the gateway of %s on %s (DNS %s:53, transparent 443 and 80); aileron sandbox close %s ends it\n",
+		info.ID, info.Source, *listen, info.DNS, info.ID)
+	return nil
+}
+
+func cmdSandboxClose(args []string, stderr io.Writer) error {
+	fs := newFlags("sandbox close", "sandbox close ID", stderr)
+	_, cfgFile := clientFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("name one sandbox or gateway: aileron sandbox close ID (see aileron sandbox list)")
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	return newClient(cfg).CloseSandbox(context.Background(), fs.Arg(0))
 }

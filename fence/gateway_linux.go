@@ -1,0 +1,167 @@
+package fence
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/aileronhq/aileron/audit"
+)
+
+// gatewayGroup is the NFLOG group of gateway idx, in the daemon's own
+// network namespace (fenced sandboxes log in theirs).
+func gatewayGroup(idx int) uint16 { return uint16(0x6100 + idx) }
+
+// Attach makes the daemon the gateway of the clients in source (another
+// container or machine whose default route and DNS server are the
+// daemon's address listen): a policy DNS server on listen:53, transparent
+// listeners on listen:443 and :80 taking connections to the synthetic
+// addresses it hands out, and an nftables table in the daemon's namespace
+// that accepts nothing else from source and forwards nothing for it,
+// rejecting (TCP reset, ICMP administratively prohibited) and auditing
+// each blocked packet (gatewayRules). source and listen must be of one
+// family. The gateway lasts until Close or Shutdown.
+func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefix, listen netip.Addr) (Info, error) {
+	if os.Geteuid() != 0 {
+		return Info{}, fmt.Errorf("%w: the daemon runs as uid %d; it needs root (CAP_NET_ADMIN) to install a gateway's fence", ErrUnsupported, os.Geteuid())
+	}
+	if err := checkGateway(source, listen); err != nil {
+		return Info{}, err
+	}
+	sess, err := m.Session(session)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: session %s: %v", ErrBadRequest, session, err)
+	}
+	m.mu.Lock()
+	for _, other := range m.boxes {
+		if other.source.IsValid() && other.source.Overlaps(source) {
+			m.mu.Unlock()
+			return Info{}, fmt.Errorf("%w: %s overlaps gateway %s (%s); close it first", ErrBadRequest, source, other.info.ID, other.source)
+		}
+	}
+	m.mu.Unlock()
+	sb, err := m.reserve(Info{Session: sess.ID})
+	if err != nil {
+		return Info{}, err
+	}
+	sb.source = source.Masked()
+	sb.link = link{table: "aileron_" + m.Tag + "_g" + strconv.Itoa(sb.idx), host4: listen, synth4: sb.link.synth4, synth6: sb.link.synth6}
+	sb.info.Source, sb.info.DNS, sb.info.Address, sb.info.Address6, sb.info.Link = sb.source.String(), listen.String(), "", "", ""
+	if err := m.startGateway(sb); err == nil {
+		err = m.serve(sb, sess, []netip.Addr{listen}, 0, gatewayGroup(sb.idx))
+	}
+	if err == nil {
+		err = m.publish(sb)
+	}
+	if err != nil {
+		m.teardown(sb, false, false)
+		return Info{}, err
+	}
+	m.record(audit.Event{Name: audit.EventSandboxStarted, Session: sess.ID, Details: map[string]string{
+		"sandbox": sb.info.ID, "source": sb.info.Source, "dns": sb.info.DNS}})
+	return sb.info, nil
+}
+
+// checkGateway refuses what Attach cannot fence.
+func checkGateway(source netip.Prefix, listen netip.Addr) error {
+	if !source.IsValid() || !listen.IsValid() || source.Addr().Is4() != listen.Is4() || source.Addr().Is4In6() || listen.Is4In6() {
+		return fmt.Errorf("%w: want a source prefix and a listen address of one family (e.g. 172.30.0.0/24 and 172.30.0.2)", ErrBadRequest)
+	}
+	if source.Contains(listen) && source.Bits() == listen.BitLen() {
+		return fmt.Errorf("%w: the source %s is only the listen address", ErrBadRequest, source)
+	}
+	if !listen.IsGlobalUnicast() && !listen.IsPrivate() {
+		return fmt.Errorf("%w: listen %s: want the daemon's unicast address on the clients' network", ErrBadRequest, listen)
+	}
+	return nil
+}
+
+// startGateway installs the gateway's table (gatewayRules).
+func (m *Manager) startGateway(sb *sandbox) error {
+	c, err := nftables.New()
+	if err != nil {
+		return err
+	}
+	gatewayRules(c, sb.link, sb.source, gatewayGroup(sb.idx))
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("installing the gateway's nftables table %s: %w", sb.link.table, err)
+	}
+	return nil
+}
+
+// blockedMark marks, in conntrack, the flows of a gateway's clients that
+// are to be refused.
+const blockedMark = 0xa11e
+
+// gatewayRules, in the daemon's namespace, for packets from source:
+//   - TCP 443 and 80 to the synthetic range of its family go to the listen
+//     address (DNAT; SO_ORIGINAL_DST keeps the original destination);
+//   - packets to the listen address pass to the input chain, which accepts
+//     DNS, 443, 80, replies and neighbour discovery only;
+//   - every other flow is logged (its original destination), marked, and
+//     sent to the listen address too, where the input chain rejects it at
+//     once (TCP reset, ICMP administratively prohibited; conntrack turns
+//     the answer back into one from the original destination). Without
+//     that detour, a packet for an address the daemon has no route to
+//     would vanish without an answer;
+//   - nothing is forwarded to or from source.
+func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.table})
+	listen, from := l.host4, saddr(source)
+	synth, fam := l.synth4, byte(unix.NFPROTO_IPV4)
+	if listen.Is6() {
+		synth, fam = l.synth6, unix.NFPROTO_IPV6
+	}
+	self := daddr(netip.PrefixFrom(listen, listen.BitLen()))
+	dnat := func(port uint16) rule {
+		r := rule{&expr.Immediate{Register: 1, Data: listen.AsSlice()}}
+		n := &expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(fam), RegAddrMin: 1, Specified: true}
+		if port != 0 {
+			r = append(r, &expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(port)})
+			n.RegProtoMin = 2
+		}
+		return append(r, n)
+	}
+	mark := binaryutil.NativeEndian.PutUint32(blockedMark)
+	var nat [][]expr.Any
+	for _, port := range []uint16{443, 80} {
+		nat = append(nat, join(from, daddr(synth), dport(unix.IPPROTO_TCP, port), dnat(port)))
+	}
+	nat = append(nat, join(from, self, rule{accept()}),
+		join(from, rule(logBlocked(group))),
+		join(from, rule{&expr.Immediate{Register: 1, Data: mark}, &expr.Ct{Key: expr.CtKeyMARK, Register: 1, SourceRegister: true}}, dnat(0)))
+	chain(c, t, "prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainPolicyAccept, nat)
+	marked := rule{&expr.Ct{Key: expr.CtKeyMARK, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: mark}}
+	in := reject(join(from, marked))
+	in = append(in, join(from, established(), rule{accept()}))
+	for _, p := range []struct {
+		proto byte
+		port  uint16
+	}{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}, {unix.IPPROTO_TCP, 443}, {unix.IPPROTO_TCP, 80}} {
+		in = append(in, join(from, self, dport(p.proto, p.port), rule{accept()}))
+	}
+	in = append(in, neighbour(true)...)
+	in = append(in, join(from, rule(logBlocked(group))))
+	in = append(in, reject(from)...)
+	chain(c, t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainPolicyAccept, in)
+	fwd := [][]expr.Any{join(from, rule(logBlocked(group)))}
+	fwd = append(fwd, reject(from)...)
+	fwd = append(fwd, join(daddr(source), rule{drop()}))
+	chain(c, t, "forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter, nftables.ChainPolicyAccept, fwd)
+}
+
+// reject rejects at once what matches match.
+func reject(match rule) [][]expr.Any {
+	var out [][]expr.Any
+	for _, r := range rejectNow() {
+		out = append(out, join(match, rule(r)))
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+//go:build linux
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// The agent's network (TEST-NET-2): the daemon is its gateway and DNS
+// server, as the Aileron container is in examples/compose.
+const (
+	gwListen = "198.51.100.1"
+	gwAgent  = "198.51.100.2"
+	gwSource = "198.51.100.0/24"
+)
+
+// gatewayWorld is a fenceWorld plus an agent namespace whose only link
+// and default route lead to the daemon's namespace.
+type gatewayWorld struct {
+	*fenceWorld
+	agent   netns.NsHandle
+	session string
+	ca      string
+	resolv  string
+}
+
+func newGatewayWorld(t *testing.T) (*gatewayWorld, *capture, *capture) {
+	w, capA, capI := newFenceWorld(t)
+	g := &gatewayWorld{fenceWorld: w, agent: newNetns(t)}
+	hA, hG := nsHandle(t, w.aileron), nsHandle(t, g.agent)
+	if err := hA.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "gw0"}, PeerName: "agent0", PeerNamespace: netlink.NsFd(int(g.agent))}); err != nil {
+		t.Fatalf("creating the agent's veth: %v", err)
+	}
+	addAddrs(t, hA, "gw0", gwListen+"/24")
+	addAddrs(t, hG, "agent0", gwAgent+"/24")
+	agent0, _ := hG.LinkByName("agent0")
+	if err := hG.RouteAdd(&netlink.Route{LinkIndex: agent0.Attrs().Index, Gw: net.ParseIP(gwListen)}); err != nil {
+		t.Fatalf("the agent's default route: %v", err)
+	}
+	if err := inNetns(g.agent, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte("0 2147483647"), 0o644)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := w.d.cli(t, "session", "create", "--name", "gateway", "--json")
+	var info struct {
+		ID           string
+		CABundlePath string `json:"ca_bundle_path"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil || info.ID == "" || info.CABundlePath == "" {
+		t.Fatalf("session create: %q %v", out, err)
+	}
+	g.session, g.ca = info.ID, info.CABundlePath
+	g.resolv = filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(g.resolv, []byte("nameserver "+gwListen+"\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return g, capA, capI
+}
+
+// run runs script with sh in the agent's namespace, with its own mount
+// namespace whose resolv.conf names only the daemon, the session's CA and
+// no proxy variable.
+func (g *gatewayWorld) run(t *testing.T, script string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$RESOLV" /etc/resolv.conf && eval "$SCRIPT"`)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/", "RESOLV=" + g.resolv, "SCRIPT=" + script,
+		"SSL_CERT_FILE=" + g.ca, "CURL_CA_BUNDLE=" + g.ca}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := inNetns(g.agent, cmd.Start)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	return out.String(), err
+}
+
+// TestGatewayHasNoRouteButAileron: an agent in another namespace whose
+// gateway and DNS server is the daemon (sandbox attach) reaches allowed
+// operations with the credential injected, gets the JSON refusal for
+// denied ones, and every way around Aileron fails at once, is audited, and
+// never reaches the fake internet; closing the gateway leaves the agent
+// with nothing.
+func TestGatewayHasNoRouteButAileron(t *testing.T) {
+	requireTool(t, "curl")
+	requireTool(t, "/usr/bin/python3")
+	requireTool(t, "unshare")
+	g, capA, capI := newGatewayWorld(t)
+	attach := []string{"sandbox", "attach", "--session", g.session, "--source", gwSource, "--listen", gwListen, "--json"}
+	bad := []string{"sandbox", "attach", "--session", g.session, "--source", "2001:db8::/64", "--listen", gwListen}
+	if _, stderr, err := g.d.run(t.Context(), bad...); err == nil || !strings.Contains(stderr, "of one family") {
+		t.Errorf("attach with a v6 source and a v4 address: %v %q; want a refusal saying why", err, stderr)
+	}
+	var info struct{ ID, Source, DNS string }
+	if err := json.Unmarshal([]byte(g.d.cli(t, attach...)), &info); err != nil || info.Source != gwSource || info.DNS != gwListen {
+		t.Fatalf("attach: %+v %v", info, err)
+	}
+	for _, c := range []struct{ name, script, want string }{
+		{"curl", "curl -sS -m 10 https://api.fence.test/echo/gw", `"auth":"ok"`},
+		{"curl denied", "curl -sS -m 10 https://api.fence.test/admin/delete", `"reason":"no_matching_operation"`},
+		{"plain http", "curl -sS -m 10 http://api.fence.test/echo/gw", `"reason":"insecure_scheme"`},
+	} {
+		if out, err := g.run(t, c.script); err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("%s: %v\n%s\ndaemon: %s", c.name, err, out, g.d.logTail(4<<10))
+		}
+	}
+	out, err := g.run(t, "/usr/bin/python3 -c '"+strings.ReplaceAll(bypassScript, "'", `'"'"'`)+"'")
+	var res map[string]struct {
+		Failed bool
+		MS     float64
+		How    string
+	}
+	if err != nil || json.Unmarshal([]byte(out), &res) != nil || len(res) != 8 {
+		t.Fatalf("bypass script: %v\n%s", err, out)
+	}
+	for name, r := range res {
+		t.Logf("%s: %.1f ms, %s", name, r.MS, r.How)
+		if !r.Failed || r.MS > 100 {
+			t.Errorf("%s: failed=%v after %.1f ms (%s); want a failure within 100 ms", name, r.Failed, r.MS, r.How)
+		}
+	}
+	checkGatewayAudit(t, g)
+	g.d.cli(t, "sandbox", "close", info.ID)
+	if out, err := g.run(t, "curl -sS -m 3 https://api.fence.test/echo/closed"); err == nil || strings.Contains(out, `"auth"`) {
+		t.Errorf("after sandbox close the agent still got through: %v %s", err, out)
+	}
+	g.d.stop()
+	checkGatewayCaptures(t, g, capA.stop(), capI.stop())
+}
+
+// checkGatewayAudit: the blocked packets and refused names were audited
+// for the gateway's session.
+func checkGatewayAudit(t *testing.T, g *gatewayWorld) {
+	want := map[string]func(auditLine) bool{
+		"tcp to the far address": func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "tcp" },
+		"udp to far port 53":     func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "udp" },
+		"icmp":                   func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "icmp" },
+		"dns unlisted":           func(l auditLine) bool { return l.detail("name") == "exfil.example.net" },
+	}
+	waitAudit(t, g.d, "the gateway's blocked attempts", func(lines []auditLine) bool {
+		for what, ok := range want {
+			found := false
+			for _, l := range lines {
+				ev := l.str("event")
+				if (ev == "sandbox.egress_blocked" || ev == "dns.denied") && l.str("session") == g.session && ok(l) {
+					found = true
+				}
+			}
+			if !found {
+				t.Logf("not yet audited: %s", what)
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// checkGatewayCaptures: nothing the agent sent reached the fake internet
+// (only Aileron's own dials did), and the secret crossed no link.
+func checkGatewayCaptures(t *testing.T, g *gatewayWorld, a, i []frame) {
+	agentFrames := 0
+	for _, f := range a {
+		if f.link == "gw0" && !f.outgoing {
+			agentFrames++
+		}
+	}
+	for _, f := range i {
+		if f.link != "inet0" || f.outgoing {
+			continue
+		}
+		fl := decode(f.data)
+		switch {
+		case fl.l3 == "arp" || fl.l3 == "nd":
+		case fl.proto == "tcp" && fl.src.String() == fenceUp4 && fl.dst.String() == fenceFar4 && fl.dport == 443:
+		default:
+			t.Errorf("the fake internet received %s: not Aileron's dial to the allowed host", fl)
+		}
+	}
+	if agentFrames < 20 {
+		t.Errorf("captured %d frames from the agent: too few to prove anything", agentFrames)
+	}
+	if containsSecret(a, g.secret) || containsSecret(i, g.secret) {
+		t.Error("the injected secret crossed a link in plaintext")
+	}
+}
