@@ -2,14 +2,15 @@ package fence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/aileronhq/aileron/audit"
@@ -29,10 +30,14 @@ func gatewayGroup(idx int) uint16 { return uint16(0x6100 + idx) }
 // each blocked packet (gatewayRules). source and listen must be of one
 // family. The gateway lasts until Close or Shutdown.
 func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefix, listen netip.Addr) (Info, error) {
-	if os.Geteuid() != 0 {
-		return Info{}, fmt.Errorf("%w: the daemon runs as uid %d; it needs root (CAP_NET_ADMIN) to install a gateway's fence", ErrUnsupported, os.Geteuid())
+	if err := privileged(unix.CAP_NET_ADMIN); err != nil {
+		return Info{}, err
 	}
-	if err := checkGateway(source, listen); err != nil {
+	probe, err := m.linkFor(0)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := checkGateway(source, listen, probe.synth4, probe.synth6); err != nil {
 		return Info{}, err
 	}
 	sess, err := m.Session(session)
@@ -54,8 +59,10 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 	sb.source = source.Masked()
 	sb.link = link{table: "aileron_" + m.Tag + "_g" + strconv.Itoa(sb.idx), host4: listen, synth4: sb.link.synth4, synth6: sb.link.synth6}
 	sb.info.Source, sb.info.DNS, sb.info.Address, sb.info.Address6, sb.info.Link = sb.source.String(), listen.String(), "", "", ""
-	if err := m.startGateway(sb); err == nil {
-		err = m.serve(sb, sess, []netip.Addr{listen}, 0, gatewayGroup(sb.idx))
+	if err = m.startGateway(sb); err == nil {
+		if err = m.serve(sb, sess, []netip.Addr{listen}, 0, gatewayGroup(sb.idx)); errors.Is(err, unix.EADDRINUSE) {
+			err = fmt.Errorf("%w: %v: another program holds that port on %s; stop it or listen on another address", ErrBadRequest, err, listen)
+		}
 	}
 	if err == nil {
 		err = m.publish(sb)
@@ -69,18 +76,33 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 	return sb.info, nil
 }
 
-// checkGateway refuses what Attach cannot fence.
-func checkGateway(source netip.Prefix, listen netip.Addr) error {
+// checkGateway refuses what Attach cannot fence: families that differ, a
+// listen address the daemon does not have, a synthetic range that would
+// hand out the clients' own addresses or the daemon's.
+func checkGateway(source netip.Prefix, listen netip.Addr, synth4, synth6 netip.Prefix) error {
 	if !source.IsValid() || !listen.IsValid() || source.Addr().Is4() != listen.Is4() || source.Addr().Is4In6() || listen.Is4In6() {
 		return fmt.Errorf("%w: want a source prefix and a listen address of one family (e.g. 172.30.0.0/24 and 172.30.0.2)", ErrBadRequest)
 	}
 	if source.Contains(listen) && source.Bits() == listen.BitLen() {
 		return fmt.Errorf("%w: the source %s is only the listen address", ErrBadRequest, source)
 	}
-	if !listen.IsGlobalUnicast() && !listen.IsPrivate() {
-		return fmt.Errorf("%w: listen %s: want the daemon's unicast address on the clients' network", ErrBadRequest, listen)
+	synth := synth4
+	if listen.Is6() {
+		synth = synth6
 	}
-	return nil
+	if synth.Overlaps(source) || synth.Contains(listen) {
+		return fmt.Errorf("%w: the synthetic range %s (sandbox.synthetic_cidr) overlaps the clients %s or holds the listen address %s; pick ranges apart", ErrBadRequest, synth, source, listen)
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("listing the daemon's addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == listen {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is not an address of the daemon's network namespace; give the daemon's own address on the clients' network (ip addr shows them)", ErrBadRequest, listen)
 }
 
 // startGateway installs the gateway's table (gatewayRules).

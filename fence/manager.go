@@ -15,13 +15,14 @@ import (
 // Errors returned by Manager.Open; callers test them with errors.Is.
 var (
 	// ErrUnsupported: fenced sandboxes need Linux, and a daemon with
-	// CAP_NET_ADMIN and CAP_SYS_ADMIN (root).
+	// CAP_NET_ADMIN and CAP_SYS_ADMIN (root); gateways need CAP_NET_ADMIN.
 	ErrUnsupported = errors.New("fenced sandboxes are not supported here")
 	// ErrNotFound: no sandbox has that id.
 	ErrNotFound = errors.New("no such sandbox")
 	// ErrBadRequest: the process or its namespace cannot be fenced (not a
-	// new network namespace, no such process).
-	ErrBadRequest = errors.New("cannot fence that process")
+	// new network namespace, no such process), or the gateway asked for
+	// cannot be set up (ranges, addresses).
+	ErrBadRequest = errors.New("cannot set up that sandbox")
 )
 
 // Proxy is what the fence needs of the data plane.

@@ -99,8 +99,8 @@ func (m *Manager) Sweep() error {
 // Shutdown. An index whose link name or addresses are taken (left by
 // another program) is set aside and the next one tried.
 func (m *Manager) Open(ctx context.Context, session string, pid int) (Info, error) {
-	if os.Geteuid() != 0 {
-		return Info{}, fmt.Errorf("%w: the daemon runs as uid %d; it needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create the sandbox's link and fence", ErrUnsupported, os.Geteuid())
+	if err := privileged(unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN); err != nil {
+		return Info{}, err
 	}
 	sess, err := m.Session(session)
 	if err != nil {
@@ -139,6 +139,28 @@ func (m *Manager) Open(ctx context.Context, session string, pid int) (Info, erro
 	return sb.info, nil
 }
 
+// privileged checks the daemon holds caps (effective), saying how to fix
+// it when not.
+func privileged(caps ...uintptr) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("%w: reading the daemon's capabilities: %v", ErrUnsupported, err)
+	}
+	var missing []string
+	names := map[uintptr]string{unix.CAP_NET_ADMIN: "CAP_NET_ADMIN", unix.CAP_SYS_ADMIN: "CAP_SYS_ADMIN"}
+	for _, c := range caps {
+		if data[c/32].Effective&(1<<(c%32)) == 0 {
+			missing = append(missing, names[c])
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: the daemon (uid %d) lacks %s; restart it as root (sudo aileron daemon --home DIR), or in a container with cap_add: [NET_ADMIN]",
+			ErrUnsupported, os.Geteuid(), strings.Join(missing, " and "))
+	}
+	return nil
+}
+
 // openProcess returns a pidfd for pid (non-blocking, so the runtime's
 // poller waits on it) and an fd of its network namespace, refusing the
 // daemon's own namespace.
@@ -148,7 +170,7 @@ func openProcess(pid int) (proc *os.File, nsFD int, err error) {
 	}
 	pidfd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
-		return nil, -1, fmt.Errorf("%w: process %d: %v", ErrBadRequest, pid, err)
+		return nil, -1, fmt.Errorf("%w: process %d: %v (the launcher must share the daemon's PID namespace)", ErrBadRequest, pid, err)
 	}
 	proc = os.NewFile(uintptr(pidfd), "pidfd")
 	nsFD, err = unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -328,7 +350,7 @@ func (m *Manager) Close(id string) error {
 	sb := m.boxes[id]
 	m.mu.Unlock()
 	if sb == nil {
-		return ErrNotFound
+		return fmt.Errorf("%w: %s (aileron sandbox list shows the open ones)", ErrNotFound, id)
 	}
 	m.teardown(sb, true, false)
 	return nil

@@ -86,6 +86,20 @@ func neighbour(routerless bool) [][]expr.Any {
 	return out
 }
 
+// quietMLD drops, without logging, the multicast listener reports the
+// kernel itself sends to ff02::/16 when a link comes up (MLD, ICMPv6
+// 130–132 and 143): they go nowhere past the daemon's end, and an audit
+// line for each would read as an attempt to get out.
+func quietMLD() [][]expr.Any {
+	var out [][]expr.Any
+	for _, t := range []byte{130, 131, 132, 143} {
+		out = append(out, join(daddr(netip.MustParsePrefix("ff02::/16")), l4proto(unix.IPPROTO_ICMPV6), rule{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}, drop()}))
+	}
+	return out
+}
+
 func accept() expr.Any { return &expr.Verdict{Kind: expr.VerdictAccept} }
 func drop() expr.Any   { return &expr.Verdict{Kind: expr.VerdictDrop} }
 
@@ -140,6 +154,7 @@ func insideRules(c *nftables.Conn, l link) {
 		}
 	}
 	out = append(out, neighbour(false)...)
+	out = append(out, quietMLD()...)
 	out = append(out, logBlocked(nflogGroup))
 	out = append(out, rejectNow()...)
 	chain(c, t, "output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, out)

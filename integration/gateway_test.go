@@ -101,9 +101,27 @@ func TestGatewayHasNoRouteButAileron(t *testing.T) {
 	requireTool(t, "unshare")
 	g, capA, capI := newGatewayWorld(t)
 	attach := []string{"sandbox", "attach", "--session", g.session, "--source", gwSource, "--listen", gwListen, "--json"}
-	bad := []string{"sandbox", "attach", "--session", g.session, "--source", "2001:db8::/64", "--listen", gwListen}
-	if _, stderr, err := g.d.run(t.Context(), bad...); err == nil || !strings.Contains(stderr, "of one family") {
-		t.Errorf("attach with a v6 source and a v4 address: %v %q; want a refusal saying why", err, stderr)
+	for _, c := range []struct{ source, listen, want string }{
+		{"2001:db8::/64", gwListen, "of one family"},
+		{gwSource, "198.51.100.77", "is not an address of the daemon"},
+		{"198.18.0.0/24", gwListen, "synthetic range"},
+		{gwSource, "not-an-ip", "is not an IP address"},
+	} {
+		bad := []string{"sandbox", "attach", "--session", g.session, "--source", c.source, "--listen", c.listen}
+		if _, stderr, err := g.d.run(t.Context(), bad...); err == nil || !strings.Contains(stderr, c.want) {
+			t.Errorf("attach --source %s --listen %s: %v %q; want a refusal saying %q", c.source, c.listen, err, stderr, c.want)
+		}
+	}
+	var squatter net.PacketConn // another program holds port 53: attach must fail, and say so
+	if err := inNetns(g.aileron, func() (err error) { squatter, err = net.ListenPacket("udp", net.JoinHostPort(gwListen, "53")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := g.d.run(t.Context(), attach...); err == nil || !strings.Contains(stderr, "another program holds that port") {
+		t.Errorf("attach with port 53 taken: %v %q; want a refusal saying so", err, stderr)
+	}
+	_ = squatter.Close()
+	if out := g.d.cli(t, "sandbox", "list", "--json"); strings.Contains(out, "sbx-") {
+		t.Errorf("a refused attach left a gateway behind: %s", out)
 	}
 	var info struct{ ID, Source, DNS string }
 	if err := json.Unmarshal([]byte(g.d.cli(t, attach...)), &info); err != nil || info.Source != gwSource || info.DNS != gwListen {

@@ -28,9 +28,9 @@ type FencedOptions struct {
 	Fence FenceFunc
 	// User is who the command runs as (ResolveUser gives the default).
 	User Identity
-	// Hide lists directories the command must not see (the daemon's home
-	// and admin socket's directory): each is covered by an empty,
-	// read-only tmpfs.
+	// Hide lists paths the command must not see (the daemon's home and
+	// admin socket): a directory is covered by an empty, read-only tmpfs,
+	// a file by /dev/null.
 	Hide           []string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

@@ -39,8 +39,9 @@ var readOnlyProc = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/p
 //   - covers /run with a private tmpfs (no host sockets: D-Bus, systemd,
 //     container engines), copies the session CA into it and makes
 //     Aileron's DNS the only resolver;
-//   - covers the directories in plan.Hide (the daemon's home, so its admin
-//     socket) with empty read-only tmpfs;
+//   - hides each path in plan.Hide (the daemon's home and its admin
+//     socket): a directory under an empty read-only tmpfs, a file under
+//     /dev/null;
 //   - starts the command as plan.User with no_new_privs and the
 //     capabilities in rootKeeps at most (none unless the user is root);
 //   - relays the launcher's signals, reaps orphans, and returns the
@@ -150,12 +151,17 @@ func fenceMounts(plan initPlan) error {
 	if err := unix.Mount("tmpfs", "/run", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=16m"); err != nil {
 		return fmt.Errorf("%w: mounting a tmpfs on /run: %v", ErrFence, err)
 	}
-	for _, dir := range plan.Hide {
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			continue
+	for _, p := range plan.Hide {
+		st, err := os.Stat(p)
+		switch {
+		case err != nil: // gone, or under something hidden already
+		case st.IsDir():
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0,size=4k")
+		default:
+			err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
 		}
-		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0,size=4k"); err != nil {
-			return fmt.Errorf("%w: hiding %s: %v", ErrFence, dir, err)
+		if err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("%w: hiding %s: %v", ErrFence, p, err)
 		}
 	}
 	if err := os.MkdirAll(sandboxRun, 0o755); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/spf13/pflag"
 )
@@ -114,6 +115,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	default:
 		fmt.Fprintf(stderr, "aileron %s: %v\n", args[0], err)
+		if errors.Is(err, admin.ErrDaemonUnreachable) && os.Getenv("SUDO_UID") != "" {
+			fmt.Fprintln(stderr, "hint: sudo resets HOME and drops AILERON_HOME; pass --home DIR, the daemon's home")
+		}
 		return 1
 	}
 }

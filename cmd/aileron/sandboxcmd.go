@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 
@@ -37,7 +38,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
 	name := fs.String("name", "sandbox", "label of the session --new creates")
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
-	userSpec := fs.String("user", "", "run the command as this user: NAME, UID or UID:GID (default: the user who ran sudo, else nobody; root only when named)")
+	userSpec := fs.String("user", "", "run the command as this user: NAME, UID or UID:GID (default: the user who ran sudo, else the caller when not root, else nobody; root only when named)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		return sb.DNS, func() { _ = c.CloseSandbox(context.Background(), sb.ID) }, nil
 	}
 	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, User: who,
-		Hide: []string{cfg.Home, filepath.Dir(cfg.Admin.Socket)}, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		Hide: []string{cfg.Home, cfg.Admin.Socket}, Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return err
 	}
@@ -127,6 +128,12 @@ func cmdSandboxAttach(args []string, stdout, stderr io.Writer) error {
 	if *sessID == "" || *source == "" || *listen == "" || fs.NArg() != 0 {
 		return usagef("want --session ID --source CIDR --listen ADDR, e.g. --session s_... --source 172.30.0.0/24 --listen 172.30.0.2")
 	}
+	if _, err := netip.ParsePrefix(*source); err != nil {
+		return usagef("--source %q is not a CIDR; write e.g. 172.30.0.0/24", *source)
+	}
+	if _, err := netip.ParseAddr(*listen); err != nil {
+		return usagef("--listen %q is not an IP address; write the daemon's address on the clients' network, e.g. 172.30.0.2", *listen)
+	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
 		return err
@@ -138,8 +145,8 @@ func cmdSandboxAttach(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return printJSON(stdout, info)
 	}
-	fmt.Fprintf(stdout, "%s: the daemon is the gateway of %s on %s (DNS %s:53, transparent 443 and 80); aileron sandbox close %s ends it\n",
-		info.ID, info.Source, *listen, info.DNS, info.ID)
+	fmt.Fprintf(stdout, "%s: the daemon is the gateway of %s on %s (DNS %s, transparent 443 and 80); aileron sandbox close %s ends it\n",
+		info.ID, info.Source, *listen, net.JoinHostPort(info.DNS, "53"), info.ID)
 	return nil
 }
 
