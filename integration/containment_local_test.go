@@ -31,6 +31,13 @@ if [ -e "$ADMIN_SOCK" ]; then echo admin=visible; else echo admin=hidden; fi
 if (cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern) 2>/dev/null; then echo core=written; else echo core=refused; fi
 echo "run=$(ls -A /run | tr '\n' ' ')"
 echo "resolv=$(grep -c '^nameserver 10\.237\.' /etc/resolv.conf)"
+if (exec 3</proc/1/mem) 2>/dev/null || cat /proc/1/environ >/dev/null 2>&1; then echo helper=open; else echo helper=closed; fi
+echo "sysmount=$(awk '$2=="/sys"{v=$4} END{split(v,o,",");print o[1]}' /proc/self/mounts)"
+echo "cgroups=$(ls -A /sys/fs/cgroup 2>/dev/null | wc -l)"
+if [ -e /dev/kmsg ]; then echo kmsg=present; else echo kmsg=absent; fi
+echo "session=$(cut -d' ' -f6 /proc/self/stat)"
+echo "shell=$$"
+echo "fds=$(ls /proc/self/fd | wc -l)"
 (sleep 317 </dev/null >/dev/null 2>&1 &)
 echo left=sleep
 `
@@ -80,6 +87,11 @@ func checkLocalEscapes(t *testing.T, w *fenceWorld) {
 			"host /run hidden":                  got["run"] == "aileron",
 			"resolver is Aileron":               got["resolv"] == "1",
 			"no capability that undoes a fence": !hasCap(got["capeff"]) && !hasCap(got["capbnd"]),
+			"helper not open to ptrace":         got["helper"] == "closed",
+			"/sys read-only, no cgroups":        got["sysmount"] == "ro" && got["cgroups"] == "0",
+			"no /dev/kmsg":                      got["kmsg"] == "absent",
+			"own session, no terminal":          got["session"] != "" && got["session"] == got["shell"],
+			"nothing inherited":                 got["fds"] == "4", // ls's 0, 1, 2 and the directory it reads
 		}
 		if c.uid != "0" {
 			want["no capability at all"] = got["capeff"] == "0000000000000000" && got["capbnd"] == "0000000000000000"

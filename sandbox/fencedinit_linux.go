@@ -35,15 +35,19 @@ var readOnlyProc = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/p
 // sandbox's PID namespace. Once the launcher sends the plan (after the
 // fence is up) it:
 //   - mounts a fresh /proc showing only the sandbox's processes, with
-//     /proc/sys and the other kernel knobs read-only;
+//     /proc/sys and the other kernel knobs read-only, a fresh read-only
+//     /sys (no cgroup files, only the sandbox's own interfaces) and a
+//     minimal /dev;
 //   - covers /run with a private tmpfs (no host sockets: D-Bus, systemd,
 //     container engines), copies the session CA into it and makes
 //     Aileron's DNS the only resolver;
 //   - hides each path in plan.Hide (the daemon's home and its admin
 //     socket): a directory under an empty read-only tmpfs, a file under
 //     /dev/null;
-//   - starts the command as plan.User with no_new_privs and the
-//     capabilities in rootKeeps at most (none unless the user is root);
+//   - starts the command as plan.User, in a session of its own (no
+//     controlling terminal), with no_new_privs and the capabilities in
+//     rootKeeps at most (none unless the user is root), and makes itself
+//     undumpable so even a root command cannot ptrace it;
 //   - relays the launcher's signals, reaps orphans, and returns the
 //     command's exit status. When it exits the kernel kills whatever the
 //     command left running in the namespace.
@@ -51,6 +55,11 @@ var readOnlyProc = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/p
 // It returns an error only when the sandbox could not be set up.
 func FencedInit() (int, error) {
 	runtime.LockOSThread() // no_new_privs and capabilities are per thread; the command is started from this one
+	// Nothing this process inherited (the plan pipe included) reaches the
+	// command.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return -1, fmt.Errorf("%w: marking inherited descriptors close-on-exec: %v", ErrFence, err)
+	}
 	if err := unix.SetNonblock(3, true); err != nil {
 		return -1, fmt.Errorf("%w: the launcher's pipe: %v", ErrFence, err)
 	}
@@ -73,12 +82,19 @@ func FencedInit() (int, error) {
 	cmd.Args, cmd.Env, cmd.Dir = plan.Argv, os.Environ(), plan.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	u := plan.User
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}}
+	// Its own session: no controlling terminal, so it cannot push input into
+	// the launcher's (TIOCSTI); the launcher relays the terminal's signals.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}}
+	// Not dumpable: a command run as root cannot ptrace this process or
+	// open its /proc files (its other threads keep full capabilities).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return -1, fmt.Errorf("%w: %v", ErrFence, err)
+	}
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("%w: starting %s as %s in %s: %v (the user must be able to enter the directory and run the program; cd to one it can read, or pass --user)",
 			ErrLaunch, plan.Path, u, plan.Dir, err)
 	}
-	go func() { // signals sent to this process came from the terminal (the command has them too) or from outside: drop them
+	go func() { // signals sent to this process come from the terminal or from outside; the launcher relays what the command should get
 		for range sigs {
 		}
 	}()
@@ -148,8 +164,14 @@ func fenceMounts(plan initPlan) error {
 			return fmt.Errorf("%w: making %s read-only: %v", ErrFence, p, err)
 		}
 	}
+	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("%w: mounting a read-only /sys: %v", ErrFence, err)
+	}
 	if err := unix.Mount("tmpfs", "/run", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=16m"); err != nil {
 		return fmt.Errorf("%w: mounting a tmpfs on /run: %v", ErrFence, err)
+	}
+	if err := minimalDev(); err != nil {
+		return err
 	}
 	for _, p := range plan.Hide {
 		st, err := os.Stat(p)
@@ -172,6 +194,52 @@ func fenceMounts(plan initPlan) error {
 	}
 	resolv := fmt.Sprintf("# written by aileron sandbox run: Aileron's policy DNS is the only resolver\nnameserver %s\noptions timeout:1 attempts:1\n", plan.DNS)
 	return installResolv([]byte(resolv))
+}
+
+// minimalDev replaces /dev with a tmpfs holding only the harmless devices
+// (bound from the host's), a private devpts, shm and the fd links: no
+// /dev/kmsg, disks or other hardware. It is built under /run (already the
+// sandbox's own tmpfs), then moved over /dev.
+func minimalDev() error {
+	const stage = "/run/.dev"
+	fail := func(err error) error { return fmt.Errorf("%w: building /dev: %v", ErrFence, err) }
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		return fail(err)
+	}
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=755,size=64k"); err != nil {
+		return fail(err)
+	}
+	for _, name := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		f, err := os.Create(stage + "/" + name)
+		if err == nil {
+			_ = f.Close()
+			err = unix.Mount("/dev/"+name, stage+"/"+name, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir(stage+"/"+d, 0o755); err != nil {
+			return fail(err)
+		}
+	}
+	if err := unix.Mount("devpts", stage+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fail(err)
+	}
+	if err := unix.Mount("tmpfs", stage+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return fail(err)
+	}
+	for link, target := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd",
+		"stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(target, stage+"/"+link); err != nil {
+			return fail(err)
+		}
+	}
+	if err := unix.Mount(stage, "/dev", "", unix.MS_MOVE, ""); err != nil {
+		return fail(err)
+	}
+	return os.Remove(stage)
 }
 
 func bindReadOnly(p string) error {

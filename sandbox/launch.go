@@ -121,16 +121,21 @@ func run(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal) (int, err
 }
 
 // wait relays signals to the started cmd until it exits and returns its
-// exit status. relay sends a signal on; nil means to cmd's process.
+// exit status. relay sends a signal on; nil means to cmd's process, unless
+// the terminal sent it to the command as well.
 func wait(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal, relay func(os.Signal)) (int, error) {
-	if relay == nil {
-		relay = func(sig os.Signal) { _ = cmd.Process.Signal(sig) } // the command may have exited already
-	}
 	fromOS := signals == nil
 	if fromOS {
 		ch, stop := notifySignals()
 		defer stop()
 		signals = ch
+	}
+	if relay == nil {
+		relay = func(sig os.Signal) {
+			if !fromOS || !terminalSent(sig) { // the command shares the terminal: it has those already
+				_ = cmd.Process.Signal(sig) // the command may have exited already
+			}
+		}
 	}
 	done := make(chan struct{})
 	relayed := make(chan struct{})
@@ -139,9 +144,7 @@ func wait(ctx context.Context, cmd *exec.Cmd, signals <-chan os.Signal, relay fu
 		for {
 			select {
 			case sig := <-signals:
-				if !fromOS || !terminalSent(sig) {
-					relay(sig)
-				}
+				relay(sig)
 			case <-done:
 				return
 			}
