@@ -37,7 +37,8 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 	if err != nil {
 		return Info{}, err
 	}
-	if err := checkGateway(source, listen, probe.synth4, probe.synth6); err != nil {
+	iface, err := checkGateway(source, listen, probe.synth4, probe.synth6)
+	if err != nil {
 		return Info{}, err
 	}
 	sess, err := m.Session(session)
@@ -57,7 +58,7 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 		return Info{}, err
 	}
 	sb.source = source.Masked()
-	sb.link = link{table: "aileron_" + m.Tag + "_g" + strconv.Itoa(sb.idx), host4: listen, synth4: sb.link.synth4, synth6: sb.link.synth6}
+	sb.link = link{table: "aileron_" + m.Tag + "_g" + strconv.Itoa(sb.idx), iface: iface, host4: listen, synth4: sb.link.synth4, synth6: sb.link.synth6}
 	sb.info.Source, sb.info.DNS, sb.info.Address, sb.info.Address6, sb.info.Link = sb.source.String(), listen.String(), "", "", ""
 	if err = m.startGateway(sb); err == nil {
 		if err = m.serve(sb, sess, []netip.Addr{listen}, 0, gatewayGroup(sb.idx)); errors.Is(err, unix.EADDRINUSE) {
@@ -78,31 +79,39 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 
 // checkGateway refuses what Attach cannot fence: families that differ, a
 // listen address the daemon does not have, a synthetic range that would
-// hand out the clients' own addresses or the daemon's.
-func checkGateway(source netip.Prefix, listen netip.Addr, synth4, synth6 netip.Prefix) error {
+// hand out the clients' own addresses or the daemon's. It returns the
+// interface that holds listen.
+func checkGateway(source netip.Prefix, listen netip.Addr, synth4, synth6 netip.Prefix) (string, error) {
 	if !source.IsValid() || !listen.IsValid() || source.Addr().Is4() != listen.Is4() || source.Addr().Is4In6() || listen.Is4In6() {
-		return fmt.Errorf("%w: want a source prefix and a listen address of one family (e.g. 172.30.0.0/24 and 172.30.0.2)", ErrBadRequest)
+		return "", fmt.Errorf("%w: want a source prefix and a listen address of one family (e.g. 172.30.0.0/24 and 172.30.0.2)", ErrBadRequest)
 	}
 	if source.Contains(listen) && source.Bits() == listen.BitLen() {
-		return fmt.Errorf("%w: the source %s is only the listen address", ErrBadRequest, source)
+		return "", fmt.Errorf("%w: the source %s is only the listen address", ErrBadRequest, source)
 	}
 	synth := synth4
 	if listen.Is6() {
 		synth = synth6
 	}
 	if synth.Overlaps(source) || synth.Contains(listen) {
-		return fmt.Errorf("%w: the synthetic range %s (sandbox.synthetic_cidr) overlaps the clients %s or holds the listen address %s; pick ranges apart", ErrBadRequest, synth, source, listen)
+		return "", fmt.Errorf("%w: the synthetic range %s (sandbox.synthetic_cidr) overlaps the clients %s or holds the listen address %s; pick ranges apart", ErrBadRequest, synth, source, listen)
 	}
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("listing the daemon's addresses: %w", err)
+		return "", fmt.Errorf("listing the daemon's addresses: %w", err)
 	}
 	for _, a := range addrs {
 		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == listen {
-			return nil
+			k, err := netlink.LinkByIndex(a.LinkIndex)
+			if err != nil {
+				return "", fmt.Errorf("the interface of %s: %w", listen, err)
+			}
+			if k.Attrs().Name == "lo" {
+				return "", fmt.Errorf("%w: %s is on the loopback interface; give the daemon's address on the clients' network", ErrBadRequest, listen)
+			}
+			return k.Attrs().Name, nil
 		}
 	}
-	return fmt.Errorf("%w: %s is not an address of the daemon's network namespace; give the daemon's own address on the clients' network (ip addr shows them)", ErrBadRequest, listen)
+	return "", fmt.Errorf("%w: %s is not an address of the daemon's network namespace; give the daemon's own address on the clients' network (ip addr shows them)", ErrBadRequest, listen)
 }
 
 // startGateway installs the gateway's table (gatewayRules).
@@ -122,21 +131,24 @@ func (m *Manager) startGateway(sb *sandbox) error {
 // are to be refused.
 const blockedMark = 0xa11e
 
-// gatewayRules, in the daemon's namespace, for packets from source:
-//   - TCP 443 and 80 to the synthetic range of its family go to the listen
-//     address (DNAT; SO_ORIGINAL_DST keeps the original destination);
+// gatewayRules, in the daemon's namespace, for what arrives on the listen
+// address's interface (l.iface, given over to the gateway's clients):
+//   - TCP 443 and 80 from source to the synthetic range of its family go
+//     to the listen address (DNAT; SO_ORIGINAL_DST keeps the original
+//     destination);
 //   - packets to the listen address pass to the input chain, which accepts
-//     DNS, 443, 80, replies and neighbour discovery only;
-//   - every other flow is logged (its original destination), marked, and
-//     sent to the listen address too, where the input chain rejects it at
+//     only DNS, 443 and 80 from source, replies and neighbour discovery;
+//   - every other flow, whatever its source or family, is logged (its
+//     original destination) and marked, and those of the listen address's
+//     family are sent to it too, where the input chain rejects them at
 //     once (TCP reset, ICMP administratively prohibited; conntrack turns
 //     the answer back into one from the original destination). Without
 //     that detour, a packet for an address the daemon has no route to
 //     would vanish without an answer;
-//   - nothing is forwarded to or from source.
+//   - nothing is forwarded from or to that interface.
 func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.table})
-	listen, from := l.host4, saddr(source)
+	listen, from, iif := l.host4, saddr(source), ifname(expr.MetaKeyIIFNAME, l.iface)
 	synth, fam := l.synth4, byte(unix.NFPROTO_IPV4)
 	if listen.Is6() {
 		synth, fam = l.synth6, unix.NFPROTO_IPV6
@@ -154,28 +166,34 @@ func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
 	mark := binaryutil.NativeEndian.PutUint32(blockedMark)
 	var nat [][]expr.Any
 	for _, port := range []uint16{443, 80} {
-		nat = append(nat, join(from, daddr(synth), dport(unix.IPPROTO_TCP, port), dnat(port)))
+		nat = append(nat, join(iif, from, daddr(synth), dport(unix.IPPROTO_TCP, port), dnat(port)))
 	}
-	nat = append(nat, join(from, self, rule{accept()}),
-		join(from, rule(logBlocked(group))),
-		join(from, rule{&expr.Immediate{Register: 1, Data: mark}, &expr.Ct{Key: expr.CtKeyMARK, Register: 1, SourceRegister: true}}, dnat(0)))
+	nat = append(nat, join(iif, self, rule{accept()}))
+	for _, nd := range neighbour(true) {
+		nat = append(nat, join(iif, rule(nd)))
+	}
+	nat = append(nat, join(iif, rule(logBlocked(group))),
+		join(iif, rule{&expr.Immediate{Register: 1, Data: mark}, &expr.Ct{Key: expr.CtKeyMARK, Register: 1, SourceRegister: true}}),
+		join(iif, nfproto(fam), dnat(0)))
 	chain(c, t, "prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainPolicyAccept, nat)
 	marked := rule{&expr.Ct{Key: expr.CtKeyMARK, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: mark}}
-	in := reject(join(from, marked))
-	in = append(in, join(from, established(), rule{accept()}))
+	in := reject(join(iif, marked))
+	in = append(in, join(iif, established(), rule{accept()}), join(iif, tooManyNew()))
 	for _, p := range []struct {
 		proto byte
 		port  uint16
 	}{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}, {unix.IPPROTO_TCP, 443}, {unix.IPPROTO_TCP, 80}} {
-		in = append(in, join(from, self, dport(p.proto, p.port), rule{accept()}))
+		in = append(in, join(iif, from, self, dport(p.proto, p.port), rule{accept()}))
 	}
-	in = append(in, neighbour(true)...)
-	in = append(in, join(from, rule(logBlocked(group))))
-	in = append(in, reject(from)...)
+	for _, nd := range neighbour(true) {
+		in = append(in, join(iif, rule(nd)))
+	}
+	in = append(in, join(iif, rule(logBlocked(group))))
+	in = append(in, reject(iif)...)
 	chain(c, t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainPolicyAccept, in)
-	fwd := [][]expr.Any{join(from, rule(logBlocked(group)))}
-	fwd = append(fwd, reject(from)...)
-	fwd = append(fwd, join(daddr(source), rule{drop()}))
+	fwd := [][]expr.Any{join(iif, rule(logBlocked(group)))}
+	fwd = append(fwd, reject(iif)...)
+	fwd = append(fwd, join(ifname(expr.MetaKeyOIFNAME, l.iface), rule{drop()}))
 	chain(c, t, "forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter, nftables.ChainPolicyAccept, fwd)
 }
 

@@ -15,7 +15,8 @@ import (
 
 // link is one sandbox's wiring: names and addresses on both ends.
 type link struct {
-	hostName string     // the daemon's end of the veth
+	hostName string     // the daemon's end of the veth ("" for a gateway)
+	iface    string     // a gateway's interface: the one holding its listen address
 	table    string     // the daemon-side nftables table
 	host4    netip.Addr // the daemon's end: gateway, DNS and listeners
 	host6    netip.Addr

@@ -286,6 +286,7 @@ func (m *Manager) serve(sb *sandbox, sess *dataplane.Session, addrs []netip.Addr
 			s, err := m.Session(sess.ID)
 			return err == nil && m.Proxy.MayReach(s, name)
 		},
+		From:   sb.from,
 		Denied: func(d policydns.Denial) { m.dnsDenied(sb, d) }}
 	dnsAddr := net.JoinHostPort(addrs[0].String(), "53")
 	pc, err := net.ListenPacket("udp", dnsAddr)

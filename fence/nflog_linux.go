@@ -2,6 +2,7 @@ package fence
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"strconv"
 
@@ -61,6 +62,7 @@ func openNFLOG(nsFD int, group uint16) (*netlink.Conn, error) {
 		_ = c.Close()
 		return nil, err
 	}
+	_ = c.SetOption(netlink.NoENOBUFS, true) // best effort: readNFLOG copes either way
 	one, zero := binary.BigEndian.AppendUint32(nil, 1), binary.BigEndian.AppendUint32(nil, 0)
 	for _, a := range []struct {
 		attr uint16
@@ -74,10 +76,15 @@ func openNFLOG(nsFD int, group uint16) (*netlink.Conn, error) {
 	return c, nil
 }
 
-// readNFLOG calls fn for each logged packet until c is closed.
+// readNFLOG calls fn for each logged packet until c is closed. An
+// overrun (ENOBUFS: the kernel dropped messages) loses those messages
+// only, never the reader.
 func readNFLOG(c *netlink.Conn, fn func(blocked)) {
 	for {
 		msgs, err := c.Receive()
+		if errors.Is(err, unix.ENOBUFS) {
+			continue
+		}
 		if err != nil {
 			return
 		}

@@ -68,6 +68,26 @@ func established() rule {
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)}}
 }
 
+// Each sandbox or gateway opens at most newFlowRate TCP connections a
+// second to its listeners (bursts of newFlowBurst); beyond that they are
+// reset. This bounds what one sandbox costs the daemon's namespace in
+// conntrack entries and the audit trail in refusal lines.
+const (
+	newFlowRate  = 100
+	newFlowBurst = 200
+)
+
+// tooManyNew matches a TCP connection opened beyond the new-flow rate.
+func tooManyNew() rule {
+	bits := binaryutil.NativeEndian.PutUint32(expr.CtStateBitNEW)
+	return append(l4proto(unix.IPPROTO_TCP),
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: bits, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+		&expr.Limit{Type: expr.LimitTypePkts, Rate: newFlowRate, Unit: expr.LimitTimeSecond, Burst: newFlowBurst, Over: true},
+		&expr.Reject{Type: unix.NFT_REJECT_TCP_RST, Code: unix.NFT_REJECT_TCP_RST})
+}
+
 // neighbour matches IPv6 neighbour discovery (ICMPv6 types 133–136, or
 // only solicitations and advertisements of neighbours, 135–136, when
 // routerless: the daemon's end never takes router advertisements from a
@@ -185,7 +205,7 @@ func hostRules(c *nftables.Conn, l link) {
 		}
 	}
 	chain(c, t, "prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainPolicyAccept, nat)
-	in := [][]expr.Any{join(iif, established(), rule{accept()})}
+	in := [][]expr.Any{join(iif, established(), rule{accept()}), join(iif, tooManyNew())}
 	for _, a := range []netip.Prefix{netip.PrefixFrom(l.host4, 32), netip.PrefixFrom(l.host6, 128)} {
 		for _, p := range []struct {
 			proto byte

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -234,5 +235,37 @@ func checkRevocationInSandbox(t *testing.T, w *fenceWorld) {
 		t.Errorf("after the session was deleted, the kept-alive transparent connection still reached upstream: %s", got)
 	} else {
 		t.Logf("after deletion: %s", got)
+	}
+}
+
+// floodScript opens 600 connections to an allowed name's listener as fast
+// as it can and counts those the fence reset.
+const floodScript = `
+import socket, time
+addr = socket.getaddrinfo("api.fence.test", 443, socket.AF_INET)[0][4]
+ok = reset = 0
+t = time.monotonic()
+for _ in range(600):
+    s = socket.socket(); s.settimeout(2)
+    try:
+        s.connect(addr); ok += 1
+    except OSError:
+        reset += 1
+    s.close()
+print(ok, reset, int((time.monotonic() - t) * 1000))
+`
+
+// checkNewFlowLimit: a sandbox cannot open connections to its listeners
+// faster than the fence's new-flow rate; the rest are reset at once.
+func checkNewFlowLimit(t *testing.T, w *fenceWorld) {
+	t.Helper()
+	out, stderr, err := w.fenced(t, "/usr/bin/python3 -c '"+floodScript+"'")
+	var ok, reset, ms int
+	if _, perr := fmt.Sscan(out, &ok, &reset, &ms); err != nil || perr != nil {
+		t.Fatalf("flood: %v %v\n%s\n%s", err, perr, out, stderr)
+	}
+	t.Logf("600 connections in %d ms: %d accepted, %d reset", ms, ok, reset)
+	if limit := 200 + 100*(ms/1000+1); ok > limit || reset == 0 {
+		t.Errorf("%d of 600 connections accepted in %d ms (want at most %d, the rest reset)", ok, ms, limit)
 	}
 }

@@ -285,6 +285,7 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 	checkLocalEscapes(t, w)
 	checkLauncherKilled(t, w)
 	checkRevocationInSandbox(t, w)
+	checkNewFlowLimit(t, w)
 	w.d.stop()
 	checkCaptures(t, w, capA.stop(), capI.stop())
 }

@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // The agent's network (TEST-NET-2): the daemon is its gateway and DNS
@@ -113,7 +115,10 @@ func TestGatewayHasNoRouteButAileron(t *testing.T) {
 		}
 	}
 	var squatter net.PacketConn // another program holds port 53: attach must fail, and say so
-	if err := inNetns(g.aileron, func() (err error) { squatter, err = net.ListenPacket("udp", net.JoinHostPort(gwListen, "53")); return err }); err != nil {
+	if err := inNetns(g.aileron, func() (err error) {
+		squatter, err = net.ListenPacket("udp", net.JoinHostPort(gwListen, "53"))
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, stderr, err := g.d.run(t.Context(), attach...); err == nil || !strings.Contains(stderr, "another program holds that port") {
@@ -151,6 +156,7 @@ func TestGatewayHasNoRouteButAileron(t *testing.T) {
 			t.Errorf("%s: failed=%v after %.1f ms (%s); want a failure within 100 ms", name, r.Failed, r.MS, r.How)
 		}
 	}
+	checkGatewayOtherFamily(t, g)
 	checkGatewayAudit(t, g)
 	g.d.cli(t, "sandbox", "close", info.ID)
 	if out, err := g.run(t, "curl -sS -m 3 https://api.fence.test/echo/closed"); err == nil || strings.Contains(out, `"auth"`) {
@@ -214,4 +220,60 @@ func checkGatewayCaptures(t *testing.T, g *gatewayWorld, a, i []frame) {
 	if containsSecret(a, g.secret) || containsSecret(i, g.secret) {
 		t.Error("the injected secret crossed a link in plaintext")
 	}
+}
+
+// checkGatewayOtherFamily: the gateway is IPv4, yet its interface gives
+// nothing over IPv6 either: a connection to a service of the daemon's
+// namespace at the interface's link-local address is refused at once.
+func checkGatewayOtherFamily(t *testing.T, g *gatewayWorld) {
+	t.Helper()
+	var ll net.IP
+	hA := nsHandle(t, g.aileron)
+	gw0, err := hA.LinkByName("gw0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ll == nil && time.Now().Before(deadline) { // wait out duplicate address detection
+		addrs, _ := hA.AddrList(gw0, netlink.FAMILY_V6)
+		for _, a := range addrs {
+			if a.IP.IsLinkLocalUnicast() && a.Flags&unix.IFA_F_TENTATIVE == 0 {
+				ll = a.IP
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ll == nil {
+		t.Fatal("gw0 has no usable IPv6 link-local address")
+	}
+	var l net.Listener
+	if err := inNetns(g.aileron, func() (err error) { l, err = net.Listen("tcp6", "[::]:7777"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			accepted <- struct{}{}
+			_ = c.Close()
+		}
+	}()
+	script := fmt.Sprintf(`/usr/bin/python3 -c '
+import socket, time
+t = time.monotonic()
+try:
+    socket.create_connection(("%s%%agent0", 7777), timeout=2); print("connected")
+except OSError as e:
+    print("refused %%.1f ms" %% ((time.monotonic() - t) * 1000))
+'`, ll)
+	out, err := g.run(t, script)
+	if err != nil || !strings.HasPrefix(strings.TrimSpace(out), "refused") {
+		t.Errorf("IPv6 link-local to the daemon's namespace: %v %s; want a refusal", err, out)
+	}
+	select {
+	case <-accepted:
+		t.Error("a service of the daemon's namespace accepted a connection from the gateway's interface over IPv6")
+	default:
+	}
+	t.Logf("IPv6 link-local: %s", strings.TrimSpace(out))
 }

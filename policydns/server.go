@@ -47,6 +47,11 @@ type Server struct {
 	// Allowed reports whether the session may reach name (canonical: lower
 	// case, IDNA, no trailing dot).
 	Allowed func(name string) bool
+	// From reports whether a query's source may be answered at all (the
+	// sandbox's own addresses); others get no answer and no audit line,
+	// so nobody else can enumerate the session's names or spend its
+	// query allowance. Nil answers every source.
+	From func(netip.Addr) bool
 	// Denied receives refusals (at most ReportRate a second; the rest are
 	// counted in the next one's Suppressed); nil reports nothing.
 	Denied func(Denial)
@@ -196,6 +201,10 @@ func cut(name string) string {
 // ServeDNS implements dns.Handler.
 func (s *Server) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	client, _ := netip.ParseAddrPort(w.RemoteAddr().String())
+	if s.From != nil && !s.From(client.Addr().Unmap()) {
+		_ = w.Close() // TCP: hang up; UDP: nothing is sent
+		return
+	}
 	_ = w.WriteMsg(s.Answer(q, client))
 }
 

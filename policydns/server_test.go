@@ -210,6 +210,41 @@ func TestServeUDPAndTCP(t *testing.T) {
 	}
 }
 
+// TestServeAnswersOnlyItsSandbox: a query from a source From rejects gets
+// no answer and no audit line, over UDP and TCP.
+func TestServeAnswersOnlyItsSandbox(t *testing.T) {
+	s, d := newServer(t)
+	s.From = func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Serve(pc, l)
+	defer func() { _ = s.Shutdown(t.Context()) }()
+	for _, c := range []struct{ net, addr string }{{"udp", pc.LocalAddr().String()}, {"tcp", l.Addr().String()}} {
+		for _, src := range []string{"127.0.0.1", "127.0.0.2"} {
+			cl := &dns.Client{Net: c.net, Timeout: 300 * time.Millisecond}
+			if c.net == "udp" {
+				cl.Dialer = &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(src)}, Timeout: cl.Timeout}
+			} else {
+				cl.Dialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: cl.Timeout}
+			}
+			r, _, err := cl.Exchange(query("api.example.com.", dns.TypeA), c.addr)
+			answered := err == nil && r != nil && len(r.Answer) == 1
+			if answered != (src == "127.0.0.2") {
+				t.Errorf("%s from %s: answered=%v (%v)", c.net, src, answered, err)
+			}
+		}
+	}
+	if got := d.all(); len(got) != 0 {
+		t.Errorf("queries from elsewhere were audited: %+v", got)
+	}
+}
+
 func FuzzAnswer(f *testing.F) {
 	for _, q := range []*dns.Msg{query("api.example.com.", dns.TypeA), query("x.example.", dns.TypeTXT)} {
 		b, _ := q.Pack()

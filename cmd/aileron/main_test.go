@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,5 +102,21 @@ func TestReadmeCommandsAreTheUsage(t *testing.T) {
 	}
 	if want := strings.Join(lines, "\n") + "\n"; !ok || block != want {
 		t.Errorf("README's Commands block differs from the usage text; paste this:\n%s", want)
+	}
+}
+
+func TestHidePaths(t *testing.T) {
+	for _, c := range []struct {
+		home, socket string
+		want         []string
+	}{
+		{"/var/lib/aileron", "/var/lib/aileron/admin.sock", []string{"/var/lib/aileron"}},
+		{"/var/lib/aileron", "/run/aileron/admin.sock", []string{"/var/lib/aileron", "/run/aileron"}},
+		{"/var/lib/aileron", "/tmp/admin.sock", []string{"/var/lib/aileron", "/tmp/admin.sock"}},
+		{"/var/lib/aileron", "/var/lib/aileron-other/admin.sock", []string{"/var/lib/aileron", "/var/lib/aileron-other"}},
+	} {
+		if got := hidePaths(c.home, c.socket); !slices.Equal(got, c.want) {
+			t.Errorf("hidePaths(%s, %s) = %q, want %q", c.home, c.socket, got, c.want)
+		}
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/aileronhq/aileron/sandbox"
@@ -71,7 +73,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		return sb.DNS, func() { _ = c.CloseSandbox(context.Background(), sb.ID) }, nil
 	}
 	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, User: who,
-		Hide: []string{cfg.Home, cfg.Admin.Socket}, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		Hide: hidePaths(cfg.Home, cfg.Admin.Socket), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return err
 	}
@@ -164,4 +166,20 @@ func cmdSandboxClose(args []string, stderr io.Writer) error {
 		return err
 	}
 	return newClient(cfg).CloseSandbox(context.Background(), fs.Arg(0))
+}
+
+// hidePaths are what a fenced command must not see: the daemon's home, and
+// the admin socket's directory when the socket lives elsewhere. A shared
+// directory (/tmp and the like) is not hidden whole: the socket file alone
+// is covered, which holds until the daemon restarts and makes a new one.
+func hidePaths(home, socket string) []string {
+	dir := filepath.Dir(socket)
+	if rel, err := filepath.Rel(home, socket); err == nil && !strings.HasPrefix(rel, "..") {
+		return []string{home}
+	}
+	switch dir {
+	case "/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/home":
+		return []string{home, socket}
+	}
+	return []string{home, dir}
 }
