@@ -26,6 +26,10 @@ func deny(reason policy.Reason, format string, args ...any) *DenyError {
 	return &DenyError{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// misdirectedError is an HTTP/2 stream for another origin than its
+// connection's (RFC 9113 §9.1.1): 421, not 403.
+type misdirectedError struct{ *DenyError }
+
 // upstreamError wraps a failure to reach or talk to the upstream, keeping the
 // host for the client's message; the raw error is logged, never sent.
 type upstreamError struct {
@@ -54,12 +58,15 @@ func classify(err error) Refusal {
 	var re *revokedError
 	var se *stalledError
 	var le *limitError
+	var me *misdirectedError
 	switch {
 	case errors.As(err, &le):
 		return Refusal{Status: http.StatusTooManyRequests, Class: ClassLimited, Reason: policy.ReasonApprovalLimit, Message: le.msg,
 			RetryAfter: 30 * time.Second}
 	case errors.As(err, &re):
 		return revokedRefusal(re.err)
+	case errors.As(err, &me):
+		return mkRefusal(http.StatusMisdirectedRequest, ClassCapabilityDenied, me.Reason, me.Message)
 	case errors.As(err, &se):
 		return stalledRefusal(se)
 	case errors.As(err, &de):

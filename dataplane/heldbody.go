@@ -46,6 +46,9 @@ func (b *heldBudget) take(session string, n, maxTotal, maxSession int64) string 
 
 // give returns n bytes of session's.
 func (b *heldBudget) give(session string, n int64) {
+	if n == 0 { // nothing was booked (an empty body): nothing to give back
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.total -= n

@@ -118,6 +118,7 @@ type Proxy struct {
 	open      sessionTunnels // every open tunnel, by session
 
 	transparent transparentListeners // ServeTransparent's listeners
+	h2          *h2Conns             // HTTP/2 tunnels
 
 	stopping    context.Context        // ends when Shutdown starts
 	stop        context.CancelFunc     // ends stopping
@@ -172,7 +173,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	p.stop() // held requests answer approval_pending now instead of being cut off
 	p.transparent.closeAll()
-	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx))
+	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx), p.h2.drain(ctx))
 	if err != nil {
 		_ = p.outer.Close()
 		_ = p.inner.Close()
@@ -223,6 +224,9 @@ func (p *Proxy) build() error {
 		// Every request in a tunnel is decided and audited: net/http must
 		// not answer "OPTIONS *" by itself.
 		DisableGeneralOptionsHandler: true,
+	}
+	if p.h2, err = p.newH2(p.inner); err != nil {
+		return err
 	}
 	go func() { _ = p.inner.Serve(p.tunnels) }()
 	go p.watchRevocations()

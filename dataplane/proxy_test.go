@@ -134,9 +134,12 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 			_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "uri": r.RequestURI, "host": r.Host,
 				"authorization": r.Header.Get("Authorization"), "accept_encoding": r.Header.Get("Accept-Encoding")})
 		}),
-		TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		// HTTP/1.1 only: these tests pin HTTP/1.1 upstream behaviour (a
+		// hijacked garbage status line among them); h2_test.go covers h2.
+		TLSConfig: &tls.Config{NextProtos: []string{"http/1.1"}, GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return upCA.Leaf("api.example.com")
 		}},
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	go func() { _ = e.upstream.ServeTLS(upLn, "", "") }()

@@ -72,6 +72,9 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	}
 	tgt.path, tgt.query, _ = strings.Cut(rest, "?")
 	if h, err := policy.ParseAuthority(r.Host, 443); err != nil || h != t.authority {
+		if r.ProtoMajor == 2 { // another origin on a shared connection: 421, the client may retry it on its own
+			return tgt, &misdirectedError{deny(policy.ReasonAuthorityMismatch, ":authority %q is not this tunnel's %s; open a connection to that host", clip(r.Host), t.authority)}
+		}
 		return tgt, deny(policy.ReasonAuthorityMismatch, "Host header %q does not match the CONNECT target %s", clip(r.Host), t.authority)
 	}
 	if t.sni != "" && t.sni != t.authority.Host {

@@ -153,7 +153,7 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	var sniErr error
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if hello.ServerName != "" {
 				sni, err := policy.CanonicalHost(hello.ServerName)
@@ -174,6 +174,10 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		p.serveH2(tc, c, t)
+		return
+	}
 	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.malformed(t)})
 	t.rejectedLater = guarded.(*framingGuard).rejectedLater
 	conn := &tunnelConn{Conn: guarded, t: t, forget: p.open.add(c, t), writeIdle: p.t.BodyIdle}

@@ -46,7 +46,7 @@ func (p *Proxy) newTransport() (*http.Transport, error) {
 		MaxIdleConnsPerHost:   128,
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
+		ForceAttemptHTTP2:     true, // h2 where the upstream offers it (gRPC needs it); pooled and multiplexed
 	}, nil
 }
 

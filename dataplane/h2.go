@@ -1,0 +1,91 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+
+	"golang.org/x/net/http2"
+)
+
+// HTTP/2 limits for intercepted tunnels. x/net's server also bounds what
+// the stream-abuse attacks need: handlers running at once (at most
+// h2MaxStreams; streams beyond are queued, and a connection that queues
+// too many is closed), reset floods (rapid reset) and header blocks of
+// any number of CONTINUATION frames (the header list is capped at
+// proxy.max_header_bytes).
+const (
+	h2MaxStreams   = 100     // concurrent streams per connection
+	h2MaxFrame     = 1 << 20 // largest frame the client may send
+	h2StreamWindow = 1 << 20 // per-stream receive window
+	h2ConnWindow   = 4 << 20 // per-connection receive window
+)
+
+// h2Conns serves the HTTP/2 tunnels and lets Shutdown wait for them.
+type h2Conns struct {
+	srv *http2.Server
+	wg  sync.WaitGroup
+}
+
+// newH2 configures HTTP/2 for intercepted tunnels on inner's settings
+// (timeouts, header limit), and hooks its graceful shutdown (GOAWAY, then
+// close once the streams in flight end) to inner's.
+func (p *Proxy) newH2(inner *http.Server) (*h2Conns, error) {
+	srv := &http2.Server{
+		MaxConcurrentStreams:         h2MaxStreams,
+		MaxReadFrameSize:             h2MaxFrame,
+		MaxUploadBufferPerStream:     h2StreamWindow,
+		MaxUploadBufferPerConnection: h2ConnWindow,
+		IdleTimeout:                  p.t.Idle,
+	}
+	if err := http2.ConfigureServer(inner, srv); err != nil {
+		return nil, err
+	}
+	// ConfigureServer offers h2 on inner's own TLS; inner never does TLS
+	// (tunnels arrive decrypted), so that changes nothing.
+	inner.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	return &h2Conns{srv: srv}, nil
+}
+
+// serveH2 serves one tunnel whose client chose h2 in ALPN: every stream
+// takes the same path as an HTTP/1.1 request (serveInner), each on its own
+// goroutine, so a stream held for approval leaves the others flowing. raw
+// is the client's TCP connection (cut on revocation and at shutdown).
+func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
+	p.h2.wg.Add(1)
+	defer p.h2.wg.Done()
+	p.tunnelsOpen.Add(1)
+	defer p.tunnelsOpen.Add(-1)
+	conn := &tunnelConn{Conn: tc, t: t, forget: p.open.add(raw, t), writeIdle: p.t.BodyIdle}
+	defer conn.Close()
+	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the handshake: cut, audited
+		p.cut(t.sess.ID, err, nil)
+		return
+	}
+	if p.stopping.Err() != nil {
+		return
+	}
+	p.trackRaw(raw, true)
+	defer p.trackRaw(raw, false)
+	p.h2.srv.ServeConn(conn, &http2.ServeConnOpts{
+		Context:    context.WithValue(context.Background(), tunnelKey{}, t), // as inner's: Shutdown drains, not cancels
+		BaseConfig: p.inner,
+		Handler:    http.HandlerFunc(p.serveInner),
+	})
+}
+
+// drain waits until every HTTP/2 tunnel has closed (Shutdown sent each a
+// GOAWAY) or ctx ends; after that Shutdown closes what is left, which ends
+// the waiting goroutine too.
+func (h *h2Conns) drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
