@@ -44,9 +44,21 @@ type options struct {
 	keepTemp bool
 	logLevel string
 	auditOff bool
+	// The separate-process phases (split.go).
+	split     bool
+	splitOnly bool
+	rounds    int
+	splitDur  time.Duration
 }
 
 func main() {
+	if ok, err := runRole(os.Args[1:]); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	flag.StringVar(&o.aileron, "aileron", "bin/aileron", "path to the aileron binary")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per phase and target")
@@ -58,13 +70,23 @@ func main() {
 	flag.StringVar(&o.logLevel, "log-level", "warn", "daemon log.level; info also writes a line per allowed request")
 	flag.BoolVar(&o.keepTemp, "keep-temp", false, "keep the temp dir (daemon log, home) for debugging")
 	flag.BoolVar(&o.auditOff, "audit-off", true, "also measure keep-alive through a second daemon with audit.enabled false (audit's cost)")
+	flag.BoolVar(&o.split, "split", true, "first measure with client, upstream and daemon as separate processes (CPU of each from /proc)")
+	flag.BoolVar(&o.splitOnly, "split-only", false, "only the separate-process phases")
+	flag.IntVar(&o.rounds, "rounds", 5, "rounds of each separate-process row, direct and aileron interleaved")
+	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "measured time of each separate-process round")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "bench: want --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --blob-mib ≥ 1 and no arguments")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, os.Stdout, os.Stderr)
+	var err error
+	if o.split || o.splitOnly {
+		err = runSplit(ctx, o, os.Stdout, os.Stderr)
+	}
+	if err == nil && !o.splitOnly {
+		err = run(ctx, o, os.Stdout, os.Stderr)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -96,17 +96,27 @@ func (u *upstream) urlFor(t target, id int) string {
 func (u *upstream) blobURL() string { return "https://" + u.addr + "/v1/blob" }
 
 // serveItem answers {"id":"<id>","name":"bench item","ok":true} for a
-// decimal id and 404 otherwise.
+// decimal id (padded to ?size=N bytes) and 404 otherwise.
 func serveItem(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := strconv.ParseUint(id, 10, 32); err != nil {
 		http.Error(w, `{"error":"id must be decimal"}`, http.StatusNotFound)
 		return
 	}
-	body := make([]byte, 0, 64)
+	size, _ := strconv.Atoi(r.URL.Query().Get("size")) // ?size=N pads the document to N bytes (at most 1 MiB)
+	size = min(max(size, 0), 1<<20)
+	body := make([]byte, 0, max(64, size))
 	body = append(body, `{"id":"`...)
 	body = append(body, id...)
-	body = append(body, `","name":"bench item","ok":true}`...)
+	body = append(body, `","name":"bench item","ok":true`...)
+	if pad := size - len(body) - len(`,"pad":""}`); pad > 0 {
+		body = append(body, `,"pad":"`...)
+		for range pad {
+			body = append(body, 'x')
+		}
+		body = append(body, '"')
+	}
+	body = append(body, '}')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 )
 
@@ -54,17 +55,33 @@ func (p *Proxy) newTransport() (*http.Transport, error) {
 // per-request outbound target travels in the request context (see
 // pipeline.go); ReverseProxy strips hop-by-hop headers, Proxy-Authorization
 // and client-sent X-Forwarded-* before rewrite runs, streams bodies both
-// ways, flushes event streams as they arrive, and relays protocol upgrades.
+// ways, and relays protocol upgrades. FlushInterval 0 lets ReverseProxy
+// flush each write of a streamed answer (unknown length, event streams)
+// as it arrives, while a sized answer goes out with its header in one
+// write. Copy buffers are pooled.
 func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      forwarder{p: p},
-		FlushInterval:  -1,
+		FlushInterval:  0,
+		BufferPool:     &copyBuffers{},
 		ErrorLog:       log.New(io.Discard, "", 0), // outcomes go to the record; nil would mean stderr
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamFailed,
 	}
 }
+
+// copyBuffers is ReverseProxy's BufferPool: 32 KiB buffers, reused.
+type copyBuffers struct{ pool sync.Pool }
+
+func (b *copyBuffers) Get() []byte {
+	if v, ok := b.pool.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *copyBuffers) Put(buf []byte) { b.pool.Put(&buf) }
 
 // idleConn closes a connection that moves no byte either way for idle.
 type idleConn struct {

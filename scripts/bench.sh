@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Throughput and latency of the proxy, as ratios against a direct
-# client→upstream run in the same invocation (and against mitmproxy's
-# mitmdump when it is installed). Run from anywhere: `make bench`.
+# CPU, throughput and latency of the proxy, as ratios against a direct
+# client→upstream run in the same invocation: first with client, upstream
+# and daemon as separate processes (CPU of each from /proc), then the
+# in-process phases (and mitmproxy's mitmdump when it is installed). Run
+# from anywhere: `make bench`; bench/README.md explains every row.
 #
 # Environment:
 #   BIN                  aileron binary (default bin/aileron; built when missing)

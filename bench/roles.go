@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The split phases run the upstream and each client as processes of their
+// own (this program again, in the roles below), so the CPU of each is read
+// from /proc apart from the proxy's.
+const (
+	roleUpstream = "_upstream"
+	roleClient   = "_client"
+)
+
+// runRole runs this process as one of the roles, if args name one, and
+// reports whether it did.
+func runRole(args []string) (bool, error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	switch args[0] {
+	case roleUpstream:
+		return true, serveUpstreamRole(args[1:])
+	case roleClient:
+		return true, clientRole(args[1:])
+	}
+	return false, nil
+}
+
+// serveUpstreamRole: args are IP, leaf PEM file (certificate then PKCS#8
+// key) and the API key. It prints the address it listens on, then serves
+// until its stdin closes.
+func serveUpstreamRole(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("%s IP LEAF_PEM API_KEY", roleUpstream)
+	}
+	b, err := os.ReadFile(args[1])
+	if err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair(b, b)
+	if err != nil {
+		return fmt.Errorf("leaf: %w", err)
+	}
+	up, err := startUpstream(args[0], &upstreamPKI{leaf: cert}, 1<<20, args[2])
+	if err != nil {
+		return err
+	}
+	fmt.Println(up.addr)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	up.close()
+	return nil
+}
+
+// writeLeafPEM writes pki's leaf certificate and key to path, for the
+// upstream role.
+func writeLeafPEM(pki *upstreamPKI, path string) error {
+	key, err := x509.MarshalPKCS8PrivateKey(pki.leaf.PrivateKey)
+	if err != nil {
+		return err
+	}
+	b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pki.leaf.Certificate[0]})
+	b = append(b, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
+	return os.WriteFile(path, b, 0o600)
+}
+
+// clientRun is what a client process reports.
+type clientRun struct {
+	Requests int64   `json:"requests"`
+	Errors   int64   `json:"errors"`
+	FirstErr string  `json:"first_error,omitempty"`
+	P50MS    float64 `json:"p50_ms"`
+}
+
+// clientRole drives one target: after the warm-up it prints "start", runs
+// for the duration, prints "stop", then its clientRun as JSON. The parent
+// reads every process's CPU at "start" and "stop".
+func clientRole(args []string) error {
+	fs := flag.NewFlagSet(roleClient, flag.ContinueOnError)
+	rawURL := fs.String("url", "", "URL to GET (an {id} in it becomes a running number)")
+	proxy := fs.String("proxy", "", "proxy URL; empty: direct")
+	roots := fs.String("roots", "", "PEM file of the roots to trust")
+	conc := fs.Int("conc", 1, "concurrent requests")
+	keepAlive := fs.Bool("keepalive", true, "reuse connections")
+	h2 := fs.Bool("h2", false, "HTTP/2, every request on one connection")
+	dur := fs.Duration("duration", 2*time.Second, "measured time")
+	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured warm-up")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pemBytes, err := os.ReadFile(*roots)
+	if err != nil {
+		return err
+	}
+	pool, err := loadPool(pemBytes, *roots)
+	if err != nil {
+		return err
+	}
+	t := target{roots: pool}
+	if *proxy != "" {
+		if t.proxy, err = url.Parse(*proxy); err != nil {
+			return err
+		}
+	}
+	c := t.client(*conc, *keepAlive)
+	if *h2 {
+		tr := c.Transport.(*http.Transport)
+		tr.ForceAttemptHTTP2, tr.MaxConnsPerHost = true, 1
+	}
+	ctx := context.Background()
+	drive(ctx, c, *rawURL, *conc, *warm, nil)
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "start")
+	_ = out.Flush()
+	var lat []time.Duration
+	res := drive(ctx, c, *rawURL, *conc, *dur, &lat)
+	fmt.Fprintln(out, "stop")
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.P50MS = ms(percentile(lat, 0.5))
+	}
+	_ = json.NewEncoder(out).Encode(res)
+	return out.Flush()
+}
+
+// drive runs conc loops of GETs for d; lat, when given, collects every
+// request's latency.
+func drive(ctx context.Context, c *http.Client, rawURL string, conc int, d time.Duration, lat *[]time.Duration) clientRun {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var n, seq atomic.Int64
+	var errs errRecorder
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				u := strings.Replace(rawURL, "{id}", fmt.Sprint(seq.Add(1)%1000), 1)
+				t0 := time.Now()
+				if _, err := get(ctx, c, u); err != nil {
+					if ctx.Err() == nil {
+						errs.record(err)
+					}
+					continue
+				}
+				n.Add(1)
+				if lat != nil {
+					mine = append(mine, time.Since(t0))
+				}
+			}
+			if lat != nil {
+				mu.Lock()
+				*lat = append(*lat, mine...)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	ne, first := errs.snapshot()
+	return clientRun{Requests: n.Load(), Errors: ne, FirstErr: first}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// splitRow is one load shape measured direct and through aileron.
+type splitRow struct {
+	name      string
+	size      int  // response body bytes
+	conc      int  // concurrent requests
+	keepAlive bool // false: a new connection (and CONNECT) per request
+	h2        bool // HTTP/2, all requests on one connection
+}
+
+func splitRows() []splitRow {
+	return []splitRow{
+		{"keep-alive 1 KiB c=1", 1 << 10, 1, true, false},
+		{"keep-alive 1 KiB c=8", 1 << 10, 8, true, false},
+		{"keep-alive 1 KiB c=16", 1 << 10, 16, true, false},
+		{"keep-alive 100 KiB c=8", 100 << 10, 8, true, false},
+		{"new connection 1 KiB c=8", 1 << 10, 8, false, false},
+		{"h2 100 streams 1 KiB", 1 << 10, 100, true, true},
+	}
+}
+
+// splitSample is one round of one row through one path: requests a
+// second, and CPU per request of each process.
+type splitSample struct {
+	rps                   float64
+	client, upstream, prx time.Duration // per request
+	p50                   float64       // ms, c=1 rows only
+}
+
+// splitEnv is the separate-process setup: the upstream and the daemon.
+type splitEnv struct {
+	self, dir, roots string
+	upAddr           string
+	upPID            int
+	d                *daemon
+	proxy            string // session proxy URL
+	sessRoots        string // session CA file
+}
+
+// runSplit measures every row in rounds, direct and through aileron
+// alternating (which goes first swaps each round), and prints medians with
+// their spread. Its headline is the proxy's own CPU per request against
+// what the client and the upstream spend per request in the direct run.
+func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	e, stop, err := startSplit(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon), %d rounds of %s each, medians [min–max]:\n", o.rounds, o.splitDur)
+	fmt.Fprintf(stdout, "%-26s %22s %22s %22s\n", "row", "proxy CPU/req ÷ direct", "throughput ÷ direct", "added p50 (c=1)")
+	for _, row := range splitRows() {
+		var direct, through []splitSample
+		for r := range o.rounds {
+			for i := range 2 {
+				viaProxy := (i+r)%2 == 1
+				s, err := e.sample(ctx, o, row, viaProxy)
+				if err != nil {
+					return fmt.Errorf("%s: %w", row.name, err)
+				}
+				if viaProxy {
+					through = append(through, s)
+				} else {
+					direct = append(direct, s)
+				}
+			}
+		}
+		printSplitRow(stdout, row, direct, through)
+	}
+	fmt.Fprintln(stdout, "proxy CPU/req ÷ direct: the daemon's CPU per request over the direct run's client + upstream CPU per request (about 1.0× is the floor for a proxy that terminates TLS both ways).")
+	return nil
+}
+
+func printSplitRow(w io.Writer, row splitRow, direct, through []splitSample) {
+	var cpu, tput, lat []float64
+	for i := range min(len(direct), len(through)) {
+		d, t := direct[i], through[i]
+		if base := d.client + d.upstream; base > 0 {
+			cpu = append(cpu, float64(t.prx)/float64(base))
+		}
+		if d.rps > 0 {
+			tput = append(tput, t.rps/d.rps)
+		}
+		lat = append(lat, t.p50-d.p50)
+	}
+	latText := "-"
+	if row.conc == 1 {
+		latText = spread(lat, "%.2f ms")
+	}
+	fmt.Fprintf(w, "%-26s %22s %22s %22s\n", row.name, spread(cpu, "%.2f×"), spread(tput, "%.2f"), latText)
+}
+
+// spread is "median [min–max]" in format f.
+func spread(v []float64, f string) string {
+	if len(v) == 0 {
+		return "n/a"
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return fmt.Sprintf(f+" ["+f+"–"+f+"]", s[len(s)/2], s[0], s[len(s)-1])
+}
+
+// startSplit starts the upstream process and a daemon in front of it,
+// with the bench connector, the credential and a session.
+func startSplit(ctx context.Context, o options, stderr io.Writer) (*splitEnv, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "aileron-bench-split-")
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &splitEnv{self: self, dir: dir, roots: filepath.Join(dir, "upstream-root.pem")}
+	var cleanup []func()
+	stop := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+		_ = os.RemoveAll(dir)
+	}
+	fail := func(err error) (*splitEnv, func(), error) { stop(); return nil, nil, err }
+	pki, err := newUpstreamPKI(net.ParseIP(upstreamIP))
+	if err != nil {
+		return fail(err)
+	}
+	leaf := filepath.Join(dir, "leaf.pem")
+	if err := errors.Join(os.WriteFile(e.roots, pki.rootPEM, 0o600), writeLeafPEM(pki, leaf)); err != nil {
+		return fail(err)
+	}
+	apiKey := rand.Text()
+	up := exec.Command(self, roleUpstream, upstreamIP, leaf, apiKey)
+	upIn, _ := up.StdinPipe()
+	upOut, _ := up.StdoutPipe()
+	up.Stderr = stderr
+	if err := up.Start(); err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = upIn.Close(); _ = up.Wait() })
+	line, err := bufio.NewReader(upOut).ReadString('\n')
+	if err != nil {
+		return fail(fmt.Errorf("upstream process: %w", err))
+	}
+	e.upAddr, e.upPID = strings.TrimSpace(line), up.Process.Pid
+	if e.d, err = startDaemon(ctx, o.aileron, dir, e.roots, upstreamIP, o.logLevel, true); err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = e.d.stop(10 * time.Second) })
+	if _, err := e.d.installSpec(ctx, e.upAddr); err != nil {
+		return fail(err)
+	}
+	if err := e.d.setCredential(ctx, apiKey); err != nil {
+		return fail(err)
+	}
+	s, err := e.d.createSession(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	e.proxy, e.sessRoots = s.ProxyURL, s.CACertPath
+	fmt.Fprintf(stderr, "bench: split phases: upstream process %d at %s, daemon %d\n", e.upPID, e.upAddr, e.d.cmd.Process.Pid)
+	return e, stop, nil
+}
+
+// sample runs one client process for row, direct or through the daemon
+// (with the credential injected on /v1/secure), and reads every process's
+// CPU over the measured window.
+func (e *splitEnv) sample(ctx context.Context, o options, row splitRow, viaProxy bool) (splitSample, error) {
+	path, args := "/v1/items/{id}", []string{"-roots", e.roots}
+	if viaProxy {
+		path, args = "/v1/secure/{id}", []string{"-roots", e.sessRoots, "-proxy", e.proxy}
+	}
+	args = append(args, "-url", "https://"+e.upAddr+path+"?size="+strconv.Itoa(row.size), "-conc", strconv.Itoa(row.conc),
+		"-keepalive="+strconv.FormatBool(row.keepAlive), "-h2="+strconv.FormatBool(row.h2), "-duration", o.splitDur.String())
+	cmd := exec.CommandContext(ctx, e.self, append([]string{roleClient}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return splitSample{}, err
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		return splitSample{}, err
+	}
+	defer func() { _ = cmd.Wait() }()
+	br := bufio.NewReader(out)
+	cpus := func() [3]time.Duration {
+		c, _ := procCPU(cmd.Process.Pid)
+		u, _ := procCPU(e.upPID)
+		d, _ := procCPU(e.d.cmd.Process.Pid)
+		return [3]time.Duration{c, u, d}
+	}
+	var before, after [3]time.Duration
+	var t0 time.Time
+	var elapsed time.Duration
+	for _, want := range []string{"start", "stop"} {
+		line, err := br.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != want {
+			return splitSample{}, fmt.Errorf("client process said %q (%v), want %s\n%s", line, err, want, errb.String())
+		}
+		if want == "start" {
+			before, t0 = cpus(), time.Now()
+		} else {
+			after, elapsed = cpus(), time.Since(t0)
+		}
+	}
+	var run clientRun
+	if err := json.NewDecoder(br).Decode(&run); err != nil {
+		return splitSample{}, fmt.Errorf("client result: %w", err)
+	}
+	if run.Errors > 0 || run.Requests == 0 {
+		return splitSample{}, fmt.Errorf("%d requests failed, %d succeeded; first: %s", run.Errors, run.Requests, run.FirstErr)
+	}
+	per := func(i int) time.Duration { return (after[i] - before[i]) / time.Duration(run.Requests) }
+	s := splitSample{rps: float64(run.Requests) / elapsed.Seconds(), client: per(0), upstream: per(1), p50: run.P50MS}
+	if viaProxy {
+		s.prx = per(2)
+	}
+	return s, nil
+}
