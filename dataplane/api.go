@@ -44,11 +44,15 @@ func (p *Proxy) serveAPI(w http.ResponseWriter, r *http.Request, t *tunnel) {
 		rec := p.newRecord(r)
 		rec.Session, rec.Host, rec.Port, rec.Path = t.sess.ID, t.authority.Host, t.authority.Port, clip(r.URL.Path)
 		p.refuse(w, rec, err)
+		hangUpRevoked(w, t, err)
 		return
 	}
 	r.Header.Del("Proxy-Authorization")
 	p.clockBody(w, r)
 	cw := &countingWriter{ResponseWriter: w}
+	if r.ProtoMajor == 2 {
+		cw.rc, cw.idle = http.NewResponseController(w), p.t.BodyIdle
+	}
 	p.SandboxAPI.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), sessionKey{}, t.sess)))
 	p.log.Debug().Str("event", "sandbox.api").Str("session", t.sess.ID).Str("method", r.Method).
 		Str("path", clip(r.URL.Path)).Int("status", cw.status).Dur("duration", time.Since(start)).Send()

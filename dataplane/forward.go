@@ -28,9 +28,11 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 	if st != nil && st.op != nil && f.p.Injector != nil {
 		if !st.op.Spec.Credential.IsZero() {
 			// A compressed echo would slip past the redactor: ask for an
-			// identity body. Before injection, so a signature covers the
-			// headers actually sent.
-			out.Header.Del("Accept-Encoding")
+			// identity body (and identity gRPC/Connect messages). Before
+			// injection, so a signature covers the headers actually sent.
+			for _, h := range acceptCodingHeaders {
+				out.Header.Del(h)
+			}
 		}
 		secrets, err := f.p.Injector.Inject(out.Context(), st.sess, st.op, out)
 		if err != nil {
@@ -55,12 +57,15 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 }
 
 // maskResponse masks every echo of the secret in resp: headers, body and
-// trailers (filled in when the body ends).
+// trailers (announced or not: the transport fills resp.Trailer in, or
+// replaces it, when the body ends; HTTP/2 carries them even on a 204).
 func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) (*http.Response, error) {
 	red.Header(resp.Header)
+	red.Header(resp.Trailer)
 	switch {
 	case out.Method == http.MethodHead, resp.StatusCode == http.StatusNoContent, resp.StatusCode == http.StatusNotModified:
-		return resp, nil // no body
+		resp.Body = &trailerMask{ReadCloser: resp.Body, red: red, resp: resp} // no body, but trailers
+		return resp, nil
 	case resp.StatusCode == http.StatusSwitchingProtocols:
 		return resp, nil // the body is the upgraded connection; frames are not inspected
 	}
@@ -71,21 +76,32 @@ func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) 
 	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
 		return maskSmall(resp, red)
 	}
-	resp.Body = &trailerMask{ReadCloser: red.Body(resp.Body), red: red, trailer: resp.Trailer}
+	resp.Body = &trailerMask{ReadCloser: red.Body(resp.Body), red: red, resp: resp}
 	resp.ContentLength = -1 // a masked echo changes the length
 	resp.Header.Del("Content-Length")
 	return resp, nil
 }
 
-// contentCoding returns the first content coding other than identity
-// named by any value of any Content-Encoding line of h ("" when the body
-// is plain): a client decodes every coding listed, so one line saying
-// identity does not make a body plain when another says gzip.
+// codingHeaders name a body's (or its messages') compression: HTTP's own,
+// and gRPC's and Connect's per-message codings, which compress inside an
+// identity HTTP body.
+var codingHeaders = []string{"Content-Encoding", "Grpc-Encoding", "Connect-Content-Encoding"}
+
+// acceptCodingHeaders ask the upstream for a compressed answer; a request
+// that carries a credential has them removed.
+var acceptCodingHeaders = []string{"Accept-Encoding", "Grpc-Accept-Encoding", "Connect-Accept-Encoding"}
+
+// contentCoding returns the first coding other than identity named by any
+// value of any line of codingHeaders in h ("" when the body is plain): a
+// client decodes every coding listed, so one line saying identity does not
+// make a body plain when another says gzip.
 func contentCoding(h http.Header) string {
-	for _, line := range h.Values("Content-Encoding") {
-		for _, c := range strings.Split(line, ",") {
-			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
-				return clip(c)
+	for _, name := range codingHeaders {
+		for _, line := range h.Values(name) {
+			for _, c := range strings.Split(line, ",") {
+				if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+					return clip(c)
+				}
 			}
 		}
 	}
@@ -93,17 +109,18 @@ func contentCoding(h http.Header) string {
 }
 
 // trailerMask masks the response trailers when the body ends: the
-// transport fills them in at EOF, and ReverseProxy sends them after.
+// transport fills them in at EOF (into a new map when none were
+// announced), and ReverseProxy sends them after.
 type trailerMask struct {
 	io.ReadCloser
-	red     *inject.Redactor
-	trailer http.Header
+	red  *inject.Redactor
+	resp *http.Response
 }
 
 func (t *trailerMask) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	if err == io.EOF {
-		t.red.Header(t.trailer)
+		t.red.Header(t.resp.Trailer)
 	}
 	return n, err
 }

@@ -19,14 +19,27 @@ import (
 const (
 	h2MaxStreams   = 100     // concurrent streams per connection
 	h2MaxFrame     = 1 << 20 // largest frame the client may send
-	h2StreamWindow = 1 << 20 // per-stream receive window
-	h2ConnWindow   = 4 << 20 // per-connection receive window
+	h2StreamWindow = 256 << 10 // per-stream receive window
+	h2ConnWindow   = 1 << 20   // per-connection receive window: what one connection can make the proxy buffer
 )
 
 // h2Conns serves the HTTP/2 tunnels and lets Shutdown wait for them.
 type h2Conns struct {
-	srv *http2.Server
-	wg  sync.WaitGroup
+	srv     *http2.Server
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	closing bool // drain began: no tunnel is added after
+}
+
+// add registers a tunnel, unless drain began.
+func (h *h2Conns) add() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.wg.Add(1)
+	return true
 }
 
 // newH2 configures HTTP/2 for intercepted tunnels on inner's settings
@@ -54,7 +67,10 @@ func (p *Proxy) newH2(inner *http.Server) (*h2Conns, error) {
 // goroutine, so a stream held for approval leaves the others flowing. raw
 // is the client's TCP connection (cut on revocation and at shutdown).
 func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
-	p.h2.wg.Add(1)
+	if !p.h2.add() {
+		_ = raw.Close()
+		return
+	}
 	defer p.h2.wg.Done()
 	p.tunnelsOpen.Add(1)
 	defer p.tunnelsOpen.Add(-1)
@@ -69,6 +85,7 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 	}
 	p.trackRaw(raw, true)
 	defer p.trackRaw(raw, false)
+	t.hangup = func() { _ = raw.Close() }
 	p.h2.srv.ServeConn(conn, &http2.ServeConnOpts{
 		Context:    context.WithValue(context.Background(), tunnelKey{}, t), // as inner's: Shutdown drains, not cancels
 		BaseConfig: p.inner,
@@ -80,6 +97,9 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 // GOAWAY) or ctx ends; after that Shutdown closes what is left, which ends
 // the waiting goroutine too.
 func (h *h2Conns) drain(ctx context.Context) error {
+	h.mu.Lock()
+	h.closing = true
+	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
 	select {

@@ -52,6 +52,7 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 	refuse := func(err error) {
 		rec.BytesIn = clock.bytes()
 		p.refuse(w, rec, err)
+		hangUpRevoked(w, t, err)
 	}
 	tgt, err := innerTarget(t, r)
 	rec.Path = tgt.logPath()
@@ -93,6 +94,9 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 // upstream cut it, or the client stopped reading it).
 func (p *Proxy) send(w http.ResponseWriter, r *http.Request, rec *Record, out *outbound) {
 	cw := &countingWriter{ResponseWriter: w}
+	if r.ProtoMajor == 2 {
+		cw.rc, cw.idle = http.NewResponseController(w), p.t.BodyIdle
+	}
 	cut := p.forward(cw, r.WithContext(context.WithValue(r.Context(), outboundKey{}, out)))
 	if !out.rejected {
 		rec.Status = cw.status
@@ -298,12 +302,35 @@ func (e *unavailableError) Error() string { return string(e.reason) + ": " + e.e
 func (e *unavailableError) Unwrap() error { return e.err }
 
 // countingWriter counts the response bytes and keeps Flush and Hijack
-// reachable through Unwrap (http.ResponseController).
+// reachable (http.ResponseController). On an HTTP/2 stream each write and
+// flush must complete within idle: a client that grants no flow-control
+// window never stalls the socket (its other streams keep it busy), so only
+// a deadline per stream notices that it stopped taking the answer. The
+// deadline is cleared after each write, so a quiet stream (an event
+// stream, a gRPC call waiting for its next message) is not cut for it.
 type countingWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
 	err    error // the first write that failed: the client stopped taking the answer
+	rc     *http.ResponseController // HTTP/2 only
+	idle   time.Duration
+}
+
+// bounded runs write under the HTTP/2 write deadline, if any.
+func (w *countingWriter) bounded(write func() error) error {
+	if w.rc == nil {
+		return write()
+	}
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	err := write()
+	_ = w.rc.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// FlushError flushes (for http.ResponseController), within the deadline.
+func (w *countingWriter) FlushError() error {
+	return w.bounded(func() error { return http.NewResponseController(w.ResponseWriter).Flush() })
 }
 
 func (w *countingWriter) WriteHeader(code int) {
@@ -317,7 +344,8 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	n, err := w.ResponseWriter.Write(b)
+	var n int
+	err := w.bounded(func() (err error) { n, err = w.ResponseWriter.Write(b); return err })
 	w.n += int64(n)
 	if err != nil && w.err == nil {
 		w.err = err

@@ -70,6 +70,8 @@ type env struct {
 	proxyAddr   string
 	upstream    *http.Server
 	hits        atomic.Int64
+	inflight    atomic.Int64 // requests the upstream is answering now
+	maxInflight atomic.Int64 // the most it answered at once
 	wholeBodies atomic.Int64 // requests the upstream received to the end of their body
 	lastAuth    atomic.Value // Proxy-Authorization seen upstream
 	sessCA      *ca.Authority
@@ -79,6 +81,12 @@ type env struct {
 }
 
 func newEnv(t testing.TB, tune func(*Proxy)) *env {
+	t.Helper()
+	return newEnvUp(t, tune, false)
+}
+
+// newEnvUp is newEnv whose upstream also offers h2 when upstreamH2.
+func newEnvUp(t testing.TB, tune func(*Proxy), upstreamH2 bool) *env {
 	t.Helper()
 	e := &env{token: "tok-" + t.Name()}
 	upCA, err := ca.New(ca.Options{CommonName: "test upstream root"})
@@ -92,6 +100,12 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 	e.upstream = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			e.hits.Add(1)
+			for n := e.inflight.Add(1); ; {
+				if m := e.maxInflight.Load(); n <= m || e.maxInflight.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			defer e.inflight.Add(-1)
 			e.lastAuth.Store(r.Header.Get("Proxy-Authorization"))
 			if r.URL.Path == "/v1/items/sneaky" { // echoes in a 103, a trailer, and a gzip-labelled body
 				auth := r.Header.Get("Authorization")
@@ -111,6 +125,9 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 				c, _, _ := http.NewResponseController(w).Hijack()
 				_, _ = io.WriteString(c, r.Header.Get("Authorization")+"\r\n\r\n")
 				_ = c.Close()
+				return
+			}
+			if echoPaths(w, r) {
 				return
 			}
 			if r.URL.Path == "/v1/items/large" { // 64 MiB
@@ -141,6 +158,9 @@ func newEnv(t testing.TB, tune func(*Proxy)) *env {
 		}},
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ReadHeaderTimeout: 5 * time.Second,
+	}
+	if upstreamH2 {
+		e.upstream.TLSConfig.NextProtos, e.upstream.TLSNextProto = nil, nil // ServeTLS offers h2 and http/1.1
 	}
 	go func() { _ = e.upstream.ServeTLS(upLn, "", "") }()
 	t.Cleanup(func() { _ = e.upstream.Close() })

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -139,8 +140,9 @@ func (p *Proxy) cut(id string, why error, keep *tunnel) {
 }
 
 // checkLive refuses a request of a session that is no longer live: its
-// connection closes after the answer, and the session's other tunnels at
-// once.
+// connection closes after the answer (hangUpRevoked, for HTTP/2, where
+// "Connection: close" would only be a graceful GOAWAY that lets the other
+// streams go on), and the session's other tunnels at once.
 func (p *Proxy) checkLive(w http.ResponseWriter, t *tunnel) error {
 	err := p.Sessions.Live(t.sess.ID)
 	if err == nil {
@@ -149,6 +151,17 @@ func (p *Proxy) checkLive(w http.ResponseWriter, t *tunnel) error {
 	w.Header().Set("Connection", "close")
 	p.cut(t.sess.ID, err, t)
 	return &revokedError{err: err}
+}
+
+// hangUpRevoked ends an HTTP/2 tunnel whose request was just refused
+// because its session is no longer live: the refusal is flushed, then the
+// connection closed, every other stream with it.
+func hangUpRevoked(w http.ResponseWriter, t *tunnel, err error) {
+	var re *revokedError
+	if t.hangup != nil && errors.As(err, &re) {
+		_ = http.NewResponseController(w).Flush()
+		t.hangup()
+	}
 }
 
 // revokedError is a request of a deleted or expired session.

@@ -70,7 +70,15 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 			rest = "/" + rest
 		}
 	}
+	if r.Method == http.MethodConnect { // h2's CONNECT (extended or not): a tunnel inside the tunnel
+		return tgt, deny(policy.ReasonBadRequest, "CONNECT inside an intercepted tunnel is not forwarded")
+	}
 	tgt.path, tgt.query, _ = strings.Cut(rest, "?")
+	if i := strings.IndexFunc(rest, unsafeTargetRune); i >= 0 {
+		// HTTP/2 lets a space or a raw non-ASCII byte through in :path; an
+		// HTTP/1.1 upstream would read its request line another way.
+		return tgt, deny(policy.ReasonBadRequest, "the request target has the byte %q, which must be percent-encoded", rest[i])
+	}
 	if h, err := policy.ParseAuthority(r.Host, 443); err != nil || h != t.authority {
 		if r.ProtoMajor == 2 { // another origin on a shared connection: 421, the client may retry it on its own
 			return tgt, &misdirectedError{deny(policy.ReasonAuthorityMismatch, ":authority %q is not this tunnel's %s; open a connection to that host", clip(r.Host), t.authority)}
@@ -95,6 +103,10 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 	}
 	return tgt, nil
 }
+
+// unsafeTargetRune reports a byte a request target must not carry raw:
+// controls, space, DEL and anything outside ASCII.
+func unsafeTargetRune(r rune) bool { return r <= ' ' || r >= 0x7f }
 
 func clip(s string) string {
 	if len(s) > 200 {

@@ -30,6 +30,9 @@ type tunnel struct {
 	// transparent: the connection came from a fenced sandbox to a
 	// transparent listener; no CONNECT was made, so none is answered.
 	transparent bool
+	// hangup closes an HTTP/2 tunnel's client connection (set by serveH2);
+	// nil for HTTP/1.1 and Execute calls.
+	hangup func()
 	// rejectedLater reports that the client pipelined a malformed request
 	// behind the one being served (framingGuard.rejectedLater); nil for
 	// an Execute call.

@@ -1,0 +1,216 @@
+package dataplane
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// echoPaths are upstream answers that try to hand the injected credential
+// back to the client in the places masking must cover; it reports whether
+// it answered r.
+func echoPaths(w http.ResponseWriter, r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	switch r.URL.Path {
+	case "/v1/items/undeclared": // in a trailer never announced (as gRPC and Go's h2 servers send them)
+		_, _ = io.WriteString(w, "body without the secret")
+		http.NewResponseController(w).Flush()
+		w.Header().Set(http.TrailerPrefix+"X-Undeclared", auth)
+	case "/v1/items/nocontent": // trailers on a 204 (HTTP/2 carries them)
+		w.Header().Set("Trailer", "X-Declared")
+		w.WriteHeader(http.StatusNoContent)
+		w.Header().Set("X-Declared", auth)
+		w.Header().Set(http.TrailerPrefix+"X-Undeclared", auth)
+	case "/v1/items/grpcgz": // inside a gzip-compressed gRPC message
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Grpc-Encoding", "gzip")
+		var zb bytes.Buffer
+		zw := gzip.NewWriter(&zb)
+		_, _ = io.WriteString(zw, auth+" accept="+r.Header.Get("Grpc-Accept-Encoding"))
+		_ = zw.Close()
+		_, _ = w.Write(zb.Bytes())
+	case "/v1/items/slow": // a line every 50 ms for 6 s
+		for i := range 120 {
+			if _, err := fmt.Fprintf(w, "tick %d\n", i); err != nil {
+				return true
+			}
+			http.NewResponseController(w).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// TestH2EchoesMaskedEverywhere: the injected credential echoed in a
+// trailer never announced, in trailers of a 204, or inside a compressed
+// gRPC message never reaches an HTTP/2 client, whichever protocol the
+// upstream speaks.
+func TestH2EchoesMaskedEverywhere(t *testing.T) {
+	const token = "sekrit-token-123456"
+	for _, upH2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("upstream h2 ", upH2), func(t *testing.T) {
+			e := newEnvUp(t, func(p *Proxy) { p.Injector = &fixedInjector{token: token} }, upH2)
+			cc := e.h2Client(t)
+			for _, path := range []string{"/v1/items/undeclared", "/v1/items/nocontent", "/v1/items/grpcgz"} {
+				req, _ := http.NewRequest("GET", "https://api.example.com"+path, nil)
+				req.Header.Set("Grpc-Accept-Encoding", "gzip")
+				resp, err := cc.RoundTrip(req)
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if zr, err := gzip.NewReader(bytes.NewReader(body)); err == nil {
+					body, _ = io.ReadAll(zr)
+				}
+				seen := fmt.Sprint(resp.Header, resp.Trailer) + string(body)
+				if strings.Contains(seen, token) {
+					t.Errorf("%s: the credential reached the client: %d %s", path, resp.StatusCode, seen)
+				}
+				if path == "/v1/items/grpcgz" && (resp.StatusCode != 403 || !strings.Contains(seen, "encoded_response")) {
+					t.Errorf("%s: %d %s; want the encoded-response refusal", path, resp.StatusCode, seen)
+				}
+			}
+		})
+	}
+}
+
+// TestH2ZeroWindowClientIsCut: a client that stops granting flow-control
+// window (while still reading the socket) has its stream reset within
+// proxy.body_idle, and the exchange is audited as ended.
+func TestH2ZeroWindowClientIsCut(t *testing.T) {
+	rec := &listRecorder{}
+	e := newEnv(t, func(p *Proxy) { p.Recorder = rec; p.Timeouts.BodyIdle = 300 * time.Millisecond })
+	tc := e.h2Tunnel(t)
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(tc, tc)
+	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.com"}, {":path", "/v1/items/large"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b.Bytes(), EndStream: true, EndHeaders: true})
+	reset := make(chan http2.ErrCode, 1)
+	go func() { // reads every frame, acknowledges settings and pings, never a WINDOW_UPDATE
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = fr.WriteSettingsAck()
+				}
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					_ = fr.WritePing(true, f.Data)
+				}
+			case *http2.RSTStreamFrame:
+				reset <- f.ErrCode
+				return
+			}
+		}
+	}()
+	select {
+	case code := <-reset:
+		t.Logf("stream reset: %v", code)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream of a client granting no window was still open after 5 s (body_idle 300 ms)")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		rec.mu.Lock()
+		done := len(rec.completed)
+		rec.mu.Unlock()
+		if done == 1 || time.Now().After(deadline) {
+			if done != 1 {
+				t.Errorf("%d completion lines, want 1", done)
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestH2RevokedSessionCannotKeepStreaming: once a stream of a revoked
+// session is refused, the whole HTTP/2 connection ends, its long-running
+// streams with it.
+func TestH2RevokedSessionCannotKeepStreaming(t *testing.T) {
+	var sess *revocable
+	e := newEnv(t, func(p *Proxy) {
+		sess = &revocable{staticSessions: p.Sessions.(staticSessions), gone: map[string]bool{}}
+		p.Sessions, p.RevokeCheck = sess, time.Hour // only a new stream notices
+	})
+	cc := e.h2Client(t)
+	req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/slow", nil)
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	sess.revoke("s1")
+	req2, _ := http.NewRequest("GET", "https://api.example.com/v1/items/1", nil)
+	if resp2, err := cc.RoundTrip(req2); err == nil {
+		b, _ := io.ReadAll(resp2.Body)
+		_ = resp2.Body.Close()
+		if resp2.StatusCode != 403 || !strings.Contains(string(b), "session_revoked") {
+			t.Errorf("a stream after revocation: %d %s", resp2.StatusCode, b)
+		}
+	}
+	start := time.Now()
+	for time.Since(start) < 3*time.Second {
+		if _, err := resp.Body.Read(buf); err != nil {
+			return // cut
+		}
+	}
+	t.Fatal("the revoked session's long stream kept flowing for 3 s after another stream was refused")
+}
+
+// TestH2TargetBytesAndConnect: raw bytes a request line cannot carry, and
+// CONNECT inside the tunnel, are refused before the upstream.
+func TestH2TargetBytesAndConnect(t *testing.T) {
+	e := newEnv(t, nil)
+	cc := e.h2Client(t)
+	for _, path := range []string{"/v1/items/42?a=b HTTP/1.0 x", "/v1/items/42?q=\u00e9"} {
+		req, _ := http.NewRequest("GET", "https://api.example.com/x", nil)
+		req.URL.Opaque = path
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			continue // refused by the HTTP/2 layer itself: fine
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "must be percent-encoded") {
+			t.Errorf("%q: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	req, _ := http.NewRequest("CONNECT", "https://api.example.com", nil)
+	req.Host = "api.example.com:443"
+	if resp, err := cc.RoundTrip(req); err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Errorf("CONNECT inside the tunnel: %d", resp.StatusCode)
+		}
+	}
+	if e.hits.Load() != 0 {
+		t.Errorf("the upstream saw %d of these", e.hits.Load())
+	}
+}
