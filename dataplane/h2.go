@@ -17,8 +17,8 @@ import (
 // any number of CONTINUATION frames (the header list is capped at
 // proxy.max_header_bytes).
 const (
-	h2MaxStreams   = 100     // concurrent streams per connection
-	h2MaxFrame     = 1 << 20 // largest frame the client may send
+	h2MaxStreams   = 100       // concurrent streams per connection
+	h2MaxFrame     = 1 << 20   // largest frame the client may send
 	h2StreamWindow = 256 << 10 // per-stream receive window
 	h2ConnWindow   = 1 << 20   // per-connection receive window: what one connection can make the proxy buffer
 )

@@ -312,7 +312,7 @@ type countingWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
-	err    error // the first write that failed: the client stopped taking the answer
+	err    error                    // the first write that failed: the client stopped taking the answer
 	rc     *http.ResponseController // HTTP/2 only
 	idle   time.Duration
 }
