@@ -85,7 +85,7 @@ audit:
 // startDaemon writes the config (with audit.enabled set to audit) under dir,
 // starts the daemon with AILERON_HOME dir/home and waits for daemon.json. On
 // failure the daemon is stopped and the error carries the tail of its log.
-func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamIP, logLevel string, audit bool) (*daemon, error) {
+func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamIP, logLevel string, audit bool, extra ...string) (*daemon, error) {
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("daemon: create AILERON_HOME %s: %w", home, err)
@@ -99,7 +99,7 @@ func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamIP, logLevel s
 	if err != nil {
 		return nil, fmt.Errorf("daemon: create log: %w", err)
 	}
-	d.cmd = exec.Command(bin, "daemon", "--config", cfgPath)
+	d.cmd = exec.Command(bin, append([]string{"daemon", "--config", cfgPath}, extra...)...)
 	d.cmd.Env = d.env()
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {

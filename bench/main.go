@@ -49,6 +49,7 @@ type options struct {
 	splitOnly bool
 	rounds    int
 	splitDur  time.Duration
+	profile   string // CPU profile of the split phases' daemon
 }
 
 func main() {
@@ -74,6 +75,7 @@ func main() {
 	flag.BoolVar(&o.splitOnly, "split-only", false, "only the separate-process phases")
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds of each separate-process row, direct and aileron interleaved")
 	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "measured time of each separate-process round")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the separate-process phases' daemon to this file (go tool pprof)")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "bench: want --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --blob-mib ≥ 1 and no arguments")

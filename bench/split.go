@@ -161,7 +161,11 @@ func startSplit(ctx context.Context, o options, stderr io.Writer) (*splitEnv, fu
 		return fail(fmt.Errorf("upstream process: %w", err))
 	}
 	e.upAddr, e.upPID = strings.TrimSpace(line), up.Process.Pid
-	if e.d, err = startDaemon(ctx, o.aileron, dir, e.roots, upstreamIP, o.logLevel, true); err != nil {
+	var extra []string
+	if o.profile != "" {
+		extra = []string{"--cpu-profile", o.profile}
+	}
+	if e.d, err = startDaemon(ctx, o.aileron, dir, e.roots, upstreamIP, o.logLevel, true, extra...); err != nil {
 		return fail(err)
 	}
 	cleanup = append(cleanup, func() { _ = e.d.stop(10 * time.Second) })

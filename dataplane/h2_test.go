@@ -286,3 +286,39 @@ func TestH2StreamAbuseIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldRequestsPerSessionBounded: a session cannot park more than
+// maxHeldRequests requests waiting for a human, however many streams it
+// opens; the next one is refused at once with approval_limit.
+func TestHeldRequestsPerSessionBounded(t *testing.T) {
+	g := &gatedApprovals{release: make(chan struct{}), asked: make(chan struct{}, maxHeldRequests+1)}
+	e := newEnv(t, func(p *Proxy) { p.Approvals = g })
+	cc := e.h2Client(t)
+	statuses := make(chan int, maxHeldRequests+1)
+	for i := range maxHeldRequests + 1 {
+		go func() {
+			req, _ := http.NewRequest("DELETE", fmt.Sprintf("https://api.example.com/v1/items/%d", i), nil)
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				statuses <- -1
+				return
+			}
+			_ = resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	select {
+	case s := <-statuses:
+		if s != http.StatusTooManyRequests {
+			t.Fatalf("the first answer was %d, want 429 for the request over the limit", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request was refused: every one was held")
+	}
+	close(g.release)
+	for range maxHeldRequests {
+		if s := <-statuses; s != 200 {
+			t.Errorf("a held request got %d once approved", s)
+		}
+	}
+}

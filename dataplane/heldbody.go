@@ -23,6 +23,37 @@ type heldBudget struct {
 	mu        sync.Mutex
 	total     int64
 	bySession map[string]int64
+	waiting   map[string]int // requests each session has waiting for a human
+}
+
+// maxHeldRequests bounds the requests one session may have waiting for
+// approval at once (each holds a goroutine, a connection or an HTTP/2
+// stream, and a poll of the approval store), however many approvals they
+// share.
+const maxHeldRequests = 64
+
+// enter books one more waiting request for session, unless it has
+// maxHeldRequests already.
+func (b *heldBudget) enter(session string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waiting[session] >= maxHeldRequests {
+		return false
+	}
+	if b.waiting == nil {
+		b.waiting = map[string]int{}
+	}
+	b.waiting[session]++
+	return true
+}
+
+// leave gives back what enter booked.
+func (b *heldBudget) leave(session string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waiting[session]--; b.waiting[session] <= 0 {
+		delete(b.waiting, session)
+	}
 }
 
 // take books n more bytes for session, or reports which limit it would

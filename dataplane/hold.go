@@ -56,6 +56,10 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	if cs := callFrom(r.Context()); cs != nil {
 		wait = cs.wait
 	}
+	if !p.held.enter(t.sess.ID) {
+		return &limitError{msg: fmt.Sprintf("this session already has %d requests waiting for approval; retry once some of them are decided", maxHeldRequests)}
+	}
+	defer p.held.leave(t.sess.ID)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer context.AfterFunc(p.stopping, cancel)()
 	defer cancel()
