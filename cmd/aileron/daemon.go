@@ -40,7 +40,7 @@ import (
 )
 
 func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error {
-	fs := newFlags("daemon", "daemon [--config FILE] [--listen ADDR] [--home DIR]", stderr)
+	fs := newFlags("daemon", "daemon [--config FILE] [--listen ADDR] [--home DIR] [--log-level L] [--cpu-profile FILE]", stderr)
 	cfgFile := fs.String("config", "", "YAML config file (default: embedded defaults only)")
 	fs.String("listen", "", "proxy listen address host:port (config proxy.listen)")
 	fs.String("home", "", "state directory (config home; env AILERON_HOME)")
