@@ -4,7 +4,7 @@ GO      ?= go
 BIN     ?= bin/aileron
 GOFLAGS ?= -trimpath
 
-.PHONY: build run test test-deps bench lint fuzz demo clean
+.PHONY: build run test test-deps bench soak lint fuzz demo clean
 
 build:
 	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/aileron
@@ -26,6 +26,14 @@ test-deps:
 # installed), printed as one table of ratios.
 bench: build
 	bash scripts/bench.sh
+
+# Mixed HTTP/1.1 and HTTP/2 traffic (allowed with a credential injected,
+# denied, held for approval) for SOAKTIME; fails if the daemon's
+# goroutines, threads, descriptors or resident memory grow.
+SOAKTIME ?= 10m
+soak: build
+	$(GO) build -o bin/aileron-bench ./bench
+	./bin/aileron-bench --aileron $(BIN) --soak $(SOAKTIME)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

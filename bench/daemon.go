@@ -57,7 +57,9 @@ const benchSpec = `{
          "path": "/v1/secure/{id}", "hosts": [%[1]q], "idempotency": "idempotent",
          "credential": {"kind": "api_key", "header": "X-Api-Key", "format": "{key}"}},
         {"name": "blob.get", "summary": "Stream the large body", "method": "GET",
-         "path": "/v1/blob", "hosts": [%[1]q], "idempotency": "idempotent"}
+         "path": "/v1/blob", "hosts": [%[1]q], "idempotency": "idempotent"},
+        {"name": "items.delete", "summary": "Delete an item (a human approves)", "method": "DELETE",
+         "path": "/v1/items/{id}", "hosts": [%[1]q], "approval": "required"}
       ]
     }
   ]
@@ -70,6 +72,8 @@ const benchSpec = `{
 // request) and whether the daemon writes its audit trail (audit.enabled).
 const benchConfig = `admin:
   web_listen: ""
+approval:
+  hold: 2s
 proxy:
   listen: 127.0.0.1:0
 upstream:

@@ -49,7 +49,8 @@ type options struct {
 	splitOnly bool
 	rounds    int
 	splitDur  time.Duration
-	profile   string // CPU profile of the split phases' daemon
+	profile   string        // CPU profile of the split phases' daemon
+	soak      time.Duration // run the soak instead of the bench (soak.go)
 }
 
 func main() {
@@ -75,6 +76,7 @@ func main() {
 	flag.BoolVar(&o.splitOnly, "split-only", false, "only the separate-process phases")
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds of each separate-process row, direct and aileron interleaved")
 	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "measured time of each separate-process round")
+	flag.DurationVar(&o.soak, "soak", 0, "instead of the bench, keep mixed h1/h2 allowed, denied and held traffic going this long and fail if the daemon's goroutines, threads, descriptors or memory grow")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the separate-process phases' daemon to this file (go tool pprof)")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
@@ -83,11 +85,18 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
-	if o.split || o.splitOnly {
+	switch {
+	case o.soak > 0:
+		err = runSoak(ctx, o, os.Stdout, os.Stderr)
+	case o.splitOnly:
 		err = runSplit(ctx, o, os.Stdout, os.Stderr)
-	}
-	if err == nil && !o.splitOnly {
-		err = run(ctx, o, os.Stdout, os.Stderr)
+	default:
+		if o.split {
+			err = runSplit(ctx, o, os.Stdout, os.Stderr)
+		}
+		if err == nil {
+			err = run(ctx, o, os.Stdout, os.Stderr)
+		}
 	}
 	stop()
 	if err != nil {
