@@ -58,6 +58,8 @@ const benchSpec = `{
          "credential": {"kind": "api_key", "header": "X-Api-Key", "format": "{key}"}},
         {"name": "blob.get", "summary": "Stream the large body", "method": "GET",
          "path": "/v1/blob", "hosts": [%[1]q], "idempotency": "idempotent"},
+        {"name": "upload", "summary": "Send a large body", "method": "POST",
+         "path": "/v1/upload", "hosts": [%[1]q]},
         {"name": "items.delete", "summary": "Delete an item (a human approves)", "method": "DELETE",
          "path": "/v1/items/{id}", "hosts": [%[1]q], "approval": "required"}
       ]

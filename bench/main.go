@@ -51,6 +51,7 @@ type options struct {
 	splitDur  time.Duration
 	profile   string        // CPU profile of the split phases' daemon
 	soak      time.Duration // run the soak instead of the bench (soak.go)
+	streamMiB int64         // body moved each way in the separate-process phases
 }
 
 func main() {
@@ -77,6 +78,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds of each separate-process row, direct and aileron interleaved")
 	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "measured time of each separate-process round")
 	flag.DurationVar(&o.soak, "soak", 0, "instead of the bench, keep mixed h1/h2 allowed, denied and held traffic going this long and fail if the daemon's goroutines, threads, descriptors or memory grow")
+	flag.Int64Var(&o.streamMiB, "stream-mib", 1024, "body moved each way, direct and through aileron, in the separate-process phases")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the separate-process phases' daemon to this file (go tool pprof)")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {

@@ -100,6 +100,8 @@ func clientRole(args []string) error {
 	keepAlive := fs.Bool("keepalive", true, "reuse connections")
 	h2 := fs.Bool("h2", false, "HTTP/2, every request on one connection")
 	dur := fs.Duration("duration", 2*time.Second, "measured time")
+	upload := fs.Int64("upload", 0, "instead of GETs for the duration, POST one body of this many bytes to -url")
+	download := fs.Bool("download", false, "instead of GETs for the duration, GET -url once and read it to the end")
 	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured warm-up")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -124,6 +126,9 @@ func clientRole(args []string) error {
 		tr.ForceAttemptHTTP2, tr.MaxConnsPerHost = true, 1
 	}
 	ctx := context.Background()
+	if *upload > 0 || *download {
+		return transfer(ctx, c, *rawURL, *upload)
+	}
 	drive(ctx, c, *rawURL, *conc, *warm, nil)
 	out := bufio.NewWriter(os.Stdout)
 	fmt.Fprintln(out, "start")
@@ -137,6 +142,45 @@ func clientRole(args []string) error {
 	}
 	_ = json.NewEncoder(out).Encode(res)
 	return out.Flush()
+}
+
+// transfer sends (upload > 0) or fetches one large body between "start"
+// and "stop", and reports it as one request.
+func transfer(ctx context.Context, c *http.Client, rawURL string, upload int64) error {
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "start")
+	_ = out.Flush()
+	var resp *http.Response
+	var err error
+	if upload > 0 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, io.LimitReader(zeros{}, upload))
+		req.ContentLength = upload
+		resp, err = c.Do(req)
+	} else {
+		resp, err = c.Get(rawURL)
+	}
+	run := clientRun{Requests: 1}
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+	}
+	if err != nil {
+		run = clientRun{Errors: 1, FirstErr: err.Error()}
+	}
+	fmt.Fprintln(out, "stop")
+	_ = json.NewEncoder(out).Encode(run)
+	return out.Flush()
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // drive runs conc loops of GETs for d; lat, when given, collects every

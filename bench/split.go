@@ -87,7 +87,89 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		printSplitRow(stdout, row, direct, through)
 	}
 	fmt.Fprintln(stdout, "proxy CPU/req ÷ direct: the daemon's CPU per request over the direct run's client + upstream CPU per request (about 1.0× is the floor for a proxy that terminates TLS both ways).")
+	return e.streams(ctx, o, stdout)
+}
+
+// streams moves o.streamMiB each way, direct and through aileron, and
+// reports the speed against direct and the daemon's largest resident
+// memory while the body went through.
+func (e *splitEnv) streams(ctx context.Context, o options, w io.Writer) error {
+	size := o.streamMiB << 20
+	for _, dir := range []struct{ name, path, flag string }{
+		{"down", "/v1/blob?size=" + strconv.FormatInt(size, 10), "-download"},
+		{"up", "/v1/upload", "-upload=" + strconv.FormatInt(size, 10)},
+	} {
+		var secs [2]float64
+		var rss, base int64
+		if s, err := readFootprint(e.d.cmd.Process.Pid); err == nil {
+			base = s.rssKiB
+		}
+		for i, viaProxy := range []bool{false, true} {
+			args := []string{"-roots", e.roots}
+			if viaProxy {
+				args = []string{"-roots", e.sessRoots, "-proxy", e.proxy}
+			}
+			args = append(args, "-url", "https://"+e.upAddr+dir.path, dir.flag)
+			elapsed, peak, err := e.transfer(ctx, args, viaProxy)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", dir.name, err)
+			}
+			secs[i], rss = elapsed.Seconds(), max(rss, peak)
+		}
+		mbps := func(s float64) float64 { return float64(size) / 1e6 / s }
+		fmt.Fprintf(w, "stream %d MiB %-4s aileron %.0f MB/s = %.2f of direct (%.0f MB/s); daemon resident memory %d MiB before, at most %d MiB while it streamed (budget < 32 MiB)\n",
+			o.streamMiB, dir.name, mbps(secs[1]), secs[0]/secs[1], mbps(secs[0]), base>>10, rss>>10)
+	}
 	return nil
+}
+
+// transfer runs one streaming client process and returns how long the
+// body took and, through the daemon, its largest VmRSS (KiB) meanwhile.
+func (e *splitEnv) transfer(ctx context.Context, args []string, viaProxy bool) (time.Duration, int64, error) {
+	cmd := exec.CommandContext(ctx, e.self, append([]string{roleClient}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = cmd.Wait() }()
+	br := bufio.NewReader(out)
+	if line, err := br.ReadString('\n'); err != nil || strings.TrimSpace(line) != "start" {
+		return 0, 0, fmt.Errorf("client process said %q (%v)\n%s", line, err, errb.String())
+	}
+	t0 := time.Now()
+	stop := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() {
+		var m int64
+		for {
+			if s, err := readFootprint(e.d.cmd.Process.Pid); err == nil && viaProxy {
+				m = max(m, s.rssKiB)
+			}
+			select {
+			case <-stop:
+				peak <- m
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	line, err := br.ReadString('\n')
+	elapsed := time.Since(t0)
+	close(stop)
+	m := <-peak
+	if err != nil || strings.TrimSpace(line) != "stop" {
+		return 0, 0, fmt.Errorf("client process said %q (%v)\n%s", line, err, errb.String())
+	}
+	var run clientRun
+	if err := json.NewDecoder(br).Decode(&run); err != nil || run.Errors > 0 {
+		return 0, 0, fmt.Errorf("client: %v %s", err, run.FirstErr)
+	}
+	return elapsed, m, nil
 }
 
 func printSplitRow(w io.Writer, row splitRow, direct, through []splitSample) {

@@ -15,7 +15,8 @@ import (
 
 // upstream is the HTTPS server the bench calls directly and through proxies.
 // GET /v1/items/{id} answers a tiny JSON document; GET /v1/blob streams
-// blobSize bytes with a Content-Length; GET /v1/secure/{id} answers like
+// blobSize (or ?size=N) bytes with a Content-Length; POST /v1/upload reads
+// and discards its body; GET /v1/secure/{id} answers like
 // items when the X-Api-Key header equals apiKey and 401 otherwise.
 type upstream struct {
 	srv      *http.Server
@@ -50,8 +51,20 @@ func startUpstream(ip string, pki *upstreamPKI, blobSize int64, apiKey string) (
 		}
 		serveItem(w, r)
 	})
-	mux.HandleFunc("GET /v1/blob", func(w http.ResponseWriter, _ *http.Request) {
-		serveBlob(w, chunk, blobSize)
+	mux.HandleFunc("GET /v1/blob", func(w http.ResponseWriter, r *http.Request) {
+		size := blobSize
+		if n, err := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64); err == nil && n > 0 {
+			size = n
+		}
+		serveBlob(w, chunk, size)
+	})
+	mux.HandleFunc("POST /v1/upload", func(w http.ResponseWriter, r *http.Request) { // counts and discards the body
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, `{"received":%d}`, n)
 	})
 	conns := new(atomic.Int64)
 	srv := &http.Server{
