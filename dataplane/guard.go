@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -63,6 +64,17 @@ func (g *Guard) AddSelf(ap netip.AddrPort) {
 	g.mu.Lock()
 	g.self = append(g.self, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
 	g.mu.Unlock()
+}
+
+// removeSelf forgets one AddSelf of ap (a listener that closed). The same
+// address added twice stays until removed twice.
+func (g *Guard) removeSelf(ap netip.AddrPort) {
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i := slices.Index(g.self, ap); i >= 0 {
+		g.self = slices.Delete(g.self, i, i+1)
+	}
 }
 
 // isSelf reports whether dialling ip:port reaches one of the daemon's own

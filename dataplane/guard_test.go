@@ -195,3 +195,20 @@ func TestGuardWildcardSelf(t *testing.T) {
 		t.Errorf("another loopback address (no listener there): %v, want it dialled", err)
 	}
 }
+
+// TestGuardForgetsClosedSelf: an address added twice stays self until
+// removed twice; then the guard judges it like any other.
+func TestGuardForgetsClosedSelf(t *testing.T) {
+	g := &Guard{}
+	ap := netip.MustParseAddrPort("10.237.0.1:443")
+	g.AddSelf(ap)
+	g.AddSelf(ap)
+	g.removeSelf(ap)
+	if !g.isSelf(ap.Addr(), ap.Port()) {
+		t.Fatal("one of two listeners on the address closed, and the address stopped being self")
+	}
+	g.removeSelf(ap)
+	if g.isSelf(ap.Addr(), ap.Port()) || len(g.self) != 0 {
+		t.Fatalf("both closed, and %v is still self (%v)", ap, g.self)
+	}
+}

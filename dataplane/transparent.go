@@ -72,6 +72,7 @@ func (p *Proxy) ServeTransparent(l net.Listener, o Origins, tls bool) error {
 	}
 	if ap, err := netip.ParseAddrPort(l.Addr().String()); err == nil {
 		p.Guard.AddSelf(ap)
+		defer p.Guard.removeSelf(ap) // a sandbox's listeners come and go
 	}
 	p.transparent.add(l)
 	defer p.transparent.remove(l)
