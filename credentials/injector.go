@@ -53,6 +53,7 @@ type Injector struct {
 
 	mu      sync.Mutex
 	sources map[string]*oauthSource // by credential name
+	forms   inject.EchoForms         // each secret's echo forms, worked out once
 }
 
 // oauthSource is a cached token source and the vault revision it was built
@@ -97,7 +98,7 @@ func (c *Injector) Inject(ctx context.Context, _ *dataplane.Session, op *policy.
 	if err != nil {
 		return nil, err
 	}
-	echoes, err := inject.Apply(out, placementFor(op.Spec.Credential, b), secret, c.now())
+	echoes, err := inject.ApplyWith(out, placementFor(op.Spec.Credential, b), secret, c.now(), &c.forms)
 	if err != nil {
 		return nil, failure(err, secretValues(cred), "%s: putting credential %s on the request failed", opLabel(op), cred.Name)
 	}

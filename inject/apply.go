@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,6 +39,12 @@ import (
 // Failures wrap ErrBadSecret, ErrBadPlacement or ErrBodyTooLarge; out may be
 // partly modified and must then not be sent. Errors never contain the secret.
 func Apply(out *http.Request, pl Placement, s Secret, now time.Time) (echoes []string, err error) {
+	return ApplyWith(out, pl, s, now, nil)
+}
+
+// ApplyWith is Apply that works out each secret's echo forms once per
+// forms (nil: every time).
+func ApplyWith(out *http.Request, pl Placement, s Secret, now time.Time, forms *EchoForms) (echoes []string, err error) {
 	if out == nil || out.URL == nil || out.Header == nil {
 		return nil, fmt.Errorf("%w: the outbound request has no URL or header map", ErrBadPlacement)
 	}
@@ -49,20 +56,20 @@ func Apply(out *http.Request, pl Placement, s Secret, now time.Time) (echoes []s
 		if now.IsZero() {
 			now = time.Now()
 		}
-		return applySigV4(out, s, now)
+		return applySigV4(out, s, now, forms)
 	case KindBasic:
-		return applyBasic(out, pl.normalized(KindBasic), s)
+		return applyBasic(out, pl.normalized(KindBasic), s, forms)
 	}
-	return applyToken(out, pl.normalized(s.Kind), s)
+	return applyToken(out, pl.normalized(s.Kind), s, forms)
 }
 
 // applyToken places an api_key, bearer or oauth2 token.
-func applyToken(out *http.Request, pl Placement, s Secret) ([]string, error) {
+func applyToken(out *http.Request, pl Placement, s Secret, forms *EchoForms) ([]string, error) {
 	if err := pl.check(s.Kind); err != nil {
 		return nil, err
 	}
 	v := render(pl.Format, s.Token)
-	var e echoSet
+	e := echoSet{cache: forms}
 	e.forms(s.Token)
 	e.forms(v)
 	if pl.Query != "" {
@@ -77,13 +84,13 @@ func applyToken(out *http.Request, pl Placement, s Secret) ([]string, error) {
 }
 
 // applyBasic places HTTP basic credentials.
-func applyBasic(out *http.Request, pl Placement, s Secret) ([]string, error) {
+func applyBasic(out *http.Request, pl Placement, s Secret, forms *EchoForms) ([]string, error) {
 	if err := pl.check(KindBasic); err != nil {
 		return nil, err
 	}
 	pair := s.Username + ":" + s.Password
 	v := "Basic " + base64.StdEncoding.EncodeToString([]byte(pair))
-	var e echoSet
+	e := echoSet{cache: forms}
 	e.forms(s.Password)
 	e.forms(pair)
 	e.add(v)
@@ -93,7 +100,8 @@ func applyBasic(out *http.Request, pl Placement, s Secret) ([]string, error) {
 
 // echoSet collects distinct echo strings in a stable order.
 type echoSet struct {
-	list []string
+	list  []string
+	cache *EchoForms // nil: forms are worked out every time
 }
 
 func (e *echoSet) add(v string) {
@@ -114,6 +122,43 @@ func (e *echoSet) forms(v string) {
 	if v == "" {
 		return
 	}
+	for _, f := range e.cache.of(v) {
+		e.add(f)
+	}
+}
+
+// EchoForms remembers each secret's encoded forms: a secret is injected on
+// request after request, and working them out costs more than the rest of
+// the injection. It holds at most maxCachedSecrets (then starts over), so
+// rotated secrets do not pile up. The zero value is ready; it is safe for
+// concurrent use; a nil *EchoForms remembers nothing.
+type EchoForms struct {
+	mu sync.Mutex
+	m  map[string][]string
+}
+
+const maxCachedSecrets = 1024
+
+func (c *EchoForms) of(v string) []string {
+	if c == nil {
+		return encodedForms(v)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.m[v]; ok {
+		return f
+	}
+	if c.m == nil || len(c.m) >= maxCachedSecrets {
+		c.m = map[string][]string{}
+	}
+	f := encodedForms(v)
+	c.m[v] = f
+	return f
+}
+
+// encodedForms is v and every encoded form of it an upstream could echo.
+func encodedForms(v string) []string {
+	var e echoSet
 	e.add(v)
 	e.add(url.QueryEscape(v))
 	e.add(url.PathEscape(v))
@@ -129,6 +174,7 @@ func (e *echoSet) forms(v string) {
 			}
 		}
 	}
+	return e.list
 }
 
 // base64Core returns the characters of the encoding of v, preceded by shift

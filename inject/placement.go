@@ -129,7 +129,30 @@ func checkFormat(f string) error {
 
 // render replaces every {token} and {key} in format by secret.
 func render(format, secret string) string {
-	return strings.NewReplacer("{token}", secret, "{key}", secret).Replace(format)
+	if !strings.Contains(format, "{") {
+		return format
+	}
+	var b strings.Builder
+	for format != "" { // one pass: a secret holding "{key}" is never expanded again
+		i := strings.IndexByte(format, '{')
+		if i < 0 {
+			b.WriteString(format)
+			break
+		}
+		b.WriteString(format[:i])
+		switch rest := format[i:]; {
+		case strings.HasPrefix(rest, "{token}"):
+			b.WriteString(secret)
+			format = rest[len("{token}"):]
+		case strings.HasPrefix(rest, "{key}"):
+			b.WriteString(secret)
+			format = rest[len("{key}"):]
+		default:
+			b.WriteByte('{')
+			format = rest[1:]
+		}
+	}
+	return b.String()
 }
 
 // setHeader replaces every value the client put under name (matched case-

@@ -40,7 +40,7 @@ func isPresignParam(k string) bool {
 }
 
 // applySigV4 signs out with s (validated, Kind aws_sigv4).
-func applySigV4(out *http.Request, s Secret, now time.Time) ([]string, error) {
+func applySigV4(out *http.Request, s Secret, now time.Time, forms *EchoForms) ([]string, error) {
 	host := out.Host
 	if host == "" {
 		host = out.URL.Host
@@ -62,7 +62,7 @@ func applySigV4(out *http.Request, s Secret, now time.Time) ([]string, error) {
 	if err := signV4(out, s, region, payload, now); err != nil {
 		return nil, err
 	}
-	var e echoSet
+	e := echoSet{cache: forms}
 	e.forms(s.SecretAccessKey)
 	e.forms(s.SessionToken)
 	return e.list, nil
