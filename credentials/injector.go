@@ -53,7 +53,7 @@ type Injector struct {
 
 	mu      sync.Mutex
 	sources map[string]*oauthSource // by credential name
-	forms   inject.EchoForms         // each secret's echo forms, worked out once
+	forms   inject.EchoForms        // each secret's echo forms, worked out once
 }
 
 // oauthSource is a cached token source and the vault revision it was built

@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strings"
 	"sync"
 	"time"
 )
@@ -65,10 +65,19 @@ func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 		Transport:      forwarder{p: p},
 		FlushInterval:  0,
 		BufferPool:     &copyBuffers{},
-		ErrorLog:       log.New(io.Discard, "", 0), // outcomes go to the record; nil would mean stderr
+		ErrorLog:       log.New(debugLines{p}, "", 0), // outcomes go to the record; the cause to the debug log
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamFailed,
 	}
+}
+
+// debugLines writes ReverseProxy's own messages (why a body copy broke
+// off) to the operational log at debug level; the record has the outcome.
+type debugLines struct{ p *Proxy }
+
+func (d debugLines) Write(b []byte) (int, error) {
+	d.p.log.Debug().Str("event", "proxy.forward_error").Msg(strings.TrimSpace(string(b)))
+	return len(b), nil
 }
 
 // copyBuffers is ReverseProxy's BufferPool: 32 KiB buffers, reused.
