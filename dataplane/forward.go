@@ -49,7 +49,11 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 			Got1xxResponse: func(_ int, h textproto.MIMEHeader) error { red.Header(http.Header(h)); return nil },
 		}))
 	}
-	resp, err := f.p.transport.RoundTrip(out)
+	tr := f.p.transport
+	if wantsH2(out) {
+		tr = f.p.h2up
+	}
+	resp, err := tr.RoundTrip(out)
 	if err != nil || red.Empty() {
 		return resp, err
 	}

@@ -109,7 +109,8 @@ type Proxy struct {
 	outer     *http.Server
 	inner     *http.Server
 	tunnels   *chanListener
-	transport *http.Transport
+	transport *http.Transport // HTTP/1.1 to the upstream
+	h2up      *http.Transport // HTTP/2 to the upstream, for the requests that need it (wantsH2)
 	rp        *httputil.ReverseProxy
 	raw       sync.WaitGroup // passthrough tunnels
 	rawMu     sync.Mutex
@@ -180,6 +181,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	p.closeRaw()
 	p.transport.CloseIdleConnections()
+	p.h2up.CloseIdleConnections()
 	p.raw.Wait()
 	return err
 }
@@ -208,6 +210,10 @@ func (p *Proxy) build() error {
 		return err
 	}
 	p.transport = tr
+	if p.h2up, err = p.newTransport(); err != nil {
+		return err
+	}
+	p.h2up.ForceAttemptHTTP2 = true
 	p.rawConns = make(map[net.Conn]struct{})
 	p.tunnels = newChanListener()
 	p.rp = p.newReverseProxy()

@@ -47,7 +47,7 @@ func (p *Proxy) newTransport() (*http.Transport, error) {
 		MaxIdleConnsPerHost:   128,
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
-		ForceAttemptHTTP2:     true, // h2 where the upstream offers it (gRPC needs it); pooled and multiplexed
+		ForceAttemptHTTP2:     false, // HTTP/1.1; build sets it on the h2 transport (wantsH2)
 	}, nil
 }
 
@@ -69,6 +69,28 @@ func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamFailed,
 	}
+}
+
+// wantsH2 reports whether out must reach its upstream over HTTP/2: an
+// HTTP/2 request that needs trailers end to end (gRPC says so with
+// "TE: trailers" and an application/grpc body), which HTTP/1.1 cannot
+// carry to a gRPC server. Everything else goes over HTTP/1.1, where each
+// request has its upstream connection to itself.
+func wantsH2(out *http.Request) bool {
+	if out.ProtoMajor != 2 {
+		return false
+	}
+	if strings.HasPrefix(out.Header.Get("Content-Type"), "application/grpc") {
+		return true
+	}
+	for _, v := range out.Header.Values("Te") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "trailers") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // debugLines writes ReverseProxy's own messages (why a body copy broke
