@@ -127,6 +127,12 @@ func (m *Manager) startGateway(sb *sandbox) error {
 	return nil
 }
 
+// gatewayPorts are what a gateway serves on its listen address.
+var gatewayPorts = []struct {
+	proto byte
+	port  uint16
+}{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}, {unix.IPPROTO_TCP, 443}, {unix.IPPROTO_TCP, 80}}
+
 // blockedMark marks, in conntrack, the flows of a gateway's clients that
 // are to be refused.
 const blockedMark = 0xa11e
@@ -178,11 +184,13 @@ func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
 	chain(c, t, "prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainPolicyAccept, nat)
 	marked := rule{&expr.Ct{Key: expr.CtKeyMARK, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: mark}}
 	in := reject(join(iif, marked))
-	in = append(in, join(iif, established(), rule{accept()}), join(iif, tooManyNew()))
-	for _, p := range []struct {
-		proto byte
-		port  uint16
-	}{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}, {unix.IPPROTO_TCP, 443}, {unix.IPPROTO_TCP, 80}} {
+	for _, p := range gatewayPorts {
+		// the gateway's DNS and listeners serve its interface alone (the
+		// address may be the machine's own, with other services on it)
+		in = append(in, join(self, notIfname(expr.MetaKeyIIFNAME, l.iface), dport(p.proto, p.port), rule{drop()}))
+	}
+	in = append(in, join(iif, dnsFlood()), join(iif, established(), rule{accept()}), join(iif, tooManyNew()))
+	for _, p := range gatewayPorts {
 		in = append(in, join(iif, from, self, dport(p.proto, p.port), rule{accept()}))
 	}
 	for _, nd := range neighbour(true) {

@@ -22,6 +22,32 @@ func ifname(key expr.MetaKey, name string) rule {
 	return rule{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b}}
 }
 
+// notIfname matches a packet whose interface (key) is not name.
+func notIfname(key expr.MetaKey, name string) rule {
+	r := ifname(key, name)
+	r[1].(*expr.Cmp).Op = expr.CmpOpNeq
+	return r
+}
+
+// Each sandbox or gateway sends its DNS server at most dnsPacketRate UDP
+// packets a second (bursts of twice that); the rest are dropped before
+// they cost a conntrack entry or a goroutine.
+const dnsPacketRate = 200
+
+// dnsFlood matches a UDP packet to port 53 beyond dnsPacketRate.
+func dnsFlood() rule {
+	return append(dport(unix.IPPROTO_UDP, 53),
+		&expr.Limit{Type: expr.LimitTypePkts, Rate: dnsPacketRate, Unit: expr.LimitTimeSecond, Burst: 2 * dnsPacketRate, Over: true},
+		drop())
+}
+
+// onlyFrom drops what is addressed to a, a sandbox's or gateway's own
+// address, but arrives on another interface than iface (another link, or
+// lo): its listeners serve that link alone.
+func onlyFrom(iface string, a netip.Prefix) []expr.Any {
+	return join(daddr(a), notIfname(expr.MetaKeyIIFNAME, iface), rule{drop()})
+}
+
 func nfproto(p byte) rule {
 	return rule{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}
 }
@@ -205,7 +231,8 @@ func hostRules(c *nftables.Conn, l link) {
 		}
 	}
 	chain(c, t, "prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainPolicyAccept, nat)
-	in := [][]expr.Any{join(iif, established(), rule{accept()}), join(iif, tooManyNew())}
+	in := [][]expr.Any{onlyFrom(l.hostName, netip.PrefixFrom(l.host4, 32)), onlyFrom(l.hostName, netip.PrefixFrom(l.host6, 128)),
+		join(iif, dnsFlood()), join(iif, established(), rule{accept()}), join(iif, tooManyNew())}
 	for _, a := range []netip.Prefix{netip.PrefixFrom(l.host4, 32), netip.PrefixFrom(l.host6, 128)} {
 		for _, p := range []struct {
 			proto byte

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,8 @@ if [ -e /dev/kmsg ]; then echo kmsg=present; else echo kmsg=absent; fi
 echo "session=$(cut -d' ' -f6 /proc/self/stat)"
 echo "shell=$$"
 echo "fds=$(ls /proc/self/fd | wc -l)"
+echo "ipc=$(readlink /proc/self/ns/ipc)"
+kill -ABRT 1 2>/dev/null; sleep 0.2; echo helper_alive=yes
 (sleep 317 </dev/null >/dev/null 2>&1 &)
 echo left=sleep
 `
@@ -57,6 +60,7 @@ var forbiddenCaps = map[string]uint{"NET_ADMIN": 12, "NET_RAW": 13, "SYS_MODULE"
 func checkLocalEscapes(t *testing.T, w *fenceWorld) {
 	t.Helper()
 	script := "ADMIN_SOCK=" + filepath.Join(w.d.home, "admin.sock") + "\n" + localEscapeScript
+	hostIPC, _ := os.Readlink("/proc/self/ns/ipc")
 	for _, c := range []struct {
 		name  string
 		flags []string
@@ -93,6 +97,8 @@ func checkLocalEscapes(t *testing.T, w *fenceWorld) {
 			"no /dev/kmsg":                      got["kmsg"] == "absent",
 			"own session, no terminal":          got["session"] != "" && got["session"] == got["shell"],
 			"nothing inherited":                 got["fds"] == "4", // ls's 0, 1, 2 and the directory it reads
+			"own IPC namespace":                 got["ipc"] != "" && got["ipc"] != hostIPC,
+			"helper survives SIGABRT":           got["helper_alive"] == "yes",
 		}
 		if c.uid != "0" {
 			want["no capability at all"] = got["capeff"] == "0000000000000000" && got["capbnd"] == "0000000000000000"
@@ -173,6 +179,21 @@ func checkLauncherKilled(t *testing.T, w *fenceWorld) {
 	if n := listed(); n != 1 {
 		_ = cmd.Process.Kill()
 		t.Fatalf("sandbox list shows %d sandboxes while one runs", n)
+	}
+	out, _, _ := w.d.run(t.Context(), "sandbox", "list", "--json")
+	var list []struct{ DNS string }
+	_ = json.Unmarshal([]byte(out), &list)
+	if len(list) == 1 { // its listeners serve its link alone: not the daemon's own namespace (lo), nor another link
+		err := inNetns(w.aileron, func() error {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(list[0].DNS, "443"), 300*time.Millisecond)
+			if err == nil {
+				_ = c.Close()
+			}
+			return err
+		})
+		if err == nil {
+			t.Error("a process of the daemon's namespace reached a sandbox's transparent listener")
+		}
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()

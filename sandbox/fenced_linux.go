@@ -49,7 +49,10 @@ func RunFenced(ctx context.Context, info sessions.Info, argv []string, opts Fenc
 	// it (Unshareflags), so nothing mounted inside reaches the host; the
 	// helper is the first process (pid 1) of the new PID namespace, so
 	// every process the command leaves behind dies with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS, Cloneflags: syscall.CLONE_NEWPID}
+	// IPC, UTS and cgroup namespaces of its own too: no System V or POSIX
+	// IPC object of the host is reachable from inside.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
+		Cloneflags: syscall.CLONE_NEWPID}
 	if err := cmd.Start(); err != nil {
 		_ = pr.Close()
 		return -1, fmt.Errorf("%w: starting the sandbox's namespaces (this needs root): %v", ErrFence, err)

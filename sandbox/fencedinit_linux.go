@@ -77,7 +77,7 @@ func FencedInit() (int, error) {
 		return -1, fmt.Errorf("%w: dropping privileges: %v", ErrFence, err)
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs) // every signal: none may end the helper (a root command could send it SIGABRT)
 	cmd := exec.Command(plan.Path)
 	cmd.Args, cmd.Env, cmd.Dir = plan.Argv, os.Environ(), plan.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr

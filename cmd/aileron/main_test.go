@@ -107,15 +107,15 @@ func TestReadmeCommandsAreTheUsage(t *testing.T) {
 
 func TestHidePaths(t *testing.T) {
 	for _, c := range []struct {
-		home, socket string
-		want         []string
+		home, socket, audit string
+		want                []string
 	}{
-		{"/var/lib/aileron", "/var/lib/aileron/admin.sock", []string{"/var/lib/aileron"}},
-		{"/var/lib/aileron", "/run/aileron/admin.sock", []string{"/var/lib/aileron", "/run/aileron"}},
-		{"/var/lib/aileron", "/tmp/admin.sock", []string{"/var/lib/aileron", "/tmp/admin.sock"}},
-		{"/var/lib/aileron", "/var/lib/aileron-other/admin.sock", []string{"/var/lib/aileron", "/var/lib/aileron-other"}},
+		{"/var/lib/aileron", "/var/lib/aileron/admin.sock", "/var/lib/aileron/audit", []string{"/var/lib/aileron"}},
+		{"/var/lib/aileron", "/run/aileron/admin.sock", "", []string{"/var/lib/aileron", "/run/aileron"}},
+		{"/var/lib/aileron", "/tmp/admin.sock", "/var/log/aileron", []string{"/var/lib/aileron", "/var/log/aileron", "/tmp/admin.sock"}},
+		{"/var/lib/aileron", "/var/lib/aileron-other/admin.sock", "", []string{"/var/lib/aileron", "/var/lib/aileron-other"}},
 	} {
-		if got := hidePaths(c.home, c.socket); !slices.Equal(got, c.want) {
+		if got := hidePaths(c.home, c.socket, c.audit); !slices.Equal(got, c.want) {
 			t.Errorf("hidePaths(%s, %s) = %q, want %q", c.home, c.socket, got, c.want)
 		}
 	}

@@ -73,7 +73,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		return sb.DNS, func() { _ = c.CloseSandbox(context.Background(), sb.ID) }, nil
 	}
 	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, User: who,
-		Hide: hidePaths(cfg.Home, cfg.Admin.Socket), Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		Hide: hidePaths(cfg.Home, cfg.Admin.Socket, cfg.Audit.Dir), Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return err
 	}
@@ -172,14 +172,34 @@ func cmdSandboxClose(args []string, stderr io.Writer) error {
 // the admin socket's directory when the socket lives elsewhere. A shared
 // directory (/tmp and the like) is not hidden whole: the socket file alone
 // is covered, which holds until the daemon restarts and makes a new one.
-func hidePaths(home, socket string) []string {
-	dir := filepath.Dir(socket)
-	if rel, err := filepath.Rel(home, socket); err == nil && !strings.HasPrefix(rel, "..") {
-		return []string{home}
+func hidePaths(home, socket, auditDir string) []string {
+	home, socket = absPath(home), absPath(socket)
+	out := []string{home}
+	if auditDir != "" && !within(home, absPath(auditDir)) { // the audit trail, which a root command could rewrite
+		out = append(out, absPath(auditDir))
 	}
-	switch dir {
+	if within(home, socket) {
+		return out
+	}
+	switch dir := filepath.Dir(socket); dir {
 	case "/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/home":
-		return []string{home, socket}
+		return append(out, socket)
+	default:
+		return append(out, dir)
 	}
-	return []string{home, dir}
+}
+
+// within reports whether path is dir or under it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// absPath is p made absolute against the working directory (p itself when
+// that fails).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
