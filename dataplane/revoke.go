@@ -154,15 +154,21 @@ func (p *Proxy) checkLive(w http.ResponseWriter, t *tunnel) error {
 }
 
 // hangUpRevoked ends an HTTP/2 tunnel whose request was just refused
-// because its session is no longer live: the refusal is flushed, then the
-// connection closed, every other stream with it.
+// because its session is no longer live: the refusal is flushed, and the
+// connection closed a moment later (HTTP/2 writes frames after Flush
+// returns; the revocation watcher's own period is as long), every other
+// stream with it.
 func hangUpRevoked(w http.ResponseWriter, t *tunnel, err error) {
 	var re *revokedError
 	if t.hangup != nil && errors.As(err, &re) {
 		_ = http.NewResponseController(w).Flush()
-		t.hangup()
+		time.AfterFunc(hangUpDelay, t.hangup)
 	}
 }
+
+// hangUpDelay is how long a refused HTTP/2 stream's answer has to leave
+// before its connection is closed.
+const hangUpDelay = 100 * time.Millisecond
 
 // revokedError is a request of a deleted or expired session.
 type revokedError struct{ err error }
