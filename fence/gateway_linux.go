@@ -178,6 +178,9 @@ func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
 	for _, nd := range neighbour(true) {
 		nat = append(nat, join(iif, rule(nd)))
 	}
+	for _, m := range mld(accept()) { // the clients' kernels announce their multicast groups: not NATed, not logged
+		nat = append(nat, join(iif, rule(m)))
+	}
 	nat = append(nat, join(iif, rule(logBlocked(group))),
 		join(iif, rule{&expr.Immediate{Register: 1, Data: mark}, &expr.Ct{Key: expr.CtKeyMARK, Register: 1, SourceRegister: true}}),
 		join(iif, nfproto(fam), dnat(0)))
@@ -195,6 +198,9 @@ func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
 	}
 	for _, nd := range neighbour(true) {
 		in = append(in, join(iif, rule(nd)))
+	}
+	for _, m := range quietMLD() { // ... and dropped without an audit line: not an attempt to get out
+		in = append(in, join(iif, rule(m)))
 	}
 	in = append(in, join(iif, rule(logBlocked(group))))
 	in = append(in, reject(iif)...)

@@ -136,12 +136,16 @@ func neighbour(routerless bool) [][]expr.Any {
 // kernel itself sends to ff02::/16 when a link comes up (MLD, ICMPv6
 // 130–132 and 143): they go nowhere past the daemon's end, and an audit
 // line for each would read as an attempt to get out.
-func quietMLD() [][]expr.Any {
+func quietMLD() [][]expr.Any { return mld(drop()) }
+
+// mld matches the multicast listener reports and queries to ff02::/16,
+// with verdict v.
+func mld(v expr.Any) [][]expr.Any {
 	var out [][]expr.Any
 	for _, t := range []byte{130, 131, 132, 143} {
 		out = append(out, join(daddr(netip.MustParsePrefix("ff02::/16")), l4proto(unix.IPPROTO_ICMPV6), rule{
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}, drop()}))
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}, v}))
 	}
 	return out
 }

@@ -37,6 +37,7 @@ if (exec 3</proc/1/mem) 2>/dev/null || cat /proc/1/environ >/dev/null 2>&1; then
 echo "sysmount=$(awk '$2=="/sys"{v=$4} END{split(v,o,",");print o[1]}' /proc/self/mounts)"
 echo "cgroups=$(ls -A /sys/fs/cgroup 2>/dev/null | wc -l)"
 if [ -e /dev/kmsg ]; then echo kmsg=present; else echo kmsg=absent; fi
+echo "keys=$(wc -c < /proc/keys 2>/dev/null || echo 0)"
 echo "session=$(cut -d' ' -f6 /proc/self/stat)"
 echo "shell=$$"
 echo "fds=$(ls /proc/self/fd | wc -l)"
@@ -95,6 +96,7 @@ func checkLocalEscapes(t *testing.T, w *fenceWorld) {
 			"helper not open to ptrace":         got["helper"] == "closed",
 			"/sys read-only, no cgroups":        got["sysmount"] == "ro" && got["cgroups"] == "0",
 			"no /dev/kmsg":                      got["kmsg"] == "absent",
+			"/proc/keys masked":                 got["keys"] == "0",
 			"own session, no terminal":          got["session"] != "" && got["session"] == got["shell"],
 			"nothing inherited":                 got["fds"] == "4", // ls's 0, 1, 2 and the directory it reads
 			"own IPC namespace":                 got["ipc"] != "" && got["ipc"] != hostIPC,

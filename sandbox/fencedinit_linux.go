@@ -164,6 +164,9 @@ func fenceMounts(plan initPlan) error {
 			return fmt.Errorf("%w: making %s read-only: %v", ErrFence, p, err)
 		}
 	}
+	if err := maskProc(); err != nil {
+		return err
+	}
 	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("%w: mounting a read-only /sys: %v", ErrFence, err)
 	}
@@ -240,6 +243,32 @@ func minimalDev() error {
 		return fail(err)
 	}
 	return os.Remove(stage)
+}
+
+// maskedProc are the parts of /proc container engines hide: kernel key
+// rings, timers and scheduler state of the whole machine, and hardware
+// knobs a root command could write.
+var maskedProc = []string{"/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/kcore", "/proc/latency_stats",
+	"/proc/timer_stats", "/proc/acpi", "/proc/scsi", "/proc/asound"}
+
+// maskProc covers each of maskedProc that exists: a file with /dev/null, a
+// directory with an empty read-only tmpfs.
+func maskProc() error {
+	for _, p := range maskedProc {
+		st, err := os.Stat(p)
+		switch {
+		case err != nil:
+			continue
+		case st.IsDir():
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
+		default:
+			err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return fmt.Errorf("%w: masking %s: %v", ErrFence, p, err)
+		}
+	}
+	return nil
 }
 
 func bindReadOnly(p string) error {
