@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,27 +305,31 @@ func checkFenceAudit(t *testing.T, w *fenceWorld) {
 		"dns 60-char label":       func(l auditLine) bool { return strings.HasPrefix(l.detail("name"), "aaaaaaaaaa") },
 		"dns unlisted":            func(l auditLine) bool { return l.detail("name") == "exfil.example.net" },
 	}
-	lines := waitAudit(t, w.d, "every bypass attempt", func(lines []auditLine) bool {
-		for what, ok := range want {
-			found := false
-			for _, l := range lines {
-				ev := l.str("event")
-				if (ev == "sandbox.egress_blocked" || ev == "dns.denied") && l.str("session") == w.session && ok(l) {
-					found = true
-				}
-			}
-			if !found {
-				t.Logf("not yet audited: %s", what)
-				return false
-			}
-		}
-		return true
-	})
+	lines := waitBlocked(t, w.d, w.session, "every bypass attempt", want)
 	for _, l := range lines {
 		if l.str("event") == "sandbox.egress_blocked" && strings.HasPrefix(l.str("host"), "ff02:") {
 			t.Errorf("the kernel's own link-local multicast was audited as a blocked attempt: %v", l)
 		}
 	}
+}
+
+// waitBlocked waits until, for each of want, session has a
+// sandbox.egress_blocked or dns.denied line it matches, and returns the
+// audit lines.
+func waitBlocked(t *testing.T, d *daemon, session, what string, want map[string]func(auditLine) bool) []auditLine {
+	t.Helper()
+	return waitAudit(t, d, what, func(lines []auditLine) bool {
+		for name, ok := range want {
+			if !slices.ContainsFunc(lines, func(l auditLine) bool {
+				ev := l.str("event")
+				return (ev == "sandbox.egress_blocked" || ev == "dns.denied") && l.str("session") == session && ok(l)
+			}) {
+				t.Logf("not yet audited: %s", name)
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // checkCaptures: from the sandbox only Aileron's DNS and transparent

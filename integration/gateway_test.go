@@ -175,22 +175,7 @@ func checkGatewayAudit(t *testing.T, g *gatewayWorld) {
 		"icmp":                   func(l auditLine) bool { return l.str("host") == fenceFar4 && l.detail("protocol") == "icmp" },
 		"dns unlisted":           func(l auditLine) bool { return l.detail("name") == "exfil.example.net" },
 	}
-	waitAudit(t, g.d, "the gateway's blocked attempts", func(lines []auditLine) bool {
-		for what, ok := range want {
-			found := false
-			for _, l := range lines {
-				ev := l.str("event")
-				if (ev == "sandbox.egress_blocked" || ev == "dns.denied") && l.str("session") == g.session && ok(l) {
-					found = true
-				}
-			}
-			if !found {
-				t.Logf("not yet audited: %s", what)
-				return false
-			}
-		}
-		return true
-	})
+	waitBlocked(t, g.d, g.session, "the gateway's blocked attempts", want)
 }
 
 // checkGatewayCaptures: nothing the agent sent reached the fake internet

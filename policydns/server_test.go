@@ -1,6 +1,7 @@
 package policydns
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -179,9 +180,10 @@ func TestMap(t *testing.T) {
 	}
 }
 
-// TestServeUDPAndTCP answers real queries over loopback sockets.
-func TestServeUDPAndTCP(t *testing.T) {
-	s, d := newServer(t)
+// serveLoopback serves s on loopback UDP and TCP until t ends and returns
+// the two endpoints.
+func serveLoopback(t *testing.T, s *Server) []struct{ net, addr string } {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +193,14 @@ func TestServeUDPAndTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Serve(pc, l)
-	defer func() { _ = s.Shutdown(t.Context()) }()
-	for _, c := range []struct{ net, addr string }{{"udp", pc.LocalAddr().String()}, {"tcp", l.Addr().String()}} {
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	return []struct{ net, addr string }{{"udp", pc.LocalAddr().String()}, {"tcp", l.Addr().String()}}
+}
+
+// TestServeUDPAndTCP answers real queries over loopback sockets.
+func TestServeUDPAndTCP(t *testing.T) {
+	s, d := newServer(t)
+	for _, c := range serveLoopback(t, s) {
 		cl := &dns.Client{Net: c.net, Timeout: 2 * time.Second}
 		r, _, err := cl.Exchange(query("api.example.com.", dns.TypeA), c.addr)
 		if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
@@ -215,17 +223,7 @@ func TestServeUDPAndTCP(t *testing.T) {
 func TestServeAnswersOnlyItsSandbox(t *testing.T) {
 	s, d := newServer(t)
 	s.From = func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Serve(pc, l)
-	defer func() { _ = s.Shutdown(t.Context()) }()
-	for _, c := range []struct{ net, addr string }{{"udp", pc.LocalAddr().String()}, {"tcp", l.Addr().String()}} {
+	for _, c := range serveLoopback(t, s) {
 		for _, src := range []string{"127.0.0.1", "127.0.0.2"} {
 			cl := &dns.Client{Net: c.net, Timeout: 300 * time.Millisecond}
 			if c.net == "udp" {
