@@ -13,12 +13,13 @@
 //	       ├─ passthrough → SSRF-safe dial, raw tunnel, audited
 //	       ├─ API host    → the session's sandbox API handler (api.go)
 //	       └─ intercept   → TLS with a session leaf; SNI must equal the CONNECT host;
-//	                        http/1.1 to the inner server, or h2: a stream each (h2.go)
+//	                        http/1.1: served in one goroutine (h1.go, h1writer.go), or h2: a stream each (h2.go)
 //	  every inner request or stream (pipeline.go: serveInner), and every Execute call (call.go):
 //	       ─▶ target as sent; Host (:authority, else 421), absolute-form target and SNI agree with the CONNECT
 //	       ─▶ policy.Decide ─▶ approval gate (hold.go: Approvals.Await)
 //	       ─▶ audit[] fields ─▶ Recorder.Decided (refused if it cannot be written)
-//	       ─▶ Injector on the outbound copy (forward.go) ─▶ Guard dial, verified TLS
+//	       ─▶ Injector on the outbound copy (forward.go) ─▶ Guard dial, verified TLS,
+//	          a pooled HTTP/1.1 exchange in the request's goroutine (uptransport.go)
 //	       ─▶ response streamed back, echoes masked ─▶ Recorder.Completed, log line
 //	  plain-HTTP proxy request ─▶ authenticated, then refused (insecure_scheme)
 //
@@ -26,7 +27,7 @@
 // become HTTP in one place (refusal.go).
 //
 // It imports ca, policy, inject, audit, goproxy (every default replaced),
-// x/net/http2 and zerolog, and reaches sessions, credentials, approvals and the
+// x/net/http2, x/net/http/httpguts and zerolog, and reaches sessions, credentials, approvals and the
 // audit sink only through the interfaces it declares (Sessions, Injector,
 // Approvals, Recorder); it never imports the control plane.
 package dataplane

@@ -49,7 +49,7 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 			Got1xxResponse: func(_ int, h textproto.MIMEHeader) error { red.Header(http.Header(h)); return nil },
 		}))
 	}
-	tr := f.p.transport
+	var tr http.RoundTripper = f.p.up
 	if wantsH2(out) {
 		tr = f.p.h2up
 	}

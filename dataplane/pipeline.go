@@ -39,13 +39,15 @@ func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
 		WriteRefusal(w, mkRefusal(http.StatusInternalServerError, ClassInternal, policy.ReasonInternal, "request arrived without a tunnel"))
 		return
 	}
+	p.serveRequest(w, r, t)
+}
+
+// serveRequest serves r, which arrived in tunnel t.
+func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request, t *tunnel) {
 	if t.api {
 		p.serveAPI(w, r, t)
 		return
 	}
-	ctx, done := requestContext(r, t)
-	defer done()
-	r = r.WithContext(ctx)
 	rec := p.newRecord(r)
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
 	clock := p.clockBody(w, r)
@@ -112,24 +114,6 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, rec *Record, out *o
 	if cut || cw.status == 0 { // cut off, or nothing sent: never let net/http answer 200 for us
 		abort(w, rec)
 	}
-}
-
-// requestContext is the context a request runs under: the server's, except
-// that the server cancelling it because the client pipelined a malformed
-// request behind it does not abort it; it gets its real answer, then the
-// malformed one its 400. A client that leaves, or a body that stalls,
-// still cancels it.
-func requestContext(r *http.Request, t *tunnel) (context.Context, func()) {
-	if t.rejectedLater == nil {
-		return r.Context(), func() {}
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	stop := context.AfterFunc(r.Context(), func() {
-		if !t.rejectedLater() {
-			cancel()
-		}
-	})
-	return ctx, func() { stop(); cancel() }
 }
 
 // forward runs the ReverseProxy. It reports cut when the upstream broke its

@@ -102,21 +102,26 @@ type Proxy struct {
 	// besides.)
 	RevokeCheck time.Duration
 
-	once      sync.Once
-	initErr   error
-	t         Timeouts
-	log       zerolog.Logger
-	outer     *http.Server
-	inner     *http.Server
-	tunnels   *chanListener
-	transport *http.Transport // HTTP/1.1 to the upstream
-	h2up      *http.Transport // HTTP/2 to the upstream, for the requests that need it (wantsH2)
-	rp        *httputil.ReverseProxy
-	raw       sync.WaitGroup // passthrough tunnels
-	rawMu     sync.Mutex
-	rawConns  map[net.Conn]struct{}
-	ids       *auditIDs
-	open      sessionTunnels // every open tunnel, by session
+	once    sync.Once
+	initErr error
+	t       Timeouts
+	log     zerolog.Logger
+	outer   *http.Server
+	// inner holds the HTTP/2 tunnels' server settings and shutdown hooks
+	// (x/net's ServeConn); it serves no listener. HTTP/1.1 tunnels are
+	// served by serveH1.
+	inner    *http.Server
+	h1       h1Conns
+	up       *upstream1      // HTTP/1.1 to the upstream
+	h2up     *http.Transport // HTTP/2 to the upstream, for the requests that need it (wantsH2)
+	rp       *httputil.ReverseProxy
+	buffers  *copyBuffers // body copy buffers
+	dates    dates
+	raw      sync.WaitGroup // passthrough tunnels
+	rawMu    sync.Mutex
+	rawConns map[net.Conn]struct{}
+	ids      *auditIDs
+	open     sessionTunnels // every open tunnel, by session
 
 	transparent transparentListeners // ServeTransparent's listeners
 	h2          *h2Conns             // HTTP/2 tunnels
@@ -174,13 +179,13 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	p.stop() // held requests answer approval_pending now instead of being cut off
 	p.transparent.closeAll()
-	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx), p.h2.drain(ctx))
+	err := errors.Join(p.outer.Shutdown(ctx), p.inner.Shutdown(ctx), p.h1.drain(ctx), p.h2.drain(ctx))
 	if err != nil {
 		_ = p.outer.Close()
-		_ = p.inner.Close()
+		p.h1.closeAll()
 	}
 	p.closeRaw()
-	p.transport.CloseIdleConnections()
+	p.up.pool.sweep(true)
 	p.h2up.CloseIdleConnections()
 	p.raw.Wait()
 	return err
@@ -205,17 +210,14 @@ func (p *Proxy) build() error {
 	if p.Guard == nil {
 		p.Guard = &Guard{}
 	}
-	tr, err := p.newTransport()
+	tlsUp, err := p.upstreamTLS()
 	if err != nil {
 		return err
 	}
-	p.transport = tr
-	if p.h2up, err = p.newTransport(); err != nil {
-		return err
-	}
-	p.h2up.ForceAttemptHTTP2 = true
+	p.up = &upstream1{p: p, tls: tlsUp}
+	p.h2up = p.newH2Transport(tlsUp)
+	p.buffers = &copyBuffers{}
 	p.rawConns = make(map[net.Conn]struct{})
-	p.tunnels = newChanListener()
 	p.rp = p.newReverseProxy()
 	errLog := log.New(io.Discard, "", 0)
 	p.inner = &http.Server{
@@ -223,19 +225,14 @@ func (p *Proxy) build() error {
 		ReadHeaderTimeout: p.t.ReadHeader,
 		IdleTimeout:       p.t.Idle,
 		MaxHeaderBytes:    p.t.MaxHeader,
-		ConnContext:       tunnelContext,
-		ConnState:         p.gauge(&p.tunnelsOpen),
 		ErrorLog:          errLog,
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		// Every request in a tunnel is decided and audited: net/http must
-		// not answer "OPTIONS *" by itself.
-		DisableGeneralOptionsHandler: true,
 	}
 	if p.h2, err = p.newH2(p.inner); err != nil {
 		return err
 	}
-	go func() { _ = p.inner.Serve(p.tunnels) }()
 	go p.watchRevocations()
+	go p.up.pool.sweepEvery(p.stopping, upIdleTimeout/3)
 	p.outer = &http.Server{
 		Handler:           p.newGoproxy(),
 		ReadHeaderTimeout: p.t.ReadHeader,
@@ -262,7 +259,9 @@ func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = log.New(io.Discard, "", 0)
 	gp.Verbose = false
-	gp.Tr = p.transport
+	gp.Tr = &http.Transport{Proxy: nil, DialContext: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("dataplane: plain-HTTP requests are refused, never dialled")
+	}}
 	gp.ConnectDial = nil
 	gp.ConnectDialWithReq = nil
 	gp.CertStore = nil

@@ -33,10 +33,11 @@ type tunnel struct {
 	// hangup closes an HTTP/2 tunnel's client connection (set by serveH2);
 	// nil for HTTP/1.1 and Execute calls.
 	hangup func()
-	// rejectedLater reports that the client pipelined a malformed request
-	// behind the one being served (framingGuard.rejectedLater); nil for
-	// an Execute call.
-	rejectedLater func() bool
+	// watchClient watches an HTTP/1.1 tunnel's client while a request
+	// waits (held for approval), calling gone if it leaves; stop ends the
+	// watch. Nil for HTTP/2 (a stream's context ends with its client) and
+	// Execute calls.
+	watchClient func(gone func()) (stop func())
 }
 
 type tunnelKey struct{}
@@ -64,13 +65,6 @@ func (c *tunnelConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.forget)
 	return err
-}
-
-func tunnelContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*tunnelConn); ok {
-		return context.WithValue(ctx, tunnelKey{}, tc.t)
-	}
-	return ctx
 }
 
 // authenticate identifies the session from Proxy-Authorization. Every
@@ -182,16 +176,13 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 		return
 	}
 	guarded := NewFramingGuard(tc, FramingOptions{MaxHeaderBytes: p.t.MaxHeader, Reject: p.malformed(t)})
-	t.rejectedLater = guarded.(*framingGuard).rejectedLater
 	conn := &tunnelConn{Conn: guarded, t: t, forget: p.open.add(c, t), writeIdle: p.t.BodyIdle}
 	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the handshake: cut, audited
 		p.cut(t.sess.ID, err, nil)
 		_ = conn.Close()
 		return
 	}
-	if !p.tunnels.push(conn) {
-		_ = conn.Close()
-	}
+	p.serveH1(conn, tc.ConnectionState())
 }
 
 // connected answers an explicit CONNECT with 200; a transparent
@@ -296,42 +287,6 @@ func splice(client, upstream net.Conn) (fromClient, toClient int64) {
 	wg.Wait()
 	return fromClient, toClient
 }
-
-// chanListener feeds intercepted connections to the inner http.Server.
-type chanListener struct {
-	ch     chan net.Conn
-	done   chan struct{}
-	closed sync.Once
-}
-
-func newChanListener() *chanListener {
-	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) push(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.closed.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{} }
 
 // guardedListener puts a FramingGuard on every accepted client connection.
 type guardedListener struct {

@@ -13,11 +13,9 @@ import (
 	"time"
 )
 
-// newTransport builds the one upstream transport: verified TLS against
-// RootCAs (system roots by default), the SSRF guard as dialer, no proxy from
-// the environment, no transparent compression (the client's Accept-Encoding
-// goes through untouched and bodies are relayed as sent).
-func (p *Proxy) newTransport() (*http.Transport, error) {
+// upstreamTLS is the verified client TLS configuration for upstreams:
+// RootCAs (else the system roots), TLS 1.2 at least.
+func (p *Proxy) upstreamTLS() (*tls.Config, error) {
 	roots := p.RootCAs
 	if roots == nil {
 		sys, err := x509.SystemCertPool()
@@ -26,6 +24,14 @@ func (p *Proxy) newTransport() (*http.Transport, error) {
 		}
 		roots = sys
 	}
+	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+}
+
+// newH2Transport is the HTTP/2 transport for the requests that need it
+// (wantsH2: gRPC, TE: trailers), dialling through the Guard.
+func (p *Proxy) newH2Transport(base *tls.Config) *http.Transport {
+	cfg := base.Clone()
+	cfg.NextProtos = nil // the transport offers h2 and http/1.1 itself
 	idle := p.t.TunnelIdle
 	return &http.Transport{
 		Proxy: nil,
@@ -36,35 +42,23 @@ func (p *Proxy) newTransport() (*http.Transport, error) {
 			}
 			return &idleConn{Conn: c, idle: idle}, nil
 		},
-		TLSClientConfig: &tls.Config{
-			RootCAs:    roots,
-			MinVersion: tls.VersionTLS12,
-		},
+		TLSClientConfig:       cfg,
 		TLSHandshakeTimeout:   p.t.UpstreamTLS,
 		ResponseHeaderTimeout: p.t.UpstreamHdr,
-		ExpectContinueTimeout: time.Second,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   128,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       upIdleTimeout,
 		DisableCompression:    true,
-		ForceAttemptHTTP2:     false, // HTTP/1.1; build sets it on the h2 transport (wantsH2)
-	}, nil
+		ForceAttemptHTTP2:     true,
+	}
 }
 
-// newReverseProxy builds the forwarding stage shared by every request. The
-// per-request outbound target travels in the request context (see
-// pipeline.go); ReverseProxy strips hop-by-hop headers, Proxy-Authorization
-// and client-sent X-Forwarded-* before rewrite runs, streams bodies both
-// ways, and relays protocol upgrades. FlushInterval 0 lets ReverseProxy
-// flush each write of a streamed answer (unknown length, event streams)
-// as it arrives, while a sized answer goes out with its header in one
-// write. Copy buffers are pooled.
 func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      forwarder{p: p},
 		FlushInterval:  0,
-		BufferPool:     &copyBuffers{},
+		BufferPool:     p.buffers,
 		ErrorLog:       log.New(debugLines{p}, "", 0), // outcomes go to the record; the cause to the debug log
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamFailed,

@@ -1,0 +1,350 @@
+package dataplane
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// h1Conn is one intercepted HTTP/1.1 tunnel, served in the goroutine that
+// accepted it: read a request, run it through the request path, write the
+// answer, read the next. Nothing reads ahead while a request is served, so
+// a pipelined request waits in the buffer for its turn; a second goroutine
+// runs only while a request body streams to the upstream, while a held
+// request watches for its client to leave, or after a protocol switch.
+type h1Conn struct {
+	p      *Proxy
+	t      *tunnel
+	c      *tunnelConn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	tls    *tls.ConnectionState
+	remote string
+	ctx    context.Context // the requests' context: ends when the tunnel is cut at shutdown
+	cancel context.CancelFunc
+	active bool // a request is being read or served (guarded by h1Conns.mu)
+}
+
+// h1Conns is the registry of HTTP/1.1 tunnels, for Shutdown: idle ones
+// are closed at once, busy ones when their answer is done.
+type h1Conns struct {
+	mu      sync.Mutex
+	conns   map[*h1Conn]struct{}
+	wg      sync.WaitGroup
+	closing atomic.Bool
+}
+
+func (h *h1Conns) add(hc *h1Conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing.Load() {
+		return false
+	}
+	if h.conns == nil {
+		h.conns = map[*h1Conn]struct{}{}
+	}
+	h.conns[hc] = struct{}{}
+	h.wg.Add(1)
+	return true
+}
+
+func (h *h1Conns) remove(hc *h1Conn) {
+	h.mu.Lock()
+	delete(h.conns, hc)
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+// setActive marks hc busy with a request; false once drain began.
+func (h *h1Conns) setActive(hc *h1Conn, on bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hc.active = on
+	return !h.closing.Load()
+}
+
+// switched takes hc out of the drain's wait: its protocol switched
+// (a WebSocket), so it has no answer to finish and is closed at once.
+// False once drain began.
+func (h *h1Conns) switched(hc *h1Conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hc.active = false
+	return !h.closing.Load()
+}
+
+// drain closes the idle tunnels and waits for the busy ones to finish
+// their answers (each closes after it) or for ctx to end.
+func (h *h1Conns) drain(ctx context.Context) error {
+	h.mu.Lock()
+	h.closing.Store(true)
+	for hc := range h.conns {
+		if !hc.active {
+			_ = hc.c.Close()
+		}
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closeAll cuts every tunnel, answered or not, and ends its requests.
+func (h *h1Conns) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for hc := range h.conns {
+		hc.cancel()
+		_ = hc.c.Close()
+	}
+}
+
+// serveH1 serves an intercepted HTTP/1.1 tunnel until the client leaves,
+// a request asks to close, or the proxy shuts down.
+func (p *Proxy) serveH1(c *tunnelConn, cs tls.ConnectionState) {
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithValue(context.Background(),
+		http.ServerContextKey, p.inner), tunnelKey{}, c.t))
+	hc := &h1Conn{p: p, t: c.t, c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10),
+		tls: &cs, remote: c.RemoteAddr().String(), ctx: ctx, cancel: cancel}
+	defer cancel()
+	if !p.h1.add(hc) {
+		_ = c.Close()
+		return
+	}
+	defer p.h1.remove(hc)
+	p.tunnelsOpen.Add(1)
+	defer p.tunnelsOpen.Add(-1)
+	c.t.watchClient = hc.watchClient
+	for first := true; ; first = false {
+		r, err := hc.next(first)
+		if err != nil {
+			hc.readFailed(err)
+			_ = c.Close()
+			return
+		}
+		keep, hijacked := hc.serve(r)
+		if hijacked {
+			return // the protocol switch owns the connection, and closed it
+		}
+		if !keep || !p.h1.setActive(hc, false) {
+			_ = c.Close()
+			return
+		}
+	}
+}
+
+// errDraining: the proxy is shutting down; the tunnel takes no request.
+var errDraining = errors.New("proxy shutting down")
+
+// next reads the next request head: within ReadHeader on a new tunnel,
+// else after up to Idle of waiting for its first byte.
+func (hc *h1Conn) next(first bool) (*http.Request, error) {
+	t := hc.p.t
+	if first {
+		_ = hc.c.SetReadDeadline(time.Now().Add(t.ReadHeader))
+	} else {
+		_ = hc.c.SetReadDeadline(time.Now().Add(t.Idle))
+		if _, err := hc.br.Peek(1); err != nil {
+			return nil, err
+		}
+		_ = hc.c.SetReadDeadline(time.Now().Add(t.ReadHeader))
+	}
+	if !hc.p.h1.setActive(hc, true) {
+		return nil, errDraining
+	}
+	r, err := http.ReadRequest(hc.br)
+	_ = hc.c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	if r.ProtoAtLeast(1, 1) && r.Host == "" {
+		return nil, &malformedError{msg: "HTTP/1.1 request without a Host header; send one"}
+	}
+	if ex := r.Header.Get("Expect"); ex != "" && (!strings.EqualFold(ex, "100-continue") || !r.ProtoAtLeast(1, 1)) {
+		return nil, &malformedError{status: http.StatusExpectationFailed,
+			msg: fmt.Sprintf("Expect: %q is not supported; only HTTP/1.1's 100-continue is", clip(ex))}
+	}
+	r.RemoteAddr, r.TLS = hc.remote, hc.tls
+	return r.WithContext(hc.ctx), nil
+}
+
+// malformedError is a request that parsed but that net/http's server
+// would also have refused.
+type malformedError struct {
+	status int
+	msg    string
+}
+
+func (e *malformedError) Error() string { return e.msg }
+
+// readFailed answers a request that could not be read. A client that
+// left or went quiet, and a framing violation (the guard answered it
+// already), get nothing more.
+func (hc *h1Conn) readFailed(err error) {
+	var me *malformedError
+	switch {
+	case errors.As(err, &me):
+	case errors.Is(err, ErrMalformedRequest), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, errDraining), isTimeout(err), errors.Is(err, net.ErrClosed):
+		return
+	default:
+		me = &malformedError{msg: "the request does not parse: " + clip(err.Error())}
+	}
+	ref := mkRefusal(http.StatusBadRequest, ClassBadRequest, policy.ReasonMalformedRequest, me.msg)
+	if me.status != 0 {
+		ref.Status = me.status
+	}
+	ref.AuditID = hc.p.malformed(hc.t)(fmt.Errorf("%w: %s", ErrMalformedRequest, me.msg))
+	_ = hc.c.SetWriteDeadline(time.Now().Add(lingerTimeout))
+	if ref.Response(nil).Write(hc.bw) == nil {
+		_ = hc.bw.Flush()
+	}
+}
+
+// serve runs one request through the request path and ends its answer.
+func (hc *h1Conn) serve(r *http.Request) (keep, hijacked bool) {
+	var body *h1Body
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &h1Body{rc: r.Body}
+		r.Body = body
+	}
+	w := newH1Writer(hc, r, body)
+	if body != nil && r.Header.Get("Expect") != "" {
+		body.w = w // 100 Continue on the first read
+	} else {
+		w.continued = true
+	}
+	if !hc.run(w, r) {
+		if !w.hijacked {
+			_ = hc.bw.Flush() // what was answered before the abort; no last chunk
+		}
+		return false, w.hijacked
+	}
+	keep = w.finish()
+	if body != nil {
+		keep = keep && body.eof.Load()
+		_ = body.Close()
+	}
+	return keep, w.hijacked
+}
+
+// run calls the request path, turning its abort (the upstream cut the
+// answer off) or any other panic into a closed connection.
+func (hc *h1Conn) run(w *h1Writer, r *http.Request) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				hc.p.log.Error().Str("event", "proxy.panic").Str("session", hc.t.sess.ID).Msg(fmt.Sprint(v))
+			}
+			ok = false
+		}
+	}()
+	hc.p.serveRequest(w, r, hc.t)
+	return true
+}
+
+// settle decides, as the head is written, whether the request body is
+// consumed so that the connection can take another request. A body nobody
+// read is discarded, up to 256 KiB, as net/http does; one still being read
+// (streaming to the upstream), cut short, or never asked for (100-continue
+// not sent) closes the connection instead.
+func (hc *h1Conn) settle(w *h1Writer) bool {
+	b := w.body
+	if b == nil || b.eof.Load() {
+		return true
+	}
+	if b.touched.Load() || !w.continued {
+		return false
+	}
+	b.mu.Lock()
+	b.w = nil // the head is being written: no 100 Continue now (w.mu is held)
+	b.mu.Unlock()
+	_ = hc.c.SetReadDeadline(time.Now().Add(hc.p.t.BodyIdle))
+	n, err := io.CopyN(io.Discard, b, lingerMaxBytes+1)
+	_ = hc.c.SetReadDeadline(time.Time{})
+	return n <= lingerMaxBytes && err == io.EOF
+}
+
+// draining reports that the proxy is shutting down: answers close their
+// connection.
+func (hc *h1Conn) draining() bool { return hc.p.h1.closing.Load() }
+
+// watchClient watches a request's connection while it waits (held for
+// approval) and calls gone if the client leaves. Its stop ends the watch
+// and must be called before the connection is read again. A request the
+// client pipelined meanwhile is left for its turn.
+func (hc *h1Conn) watchClient(gone func()) (stop func()) {
+	done := make(chan struct{})
+	_ = hc.c.SetReadDeadline(time.Time{})
+	go func() {
+		defer close(done)
+		if _, err := hc.br.Peek(1); err != nil && !isTimeout(err) && !errors.Is(err, ErrMalformedRequest) {
+			gone()
+		}
+	}()
+	return func() {
+		_ = hc.c.SetReadDeadline(time.Unix(1, 0))
+		<-done
+		_ = hc.c.SetReadDeadline(time.Time{})
+	}
+}
+
+// h1Body is a request body read off the tunnel. It answers Expect:
+// 100-continue on the first read and notes what settle needs.
+type h1Body struct {
+	rc      io.ReadCloser
+	w       *h1Writer // owed a 100 Continue; nil when none is
+	mu      sync.Mutex
+	closed  atomic.Bool
+	touched atomic.Bool // read at least once
+	eof     atomic.Bool // read to its end
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.eof.Load() {
+		return 0, io.EOF
+	}
+	if w := b.w; w != nil {
+		b.w = nil
+		w.sendContinue()
+	}
+	b.touched.Store(true)
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// Close ends reading, without waiting for a read in progress; the bytes
+// left decide whether the connection closes.
+func (b *h1Body) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,470 @@
+package dataplane
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// upstream1 is the HTTP/1.1 RoundTripper to upstreams: verified TLS over
+// the Guard's dials, one pool of idle connections per authority. An
+// exchange runs in the caller's goroutine (write the head, read the
+// answer's head, hand back a body that returns the connection to its
+// pool at its end); a request body streams from a second goroutine, so an
+// upstream that answers before reading all of it is not deadlocked.
+type upstream1 struct {
+	p    *Proxy
+	tls  *tls.Config // verified, http/1.1 only; cloned per dial with the server name
+	pool upPool
+}
+
+// Upstream pool bounds, as the net/http Transport they replace.
+const (
+	upIdlePerHost = 128
+	upIdleTotal   = 1024
+	upIdleTimeout = 90 * time.Second
+	upMax1xx      = 5 // interim answers before the final one
+)
+
+// upConn is one upstream connection: a verified TLS session and its
+// buffers.
+type upConn struct {
+	key    string
+	conn   net.Conn // *tls.Conn
+	raw    net.Conn // the TCP connection under it
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	idleAt time.Time
+	reused bool
+}
+
+// close drops the connection without a TLS close_notify: an upstream
+// must not take a request cut short for one that ended, and answer it,
+// before the connection is gone.
+func (uc *upConn) close() { _ = uc.raw.Close() }
+
+func (u *upstream1) RoundTrip(req *http.Request) (*http.Response, error) {
+	key, err := upKey(req)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		uc := u.pool.take(key)
+		if uc == nil {
+			if uc, err = u.dial(req.Context(), key); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := u.exchange(uc, req)
+		if err == nil {
+			return resp, nil
+		}
+		var st *staleError
+		if !errors.As(err, &st) || attempt > 0 {
+			return nil, err
+		}
+		// A pooled connection the upstream had closed, found before any
+		// byte of the request left: once more on a new one.
+	}
+}
+
+// staleError: a pooled connection failed before the request was sent.
+type staleError struct{ err error }
+
+func (e *staleError) Error() string { return e.err.Error() }
+func (e *staleError) Unwrap() error { return e.err }
+
+func upKey(req *http.Request) (string, error) {
+	if req.URL == nil || req.URL.Scheme != "https" || req.URL.Host == "" {
+		return "", errors.New("dataplane: upstream requests are https://host only")
+	}
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		port = "443"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// dial opens a verified TLS connection to key within the upstream TLS
+// timeout, through the Guard.
+func (u *upstream1) dial(ctx context.Context, key string) (*upConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.p.t.UpstreamTLS+u.p.Guard.dialTimeout())
+	defer cancel()
+	raw, err := u.p.Guard.DialContext(ctx, "tcp", key)
+	if err != nil {
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(key)
+	cfg := u.tls.Clone()
+	cfg.ServerName = host
+	tc := tls.Client(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		return nil, err
+	}
+	return &upConn{key: key, conn: tc, raw: raw, br: bufio.NewReaderSize(tc, 4<<10), bw: bufio.NewWriterSize(tc, 4<<10)}, nil
+}
+
+// exchange sends req on uc and reads the answer's head.
+func (u *upstream1) exchange(uc *upConn, req *http.Request) (*http.Response, error) {
+	t := u.p.t
+	ctx := req.Context()
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { _ = uc.conn.SetDeadline(time.Unix(1, 0)) })
+	}
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		uc.close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	body, chunked := requestBody(req)
+	_ = uc.conn.SetWriteDeadline(time.Now().Add(t.TunnelIdle))
+	if err := writeRequestHead(uc.bw, req, chunked); err != nil {
+		return fail(err)
+	}
+	var wrote chan error // the streaming body's outcome; nil when sent inline
+	if body == nil {
+		if err := uc.bw.Flush(); err != nil {
+			if uc.reused {
+				err = &staleError{err}
+			}
+			return fail(err)
+		}
+		_ = uc.conn.SetReadDeadline(time.Now().Add(t.UpstreamHdr))
+	} else {
+		_ = uc.conn.SetReadDeadline(time.Time{}) // the answer's clock starts when the body is sent
+		wrote = make(chan error, 1)
+		go func() {
+			err := u.writeBody(uc, req, body, chunked)
+			if err != nil {
+				uc.close() // the request cannot be completed: stop waiting for its answer
+			}
+			wrote <- err
+		}()
+	}
+	resp, err := u.readHead(uc, req)
+	if err == nil && wrote != nil {
+		select {
+		case werr := <-wrote: // the body failed: the answer is to a request cut short
+			wrote <- werr // for whoever looks next
+			if werr != nil {
+				_ = resp.Body.Close()
+				resp, err = nil, werr
+			}
+		default:
+		}
+	}
+	if err != nil {
+		if wrote != nil {
+			uc.close()
+			if werr := <-wrote; werr != nil && !errors.Is(werr, net.ErrClosed) {
+				err = werr // the body failed first (a stalled client): that is the cause
+			}
+		} else if uc.reused && errors.Is(err, io.EOF) {
+			err = &staleError{err}
+		}
+		return fail(err)
+	}
+	return u.wrapBody(uc, req, resp, wrote, stop), nil
+}
+
+// requestBody returns the body to send (nil: none) and whether it is sent
+// chunked (its length is unknown).
+func requestBody(req *http.Request) (io.Reader, bool) {
+	if req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0 {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, false
+	}
+	return req.Body, req.ContentLength < 0
+}
+
+// writeBody streams the request body (then closes it), flushing each
+// chunk so that a slowly sent body reaches the upstream as it comes. When
+// it is all sent, the wait for the answer's head begins.
+func (u *upstream1) writeBody(uc *upConn, req *http.Request, body io.Reader, chunked bool) error {
+	defer req.Body.Close()
+	buf := u.p.buffers.Get()
+	defer u.p.buffers.Put(buf)
+	var sent int64
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			_ = uc.conn.SetWriteDeadline(time.Now().Add(u.p.t.TunnelIdle))
+			if chunked {
+				_, _ = uc.bw.WriteString(strconv.FormatInt(int64(n), 16) + "\r\n")
+			}
+			_, _ = uc.bw.Write(buf[:n])
+			if chunked {
+				_, _ = uc.bw.WriteString("\r\n")
+			}
+			if err := uc.bw.Flush(); err != nil {
+				return err
+			}
+			sent += int64(n)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	switch {
+	case chunked:
+		_, _ = uc.bw.WriteString("0\r\n\r\n")
+	case sent != req.ContentLength:
+		return fmt.Errorf("dataplane: request body of %d bytes, announced as %d", sent, req.ContentLength)
+	}
+	if err := uc.bw.Flush(); err != nil {
+		return err
+	}
+	_ = uc.conn.SetReadDeadline(time.Now().Add(u.p.t.UpstreamHdr))
+	return nil
+}
+
+// readHead reads the answer's head, passing interim (1xx) answers to the
+// request's client trace.
+func (u *upstream1) readHead(uc *upConn, req *http.Request) (*http.Response, error) {
+	trace := httptrace.ContextClientTrace(req.Context())
+	for n := 0; ; n++ {
+		resp, err := http.ReadResponse(uc.br, req)
+		if err != nil {
+			return nil, err
+		}
+		code := resp.StatusCode
+		if code >= 200 || code == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		if n >= upMax1xx {
+			return nil, errors.New("dataplane: too many interim (1xx) answers")
+		}
+		if trace != nil && trace.Got1xxResponse != nil {
+			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// wrapBody gives resp a body that, read to its end with the request body
+// sent, returns the connection to the pool; closed early, or with the
+// request body still going, it closes the connection. A protocol switch
+// gets the connection itself as its body.
+func (u *upstream1) wrapBody(uc *upConn, req *http.Request, resp *http.Response, wrote chan error, stop func() bool) *http.Response {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		stop()
+		_ = uc.conn.SetDeadline(time.Time{})
+		resp.Body = &switchedConn{Reader: uc.br, conn: uc.conn}
+		return resp
+	}
+	resp.Body = &upBody{u: u, uc: uc, rc: resp.Body, wrote: wrote, stop: stop, reuse: !resp.Close && !req.Close}
+	return resp
+}
+
+// upBody is an upstream answer's body. Each read must come within the
+// tunnel idle timeout.
+type upBody struct {
+	u     *upstream1
+	uc    *upConn
+	rc    io.ReadCloser
+	wrote chan error
+	stop  func() bool
+	reuse bool
+	done  bool
+}
+
+func (b *upBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	_ = b.uc.conn.SetReadDeadline(time.Now().Add(b.u.p.t.TunnelIdle))
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.end(true)
+	}
+	return n, err
+}
+
+func (b *upBody) Close() error {
+	b.end(false)
+	return nil
+}
+
+// end releases the connection once: back to the pool after a whole
+// exchange, closed otherwise.
+func (b *upBody) end(complete bool) {
+	if b.done {
+		return
+	}
+	b.done = true
+	b.stop()
+	if complete && b.reuse && b.wrote != nil {
+		select {
+		case err := <-b.wrote:
+			complete = err == nil
+		default:
+			complete = false // the upstream answered before taking the whole request
+		}
+	}
+	if complete && b.reuse && b.uc.br.Buffered() == 0 {
+		b.u.pool.put(b.uc)
+		return
+	}
+	b.uc.close()
+}
+
+// switchedConn is the upstream side of a protocol switch: what the
+// upstream sent after its 101 is read first.
+type switchedConn struct {
+	io.Reader
+	conn net.Conn
+}
+
+func (c *switchedConn) Write(p []byte) (int, error) { return c.conn.Write(p) }
+func (c *switchedConn) Close() error                { return c.conn.Close() }
+
+// writeRequestHead writes req's request line and header, with the
+// framing headers of its body. Like net/http's Transport, it refuses a
+// header name or value that would not survive the trip (a credential with
+// a line break, say) rather than sending it altered.
+func writeRequestHead(bw *bufio.Writer, req *http.Request, chunked bool) error {
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if !httpguts.ValidHostHeader(host) {
+		return fmt.Errorf("dataplane: invalid Host %q", host)
+	}
+	_, _ = bw.WriteString(req.Method + " " + req.URL.RequestURI() + " HTTP/1.1\r\nHost: " + host + "\r\n")
+	for k, vv := range req.Header {
+		if requestFraming[k] {
+			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("dataplane: invalid header field name %q", k)
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("dataplane: invalid header field value for %q", k)
+			}
+			if k == "User-Agent" && v == "" {
+				continue // ReverseProxy's way of sending none
+			}
+			_, _ = bw.WriteString(k + ": " + v + "\r\n")
+		}
+	}
+	switch {
+	case chunked:
+		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case req.ContentLength > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch:
+		_, _ = bw.WriteString("Content-Length: " + strconv.FormatInt(max(req.ContentLength, 0), 10) + "\r\n")
+	}
+	if req.Close {
+		_, _ = bw.WriteString("Connection: close\r\n")
+	}
+	_, err := bw.WriteString("\r\n")
+	return err
+}
+
+// requestFraming are the header keys writeRequestHead writes itself (or
+// drops: Expect was answered to the client, and the body goes at once).
+var requestFraming = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Expect": true}
+
+// upPool keeps idle upstream connections per authority, newest first.
+type upPool struct {
+	mu    sync.Mutex
+	idle  map[string][]*upConn
+	total int
+}
+
+// take returns an idle connection to key that is still open, or nil.
+func (p *upPool) take(key string) *upConn {
+	for {
+		p.mu.Lock()
+		list := p.idle[key]
+		if len(list) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		uc := list[len(list)-1]
+		p.idle[key] = list[:len(list)-1]
+		p.total--
+		p.mu.Unlock()
+		if time.Since(uc.idleAt) < upIdleTimeout && peekAlive(uc.raw) {
+			uc.reused = true
+			return uc
+		}
+		uc.close()
+	}
+}
+
+func (p *upPool) put(uc *upConn) {
+	_ = uc.conn.SetDeadline(time.Time{})
+	uc.idleAt = time.Now()
+	p.mu.Lock()
+	if p.idle == nil {
+		p.idle = map[string][]*upConn{}
+	}
+	if p.total >= upIdleTotal || len(p.idle[uc.key]) >= upIdlePerHost {
+		p.mu.Unlock()
+		uc.close()
+		return
+	}
+	p.idle[uc.key] = append(p.idle[uc.key], uc)
+	p.total++
+	p.mu.Unlock()
+}
+
+// sweep closes the connections idle for longer than upIdleTimeout.
+func (p *upPool) sweep(all bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, list := range p.idle {
+		kept := list[:0]
+		for _, uc := range list {
+			if all || time.Since(uc.idleAt) >= upIdleTimeout {
+				uc.close()
+				p.total--
+				continue
+			}
+			kept = append(kept, uc)
+		}
+		if len(kept) == 0 {
+			delete(p.idle, key)
+		} else {
+			p.idle[key] = kept
+		}
+	}
+}
+
+// sweepEvery sweeps the pool until ctx ends.
+func (p *upPool) sweepEvery(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.sweep(false)
+		}
+	}
+}
