@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,9 +72,12 @@ type Log struct {
 	dirty   bool   // written since the last fsync
 	seq     uint64 // seq of the last complete line
 	hash    string // hash of the last complete line
+	qseq    uint64 // seq of the last line chained, queued or written
+	qhash   string // its hash
+	queue   []byte // lines chained but not yet written (WriteDeferred)
+	queued  int    // how many
+	line    []byte // the line being built
 	lastTS  time.Time
-	buf     bytes.Buffer
-	enc     *json.Encoder
 	stats   Stats
 	stop    chan struct{}
 	stopped chan struct{}
@@ -128,8 +129,7 @@ func (l *Log) Open() error {
 	if err := l.resume(); err != nil {
 		return err
 	}
-	l.enc = json.NewEncoder(&l.buf)
-	l.enc.SetEscapeHTML(false)
+	l.qseq, l.qhash = l.seq, l.hash
 	interval := l.SyncInterval
 	if interval <= 0 {
 		interval = DefaultSyncInterval
@@ -182,50 +182,101 @@ func (l *Log) resume() error {
 }
 
 // Write records ev as the next line of the chain. It fills ev.Time (when
-// zero; always converted to UTC), ev.Seq and ev.PrevHash, marshals one
-// line and appends it. It returns after the write system call succeeded.
-// Failures wrap ErrUnavailable (sink failure, also wrapping the os error
-// such as syscall.ENOSPC or syscall.EFBIG; or the Log is not open: then
-// also ErrClosed) or ErrInvalidEvent (ev is nil, does not marshal, or its
-// line exceeds MaxLineBytes); in both cases nothing was recorded and the
-// chain did not advance.
-func (l *Log) Write(ev *Event) error {
+// zero; always converted to UTC), ev.Seq and ev.PrevHash, encodes one
+// line and appends it, after any lines WriteDeferred queued, in one write
+// system call; it returns after that call succeeded. Failures wrap
+// ErrUnavailable (sink failure, also wrapping the os error such as
+// syscall.ENOSPC or syscall.EFBIG; or the Log is not open: then also
+// ErrClosed) or ErrInvalidEvent (ev is nil, does not encode, or its line
+// exceeds MaxLineBytes); in both cases nothing was recorded and the chain
+// did not advance (a sink failure also drops the queued lines).
+func (l *Log) Write(ev *Event) error { return l.write(ev, false) }
+
+// WriteDeferred records ev like Write, except that its line may wait in
+// memory: it reaches the OS with the next Write's line (in the same write
+// call), at the next SyncInterval tick, when the queue reaches
+// maxQueueBytes, or at Close, whichever comes first. It is for lines that
+// nothing waits on (a request's outcome): a crash loses at most the lines
+// of one SyncInterval, and a sink failure drops the queue (counted in
+// Stats.Errors). Its errors are those of Write for an event that cannot be
+// encoded, or of the flush it triggered.
+func (l *Log) WriteDeferred(ev *Event) error { return l.write(ev, true) }
+
+// maxQueueBytes bounds the lines WriteDeferred holds in memory.
+const maxQueueBytes = 64 << 10
+
+func (l *Log) write(ev *Event, deferred bool) error {
 	start := time.Now()
+	if ev == nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.fail(fmt.Errorf("%w: nil event", ErrInvalidEvent))
+	}
+	tail, terr := appendTail(nil, ev) // the costly part, outside the lock
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.opened || l.closed {
 		return l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
 	}
-	if ev == nil {
-		return l.fail(fmt.Errorf("%w: nil event", ErrInvalidEvent))
-	}
 	if ev.Time.IsZero() {
 		ev.Time = l.now()
 	}
 	ev.Time = ev.Time.UTC()
-	ev.Seq, ev.PrevHash = l.seq+1, l.hash
-	l.buf.Reset()
-	if err := l.enc.Encode(ev); err != nil {
-		return l.fail(fmt.Errorf("%w: event %q does not marshal: %v", ErrInvalidEvent, ev.Name, err))
+	ev.Seq, ev.PrevHash = l.qseq+1, l.qhash
+	line, err := appendHead(l.line[:0], ev.Time, ev.Seq, ev.PrevHash)
+	if terr != nil || err != nil {
+		return l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, errors.Join(terr, err)))
 	}
-	line := l.buf.Bytes() // ends in '\n'
+	line = append(line, tail...) // ends in '\n'
+	l.line = line
 	if len(line)-1 > MaxLineBytes {
 		return l.fail(fmt.Errorf("%w: event %q is %d bytes, over the %d-byte line limit; trim Fields/Details", ErrInvalidEvent, ev.Name, len(line)-1, MaxLineBytes))
 	}
-	if err := l.ensureFile(int64(len(line))); err != nil {
+	if len(l.queue) > 0 && l.size+int64(len(l.queue)+len(line)) > l.maxFileBytes() {
+		if err := l.flush(); err != nil { // the queue keeps to the file it was chained in
+			return err
+		}
+	}
+	l.queue = append(l.queue, line...)
+	l.queued++
+	l.qseq++
+	l.qhash = lineHash(line[:len(line)-1])
+	l.stats.LastWriteLatency = time.Since(start)
+	if deferred && len(l.queue) < maxQueueBytes {
+		return nil
+	}
+	return l.flush()
+}
+
+// flush appends the queued lines with one write call. On failure the chain
+// goes back to the last line written and the queue is dropped. Called with
+// l.mu held.
+func (l *Log) flush() error {
+	if len(l.queue) == 0 {
+		return nil
+	}
+	batch, n := l.queue, l.queued
+	l.queue, l.queued = l.queue[:0], 0
+	err := l.ensureFile(int64(len(batch)))
+	if err == nil {
+		err = l.appendLine(batch)
+	}
+	if err != nil {
+		l.qseq, l.qhash = l.seq, l.hash
+		if n > 1 {
+			err = fmt.Errorf("%w (%d queued lines dropped with it)", err, n-1)
+		}
 		return l.fail(err)
 	}
-	if err := l.appendLine(line); err != nil {
-		return l.fail(err)
-	}
-	l.seq++
-	l.hash = lineHash(line[:len(line)-1])
+	l.seq, l.hash = l.qseq, l.qhash
 	l.dirty = true
 	if l.Mirror != nil {
-		_, _ = l.Mirror.Write(line)
+		_, _ = l.Mirror.Write(batch)
 	}
-	l.stats.Lines++
-	l.stats.LastWriteLatency = time.Since(start)
+	l.stats.Lines += uint64(n)
+	if cap(l.queue) > 4*maxQueueBytes {
+		l.queue = nil // one huge line does not stay allocated
+	}
 	return nil
 }
 
@@ -350,6 +401,7 @@ func (l *Log) syncLoop(interval time.Duration, stop <-chan struct{}, stopped cha
 
 func (l *Log) syncOnce() {
 	l.mu.Lock()
+	_ = l.flush() // counted in Stats on failure; the next Write retries the sink
 	f, dirty, name := l.f, l.dirty, l.name
 	l.dirty = false
 	l.mu.Unlock()
@@ -384,10 +436,11 @@ func (l *Log) Close() error {
 	<-l.stopped
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ferr := l.flush()
 	if err := l.closeFile(); err != nil {
 		return l.fail(err)
 	}
-	return nil
+	return ferr
 }
 
 // Stats returns a snapshot of the counters.
@@ -395,7 +448,7 @@ func (l *Log) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.Seq = l.seq
+	s.Seq = l.seq // written lines only; queued ones are not yet in the file
 	if l.f != nil {
 		s.File = l.name
 	}

@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -60,8 +61,9 @@ func (u *upstream1) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	replay := replayable(req)
 	for attempt := 0; ; attempt++ {
-		uc := u.pool.take(key)
+		uc := u.pool.take(key, replay)
 		if uc == nil {
 			if uc, err = u.dial(req.Context(), key); err != nil {
 				return nil, err
@@ -71,20 +73,32 @@ func (u *upstream1) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		var st *staleError
-		if !errors.As(err, &st) || attempt > 0 {
+		if !(replay && uc.reused && attempt == 0 && connGone(err)) {
 			return nil, err
 		}
-		// A pooled connection the upstream had closed, found before any
-		// byte of the request left: once more on a new one.
+		// A pooled connection the upstream had closed: a request that may
+		// be sent twice goes once more, on a new connection.
 	}
 }
 
-// staleError: a pooled connection failed before the request was sent.
-type staleError struct{ err error }
+// replayable: a request with no body whose method may be repeated, as
+// net/http's Transport retries on a reused connection that turns out
+// closed.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0 {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
 
-func (e *staleError) Error() string { return e.err.Error() }
-func (e *staleError) Unwrap() error { return e.err }
+// connGone: the error of a connection the peer had closed.
+func connGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
 
 func upKey(req *http.Request) (string, error) {
 	if req.URL == nil || req.URL.Scheme != "https" || req.URL.Host == "" {
@@ -141,9 +155,6 @@ func (u *upstream1) exchange(uc *upConn, req *http.Request) (*http.Response, err
 	var wrote chan error // the streaming body's outcome; nil when sent inline
 	if body == nil {
 		if err := uc.bw.Flush(); err != nil {
-			if uc.reused {
-				err = &staleError{err}
-			}
 			return fail(err)
 		}
 		_ = uc.conn.SetReadDeadline(time.Now().Add(t.UpstreamHdr))
@@ -176,8 +187,6 @@ func (u *upstream1) exchange(uc *upConn, req *http.Request) (*http.Response, err
 			if werr := <-wrote; werr != nil && !errors.Is(werr, net.ErrClosed) {
 				err = werr // the body failed first (a stalled client): that is the cause
 			}
-		} else if uc.reused && errors.Is(err, io.EOF) {
-			err = &staleError{err}
 		}
 		return fail(err)
 	}
@@ -244,6 +253,9 @@ func (u *upstream1) writeBody(uc *upConn, req *http.Request, body io.Reader, chu
 // request's client trace.
 func (u *upstream1) readHead(uc *upConn, req *http.Request) (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(req.Context())
+	if _, err := uc.br.Peek(1); err != nil {
+		return nil, err // not a byte of an answer: io.EOF or a reset when the upstream had closed
+	}
 	for n := 0; ; n++ {
 		resp, err := http.ReadResponse(uc.br, req)
 		if err != nil {
@@ -396,7 +408,10 @@ type upPool struct {
 }
 
 // take returns an idle connection to key that is still open, or nil.
-func (p *upPool) take(key string) *upConn {
+// It peeks at a connection first (one system call), unless the request
+// can be retried (replay) and the connection was idle under a second:
+// then a closed one costs a retry, not a refusal.
+func (p *upPool) take(key string, replay bool) *upConn {
 	for {
 		p.mu.Lock()
 		list := p.idle[key]
@@ -408,7 +423,8 @@ func (p *upPool) take(key string) *upConn {
 		p.idle[key] = list[:len(list)-1]
 		p.total--
 		p.mu.Unlock()
-		if time.Since(uc.idleAt) < upIdleTimeout && peekAlive(uc.raw) {
+		idle := time.Since(uc.idleAt)
+		if idle < upIdleTimeout && (replay && idle < time.Second || peekAlive(uc.raw)) {
 			uc.reused = true
 			return uc
 		}

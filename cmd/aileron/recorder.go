@@ -40,7 +40,7 @@ func (r *recorder) Completed(rec *dataplane.Record) {
 	if rec.Decided {
 		ev.Name = ev.Name.Outcome()
 	}
-	if err := r.write(&ev); err != nil {
+	if err := r.writeOutcome(&ev); err != nil {
 		r.log.Error().Str("event", "audit.write_failed").Str("audit_id", rec.AuditID).Err(err).Msg("the outcome line was not written")
 	}
 }
@@ -65,12 +65,18 @@ func (r *recorder) Record(ev audit.Event) {
 	}
 }
 
-func (r *recorder) write(ev *audit.Event) error {
+func (r *recorder) write(ev *audit.Event) error { return r.put(ev, r.audit.Write) }
+
+// writeOutcome records a line nothing waits on: it reaches the OS with the
+// next decision line or within audit.sync_interval (audit.Log.WriteDeferred).
+func (r *recorder) writeOutcome(ev *audit.Event) error { return r.put(ev, r.audit.WriteDeferred) }
+
+func (r *recorder) put(ev *audit.Event, write func(*audit.Event) error) error {
 	if r.audit == nil {
 		return nil // audit.enabled: false
 	}
 	start := time.Now()
-	err := r.audit.Write(ev)
+	err := write(ev)
 	r.metrics.ObserveAuditWrite(time.Since(start), err)
 	if err != nil {
 		r.log.Error().Str("event", "audit.unavailable").Err(err).Msg("the audit trail cannot be written; requests are refused")

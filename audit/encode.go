@@ -1,0 +1,177 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// appendTail appends the part of ev's line that follows its chain head
+// (time, seq, prev_hash): `,"event":…}` and the newline. The bytes are
+// exactly those encoding/json (HTML escaping off) writes for the same
+// fields, without reflection; the maps fall back to encoding/json.
+// It runs outside the log's lock.
+func appendTail(b []byte, ev *Event) ([]byte, error) {
+	b = append(b, `,"event":`...)
+	b = appendString(b, string(ev.Name))
+	for _, f := range [...]struct{ k, v string }{
+		{"audit_id", ev.AuditID}, {"session", ev.Session}, {"client", ev.Client}, {"method", ev.Method},
+		{"host", ev.Host},
+	} {
+		b = appendStringField(b, f.k, f.v)
+	}
+	b = appendIntField(b, "port", int64(ev.Port))
+	for _, f := range [...]struct{ k, v string }{
+		{"path", ev.Path}, {"decision", ev.Decision}, {"reason", ev.Reason}, {"connector", ev.Connector},
+		{"connector_version", ev.ConnectorVersion}, {"connector_hash", ev.ConnectorHash}, {"tool", ev.Tool},
+		{"operation", ev.Operation},
+	} {
+		b = appendStringField(b, f.k, f.v)
+	}
+	b = appendIntField(b, "status", int64(ev.Status))
+	b = appendIntField(b, "upstream_status", int64(ev.UpstreamStatus))
+	b = appendIntField(b, "bytes_in", ev.BytesIn)
+	b = appendIntField(b, "bytes_out", ev.BytesOut)
+	var err error
+	if b, err = appendFloatField(b, "duration_ms", ev.DurationMS); err != nil {
+		return nil, err
+	}
+	if b, err = appendFloatField(b, "upstream_ms", ev.UpstreamMS); err != nil {
+		return nil, err
+	}
+	if len(ev.Fields) > 0 {
+		if b, err = appendJSON(b, "fields", ev.Fields); err != nil {
+			return nil, err
+		}
+	}
+	if len(ev.Details) > 0 {
+		if b, err = appendJSON(b, "details", ev.Details); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, "}\n"...), nil
+}
+
+// appendHead appends the chain head: `{"time":…,"seq":…,"prev_hash":…`.
+func appendHead(b []byte, t time.Time, seq uint64, prev string) ([]byte, error) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return nil, errors.New("event time year outside [0,9999]")
+	}
+	b = append(b, `{"time":"`...)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"prev_hash":`...)
+	return appendString(b, prev), nil
+}
+
+func appendStringField(b []byte, k, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(append(append(b, ",\""...), k...), "\":"...)
+	return appendString(b, v)
+}
+
+func appendIntField(b []byte, k string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = append(append(append(b, ",\""...), k...), "\":"...)
+	return strconv.AppendInt(b, v, 10)
+}
+
+// appendFloatField formats as encoding/json does: 'f' form, or 'e' (with
+// a one-digit negative exponent) below 1e-6 and from 1e21.
+func appendFloatField(b []byte, k string, f float64) ([]byte, error) {
+	if f == 0 {
+		return b, nil
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, errors.New(k + " is not a finite number")
+	}
+	b = append(append(append(b, ",\""...), k...), "\":"...)
+	format := byte('f')
+	if abs := math.Abs(f); abs < 1e-6 || abs >= 1e21 {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		b[n-2] = b[n-1]
+		b = b[:n-1]
+	}
+	return b, nil
+}
+
+// appendJSON appends a map field through encoding/json (sorted keys, no
+// HTML escaping), the one part of a line that is not fixed.
+func appendJSON(b []byte, k string, v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	b = append(append(append(b, ",\""...), k...), "\":"...)
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString quotes s as encoding/json does with HTML escaping off:
+// '"', '\\' and control bytes escaped, invalid UTF-8 as U+FFFD, and
+// U+2028/U+2029 escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(b, s[start:]...), '"')
+}
