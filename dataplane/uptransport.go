@@ -327,7 +327,11 @@ func (b *upBody) end(complete bool) {
 		return
 	}
 	b.done = true
-	b.stop()
+	if !b.stop() {
+		// The request's context ended and its hook may still put a past
+		// deadline on the connection: never hand that one to another request.
+		complete = false
+	}
 	if complete && b.reuse && b.wrote != nil {
 		select {
 		case err := <-b.wrote:
