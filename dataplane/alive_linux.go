@@ -20,8 +20,7 @@ func peekAlive(c net.Conn) bool {
 	alive := false
 	err = rc.Read(func(fd uintptr) bool {
 		var b [1]byte
-		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		_ = n
+		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		alive = rerr == syscall.EAGAIN // nothing to read, and not closed
 		return true
 	})

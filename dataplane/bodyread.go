@@ -46,7 +46,7 @@ func (p *Proxy) clockBody(w http.ResponseWriter, r *http.Request) *bodyClock {
 	b := &bodyClock{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.t.BodyIdle, rate: int64(p.t.BodyMinRate)}
 	r.Body = b
 	// Bound the body's first byte too: a request refused before its body is
-	// read has it discarded by net/http, which sets no deadline of its own.
+	// read has it discarded after its answer (serveH1), under this deadline.
 	// The first Read sets the body's own deadline.
 	if err := b.rc.SetReadDeadline(time.Now().Add(b.idle)); err != nil {
 		b.off = true
@@ -114,7 +114,7 @@ func (b *bodyClock) bytes() int64 {
 
 // stalled returns the body's stall, if it stalled: the read deadline
 // passed before the body ended. It holds even before Read has returned the
-// deadline's error (the server cancels the request's context first).
+// deadline's error (an HTTP/2 stream's context may end first).
 func (b *bodyClock) stalled() *stalledError {
 	if b == nil {
 		return nil

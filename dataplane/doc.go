@@ -14,7 +14,7 @@
 //	       ├─ API host    → the session's sandbox API handler (api.go)
 //	       └─ intercept   → TLS with a session leaf; SNI must equal the CONNECT host;
 //	                        http/1.1: served in one goroutine (h1.go, h1writer.go), or h2: a stream each (h2.go)
-//	  every inner request or stream (pipeline.go: serveInner), and every Execute call (call.go):
+//	  every inner request or stream (pipeline.go: serveRequest), and every Execute call (call.go):
 //	       ─▶ target as sent; Host (:authority, else 421), absolute-form target and SNI agree with the CONNECT
 //	       ─▶ policy.Decide ─▶ approval gate (hold.go: Approvals.Await)
 //	       ─▶ audit[] fields ─▶ Recorder.Decided (refused if it cannot be written)

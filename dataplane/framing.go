@@ -57,8 +57,8 @@ const (
 // validated and may be returned by Read; buf[d:w] is read but not validated
 // (an incomplete head or chunk/trailer line). Body bytes pass straight into
 // the caller's slice once buf is drained. One Read never returns bytes of two
-// requests, so http.Server gets a request's last head byte only after it has
-// answered the previous one; from then on Write watches the response to a
+// requests, so the server reading it (serveH1, or any http.Server) gets a
+// request's last head byte only after it has answered the previous one; from then on Write watches the response to a
 // CONNECT or Upgrade request: 101 (2xx to CONNECT) switches to raw, any other
 // final status means the next bytes are another request.
 type framingGuard struct {
@@ -76,15 +76,14 @@ type framingGuard struct {
 	head         headInfo
 	skipped      int // leading empty-line bytes dropped before the current head
 	trailerBytes int
-	tunnel       bool        // the current request is CONNECT or Upgrade: watch its response
-	sniffCONNECT bool        // ... and it is a CONNECT
-	tunnelNext   bool        // the previous request was; the next bytes may be non-HTTP
-	headEnd      int         // buf index where the released, undelivered head ends, or -1
-	curServed    bool        // the server has the current request's whole head
-	served       int         // request heads fully delivered so far
-	delivered    int64       // bytes returned by Read so far
-	err          error       // sticky; set with state stFailed
-	laterBad     atomic.Bool // the rejected request came pipelined behind one still being answered
+	tunnel       bool  // the current request is CONNECT or Upgrade: watch its response
+	sniffCONNECT bool  // ... and it is a CONNECT
+	tunnelNext   bool  // the previous request was; the next bytes may be non-HTTP
+	headEnd      int   // buf index where the released, undelivered head ends, or -1
+	curServed    bool  // the server has the current request's whole head
+	served       int   // request heads fully delivered so far
+	delivered    int64 // bytes returned by Read so far
+	err          error // sticky; set with state stFailed
 
 	onMessageEnd func(end int64) // test hook: stream offset where a request ended
 
@@ -97,7 +96,7 @@ type framingGuard struct {
 }
 
 // NewFramingGuard wraps a client connection and checks each HTTP/1.1 request
-// head and chunked framing before net/http sees it. A head is held back until
+// head and chunked framing before the server's parser (net/http's) sees it. A head is held back until
 // validated whole; bodies pass through unbuffered. At most MaxHeaderBytes
 // (at least 4 KiB) is buffered. Leading empty lines before a request are
 // dropped. It rejects: Content-Length with Transfer-Encoding; more than one
@@ -108,8 +107,8 @@ type framingGuard struct {
 // MaxHeaderBytes (431); bad chunk-size lines, chunk terminators, trailers.
 //
 // On a violation it sends 400 (or 431) with the JSON error envelope and
-// Connection: close, and Read returns a *net.OpError (Op "read", so
-// http.Server closes quietly) wrapping ErrMalformedRequest. The response goes
+// Connection: close, and Read returns a *net.OpError (Op "read", so a
+// server closes quietly) wrapping ErrMalformedRequest. The response goes
 // out at once if it cannot overtake another (first request, or inside the
 // body the server is reading), else at the next Read or Close, once earlier
 // pipelined requests are answered. Then Write fails wrapping
@@ -193,12 +192,6 @@ func (g *framingGuard) Close() error {
 	}
 	return g.Conn.Close()
 }
-
-// rejectedLater reports whether the guard rejected a request pipelined
-// behind one the server is still answering. http.Server then cancels the
-// earlier request's context (its read failed), though that request was
-// well-formed and its client waits for the answer.
-func (g *framingGuard) rejectedLater() bool { return g.laterBad.Load() }
 
 // CloseWrite half-closes the underlying connection (as TCP and TLS conns
 // do), so http.Server and tunnels can signal EOF; it returns
@@ -517,7 +510,6 @@ func (g *framingGuard) failAs(status int, reason policy.Reason, msg string) erro
 		oe.Net = oe.Source.Network()
 	}
 	g.err = oe
-	g.laterBad.Store(!now)
 	g.buf, g.r, g.d, g.w = nil, 0, 0, 0
 	auditID := ""
 	if g.reject != nil {

@@ -24,16 +24,17 @@ import (
 // runs only while a request body streams to the upstream, while a held
 // request watches for its client to leave, or after a protocol switch.
 type h1Conn struct {
-	p      *Proxy
-	t      *tunnel
-	c      *tunnelConn
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	tls    *tls.ConnectionState
-	remote string
-	ctx    context.Context // the requests' context: ends when the tunnel is cut at shutdown
-	cancel context.CancelFunc
-	active bool // a request is being read or served (guarded by h1Conns.mu)
+	p       *Proxy
+	t       *tunnel
+	c       *tunnelConn
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	tls     *tls.ConnectionState
+	remote  string
+	ctx     context.Context // the requests' context: ends when the tunnel is cut at shutdown
+	cancel  context.CancelFunc
+	active  bool   // a request is being read or served (guarded by h1Conns.mu)
+	unwatch func() // ends the current request's client watch (watch)
 }
 
 // h1Conns is the registry of HTTP/1.1 tunnels, for Shutdown: idle ones
@@ -130,7 +131,6 @@ func (p *Proxy) serveH1(c *tunnelConn, cs tls.ConnectionState) {
 	defer p.h1.remove(hc)
 	p.tunnelsOpen.Add(1)
 	defer p.tunnelsOpen.Add(-1)
-	c.t.watchClient = hc.watchClient
 	for first := true; ; first = false {
 		r, err := hc.next(first)
 		if err != nil {
@@ -225,8 +225,10 @@ func (hc *h1Conn) serve(r *http.Request) (keep, hijacked bool) {
 		r.Body = body
 	}
 	w := newH1Writer(hc, r, body)
+	hc.watch(body)
+	defer func() { hc.unwatch() }()
 	if body != nil && r.Header.Get("Expect") != "" {
-		body.w = w // 100 Continue on the first read
+		body.w.Store(w) // 100 Continue on the first read
 	} else {
 		w.continued = true
 	}
@@ -236,9 +238,8 @@ func (hc *h1Conn) serve(r *http.Request) (keep, hijacked bool) {
 		}
 		return false, w.hijacked
 	}
-	keep = w.finish()
+	keep = w.finish() && hc.discard(body)
 	if body != nil {
-		keep = keep && body.eof.Load()
 		_ = body.Close()
 	}
 	return keep, w.hijacked
@@ -259,22 +260,35 @@ func (hc *h1Conn) run(w *h1Writer, r *http.Request) (ok bool) {
 	return true
 }
 
-// settle decides, as the head is written, whether the request body is
-// consumed so that the connection can take another request. A body nobody
-// read is discarded, up to 256 KiB, as net/http does; one still being read
-// (streaming to the upstream), cut short, or never asked for (100-continue
-// not sent) closes the connection instead.
-func (hc *h1Conn) settle(w *h1Writer) bool {
-	b := w.body
+// reusable tells, as the head is written, whether the connection may
+// take another request after this answer, as far as the request body
+// goes: yes when it was read to its end, or when nobody read any of it
+// (it is discarded after the answer, as net/http does, up to 256 KiB); no
+// when it was read only in part, or when the client still waits for a
+// 100 Continue before sending it.
+func (b *h1Body) reusable(continueOwed bool) bool {
+	switch {
+	case b == nil || b.eof.Load():
+		return true
+	case b.touched.Load():
+		return false
+	default:
+		return !continueOwed
+	}
+}
+
+// discard reads what is left of a body nobody read, after its answer:
+// the connection is kept when the body ends within 256 KiB and the body
+// idle timeout. No lock of the writer is held, so a late reader (a body
+// goroutine that started after the answer came) cannot deadlock with it.
+func (hc *h1Conn) discard(b *h1Body) bool {
 	if b == nil || b.eof.Load() {
 		return true
 	}
-	if b.touched.Load() || !w.continued {
+	if b.touched.Load() {
 		return false
 	}
-	b.mu.Lock()
-	b.w = nil // the head is being written: no 100 Continue now (w.mu is held)
-	b.mu.Unlock()
+	b.w.Store(nil)
 	_ = hc.c.SetReadDeadline(time.Now().Add(hc.p.t.BodyIdle))
 	n, err := io.CopyN(io.Discard, b, lingerMaxBytes+1)
 	_ = hc.c.SetReadDeadline(time.Time{})
@@ -285,23 +299,52 @@ func (hc *h1Conn) settle(w *h1Writer) bool {
 // connection.
 func (hc *h1Conn) draining() bool { return hc.p.h1.closing.Load() }
 
-// watchClient watches a request's connection while it waits (held for
-// approval) and calls gone if the client leaves. Its stop ends the watch
-// and must be called before the connection is read again. A request the
-// client pipelined meanwhile is left for its turn.
-func (hc *h1Conn) watchClient(gone func()) (stop func()) {
-	done := make(chan struct{})
-	_ = hc.c.SetReadDeadline(time.Time{})
-	go func() {
-		defer close(done)
-		if _, err := hc.br.Peek(1); err != nil && !isTimeout(err) && !errors.Is(err, ErrMalformedRequest) {
-			gone()
+// clientWatchAfter is how long a request runs before its client is
+// watched for leaving.
+const clientWatchAfter = 250 * time.Millisecond
+
+// watch arms the watch of the client for a request that is still running
+// after clientWatchAfter (waiting on a slow upstream, held for approval):
+// once its body was read to the end, the timer's goroutine peeks at the
+// connection, and a client that left ends the tunnel's context, which
+// cancels the upstream exchange or the hold. A request the client
+// pipelined meanwhile is left for its turn. Requests that end sooner cost
+// a timer and no goroutine. unwatch (idempotent) must run before the
+// connection is read again or handed over.
+func (hc *h1Conn) watch(body *h1Body) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		done    chan struct{}
+		timer   *time.Timer
+	)
+	timer = time.AfterFunc(clientWatchAfter, func() {
+		mu.Lock()
+		if stopped || body != nil && !body.eof.Load() { // a body still being read: the client is there
+			if !stopped {
+				timer.Reset(clientWatchAfter)
+			}
+			mu.Unlock()
+			return
 		}
-	}()
-	return func() {
-		_ = hc.c.SetReadDeadline(time.Unix(1, 0))
-		<-done
-		_ = hc.c.SetReadDeadline(time.Time{})
+		done = make(chan struct{})
+		defer close(done)
+		mu.Unlock()
+		if _, err := hc.br.Peek(1); err != nil && !isTimeout(err) && !errors.Is(err, ErrMalformedRequest) {
+			hc.cancel()
+		}
+	})
+	hc.unwatch = func() {
+		mu.Lock()
+		stopped = true
+		d := done
+		mu.Unlock()
+		timer.Stop()
+		if d != nil {
+			_ = hc.c.SetReadDeadline(time.Unix(1, 0)) // ends the peek
+			<-d
+			_ = hc.c.SetReadDeadline(time.Time{})
+		}
 	}
 }
 
@@ -309,7 +352,7 @@ func (hc *h1Conn) watchClient(gone func()) (stop func()) {
 // 100-continue on the first read and notes what settle needs.
 type h1Body struct {
 	rc      io.ReadCloser
-	w       *h1Writer // owed a 100 Continue; nil when none is
+	w       atomic.Pointer[h1Writer] // owed a 100 Continue; nil when none is
 	mu      sync.Mutex
 	closed  atomic.Bool
 	touched atomic.Bool // read at least once
@@ -317,19 +360,18 @@ type h1Body struct {
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	b.touched.Store(true)
+	if w := b.w.Swap(nil); w != nil {
+		w.sendContinue() // before b.mu: the writer's lock is never taken under it
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.eof.Load() {
 		return 0, io.EOF
 	}
-	if w := b.w; w != nil {
-		b.w = nil
-		w.sendContinue()
-	}
-	b.touched.Store(true)
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
 		b.eof.Store(true)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // h1Writer is the http.ResponseWriter of one request on an HTTP/1.1
@@ -101,6 +103,7 @@ func (w *h1Writer) sendContinue() {
 
 // commit writes the final head into the buffer; w.mu is held.
 func (w *h1Writer) commit(code int) {
+	owed := !w.continued // the client waits for a 100 Continue before it sends the body
 	w.committed, w.continued, w.status = true, true, code
 	h := w.header
 	w.noBody = w.req.Method == http.MethodHead || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
@@ -125,12 +128,12 @@ func (w *h1Writer) commit(code int) {
 	default:
 		w.closeAfter = true // HTTP/1.0 and no length: the body ends when the connection does
 	}
-	if !w.hc.settle(w) || w.req.Close || h.Get("Connection") == "close" || w.hc.draining() {
+	if !w.body.reusable(owed) || w.req.Close || httpguts.HeaderValuesContainsToken(h["Connection"], "close") || w.hc.draining() {
 		w.closeAfter = true
 	}
 	bw := w.hc.bw
 	writeStatusLine(bw, w.req.ProtoAtLeast(1, 1), code)
-	writeHeaderLines(bw, h, hopResponseHeaders)
+	writeHeaderLines(bw, h, hopResponseHeader)
 	if _, ok := h["Date"]; !ok {
 		_, _ = bw.WriteString("Date: ")
 		_, _ = bw.WriteString(w.hc.p.dates.now())
@@ -145,8 +148,10 @@ func (w *h1Writer) commit(code int) {
 	_, _ = bw.WriteString("\r\n")
 }
 
-// hopResponseHeaders are written by the writer itself, never copied.
-var hopResponseHeaders = map[string]bool{"Transfer-Encoding": true, "Connection": true, "Keep-Alive": true}
+// hopResponseHeader: a header the writer writes itself, never copies.
+func hopResponseHeader(k string) bool {
+	return k == "Transfer-Encoding" || k == "Connection" || k == "Keep-Alive"
+}
 
 func (w *h1Writer) Write(b []byte) (int, error) {
 	if w.hijacked {
@@ -215,11 +220,15 @@ func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.hijacked || w.committed {
 		return nil, nil, errors.New("dataplane: Hijack after the response head was written")
 	}
+	if w.body != nil && !w.body.eof.Load() {
+		return nil, nil, errors.New("dataplane: no protocol switch before the request body has been read")
+	}
 	if !w.hc.p.h1.switched(w.hc) {
 		return nil, nil, errDraining
 	}
 	w.hijacked, w.continued = true, true
 	hc := w.hc
+	hc.unwatch() // the switched protocol reads the connection from now on
 	return &hijackedConn{Conn: hc.c, br: hc.br}, bufio.NewReadWriter(hc.br, hc.bw), nil
 }
 
@@ -270,7 +279,7 @@ func (w *h1Writer) finish() bool {
 func (w *h1Writer) finalTrailers() http.Header {
 	var t http.Header
 	add := func(k string, vv []string) {
-		if len(vv) == 0 || hopResponseHeaders[k] || k == "Content-Length" || k == "Trailer" {
+		if len(vv) == 0 || hopResponseHeader(k) || k == "Content-Length" || k == "Trailer" {
 			return
 		}
 		if t == nil {
@@ -305,12 +314,12 @@ func writeStatusLine(bw *bufio.Writer, http11 bool, code int) {
 	_, _ = bw.WriteString("\r\n")
 }
 
-// writeHeaderLines writes h's lines, skipping keys in skip and
-// TrailerPrefix keys; a value's CR or LF becomes a space, so no value can
+// writeHeaderLines writes h's lines, skipping the keys skip reports (nil:
+// none) and TrailerPrefix keys; a value's CR or LF becomes a space, so no value can
 // end the head early.
-func writeHeaderLines(bw *bufio.Writer, h http.Header, skip map[string]bool) {
+func writeHeaderLines(bw *bufio.Writer, h http.Header, skip func(string) bool) {
 	for k, vv := range h {
-		if skip[k] || strings.HasPrefix(k, http.TrailerPrefix) {
+		if skip != nil && skip(k) || strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
 		for _, v := range vv {

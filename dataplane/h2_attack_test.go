@@ -20,6 +20,13 @@ import (
 func echoPaths(w http.ResponseWriter, r *http.Request) bool {
 	auth := r.Header.Get("Authorization")
 	switch r.URL.Path {
+	case "/v1/items/wait": // answers after 10 s, unless the request is cancelled first
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+			_, _ = io.WriteString(w, "waited")
+		}
+		return true
 	case "/v1/items/undeclared": // in a trailer never announced (as gRPC and Go's h2 servers send them)
 		_, _ = io.WriteString(w, "body without the secret")
 		http.NewResponseController(w).Flush()

@@ -63,9 +63,6 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer context.AfterFunc(p.stopping, cancel)()
 	defer cancel()
-	if t.watchClient != nil {
-		defer t.watchClient(cancel)()
-	}
 	res, err := p.Approvals.Await(ctx, req, wait)
 	if errors.Is(err, ErrApprovalLimit) {
 		return &limitError{msg: err.Error()}

@@ -111,7 +111,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, rec *Record, out *o
 	}
 	rec.BytesIn, rec.BytesOut = out.body.bytes(), cw.n
 	p.finish(rec)
-	if cut || cw.status == 0 { // cut off, or nothing sent: never let net/http answer 200 for us
+	if cut || cw.status == 0 { // cut off, or nothing sent: never let the server answer 200 for us
 		abort(w, rec)
 	}
 }
@@ -135,7 +135,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) (cut bool) {
 
 // abort tells the client that the response it got was cut off: a call
 // (Execute) gets an upstream_unavailable refusal; a proxy client has its
-// connection aborted, net/http's way (the status line was already sent).
+// connection aborted by http.ErrAbortHandler, which serveH1 and HTTP/2's
+// server take as "close without ending the answer" (the status line was
+// already sent).
 func abort(w http.ResponseWriter, rec *Record) {
 	if cw, ok := w.(*callWriter); ok {
 		cw.status = http.StatusBadGateway

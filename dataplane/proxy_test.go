@@ -494,7 +494,7 @@ func TestStatsCountConnectionsAndTunnels(t *testing.T) {
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)
 	}
-	// The tunnel is handed to the inner server after the handshake; wait
+	// The tunnel is served (serveH1) after the handshake; wait
 	// for the gauge rather than sleeping a fixed time.
 	deadline := time.Now().Add(10 * time.Second)
 	for e.proxy.Stats().TunnelsOpen != 1 && time.Now().Before(deadline) {

@@ -33,16 +33,11 @@ type tunnel struct {
 	// hangup closes an HTTP/2 tunnel's client connection (set by serveH2);
 	// nil for HTTP/1.1 and Execute calls.
 	hangup func()
-	// watchClient watches an HTTP/1.1 tunnel's client while a request
-	// waits (held for approval), calling gone if it leaves; stop ends the
-	// watch. Nil for HTTP/2 (a stream's context ends with its client) and
-	// Execute calls.
-	watchClient func(gone func()) (stop func())
 }
 
 type tunnelKey struct{}
 
-// tunnelConn carries its tunnel to the inner server's handlers; closing it
+// tunnelConn is an intercepted tunnel's client connection; closing it
 // forgets the tunnel in the proxy's per-session registry. A write the
 // client does not take within writeIdle fails, so a client that stops
 // reading an answer does not hold the tunnel, its goroutines and the
@@ -140,7 +135,8 @@ func (p *Proxy) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 
 // intercept answers the CONNECT, completes TLS with a leaf from the
 // session's CA within the handshake timeout, checks that SNI agrees with the
-// CONNECT authority, and hands the connection to the inner server.
+// CONNECT authority, and serves the tunnel: serveH1, or serveH2 when the
+// client chose h2.
 func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	_ = c.SetDeadline(time.Now().Add(p.t.Handshake))
 	if err := p.connected(c, t); err != nil {

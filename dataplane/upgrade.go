@@ -59,6 +59,9 @@ func checkUpgrade(r *http.Request, op *policy.Operation) error {
 		return deny(policy.ReasonUpgradeRefused, "this endpoint does not accept a WebSocket upgrade")
 	case r.Method != http.MethodGet:
 		return deny(policy.ReasonUpgradeRefused, "a WebSocket opens with GET, not %s", r.Method)
+	case r.ContentLength != 0 || len(r.TransferEncoding) > 0:
+		// Its bytes and the frames after the switch would share the connection.
+		return deny(policy.ReasonUpgradeRefused, "a WebSocket opening request carries no body; send it without one")
 	case !op.Spec.WebSocket:
 		return deny(policy.ReasonUpgradeRefused, "%s %s/%s does not allow a WebSocket upgrade: its spec must set \"websocket\": true "+
 			"on the operation (frames after the upgrade are not inspected)", op.Ref(), op.Tool, op.Spec.Name)

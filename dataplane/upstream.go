@@ -53,6 +53,13 @@ func (p *Proxy) newH2Transport(base *tls.Config) *http.Transport {
 	}
 }
 
+// newReverseProxy builds the forwarding stage: ReverseProxy strips
+// hop-by-hop headers, Proxy-Authorization and X-Forwarded-*, rewrite
+// points the outbound copy at the canonical target, forwarder injects and
+// sends it (upstream1, or h2up for wantsH2), and the answer streams back
+// with pooled copy buffers, flushed per write when its length is unknown
+// or it is an event stream. A failed exchange is answered by
+// upstreamFailed; its cause goes to the debug log.
 func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -43,8 +44,9 @@ const (
 // buffers.
 type upConn struct {
 	key    string
-	conn   net.Conn // *tls.Conn
-	raw    net.Conn // the TCP connection under it
+	conn   net.Conn          // *tls.Conn
+	raw    net.Conn          // the TCP connection under it
+	lr     *io.LimitedReader // under br: bounds an answer's head
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
@@ -128,7 +130,8 @@ func (u *upstream1) dial(ctx context.Context, key string) (*upConn, error) {
 		_ = raw.Close()
 		return nil, err
 	}
-	return &upConn{key: key, conn: tc, raw: raw, br: bufio.NewReaderSize(tc, 4<<10), bw: bufio.NewWriterSize(tc, 4<<10)}, nil
+	lr := &io.LimitedReader{R: tc, N: maxResponseHead}
+	return &upConn{key: key, conn: tc, raw: raw, lr: lr, br: bufio.NewReaderSize(lr, 4<<10), bw: bufio.NewWriterSize(tc, 4<<10)}, nil
 }
 
 // exchange sends req on uc and reads the answer's head.
@@ -170,6 +173,9 @@ func (u *upstream1) exchange(uc *upConn, req *http.Request) (*http.Response, err
 		}()
 	}
 	resp, err := u.readHead(uc, req)
+	if err == nil && wrote != nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		err = errors.New("dataplane: the upstream switched protocols while the request body was still being sent")
+	}
 	if err == nil && wrote != nil {
 		select {
 		case werr := <-wrote: // the body failed: the answer is to a request cut short
@@ -213,6 +219,9 @@ func (u *upstream1) writeBody(uc *upConn, req *http.Request, body io.Reader, chu
 	buf := u.p.buffers.Get()
 	defer u.p.buffers.Put(buf)
 	var sent int64
+	if !chunked { // never more than announced: extra bytes would be a request of their own upstream
+		body = io.LimitReader(body, req.ContentLength)
+	}
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
@@ -241,6 +250,10 @@ func (u *upstream1) writeBody(uc *upConn, req *http.Request, body io.Reader, chu
 		_, _ = uc.bw.WriteString("0\r\n\r\n")
 	case sent != req.ContentLength:
 		return fmt.Errorf("dataplane: request body of %d bytes, announced as %d", sent, req.ContentLength)
+	default:
+		if n, _ := req.Body.Read(buf[:1]); n > 0 {
+			return fmt.Errorf("dataplane: request body longer than the %d bytes announced", req.ContentLength)
+		}
 	}
 	if err := uc.bw.Flush(); err != nil {
 		return err
@@ -257,12 +270,17 @@ func (u *upstream1) readHead(uc *upConn, req *http.Request) (*http.Response, err
 		return nil, err // not a byte of an answer: io.EOF or a reset when the upstream had closed
 	}
 	for n := 0; ; n++ {
+		uc.lr.N = maxResponseHead - int64(uc.br.Buffered())
 		resp, err := http.ReadResponse(uc.br, req)
 		if err != nil {
 			return nil, err
 		}
 		code := resp.StatusCode
+		if code == http.StatusSwitchingProtocols && !switchAsked(req, resp) {
+			return nil, errors.New("dataplane: the upstream switched protocols on a request that asked for no upgrade")
+		}
 		if code >= 200 || code == http.StatusSwitchingProtocols {
+			uc.lr.N = math.MaxInt64 // the head is read; the body's length is the body's business
 			return resp, nil
 		}
 		if n >= upMax1xx {
@@ -276,6 +294,17 @@ func (u *upstream1) readHead(uc *upConn, req *http.Request) (*http.Response, err
 	}
 }
 
+// switchAsked: a 101 answers a request that asked for an upgrade, and
+// says Connection: upgrade. Any other 101 would turn the tunnel into a
+// raw pipe that no later request's decision would see.
+func switchAsked(req *http.Request, resp *http.Response) bool {
+	return len(upgradeTokens(req.Header)) > 0 && httpguts.HeaderValuesContainsToken(resp.Header["Connection"], "upgrade")
+}
+
+// maxResponseHead bounds an upstream answer's head (each 1xx one too),
+// as net/http's Transport bounds it (10 MiB there).
+const maxResponseHead = 1 << 20
+
 // wrapBody gives resp a body that, read to its end with the request body
 // sent, returns the connection to the pool; closed early, or with the
 // request body still going, it closes the connection. A protocol switch
@@ -283,11 +312,11 @@ func (u *upstream1) readHead(uc *upConn, req *http.Request) (*http.Response, err
 func (u *upstream1) wrapBody(uc *upConn, req *http.Request, resp *http.Response, wrote chan error, stop func() bool) *http.Response {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		stop()
-		_ = uc.conn.SetDeadline(time.Time{})
-		resp.Body = &switchedConn{Reader: uc.br, conn: uc.conn}
+		idle := u.p.t.TunnelIdle
+		resp.Body = &switchedConn{Reader: &idleReader{r: uc.br, c: uc.conn, idle: idle}, conn: &idleConn{Conn: uc.conn, idle: idle}}
 		return resp
 	}
-	resp.Body = &upBody{u: u, uc: uc, rc: resp.Body, wrote: wrote, stop: stop, reuse: !resp.Close && !req.Close}
+	resp.Body = &upBody{u: u, uc: uc, rc: resp.Body, ctx: req.Context(), wrote: wrote, stop: stop, reuse: !resp.Close && !req.Close}
 	return resp
 }
 
@@ -297,6 +326,7 @@ type upBody struct {
 	u     *upstream1
 	uc    *upConn
 	rc    io.ReadCloser
+	ctx   context.Context // the request's: once it ends, no read is started
 	wrote chan error
 	stop  func() bool
 	reuse bool
@@ -306,6 +336,10 @@ type upBody struct {
 func (b *upBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
+	}
+	if err := b.ctx.Err(); err != nil { // its cancel hook's past deadline must not be pushed out again
+		b.end(false)
+		return 0, err
 	}
 	_ = b.uc.conn.SetReadDeadline(time.Now().Add(b.u.p.t.TunnelIdle))
 	n, err := b.rc.Read(p)
@@ -347,6 +381,19 @@ func (b *upBody) end(complete bool) {
 	b.uc.close()
 }
 
+// idleReader reads r, each read within idle (a silent WebSocket is closed
+// after proxy.tunnel_idle_timeout).
+type idleReader struct {
+	r    io.Reader
+	c    net.Conn
+	idle time.Duration
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	_ = i.c.SetReadDeadline(time.Now().Add(i.idle))
+	return i.r.Read(p)
+}
+
 // switchedConn is the upstream side of a protocol switch: what the
 // upstream sent after its 101 is read first.
 type switchedConn struct {
@@ -371,7 +418,7 @@ func writeRequestHead(bw *bufio.Writer, req *http.Request, chunked bool) error {
 	}
 	_, _ = bw.WriteString(req.Method + " " + req.URL.RequestURI() + " HTTP/1.1\r\nHost: " + host + "\r\n")
 	for k, vv := range req.Header {
-		if requestFraming[k] {
+		if requestFraming(k) {
 			continue
 		}
 		if !httpguts.ValidHeaderFieldName(k) {
@@ -400,15 +447,22 @@ func writeRequestHead(bw *bufio.Writer, req *http.Request, chunked bool) error {
 	return err
 }
 
-// requestFraming are the header keys writeRequestHead writes itself (or
-// drops: Expect was answered to the client, and the body goes at once).
-var requestFraming = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Expect": true}
+// requestFraming: a header key writeRequestHead writes itself (or drops:
+// Expect was answered to the client, and the body goes at once).
+func requestFraming(k string) bool {
+	switch k {
+	case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Expect":
+		return true
+	}
+	return false
+}
 
 // upPool keeps idle upstream connections per authority, newest first.
 type upPool struct {
-	mu    sync.Mutex
-	idle  map[string][]*upConn
-	total int
+	mu     sync.Mutex
+	idle   map[string][]*upConn
+	total  int
+	closed bool // sweep(true) ran: the proxy shut down, nothing is pooled any more
 }
 
 // take returns an idle connection to key that is still open, or nil.
@@ -443,7 +497,7 @@ func (p *upPool) put(uc *upConn) {
 	if p.idle == nil {
 		p.idle = map[string][]*upConn{}
 	}
-	if p.total >= upIdleTotal || len(p.idle[uc.key]) >= upIdlePerHost {
+	if p.closed || p.total >= upIdleTotal || len(p.idle[uc.key]) >= upIdlePerHost {
 		p.mu.Unlock()
 		uc.close()
 		return
@@ -457,6 +511,7 @@ func (p *upPool) put(uc *upConn) {
 func (p *upPool) sweep(all bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = p.closed || all
 	for key, list := range p.idle {
 		kept := list[:0]
 		for _, uc := range list {
