@@ -24,17 +24,17 @@ import (
 // runs only while a request body streams to the upstream, while a held
 // request watches for its client to leave, or after a protocol switch.
 type h1Conn struct {
-	p       *Proxy
-	t       *tunnel
-	c       *tunnelConn
-	br      *bufio.Reader
-	bw      *bufio.Writer
-	tls     *tls.ConnectionState
-	remote  string
-	ctx     context.Context // the requests' context: ends when the tunnel is cut at shutdown
-	cancel  context.CancelFunc
-	active  bool   // a request is being read or served (guarded by h1Conns.mu)
-	unwatch func() // ends the current request's client watch (watch)
+	p      *Proxy
+	t      *tunnel
+	c      *tunnelConn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	tls    *tls.ConnectionState
+	remote string
+	ctx    context.Context // the requests' context: ends when the tunnel is cut at shutdown
+	cancel context.CancelFunc
+	active bool // a request is being read or served (guarded by h1Conns.mu)
+	watch  clientWatch
 }
 
 // h1Conns is the registry of HTTP/1.1 tunnels, for Shutdown: idle ones
@@ -96,8 +96,15 @@ func (h *h1Conns) drain(ctx context.Context) error {
 		}
 	}
 	h.mu.Unlock()
+	return waitFor(ctx, &h.wg)
+}
+
+// waitFor waits for wg or for ctx to end. Its goroutine outlives a ctx
+// that ends first until the connections are closed, which Shutdown does
+// next.
+func waitFor(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
+	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -123,7 +130,9 @@ func (p *Proxy) serveH1(c *tunnelConn, cs tls.ConnectionState) {
 		http.ServerContextKey, p.inner), tunnelKey{}, c.t))
 	hc := &h1Conn{p: p, t: c.t, c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10),
 		tls: &cs, remote: c.RemoteAddr().String(), ctx: ctx, cancel: cancel}
+	hc.watch.hc = hc
 	defer cancel()
+	defer hc.watch.disarm()
 	if !p.h1.add(hc) {
 		_ = c.Close()
 		return
@@ -225,8 +234,8 @@ func (hc *h1Conn) serve(r *http.Request) (keep, hijacked bool) {
 		r.Body = body
 	}
 	w := newH1Writer(hc, r, body)
-	hc.watch(body)
-	defer func() { hc.unwatch() }()
+	hc.watch.arm(body)
+	defer hc.watch.disarm()
 	if body != nil && r.Header.Get("Expect") != "" {
 		body.w.Store(w) // 100 Continue on the first read
 	} else {
@@ -303,48 +312,68 @@ func (hc *h1Conn) draining() bool { return hc.p.h1.closing.Load() }
 // watched for leaving.
 const clientWatchAfter = 250 * time.Millisecond
 
-// watch arms the watch of the client for a request that is still running
-// after clientWatchAfter (waiting on a slow upstream, held for approval):
-// once its body was read to the end, the timer's goroutine peeks at the
-// connection, and a client that left ends the tunnel's context, which
-// cancels the upstream exchange or the hold. A request the client
-// pipelined meanwhile is left for its turn. Requests that end sooner cost
-// a timer and no goroutine. unwatch (idempotent) must run before the
-// connection is read again or handed over.
-func (hc *h1Conn) watch(body *h1Body) {
-	var (
-		mu      sync.Mutex
-		stopped bool
-		done    chan struct{}
-		timer   *time.Timer
-	)
-	timer = time.AfterFunc(clientWatchAfter, func() {
-		mu.Lock()
-		if stopped || body != nil && !body.eof.Load() { // a body still being read: the client is there
-			if !stopped {
-				timer.Reset(clientWatchAfter)
-			}
-			mu.Unlock()
-			return
+// clientWatch watches a tunnel's client for a request that is still
+// running after clientWatchAfter (waiting on a slow upstream, held for
+// approval): once the request body was read to its end, the timer's
+// goroutine peeks at the connection, and a client that left ends the
+// tunnel's context, which cancels the upstream exchange or the hold. A
+// request the client pipelined meanwhile is left for its turn. One timer
+// serves the tunnel's requests in turn, so a request that ends sooner
+// costs a timer reset and no goroutine.
+type clientWatch struct {
+	hc      *h1Conn
+	timer   *time.Timer
+	mu      sync.Mutex
+	body    *h1Body       // the request's; nil without one
+	armed   bool          // a request is being watched
+	peeking chan struct{} // closed when the running peek returns; nil when none runs
+}
+
+// arm starts watching for the request whose body is body.
+func (w *clientWatch) arm(body *h1Body) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.body, w.armed = body, true
+	if w.timer == nil {
+		w.timer = time.AfterFunc(clientWatchAfter, w.fire)
+		return
+	}
+	w.timer.Reset(clientWatchAfter)
+}
+
+func (w *clientWatch) fire() {
+	w.mu.Lock()
+	if !w.armed || w.body != nil && !w.body.eof.Load() { // a body still being read: the client is there
+		if w.armed {
+			w.timer.Reset(clientWatchAfter)
 		}
-		done = make(chan struct{})
-		defer close(done)
-		mu.Unlock()
-		if _, err := hc.br.Peek(1); err != nil && !isTimeout(err) && !errors.Is(err, ErrMalformedRequest) {
-			hc.cancel()
-		}
-	})
-	hc.unwatch = func() {
-		mu.Lock()
-		stopped = true
-		d := done
-		mu.Unlock()
-		timer.Stop()
-		if d != nil {
-			_ = hc.c.SetReadDeadline(time.Unix(1, 0)) // ends the peek
-			<-d
-			_ = hc.c.SetReadDeadline(time.Time{})
-		}
+		w.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	w.peeking = done
+	w.mu.Unlock()
+	defer close(done)
+	if _, err := w.hc.br.Peek(1); err != nil && !isTimeout(err) && !errors.Is(err, ErrMalformedRequest) {
+		w.hc.cancel()
+	}
+}
+
+// disarm ends the watch (idempotent); it must run before the connection
+// is read again or handed over.
+func (w *clientWatch) disarm() {
+	w.mu.Lock()
+	w.armed, w.body = false, nil
+	done := w.peeking
+	w.peeking = nil
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.mu.Unlock()
+	if done != nil {
+		_ = w.hc.c.SetReadDeadline(time.Unix(1, 0)) // ends the peek
+		<-done
+		_ = w.hc.c.SetReadDeadline(time.Time{})
 	}
 }
 

@@ -228,7 +228,7 @@ func (w *h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	w.hijacked, w.continued = true, true
 	hc := w.hc
-	hc.unwatch() // the switched protocol reads the connection from now on
+	hc.watch.disarm() // the switched protocol reads the connection from now on
 	return &hijackedConn{Conn: hc.c, br: hc.br}, bufio.NewReadWriter(hc.br, hc.bw), nil
 }
 

@@ -100,12 +100,5 @@ func (h *h2Conns) drain(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing = true
 	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitFor(ctx, &h.wg)
 }
