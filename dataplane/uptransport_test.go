@@ -3,69 +3,31 @@ package dataplane
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aileronhq/aileron/ca"
 )
-
-// oneShotUpstream answers one request per connection, keep-alive as far as
-// its headers say, then closes the connection a moment later without a
-// word: the pooled connection the proxy keeps is stale by its next use.
-func oneShotUpstream(t *testing.T) (addr string, roots *x509.CertPool, conns *atomic.Int64) {
-	t.Helper()
-	upCA, err := ca.New(ca.Options{CommonName: "one-shot root"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.2:0", &tls.Config{NextProtos: []string{"http/1.1"},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return upCA.Leaf("api.example.com") }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	conns = &atomic.Int64{}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer c.Close()
-				r, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, r.Body)
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				time.Sleep(20 * time.Millisecond)
-			}()
-		}
-	}()
-	roots = x509.NewCertPool()
-	roots.AddCert(upCA.Certificate())
-	return ln.Addr().String(), roots, conns
-}
 
 // TestPooledConnectionClosedByUpstream: a request on a pooled connection
 // the upstream closed meanwhile still goes through: a GET is retried on a
 // new connection, a POST finds the connection closed before it is sent.
 func TestPooledConnectionClosedByUpstream(t *testing.T) {
-	addr, roots, conns := oneShotUpstream(t)
-	e := newEnv(t, func(p *Proxy) {
-		p.RootCAs = roots
-		p.Guard.Resolve = map[string]netip.AddrPort{"api.example.com:443": netip.MustParseAddrPort(addr)}
+	// The upstream answers one request per connection, keep-alive as far
+	// as its headers say, then closes the connection a moment later
+	// without a word: the pooled connection is stale by its next use.
+	e, up := newRawEnv(t, nil, func(_ int64, c net.Conn, br *bufio.Reader) {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		time.Sleep(20 * time.Millisecond)
 	})
 	c := e.client(t, url.UserPassword("s1", e.token))
 	for i, tc := range []struct{ method, path, body string }{
@@ -86,7 +48,7 @@ func TestPooledConnectionClosedByUpstream(t *testing.T) {
 			t.Fatalf("request %d (%s %s): %d %q, want 200 ok", i, tc.method, tc.path, resp.StatusCode, b)
 		}
 	}
-	if n := conns.Load(); n != 4 {
+	if n := up.conn.Load(); n != 4 {
 		t.Errorf("upstream accepted %d connections, want 4 (one per request)", n)
 	}
 }
