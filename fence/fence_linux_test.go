@@ -8,41 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/internal/nstest"
+
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policydns"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
-
-// inNewNetns runs fn in a new network namespace (with lo up) on a locked
-// thread and returns the namespace's handle; the caller closes it.
-func newNetns(t *testing.T) netns.NsHandle {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatalf("creating a network namespace (needs root and CONFIG_NET_NS): %v", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		t.Fatal(err)
-	}
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, _ := h.LinkByName("lo")
-	_ = h.LinkSetUp(lo)
-	t.Cleanup(func() { ns.Close() })
-	return ns
-}
 
 // in runs fn on a thread inside ns.
 func in(t *testing.T, ns netns.NsHandle, fn func()) {
@@ -64,7 +37,7 @@ func in(t *testing.T, ns netns.NsHandle, fn func()) {
 // UDP datagram and a TCP connect to an outside address fail at once and
 // are reported through NFLOG with their destination.
 func TestInsideFenceRejectsAndLogs(t *testing.T) {
-	ns := newNetns(t)
+	ns := nstest.New(t)
 	l := link{host4: netip.MustParseAddr("192.0.2.1"), synth4: netip.MustParsePrefix("198.18.0.0/15"),
 		synth6: netip.MustParsePrefix("fd00:a11e:5eed::/64")}
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))

@@ -18,36 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// newNetns creates a network namespace with lo up, closed in t's cleanup.
-// It fails t, saying what is missing, when the kernel or the user cannot.
-func newNetns(t *testing.T) netns.NsHandle {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatalf("creating a network namespace: %v (the containment test needs root and a kernel with network namespaces, veth and nf_tables)", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	h := nsHandle(t, ns)
-	lo, err := h.LinkByName("lo")
-	if err == nil {
-		err = h.LinkSetUp(lo)
-	}
-	if err != nil {
-		t.Fatalf("lo up: %v", err)
-	}
-	return ns
-}
-
 func nsHandle(t *testing.T, ns netns.NsHandle) *netlink.Handle {
 	t.Helper()
 	h, err := netlink.NewHandleAt(ns)
