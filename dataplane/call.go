@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"time"
@@ -66,21 +67,6 @@ type CallResult struct {
 	Refusal *Refusal
 }
 
-// callState rides in a synthetic request's context: the call's approval
-// settings.
-type callState struct {
-	op         *policy.Operation
-	wait       time.Duration
-	approvedBy string
-}
-
-type callKey struct{}
-
-func callFrom(ctx context.Context) *callState {
-	cs, _ := ctx.Value(callKey{}).(*callState)
-	return cs
-}
-
 // Execute sends c through the one request path and returns the response,
 // or the refusal, exactly as a proxy client would have seen it. The
 // returned error wraps ErrBadCall for a malformed Call and is nil
@@ -93,16 +79,18 @@ func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	if err != nil {
 		return CallResult{}, err
 	}
-	cs := &callState{op: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy}
-	ctx = context.WithValue(context.WithValue(r.Context(), tunnelKey{}, t), callKey{}, cs)
-	// With a server in the context, ReverseProxy aborts when the upstream
-	// body breaks off, whatever context the caller passed; serveInner turns
-	// that into a refusal rather than a partial body that looks complete.
-	ctx = context.WithValue(ctx, http.ServerContextKey, p.inner)
+	x := &exchange{in: r, t: t, terms: terms{want: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy}}
 	w := &callWriter{header: make(http.Header)}
-	p.serveInner(w, r.WithContext(ctx))
-	res := CallResult{AuditID: w.header.Get(HeaderAuditID), Status: w.status, Header: w.header,
-		Body: w.body.Bytes(), Truncated: w.truncated, Refusal: w.refusal}
+	end := p.serveRequest(w, x)
+	if end.abort { // the answer broke off: a partial body must not look complete
+		ref := mkRefusal(http.StatusBadGateway, ClassUpstreamError, policy.ReasonUpstreamUnavailable, x.rec.Message)
+		ref.AuditID = x.rec.AuditID
+		w = &callWriter{header: make(http.Header)}
+		WriteRefusal(w, ref)
+		end.refusal = &ref
+	}
+	res := CallResult{AuditID: x.rec.AuditID, Status: w.status, Header: w.header,
+		Body: w.body.Bytes(), Truncated: w.truncated, Refusal: end.refusal}
 	if res.Status == 0 {
 		res.Status = http.StatusOK
 	}
@@ -140,8 +128,9 @@ func callRequest(ctx context.Context, c Call) (*http.Request, *tunnel, error) {
 	r.RequestURI = uri
 	r.Host = auth.String()
 	r.RemoteAddr = "call"
-	if c.Header != nil {
-		r.Header = c.Header.Clone()
+	for k, vv := range c.Header { // canonical names, as a parsed request has: the stages match them exactly
+		name := textproto.CanonicalMIMEHeaderKey(k)
+		r.Header[name] = append(r.Header[name], vv...)
 	}
 	if c.Body == nil {
 		r.Body, r.ContentLength = http.NoBody, 0
@@ -154,22 +143,6 @@ func callRequest(ctx context.Context, c Call) (*http.Request, *tunnel, error) {
 // same connector version (policy reloads make new pointers).
 func sameOperation(a, b *policy.Operation) bool {
 	return a != nil && b != nil && a.Ref() == b.Ref() && a.Tool == b.Tool && a.Spec.Name == b.Spec.Name
-}
-
-// noteRefusal hands a refusal back to Execute's caller when w, or a writer
-// it wraps, is a call's writer.
-func noteRefusal(w http.ResponseWriter, ref Refusal) {
-	for w != nil {
-		if cw, ok := w.(*callWriter); ok {
-			cw.refusal = &ref
-			return
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return
-		}
-		w = u.Unwrap()
-	}
 }
 
 // callWriter collects a call's response in memory, up to maxCallBody.

@@ -14,13 +14,14 @@
 //	       ├─ API host    → the session's sandbox API handler (api.go)
 //	       └─ intercept   → TLS with a session leaf; SNI must equal the CONNECT host;
 //	                        http/1.1: served in one goroutine (h1.go, h1writer.go), or h2: a stream each (h2.go)
-//	  every inner request or stream (pipeline.go: serveRequest), and every Execute call (call.go):
+//	  every inner request or stream, and every Execute call (call.go), as an exchange (exchange.go)
+//	  passed to each stage of serveRequest (pipeline.go), which returns how it ended:
 //	       ─▶ target as sent; Host (:authority, else 421), absolute-form target and SNI agree with the CONNECT
 //	       ─▶ policy.Decide ─▶ approval gate (hold.go: Approvals.Await)
 //	       ─▶ audit[] fields ─▶ Recorder.Decided (refused if it cannot be written)
-//	       ─▶ Injector on the outbound copy (forward.go) ─▶ Guard dial, verified TLS,
+//	       ─▶ outbound copy (exchange.go) ─▶ Injector on it (forward.go) ─▶ Guard dial, verified TLS,
 //	          a pooled HTTP/1.1 exchange in the request's goroutine (uptransport.go)
-//	       ─▶ response streamed back, echoes masked ─▶ Recorder.Completed, log line
+//	       ─▶ answer relayed, echoes masked (relay.go) ─▶ Recorder.Completed, log line
 //	  plain-HTTP proxy request ─▶ authenticated, then refused (insecure_scheme)
 //
 // Errors become refusals in one place (errors.go: classify) and refusals

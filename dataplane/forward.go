@@ -8,25 +8,23 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/policy"
 )
 
-// forwarder is the RoundTripper behind the ReverseProxy: the last stages of
-// the request path, run on the outbound copy after hop-by-hop headers are
-// gone. It injects the credential bound to the matched operation, refuses a
+// roundTrip is the last stage of the request path, run on x's outbound
+// copy: it injects the credential bound to the matched operation, refuses a
 // request that still carries a placeholder, sends it through the guarded,
-// verified transport, and masks any echo of the secret in the response.
-type forwarder struct {
-	p *Proxy
-}
-
-func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
-	st, _ := out.Context().Value(outboundKey{}).(*outbound)
-	var red *inject.Redactor
-	if st != nil && st.op != nil && f.p.Injector != nil {
-		if !st.op.Spec.Credential.IsZero() {
+// verified transport (upstream1, or h2up for wantsH2), and masks any echo
+// of the secret in the answer. A 1xx answer goes on to the client at once
+// through w, masked.
+func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, error) {
+	out := x.out
+	if x.op != nil && p.Injector != nil {
+		if !x.op.Spec.Credential.IsZero() {
 			// A compressed echo would slip past the redactor: ask for an
 			// identity body (and identity gRPC/Connect messages). Before
 			// injection, so a signature covers the headers actually sent.
@@ -34,30 +32,61 @@ func (f forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 				out.Header.Del(h)
 			}
 		}
-		secrets, err := f.p.Injector.Inject(out.Context(), st.sess, st.op, out)
+		secrets, err := p.Injector.Inject(out.Context(), x.t.sess, x.op, out)
 		if err != nil {
-			return nil, &credentialError{op: st.op, err: err}
+			return nil, &credentialError{op: x.op, err: err}
 		}
-		red = inject.NewRedactor(secrets...)
-		st.red = red
+		x.red = inject.NewRedactor(secrets...)
 	}
 	if inject.ContainsPlaceholder(out) {
 		return nil, deny(policy.ReasonPlaceholder, "the request carries an Aileron placeholder credential where no credential is injected; placeholders only work for operations bound to a credential")
 	}
-	if !red.Empty() { // 1xx headers (103 Early Hints) reach the client before RoundTrip returns
-		out = out.WithContext(httptrace.WithClientTrace(out.Context(), &httptrace.ClientTrace{
-			Got1xxResponse: func(_ int, h textproto.MIMEHeader) error { red.Header(http.Header(h)); return nil },
-		}))
-	}
-	var tr http.RoundTripper = f.p.up
+	interim := &interimRelay{w: w, red: x.red}
+	out = out.WithContext(httptrace.WithClientTrace(out.Context(), &httptrace.ClientTrace{Got1xxResponse: interim.relay}))
+	var tr http.RoundTripper = p.up
 	if wantsH2(out) {
-		tr = f.p.h2up
+		tr = p.h2up
 	}
+	x.sent = time.Now()
 	resp, err := tr.RoundTrip(out)
-	if err != nil || red.Empty() {
+	interim.done()
+	if err != nil || x.red.Empty() {
 		return resp, err
 	}
-	return maskResponse(out, resp, red)
+	return maskResponse(out, resp, x.red)
+}
+
+// interimRelay sends each 1xx answer (103 Early Hints, 100 Continue) on to
+// the client as it arrives, masked, until the final answer: HTTP/2's
+// transport may report one from its own goroutine, even late.
+type interimRelay struct {
+	w    http.ResponseWriter
+	red  *inject.Redactor
+	mu   sync.Mutex
+	over bool
+}
+
+func (i *interimRelay) relay(code int, h textproto.MIMEHeader) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.over {
+		return nil
+	}
+	hdr := http.Header(h)
+	i.red.Header(hdr)
+	dst := i.w.Header()
+	for k, vv := range hdr {
+		dst[k] = append(dst[k], vv...)
+	}
+	i.w.WriteHeader(code)
+	clear(dst) // a 1xx does not clear the header map by itself
+	return nil
+}
+
+func (i *interimRelay) done() {
+	i.mu.Lock()
+	i.over = true
+	i.mu.Unlock()
 }
 
 // maskResponse masks every echo of the secret in resp: headers, body and
@@ -114,7 +143,7 @@ func contentCoding(h http.Header) string {
 
 // trailerMask masks the response trailers when the body ends: the
 // transport fills them in at EOF (into a new map when none were
-// announced), and ReverseProxy sends them after.
+// announced), and relay sends them after.
 type trailerMask struct {
 	io.ReadCloser
 	red  *inject.Redactor

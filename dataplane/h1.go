@@ -126,8 +126,7 @@ func (h *h1Conns) closeAll() {
 // serveH1 serves an intercepted HTTP/1.1 tunnel until the client leaves,
 // a request asks to close, or the proxy shuts down.
 func (p *Proxy) serveH1(c *tunnelConn, cs tls.ConnectionState) {
-	ctx, cancel := context.WithCancel(context.WithValue(context.WithValue(context.Background(),
-		http.ServerContextKey, p.inner), tunnelKey{}, c.t))
+	ctx, cancel := context.WithCancel(context.Background())
 	hc := &h1Conn{p: p, t: c.t, c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10),
 		tls: &cs, remote: c.RemoteAddr().String(), ctx: ctx, cancel: cancel}
 	hc.watch.hc = hc
@@ -250,9 +249,35 @@ func (hc *h1Conn) serve(r *http.Request) (keep, hijacked bool) {
 	keep = w.finish() && hc.discard(body)
 	if body != nil {
 		_ = body.Close()
+		if !keep && !body.eof.Load() {
+			hc.linger(body)
+		}
 	}
 	return keep, w.hijacked
 }
+
+// linger ends a connection whose client may still be sending a body the
+// proxy will not read (the upstream answered early, or the body is too
+// big to discard), as net/http's server does: once the answer is out, the
+// write side is shut (TLS close_notify) and what the client sends is
+// dropped for up to lingerTimeout. Closing with unread bytes resets the
+// connection, and a reset can destroy an answer the client has not read
+// yet: a client uploading to an early 413 would see only "connection
+// reset".
+func (hc *h1Conn) linger(b *h1Body) {
+	_ = hc.c.SetReadDeadline(time.Now().Add(lingerTimeout)) // a body goroutine blocked in a read returns,
+	b.mu.Lock()                                             // gives way, and finds the body closed next time
+	defer b.mu.Unlock()
+	if cw, ok := hc.c.Conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = hc.c.SetReadDeadline(time.Now().Add(lingerTimeout))
+	_, _ = io.CopyN(io.Discard, hc.br, h1LingerMax)
+}
+
+// h1LingerMax bounds what linger drops: a client faster than this
+// in lingerTimeout is reset (it can resend; the proxy keeps nothing).
+const h1LingerMax = 16 << 20
 
 // run calls the request path, turning its abort (the upstream cut the
 // answer off) or any other panic into a closed connection.
@@ -265,8 +290,7 @@ func (hc *h1Conn) run(w *h1Writer, r *http.Request) (ok bool) {
 			ok = false
 		}
 	}()
-	hc.p.serveRequest(w, r, hc.t)
-	return true
+	return !hc.p.serveRequest(w, hc.p.newExchange(r, hc.t)).abort
 }
 
 // reusable tells, as the head is written, whether the connection may

@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"bufio"
+	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,5 +87,48 @@ func TestExpectContinue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEarlyAnswerToUploadArrives: an upstream that answers an upload
+// before reading it (a 413 with a body) gets its whole answer to the
+// client, which is still sending: the proxy shuts its side and drops the
+// rest of the upload for a moment before closing, instead of closing with
+// unread bytes, which resets the connection and throws away the part of
+// the answer still in the proxy's send buffer.
+func TestEarlyAnswerToUploadArrives(t *testing.T) {
+	e, _ := newRawEnv(t, nil, func(_ int64, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err == nil { // answered unread, then drained as servers do
+			_, _ = io.WriteString(c, "HTTP/1.1 413 Too Large\r\nContent-Length: 4194304\r\nConnection: close\r\n\r\n"+strings.Repeat("!", 4<<20))
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.Copy(io.Discard, br)
+		}
+	})
+	for i := range 5 {
+		tc := tunnelTLS(t, e, "api.example.com")
+		if _, err := io.WriteString(tc, "POST /v1/items HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 67108864\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { // a client that keeps sending until it has its answer
+			defer close(done)
+			chunk := bytes.Repeat([]byte("x"), 64<<10)
+			for range 1024 {
+				if _, err := tc.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(100 * time.Millisecond) // a client busy sending reads its answer a little later
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			t.Fatalf("round %d: the answer was lost: %v", i, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != 413 || len(b) != 4<<20 || err != nil {
+			t.Fatalf("round %d: %d, %d bytes of the answer, %v", i, resp.StatusCode, len(b), err)
+		}
+		_ = tc.Close()
+		<-done
 	}
 }

@@ -63,7 +63,7 @@ func (p *Proxy) newH2(inner *http.Server) (*h2Conns, error) {
 }
 
 // serveH2 serves one tunnel whose client chose h2 in ALPN: every stream
-// takes the same path as an HTTP/1.1 request (serveInner), each on its own
+// takes the same path as an HTTP/1.1 request (serveRequest), each on its own
 // goroutine, so a stream held for approval leaves the others flowing. raw
 // is the client's TCP connection (cut on revocation and at shutdown).
 func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
@@ -87,9 +87,13 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 	defer p.trackRaw(raw, false)
 	t.hangup = func() { _ = raw.Close() }
 	p.h2.srv.ServeConn(conn, &http2.ServeConnOpts{
-		Context:    context.WithValue(context.Background(), tunnelKey{}, t), // as inner's: Shutdown drains, not cancels
+		Context:    context.Background(), // as inner's: Shutdown drains, not cancels
 		BaseConfig: p.inner,
-		Handler:    http.HandlerFunc(p.serveInner),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if p.serveRequest(w, p.newExchange(r, t)).abort {
+				panic(http.ErrAbortHandler) // x/net's way to reset the stream: the answer is incomplete
+			}
+		}),
 	})
 }
 

@@ -37,7 +37,8 @@ func (e *approvalError) Error() string { return string(e.reason) + ": " + e.msg 
 // bytes and headers, and waits for a human. On approval the request
 // continues with the very bytes that were previewed; otherwise the returned
 // error says why not.
-func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) error {
+func (p *Proxy) hold(x *exchange, d policy.Decision) error {
+	r, t, tgt := x.in, x.t, x.tgt
 	body, release, err := p.readHeld(r, t.sess.ID)
 	if err != nil {
 		return err
@@ -52,10 +53,6 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 		Session: t.sess.ID, Op: d.Op, Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
 		Path: tgt.path, Digest: requestDigest(r.Method, t.authority, tgt, hdr, body), Preview: pv,
 	}
-	wait := p.approvalHold()
-	if cs := callFrom(r.Context()); cs != nil {
-		wait = cs.wait
-	}
 	if !p.held.enter(t.sess.ID) {
 		return &limitError{msg: fmt.Sprintf("this session already has %d requests waiting for approval; retry once some of them are decided", maxHeldRequests)}
 	}
@@ -63,7 +60,7 @@ func (p *Proxy) hold(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer context.AfterFunc(p.stopping, cancel)()
 	defer cancel()
-	res, err := p.Approvals.Await(ctx, req, wait)
+	res, err := p.Approvals.Await(ctx, req, x.terms.wait)
 	if errors.Is(err, ErrApprovalLimit) {
 		return &limitError{msg: err.Error()}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -14,138 +12,84 @@ import (
 	"github.com/aileronhq/aileron/policy"
 )
 
-// outbound is the per-request state the forwarding stage needs, carried in
-// the inbound request's context.
-type outbound struct {
-	rec      *Record
-	sess     *Session
-	op       *policy.Operation
-	target   *url.URL
-	body     *bodyClock       // the request body's deadlines; nil without a body
-	red      *inject.Redactor // masks the injected secret; nil without one
-	sentAt   time.Time
-	rejected bool
-}
-
-type outboundKey struct{}
-
-// serveInner is the one request path for every request inside an
-// intercepted tunnel: canonical target → policy.Decide → (approval: a later
-// stage) → record → forward (inject on the outbound copy, SSRF-safe dial,
-// verified TLS, redact echoes) → record.
-func (p *Proxy) serveInner(w http.ResponseWriter, r *http.Request) {
-	t, ok := r.Context().Value(tunnelKey{}).(*tunnel)
-	if !ok {
-		WriteRefusal(w, mkRefusal(http.StatusInternalServerError, ClassInternal, policy.ReasonInternal, "request arrived without a tunnel"))
-		return
-	}
-	p.serveRequest(w, r, t)
-}
-
-// serveRequest serves r, which arrived in tunnel t.
-func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request, t *tunnel) {
+// serveRequest is the one request path, for every request inside an
+// intercepted tunnel (HTTP/1.1 or an HTTP/2 stream) and every Execute
+// call: canonical target → policy.Decide → the approval gate → record →
+// forward (inject on the outbound copy, SSRF-safe dial, verified TLS,
+// relay the answer with echoes masked) → record. It answers w and tells
+// the entry point how the request ended.
+func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
+	r, t := x.in, x.t
 	if t.api {
 		p.serveAPI(w, r, t)
-		return
+		return ending{}
 	}
 	rec := p.newRecord(r)
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
-	clock := p.clockBody(w, r)
-	refuse := func(err error) {
-		rec.BytesIn = clock.bytes()
-		p.refuse(w, rec, err)
+	x.rec = rec
+	x.body = p.clockBody(w, r)
+	refuse := func(err error) ending {
+		rec.BytesIn = x.body.bytes()
+		ref := p.refuse(w, rec, err)
 		hangUpRevoked(w, t, err)
+		return ending{refusal: &ref}
 	}
 	tgt, err := innerTarget(t, r)
-	rec.Path = tgt.logPath()
+	x.tgt, rec.Path = tgt, tgt.logPath()
 	if err == nil {
 		err = p.checkLive(w, t)
 	}
 	if err != nil {
-		refuse(err)
-		return
+		return refuse(err)
 	}
 	d := p.Policy.Load().Decide(policy.Args{
 		Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
 		Path: tgt.path, Connectors: t.sess.Connectors,
 	})
+	x.op = d.Op
 	rec.operation(d.Op)
-	if err := p.gate(r, t, tgt, d); err != nil {
+	if err := p.gate(x, d); err != nil {
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
-		refuse(err)
-		return
+		return refuse(err)
 	}
 	if err := p.checkLive(w, t); err != nil { // revoked while the request was held
-		refuse(err)
-		return
+		return refuse(err)
 	}
 	rec.allowed(d)
 	rec.Fields = auditFields(r, d, tgt.query)
 	if err := p.decided(rec); err != nil {
-		refuse(err)
-		return
+		return refuse(err)
 	}
 	overrideScan(r)
-	p.send(w, r, rec, &outbound{rec: rec, sess: t.sess, op: d.Op, target: tgt.url(t.authority), body: clock})
+	return p.send(w, x)
 }
 
 // send forwards an allowed request and records the outcome: the status the
 // client received, the bytes each way, and why an answer broke off (the
 // upstream cut it, or the client stopped reading it).
-func (p *Proxy) send(w http.ResponseWriter, r *http.Request, rec *Record, out *outbound) {
+func (p *Proxy) send(w http.ResponseWriter, x *exchange) ending {
+	rec := x.rec
 	cw := &countingWriter{ResponseWriter: w}
-	if r.ProtoMajor == 2 {
+	if x.in.ProtoMajor == 2 {
 		cw.rc, cw.idle = http.NewResponseController(w), p.t.BodyIdle
 	}
-	cut := p.forward(cw, r.WithContext(context.WithValue(r.Context(), outboundKey{}, out)))
-	if !out.rejected {
+	ref, broke := p.forward(cw, x)
+	if ref == nil {
 		rec.Status = cw.status
 	}
 	switch {
-	case cut && cw.err != nil:
+	case broke && cw.err != nil:
 		rec.Reason, rec.Message = string(policy.ReasonClientGone), "the client stopped reading the answer (for proxy.body_idle_timeout) or went away"
-	case cut:
+	case broke:
 		rec.Reason, rec.Message = string(policy.ReasonUpstreamCut), "the upstream cut its response off before the end"
 	}
-	rec.BytesIn, rec.BytesOut = out.body.bytes(), cw.n
+	rec.BytesIn, rec.BytesOut = x.body.bytes(), cw.n
 	p.finish(rec)
-	if cut || cw.status == 0 { // cut off, or nothing sent: never let the server answer 200 for us
-		abort(w, rec)
-	}
-}
-
-// forward runs the ReverseProxy. It reports cut when the upstream broke its
-// response off mid-body: ReverseProxy then aborts the handler (panics with
-// http.ErrAbortHandler), which forward catches so that the outcome is
-// recorded before the client learns of it.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) (cut bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v != http.ErrAbortHandler {
-				panic(v)
-			}
-			cut = true
-		}
-	}()
-	p.rp.ServeHTTP(w, r)
-	return false
-}
-
-// abort tells the client that the response it got was cut off: a call
-// (Execute) gets an upstream_unavailable refusal; a proxy client has its
-// connection aborted by http.ErrAbortHandler, which serveH1 and HTTP/2's
-// server take as "close without ending the answer" (the status line was
-// already sent).
-func abort(w http.ResponseWriter, rec *Record) {
-	if cw, ok := w.(*callWriter); ok {
-		cw.status = http.StatusBadGateway
-		ref := mkRefusal(http.StatusBadGateway, ClassUpstreamError, policy.ReasonUpstreamUnavailable, rec.Message)
-		cw.refusal = &ref
-		return
-	}
-	panic(http.ErrAbortHandler)
+	// Cut off, or nothing sent (the client left first): the answer must
+	// not end as if complete.
+	return ending{refusal: ref, abort: broke || ref == nil && cw.status == 0}
 }
 
 // decided hands an allowed decision to the Recorder before anything is
@@ -163,15 +107,15 @@ func (p *Proxy) decided(rec *Record) error {
 
 // gate turns a decision into nil (forward) or the refusal to send. An
 // upgrade the operation does not allow is refused; an operation that needs
-// approval is held here until a human decides.
-func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) error {
-	cs := callFrom(r.Context())
-	if cs != nil && cs.op != nil && d.Op != nil && !sameOperation(cs.op, d.Op) {
+// approval is held here until a human decides, unless the exchange's terms
+// name an approval that covers it.
+func (p *Proxy) gate(x *exchange, d policy.Decision) error {
+	if want := x.terms.want; want != nil && d.Op != nil && !sameOperation(want, d.Op) {
 		return deny(policy.ReasonNoMatchingOperation, "the call for %s %s/%s matches %s/%s instead; change the arguments so that the path names the operation asked for",
-			cs.op.Ref(), cs.op.Tool, cs.op.Spec.Name, d.Op.Tool, d.Op.Spec.Name)
+			want.Ref(), want.Tool, want.Spec.Name, d.Op.Tool, d.Op.Spec.Name)
 	}
 	if d.Verdict != policy.Deny {
-		if err := checkUpgrade(r, d.Op); err != nil {
+		if err := checkUpgrade(x.in, d.Op); err != nil {
 			return err
 		}
 	}
@@ -182,76 +126,50 @@ func (p *Proxy) gate(r *http.Request, t *tunnel, tgt target, d policy.Decision) 
 		if p.Approvals == nil {
 			return deny(policy.ReasonApprovalPending, "%s needs a human's approval and this daemon has no approval stage enabled", d.Op.Spec.Name)
 		}
-		if cs != nil && cs.approvedBy != "" {
-			if err := p.Approvals.Covers(r.Context(), cs.approvedBy, t.sess.ID, d.Op.FQN); err != nil {
-				return deny(policy.ReasonApprovalPending, "%s needs a human's approval and approval %s does not cover it: %v", d.Op.Spec.Name, cs.approvedBy, err)
+		if by := x.terms.approvedBy; by != "" {
+			if err := p.Approvals.Covers(x.in.Context(), by, x.t.sess.ID, d.Op.FQN); err != nil {
+				return deny(policy.ReasonApprovalPending, "%s needs a human's approval and approval %s does not cover it: %v", d.Op.Spec.Name, by, err)
 			}
 			return nil
 		}
-		return p.hold(r, t, tgt, d)
+		return p.hold(x, d)
 	default:
 		return &DenyError{Reason: d.Reason, Message: d.Message}
 	}
 }
 
-// refuse answers the client with err's envelope and records the refusal.
-func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error) {
+// refuse answers the client with err's envelope, records the refusal and
+// returns it.
+func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error) Refusal {
 	ref := classify(err)
 	rec.refused(ref)
 	ref.AuditID = rec.AuditID
 	WriteRefusal(w, ref)
 	p.finish(rec)
+	return ref
 }
 
-// rewrite builds the outbound copy. ReverseProxy has already removed
-// hop-by-hop headers, Proxy-Authorization and X-Forwarded-*; rewrite drops
-// request trailers; the credential stage writes only to pr.Out, after this.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	out, _ := pr.In.Context().Value(outboundKey{}).(*outbound)
-	if out == nil {
-		return
+// upstreamFailed answers a failed upstream exchange with the envelope and
+// returns it; the raw error goes to the record's log line only, masked. A
+// client that left first gets nothing (nil): its exchange was cancelled.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, x *exchange, err error) *Refusal {
+	rec := x.rec
+	stalled := x.body.stalled() // the client's body failed, not the upstream
+	if errors.Is(err, context.Canceled) && x.in.Context().Err() != nil && stalled == nil {
+		rec.Reason, rec.Message = string(policy.ReasonClientGone), "client closed the connection"
+		return nil
 	}
-	pr.Out.URL = out.target
-	pr.Out.Host = ""
-	pr.Out.Header.Del(HeaderAuditID)
-	pr.Out.Trailer = nil // request trailers are never forwarded: no check, preview or digest sees them
-	out.sentAt = time.Now()
-}
-
-func (p *Proxy) modifyResponse(resp *http.Response) error {
-	if out, _ := resp.Request.Context().Value(outboundKey{}).(*outbound); out != nil {
-		out.rec.UpstreamStatus = resp.StatusCode
-		out.rec.UpstreamMS = ms(time.Since(out.sentAt))
-		resp.Header.Set(HeaderAuditID, out.rec.AuditID)
-	}
-	return nil
-}
-
-// upstreamFailed answers a failed upstream exchange with the envelope; the
-// raw error goes to the log only.
-func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
-	out, _ := r.Context().Value(outboundKey{}).(*outbound)
-	if out == nil {
-		WriteRefusal(w, classify(err))
-		return
-	}
-	stalled := out.body.stalled() // the client's body failed, not the upstream
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil && stalled == nil {
-		out.rejected = true
-		out.rec.Reason, out.rec.Message = string(policy.ReasonClientGone), "client closed the connection"
-		return
-	}
-	ref := classify(&upstreamError{Authority: out.target.Host, Err: err})
+	ref := classify(&upstreamError{Authority: x.out.URL.Host, Err: err})
 	if stalled != nil {
 		ref = classify(stalled)
 	}
-	out.rejected = true
-	out.rec.refused(ref) // allowed by policy, refused on the way out (SSRF guard, TLS, dial)
-	if raw := out.red.String(err.Error()); raw != ref.Message {
-		out.rec.Message += " (" + raw + ")" // for the log only, masked: a malformed answer may quote an echo
+	rec.refused(ref) // allowed by policy, refused on the way out (SSRF guard, TLS, dial)
+	if raw := x.red.String(err.Error()); raw != ref.Message {
+		rec.Message += " (" + raw + ")" // for the log only, masked: a malformed answer may quote an echo
 	}
-	ref.AuditID = out.rec.AuditID
+	ref.AuditID = rec.AuditID
 	WriteRefusal(w, ref)
+	return &ref
 }
 
 // handlePlain answers plain-HTTP proxy requests (absolute-form http:// URLs

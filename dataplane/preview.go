@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"sort"
 	"strconv"
@@ -403,25 +402,15 @@ func prevToken(doc []byte, i int) byte {
 }
 
 // forwardedHeaders lists the headers of h that are forwarded as sent,
-// sorted by name: all but hop-by-hop headers (and those Connection names),
-// Proxy-Authorization, Forwarded and X-Forwarded-*, which ReverseProxy
-// drops, and X-Aileron-Audit-Id. A header the credential will overwrite is
-// kept: where the credential goes depends on the binding too, and binding
-// more than is sent costs nothing.
-func forwardedHeaders(h http.Header) []PreviewHeader {
-	drop := map[string]bool{"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-		"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-		"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true, HeaderAuditID: true}
-	for _, line := range h["Connection"] {
-		for name := range strings.SplitSeq(line, ",") {
-			drop[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))] = true
-		}
-	}
+// sorted by name: all but those stripForwarding removes (exchange.go). A
+// header the credential will overwrite is kept: where the credential goes
+// depends on the binding too, and binding more than is sent costs nothing.
+func forwardedHeaders(in http.Header) []PreviewHeader {
+	h := in.Clone()
+	stripForwarding(h)
 	names := make([]string, 0, len(h))
 	for k := range h {
-		if !drop[textproto.CanonicalMIMEHeaderKey(k)] {
-			names = append(names, k)
-		}
+		names = append(names, k)
 	}
 	sort.Strings(names)
 	var out []PreviewHeader

@@ -9,7 +9,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -114,8 +113,7 @@ type Proxy struct {
 	h1       h1Conns
 	up       *upstream1      // HTTP/1.1 to the upstream
 	h2up     *http.Transport // HTTP/2 to the upstream, for the requests that need it (wantsH2)
-	rp       *httputil.ReverseProxy
-	buffers  *copyBuffers // body copy buffers
+	buffers  *copyBuffers    // body copy buffers
 	dates    dates
 	raw      sync.WaitGroup // passthrough tunnels
 	rawMu    sync.Mutex
@@ -218,10 +216,12 @@ func (p *Proxy) build() error {
 	p.h2up = p.newH2Transport(tlsUp)
 	p.buffers = &copyBuffers{}
 	p.rawConns = make(map[net.Conn]struct{})
-	p.rp = p.newReverseProxy()
 	errLog := log.New(io.Discard, "", 0)
 	p.inner = &http.Server{
-		Handler:           http.HandlerFunc(p.serveInner),
+		// inner serves nothing itself: it holds the settings HTTP/2 tunnels
+		// are served with (serveH2 names its handler), and its shutdown
+		// hooks.
+		Handler:           http.NotFoundHandler(),
 		ReadHeaderTimeout: p.t.ReadHeader,
 		IdleTimeout:       p.t.Idle,
 		MaxHeaderBytes:    p.t.MaxHeader,

@@ -166,10 +166,7 @@ func (r Refusal) header(h http.Header, n int) {
 // WriteRefusal answers w with r: its status, the envelope and the headers
 // (Content-Type, Cache-Control: no-store, X-Aileron-Message, and the audit
 // and approval ids, Retry-After and Proxy-Authenticate when they apply).
-// When w is a call's writer (Execute), the refusal is also handed back in
-// CallResult.Refusal.
 func WriteRefusal(w http.ResponseWriter, r Refusal) {
-	noteRefusal(w, r)
 	body := r.body()
 	r.header(w.Header(), len(body))
 	w.WriteHeader(r.status())

@@ -35,8 +35,6 @@ type tunnel struct {
 	hangup func()
 }
 
-type tunnelKey struct{}
-
 // tunnelConn is an intercepted tunnel's client connection; closing it
 // forgets the tunnel in the proxy's per-session registry. A write the
 // client does not take within writeIdle fails, so a client that stops

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"strings"
 	"sync"
 	"time"
@@ -53,25 +51,6 @@ func (p *Proxy) newH2Transport(base *tls.Config) *http.Transport {
 	}
 }
 
-// newReverseProxy builds the forwarding stage: ReverseProxy strips
-// hop-by-hop headers, Proxy-Authorization and X-Forwarded-*, rewrite
-// points the outbound copy at the canonical target, forwarder injects and
-// sends it (upstream1, or h2up for wantsH2), and the answer streams back
-// with pooled copy buffers, flushed per write when its length is unknown
-// or it is an event stream. A failed exchange is answered by
-// upstreamFailed; its cause goes to the debug log.
-func (p *Proxy) newReverseProxy() *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      forwarder{p: p},
-		FlushInterval:  0,
-		BufferPool:     p.buffers,
-		ErrorLog:       log.New(debugLines{p}, "", 0), // outcomes go to the record; the cause to the debug log
-		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.upstreamFailed,
-	}
-}
-
 // wantsH2 reports whether out must reach its upstream over HTTP/2: an
 // HTTP/2 request that needs trailers end to end (gRPC says so with
 // "TE: trailers" and an application/grpc body), which HTTP/1.1 cannot
@@ -94,26 +73,18 @@ func wantsH2(out *http.Request) bool {
 	return false
 }
 
-// debugLines writes ReverseProxy's own messages (why a body copy broke
-// off) to the operational log at debug level; the record has the outcome.
-type debugLines struct{ p *Proxy }
-
-func (d debugLines) Write(b []byte) (int, error) {
-	d.p.log.Debug().Str("event", "proxy.forward_error").Msg(strings.TrimSpace(string(b)))
-	return len(b), nil
-}
-
-// copyBuffers is ReverseProxy's BufferPool: 32 KiB buffers, reused.
+// copyBuffers are the 32 KiB buffers answers are copied through, reused.
 type copyBuffers struct{ pool sync.Pool }
 
-func (b *copyBuffers) Get() []byte {
+func (b *copyBuffers) get() *[]byte {
 	if v, ok := b.pool.Get().(*[]byte); ok {
-		return *v
+		return v
 	}
-	return make([]byte, 32<<10)
+	buf := make([]byte, 32<<10)
+	return &buf
 }
 
-func (b *copyBuffers) Put(buf []byte) { b.pool.Put(&buf) }
+func (b *copyBuffers) put(buf *[]byte) { b.pool.Put(buf) }
 
 // idleConn closes a connection that moves no byte either way for idle.
 type idleConn struct {

@@ -216,8 +216,9 @@ func requestBody(req *http.Request) (io.Reader, bool) {
 // it is all sent, the wait for the answer's head begins.
 func (u *upstream1) writeBody(uc *upConn, req *http.Request, body io.Reader, chunked bool) error {
 	defer req.Body.Close()
-	buf := u.p.buffers.Get()
-	defer u.p.buffers.Put(buf)
+	pooled := u.p.buffers.get()
+	defer u.p.buffers.put(pooled)
+	buf := *pooled
 	var sent int64
 	if !chunked { // never more than announced: extra bytes would be a request of their own upstream
 		body = io.LimitReader(body, req.ContentLength)
