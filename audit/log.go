@@ -62,25 +62,34 @@ type Log struct {
 	// inject failures.
 	openFile func(name string, flag int, perm os.FileMode) (file, error)
 
-	mu      sync.Mutex
-	opened  bool
-	closed  bool
-	f       file   // nil when no file is open
-	name    string // current file path; may be set while f is nil (reuse)
-	reuse   bool   // name is clean (ends with a complete line) and may be reopened
-	size    int64  // bytes in name
-	dirty   bool   // written since the last fsync
-	seq     uint64 // seq of the last complete line
-	hash    string // hash of the last complete line
-	qseq    uint64 // seq of the last line chained, queued or written
-	qhash   string // its hash
-	queue   []byte // lines chained but not yet written (WriteDeferred)
-	queued  int    // how many
-	line    []byte // the line being built
-	lastTS  time.Time
-	stats   Stats
-	stop    chan struct{}
-	stopped chan struct{}
+	mu     sync.Mutex
+	opened bool
+	closed bool
+	f      file   // nil when no file is open
+	name   string // current file path; may be set while f is nil (reuse)
+	reuse  bool   // name is clean (ends with a complete line) and may be reopened
+	size   int64  // bytes in name
+	dirty  bool   // written since the last fsync
+	seq    uint64 // seq of the last complete line
+	hash   string // hash of the last complete line
+	qseq   uint64 // seq of the last line chained, queued or written
+	qhash  string // its hash
+	queue  []byte // lines chained but not yet written
+	queued int    // how many
+	batch  *batch // what the writers of the queued lines wait on
+	spare  []byte // the buffer of the last batch written, reused as the next queue
+	// flushing: a batch is being written with l.mu released; until it
+	// ends, only its writer touches the file state (f, name, reuse, size,
+	// dirty, lastTS, files), and inflightEnd is where the file will end.
+	flushing    bool
+	inflightEnd int64
+	flushed     sync.Cond // broadcast when a batch ends (L is &l.mu)
+	files       fileNotes // what the file operations of a batch counted, merged into stats after it
+	line        []byte    // the line being built
+	lastTS      time.Time
+	stats       Stats
+	stop        chan struct{}
+	stopped     chan struct{}
 }
 
 func (l *Log) now() time.Time {
@@ -130,6 +139,7 @@ func (l *Log) Open() error {
 		return err
 	}
 	l.qseq, l.qhash = l.seq, l.hash
+	l.flushed.L = &l.mu
 	interval := l.SyncInterval
 	if interval <= 0 {
 		interval = DefaultSyncInterval
@@ -232,52 +242,129 @@ func (l *Log) write(ev *Event, deferred bool) error {
 	if len(line)-1 > MaxLineBytes {
 		return l.fail(fmt.Errorf("%w: event %q is %d bytes, over the %d-byte line limit; trim Fields/Details", ErrInvalidEvent, ev.Name, len(line)-1, MaxLineBytes))
 	}
-	if len(l.queue) > 0 && l.size+int64(len(l.queue)+len(line)) > l.maxFileBytes() {
+	end := l.inflightEnd // where the file ends once the batch in flight is written
+	if !l.flushing {
+		end = l.size
+	}
+	if len(l.queue) > 0 && end+int64(len(l.queue)+len(line)) > l.maxFileBytes() {
 		if err := l.flush(); err != nil { // the queue keeps to the file it was chained in
 			return err
 		}
+		ev.Seq, ev.PrevHash = l.qseq+1, l.qhash // the flush failed over or waited: chain anew
+		if line, err = appendHead(l.line[:0], ev.Time, ev.Seq, ev.PrevHash); err != nil {
+			return l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, err))
+		}
+		line = append(line, tail...)
+		l.line = line
 	}
 	l.queue = append(l.queue, line...)
 	l.queued++
 	l.qseq++
 	l.qhash = lineHash(line[:len(line)-1])
+	if l.batch == nil {
+		l.batch = &batch{}
+	}
+	b := l.batch
 	l.stats.LastWriteLatency = time.Since(start)
 	if deferred && len(l.queue) < maxQueueBytes {
 		return nil
 	}
-	return l.flush()
+	// Group commit: while a batch is being written, more lines queue up;
+	// the first of their writers to find the sink free writes them all in
+	// one call, and the others return when it ends.
+	for !b.done {
+		if !l.flushing {
+			_ = l.flush() // its error is b.err
+			continue
+		}
+		l.flushed.Wait()
+	}
+	return b.err
 }
 
-// flush appends the queued lines with one write call. On failure the chain
-// goes back to the last line written and the queue is dropped. Called with
-// l.mu held.
+// batch is the lines of one write call: its writers wait until done, then
+// return err.
+type batch struct {
+	done bool
+	err  error
+}
+
+// fileNotes are the counts of a batch's file operations, kept apart from
+// stats while l.mu is released.
+type fileNotes struct {
+	syncs, rotations uint64
+	errs             []error
+}
+
+// flush appends the queued lines with one write call, made with l.mu
+// released so that more lines can queue up meanwhile (group commit). On
+// failure the chain goes back to the last line written, and the queue is
+// dropped, with the lines chained onto the failed ones meanwhile. Called
+// with l.mu held; returns with it held.
 func (l *Log) flush() error {
+	for l.flushing {
+		l.flushed.Wait()
+	}
 	if len(l.queue) == 0 {
 		return nil
 	}
-	batch, n := l.queue, l.queued
-	l.queue, l.queued = l.queue[:0], 0
-	err := l.ensureFile(int64(len(batch)))
+	buf, n, b := l.queue, l.queued, l.batch
+	seq, hash := l.qseq, l.qhash
+	l.queue, l.queued, l.batch, l.spare = l.spare[:0], 0, nil, nil
+	l.flushing, l.inflightEnd = true, l.sizeAfter(int64(len(buf)))
+	l.mu.Unlock()
+	err := l.ensureFile(int64(len(buf)))
 	if err == nil {
-		err = l.appendLine(batch)
+		err = l.appendLine(buf)
 	}
+	l.mu.Lock()
+	l.flushing = false
+	l.mergeFileNotes()
+	defer l.flushed.Broadcast()
 	if err != nil {
 		l.qseq, l.qhash = l.seq, l.hash
+		if l.batch != nil { // chained onto the failed lines: dropped too
+			l.batch.done, l.batch.err = true, err
+			n += l.queued
+			l.queue, l.queued, l.batch = l.queue[:0], 0, nil
+		}
 		if n > 1 {
 			err = fmt.Errorf("%w (%d queued lines dropped with it)", err, n-1)
 		}
+		b.done, b.err = true, err
 		return l.fail(err)
 	}
-	l.seq, l.hash = l.qseq, l.qhash
+	l.seq, l.hash = seq, hash
 	l.dirty = true
 	if l.Mirror != nil {
-		_, _ = l.Mirror.Write(batch)
+		_, _ = l.Mirror.Write(buf)
 	}
 	l.stats.Lines += uint64(n)
-	if cap(l.queue) > 4*maxQueueBytes {
-		l.queue = nil // one huge line does not stay allocated
+	if cap(buf) <= 4*maxQueueBytes {
+		l.spare = buf // one huge line does not stay allocated
 	}
+	b.done = true
 	return nil
+}
+
+// sizeAfter is where the current file will end once n more bytes are
+// appended, by ensureFile's rotation rule.
+func (l *Log) sizeAfter(n int64) int64 {
+	if l.name == "" || l.size > 0 && l.size+n > l.maxFileBytes() {
+		return n
+	}
+	return l.size + n
+}
+
+// mergeFileNotes adds what the file operations counted to stats. Called
+// with l.mu held and no batch in flight.
+func (l *Log) mergeFileNotes() {
+	l.stats.Syncs += l.files.syncs
+	l.stats.Rotations += l.files.rotations
+	for _, err := range l.files.errs {
+		l.fail(err)
+	}
+	l.files = fileNotes{}
 }
 
 // fail counts err and returns it. Called with l.mu held.
@@ -293,10 +380,10 @@ func (l *Log) fail(err error) error {
 func (l *Log) ensureFile(n int64) error {
 	if l.name != "" && l.size > 0 && l.size+n > l.maxFileBytes() {
 		if err := l.closeFile(); err != nil {
-			l.fail(err) // the lines are in the OS; report, then carry on
+			l.files.errs = append(l.files.errs, err) // the lines are in the OS; report, then carry on
 		}
 		l.name, l.reuse, l.size = "", false, 0
-		l.stats.Rotations++
+		l.files.rotations++
 	}
 	if l.f != nil {
 		return nil
@@ -347,7 +434,7 @@ func (l *Log) appendLine(line []byte) error {
 		clean = l.f.Truncate(l.size) == nil
 	}
 	if cerr := l.closeFile(); cerr != nil {
-		l.fail(cerr)
+		l.files.errs = append(l.files.errs, cerr)
 	}
 	name := l.name
 	switch {
@@ -361,7 +448,8 @@ func (l *Log) appendLine(line []byte) error {
 	return fmt.Errorf("%w: cannot append to %s: %w; check free space, permissions and file-size limits", ErrUnavailable, name, err)
 }
 
-// closeFile fsyncs and closes l.f. Called with l.mu held.
+// closeFile fsyncs and closes l.f. Called by the batch in flight, or with
+// l.mu held and none in flight.
 func (l *Log) closeFile() error {
 	if l.f == nil {
 		return nil
@@ -370,7 +458,7 @@ func (l *Log) closeFile() error {
 	// cleared dirty and then found the file closed.
 	err := l.f.Sync()
 	if err == nil {
-		l.stats.Syncs++
+		l.files.syncs++
 	}
 	l.dirty = false
 	if cerr := l.f.Close(); err == nil {
@@ -437,7 +525,9 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ferr := l.flush()
-	if err := l.closeFile(); err != nil {
+	err := l.closeFile()
+	l.mergeFileNotes()
+	if err != nil {
 		return l.fail(err)
 	}
 	return ferr
@@ -447,6 +537,9 @@ func (l *Log) Close() error {
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.flushing { // the file state is the batch writer's until it ends
+		l.flushed.Wait()
+	}
 	s := l.stats
 	s.Seq = l.seq // written lines only; queued ones are not yet in the file
 	if l.f != nil {

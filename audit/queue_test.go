@@ -129,3 +129,148 @@ func TestDeferredQueueIsBounded(t *testing.T) {
 		t.Fatalf("seq %d after %d deferred lines, want all written", got, n)
 	}
 }
+
+// gateFile holds each write call until the test lets it go, and counts
+// the calls.
+type gateFile struct {
+	*faultFile
+	entered chan int // the length of each write call, as it starts
+	release chan struct{}
+}
+
+func (f gateFile) Write(b []byte) (int, error) {
+	f.entered <- len(b)
+	<-f.release
+	return f.faultFile.Write(b)
+}
+
+// TestConcurrentLinesShareOneWrite: lines written while another write call
+// is in flight leave together in the next one (group commit), each Write
+// returns only once its own line reached the OS, and the chain verifies.
+func TestConcurrentLinesShareOneWrite(t *testing.T) {
+	dir := t.TempDir()
+	ctl := &faults{writeBudget: -1}
+	gf := gateFile{entered: make(chan int, 64), release: make(chan struct{})}
+	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour,
+		openFile: func(name string, flag int, perm os.FileMode) (file, error) {
+			f, err := ctl.open(name, flag, perm)
+			if err != nil {
+				return nil, err
+			}
+			gf.faultFile = f.(*faultFile)
+			return gf, nil
+		}}
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- l.Write(testEvent(0)) }()
+	<-gf.entered // the first line's write call is in flight
+	const n = 8
+	done := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go func() { done <- l.Write(testEvent(i)) }()
+	}
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.queued == n })
+	select {
+	case err := <-done:
+		t.Fatalf("a Write returned before its line was written: %v", err)
+	default:
+	}
+	gf.release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if size := <-gf.entered; size < n*100 { // the eight queued lines, in one call
+		t.Fatalf("the next write call carried %d bytes, want all %d queued lines", size, n)
+	}
+	gf.release <- struct{}{}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { // Close's own write calls, if any
+		for range gf.entered {
+			gf.release <- struct{}{}
+		}
+	}()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(gf.entered)
+	mustVerifyOK(t, dir, n+1)
+}
+
+// TestGroupFailureFailsEveryWaiter: when the shared write call fails,
+// every line in it and every line chained on top of it meanwhile is
+// refused, the chain goes back to the last line written, and the log
+// verifies once the sink recovers.
+func TestGroupFailureFailsEveryWaiter(t *testing.T) {
+	dir := t.TempDir()
+	ctl := &faults{writeBudget: -1}
+	gf := gateFile{entered: make(chan int, 64), release: make(chan struct{})}
+	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour,
+		openFile: func(name string, flag int, perm os.FileMode) (file, error) {
+			f, err := ctl.open(name, flag, perm)
+			if err != nil {
+				return nil, err
+			}
+			gf.faultFile = f.(*faultFile)
+			return gf, nil
+		}}
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { <-gf.entered; gf.release <- struct{}{} }()
+	if err := l.Write(testEvent(0)); err != nil {
+		t.Fatal(err)
+	}
+	ctl.set(nil, 0, nil) // the disk is full
+	first := make(chan error, 1)
+	go func() { first <- l.Write(testEvent(1)) }()
+	<-gf.entered
+	const n = 4
+	done := make(chan error, n)
+	for i := 2; i < 2+n; i++ {
+		go func() { done <- l.Write(testEvent(i)) }()
+	}
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.queued == n })
+	gf.release <- struct{}{}
+	if err := <-first; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the failed line: %v", err)
+	}
+	for range n {
+		if err := <-done; !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("a line chained onto the failed one: %v, want ErrUnavailable", err)
+		}
+	}
+	if s := l.Stats(); s.Seq != 1 {
+		t.Fatalf("seq %d after the failure, want 1", s.Seq)
+	}
+	ctl.set(nil, -1, nil)
+	go func() {
+		for range gf.entered {
+			gf.release <- struct{}{}
+		}
+	}()
+	if err := l.Write(testEvent(9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(gf.entered)
+	mustVerifyOK(t, dir, 2)
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
