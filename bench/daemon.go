@@ -63,6 +63,18 @@ const benchSpec = `{
         {"name": "items.delete", "summary": "Delete an item (a human approves)", "method": "DELETE",
          "path": "/v1/items/{id}", "hosts": [%[1]q], "approval": "required"}
       ]
+    },
+    {
+      "name": "grpc",
+      "description": "The bench gRPC upstream (grpc-go's interop TestService)",
+      "operations": [
+        {"name": "grpc.unary", "summary": "A unary call with the API key injected", "method": "POST",
+         "path": "/grpc.testing.TestService/UnaryCall", "hosts": [%[2]q],
+         "credential": {"kind": "api_key", "header": "X-Api-Key", "format": "{key}"}},
+        {"name": "grpc.stream", "summary": "A server-streaming call with the API key injected", "method": "POST",
+         "path": "/grpc.testing.TestService/StreamingOutputCall", "hosts": [%[2]q],
+         "credential": {"kind": "api_key", "header": "X-Api-Key", "format": "{key}"}}
+      ]
     }
   ]
 }
@@ -186,12 +198,12 @@ func (d *daemon) cliStdin(ctx context.Context, stdin string, args ...string) ([]
 	return stdout.Bytes(), nil
 }
 
-// installSpec writes the bench connector spec for upstreamAddr into the
-// home and installs it. The note is non-empty when the CLI's output differs
+// installSpec writes the bench connector spec for upstreamAddr (and the
+// gRPC upstream at grpcAddr) into the home and installs it. The note is non-empty when the CLI's output differs
 // from the contract's `installed FQN@VERSION sha256:HEX`.
-func (d *daemon) installSpec(ctx context.Context, upstreamAddr string) (note string, err error) {
+func (d *daemon) installSpec(ctx context.Context, upstreamAddr, grpcAddr string) (note string, err error) {
 	path := filepath.Join(d.home, "bench-connector.json")
-	if err := os.WriteFile(path, fmt.Appendf(nil, benchSpec, upstreamAddr), 0o600); err != nil {
+	if err := os.WriteFile(path, fmt.Appendf(nil, benchSpec, upstreamAddr, grpcAddr), 0o600); err != nil {
 		return "", fmt.Errorf("write connector spec: %w", err)
 	}
 	out, err := d.cli(ctx, "connector", "install", path)

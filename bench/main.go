@@ -50,6 +50,7 @@ type options struct {
 	rounds    int
 	splitDur  time.Duration
 	profile   string        // CPU profile of the split phases' daemon
+	rows      string        // only the separate-process rows whose name contains this
 	soak      time.Duration // run the soak instead of the bench (soak.go)
 	streamMiB int64         // body moved each way in the separate-process phases
 }
@@ -79,6 +80,7 @@ func main() {
 	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "measured time of each separate-process round")
 	flag.DurationVar(&o.soak, "soak", 0, "instead of the bench, keep mixed h1/h2 allowed, denied and held traffic going this long and fail if the daemon's goroutines, threads, descriptors or memory grow")
 	flag.Int64Var(&o.streamMiB, "stream-mib", 1024, "body moved each way, direct and through aileron, in the separate-process phases")
+	flag.StringVar(&o.rows, "rows", "", "only the separate-process rows whose name contains this (\"gRPC\", \"c=8\")")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the separate-process phases' daemon to this file (go tool pprof)")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
@@ -238,7 +240,7 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 
 // aileronTarget installs the bench connector in d and creates a session.
 func (e *env) aileronTarget(ctx context.Context, d *daemon) (target, error) {
-	note, err := d.installSpec(ctx, e.up.addr)
+	note, err := d.installSpec(ctx, e.up.addr, e.up.addr)
 	if err != nil {
 		return target{}, err
 	}

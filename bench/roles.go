@@ -44,8 +44,8 @@ func runRole(args []string) (bool, error) {
 }
 
 // serveUpstreamRole: args are IP, leaf PEM file (certificate then PKCS#8
-// key) and the API key. It prints the address it listens on, then serves
-// until its stdin closes.
+// key) and the API key. It prints the HTTPS address it listens on, then
+// the gRPC one, and serves until its stdin closes.
 func serveUpstreamRole(args []string) error {
 	if len(args) != 3 {
 		return fmt.Errorf("%s IP LEAF_PEM API_KEY", roleUpstream)
@@ -62,8 +62,15 @@ func serveUpstreamRole(args []string) error {
 	if err != nil {
 		return err
 	}
+	grpcAddr, stopGRPC, err := startGRPC(args[0], cert, args[2])
+	if err != nil {
+		up.close()
+		return err
+	}
 	fmt.Println(up.addr)
+	fmt.Println(grpcAddr)
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	stopGRPC()
 	up.close()
 	return nil
 }
@@ -103,6 +110,8 @@ func clientRole(args []string) error {
 	upload := fs.Int64("upload", 0, "instead of GETs for the duration, POST one body of this many bytes to -url")
 	download := fs.Bool("download", false, "instead of GETs for the duration, GET -url once and read it to the end")
 	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured warm-up")
+	grpcKind := fs.String("grpc", "", "instead of GETs, gRPC calls to -url's host: "+grpcUnary+" or "+grpcStream)
+	key := fs.String("key", "", "gRPC: the x-api-key to send (a direct run; the proxy injects it otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,6 +129,9 @@ func clientRole(args []string) error {
 			return err
 		}
 	}
+	if *grpcKind != "" {
+		return grpcRole(t, *rawURL, *grpcKind, *key, *conc, *warm, *dur)
+	}
 	c := t.client(*conc, *keepAlive)
 	if *h2 {
 		tr := c.Transport.(*http.Transport)
@@ -135,6 +147,34 @@ func clientRole(args []string) error {
 	_ = out.Flush()
 	var lat []time.Duration
 	res := drive(ctx, c, *rawURL, *conc, *dur, &lat)
+	fmt.Fprintln(out, "stop")
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.P50MS = ms(percentile(lat, 0.5))
+	}
+	_ = json.NewEncoder(out).Encode(res)
+	return out.Flush()
+}
+
+// grpcRole is clientRole for the gRPC rows: one connection to rawURL's
+// host, conc calls at a time.
+func grpcRole(t target, rawURL, kind, key string, conc int, warm, dur time.Duration) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	cc, err := grpcClient(u.Host, t.proxy, t.roots)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx := context.Background()
+	grpcDrive(ctx, cc, kind, key, conc, warm, nil)
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "start")
+	_ = out.Flush()
+	var lat []time.Duration
+	res := grpcDrive(ctx, cc, kind, key, conc, dur, &lat)
 	fmt.Fprintln(out, "stop")
 	slices.Sort(lat)
 	if len(lat) > 0 {

@@ -21,20 +21,23 @@ import (
 // splitRow is one load shape measured direct and through aileron.
 type splitRow struct {
 	name      string
-	size      int  // response body bytes
-	conc      int  // concurrent requests
-	keepAlive bool // false: a new connection (and CONNECT) per request
-	h2        bool // HTTP/2, all requests on one connection
+	size      int    // response body bytes
+	conc      int    // concurrent requests
+	keepAlive bool   // false: a new connection (and CONNECT) per request
+	h2        bool   // HTTP/2, all requests on one connection
+	grpc      string // a gRPC row (grpcUnary, grpcStream): one connection, conc calls at a time
 }
 
 func splitRows() []splitRow {
 	return []splitRow{
-		{"keep-alive 1 KiB c=1", 1 << 10, 1, true, false},
-		{"keep-alive 1 KiB c=8", 1 << 10, 8, true, false},
-		{"keep-alive 1 KiB c=16", 1 << 10, 16, true, false},
-		{"keep-alive 100 KiB c=8", 100 << 10, 8, true, false},
-		{"new connection 1 KiB c=8", 1 << 10, 8, false, false},
-		{"h2 100 streams 1 KiB", 1 << 10, 100, true, true},
+		{name: "keep-alive 1 KiB c=1", size: 1 << 10, conc: 1, keepAlive: true},
+		{name: "keep-alive 1 KiB c=8", size: 1 << 10, conc: 8, keepAlive: true},
+		{name: "keep-alive 1 KiB c=16", size: 1 << 10, conc: 16, keepAlive: true},
+		{name: "keep-alive 100 KiB c=8", size: 100 << 10, conc: 8, keepAlive: true},
+		{name: "new connection 1 KiB c=8", size: 1 << 10, conc: 8},
+		{name: "h2 100 streams 1 KiB", size: 1 << 10, conc: 100, keepAlive: true, h2: true},
+		{name: "gRPC unary 1 KiB c=16", size: 1 << 10, conc: 16, keepAlive: true, grpc: grpcUnary},
+		{name: fmt.Sprintf("gRPC stream %d×1 KiB c=4", grpcStreamMsgs), size: 1 << 10, conc: 4, keepAlive: true, grpc: grpcStream},
 	}
 }
 
@@ -49,7 +52,8 @@ type splitSample struct {
 // splitEnv is the separate-process setup: the upstream and the daemon.
 type splitEnv struct {
 	self, dir, roots string
-	upAddr           string
+	upAddr, grpcAddr string
+	apiKey           string // the credential's secret (a direct gRPC client sends it itself)
 	upPID            int
 	d                *daemon
 	proxy            string // session proxy URL
@@ -69,6 +73,9 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon), %d rounds of %s each, medians [min–max]:\n", o.rounds, o.splitDur)
 	fmt.Fprintf(stdout, "%-26s %22s %22s %22s\n", "row", "proxy CPU/req ÷ direct", "throughput ÷ direct", "added p50 (c=1)")
 	for _, row := range splitRows() {
+		if !strings.Contains(row.name, o.rows) {
+			continue
+		}
 		var direct, through []splitSample
 		for r := range o.rounds {
 			for i := range 2 {
@@ -238,11 +245,13 @@ func startSplit(ctx context.Context, o options, stderr io.Writer) (*splitEnv, fu
 		return fail(err)
 	}
 	cleanup = append(cleanup, func() { _ = upIn.Close(); _ = up.Wait() })
-	line, err := bufio.NewReader(upOut).ReadString('\n')
-	if err != nil {
+	upLines := bufio.NewReader(upOut)
+	line, err := upLines.ReadString('\n')
+	grpcLine, gerr := upLines.ReadString('\n')
+	if err = errors.Join(err, gerr); err != nil {
 		return fail(fmt.Errorf("upstream process: %w", err))
 	}
-	e.upAddr, e.upPID = strings.TrimSpace(line), up.Process.Pid
+	e.upAddr, e.grpcAddr, e.apiKey, e.upPID = strings.TrimSpace(line), strings.TrimSpace(grpcLine), apiKey, up.Process.Pid
 	var extra []string
 	if o.profile != "" {
 		extra = []string{"--cpu-profile", o.profile}
@@ -251,7 +260,7 @@ func startSplit(ctx context.Context, o options, stderr io.Writer) (*splitEnv, fu
 		return fail(err)
 	}
 	cleanup = append(cleanup, func() { _ = e.d.stop(10 * time.Second) })
-	if _, err := e.d.installSpec(ctx, e.upAddr); err != nil {
+	if _, err := e.d.installSpec(ctx, e.upAddr, e.grpcAddr); err != nil {
 		return fail(err)
 	}
 	if err := e.d.setCredential(ctx, apiKey); err != nil {
@@ -276,6 +285,12 @@ func (e *splitEnv) sample(ctx context.Context, o options, row splitRow, viaProxy
 	}
 	args = append(args, "-url", "https://"+e.upAddr+path+"?size="+strconv.Itoa(row.size), "-conc", strconv.Itoa(row.conc),
 		"-keepalive="+strconv.FormatBool(row.keepAlive), "-h2="+strconv.FormatBool(row.h2), "-duration", o.splitDur.String())
+	if row.grpc != "" {
+		args = append(args, "-url", "https://"+e.grpcAddr, "-grpc", row.grpc) // the later -url wins
+		if !viaProxy {
+			args = append(args, "-key", e.apiKey)
+		}
+	}
 	cmd := exec.CommandContext(ctx, e.self, append([]string{roleClient}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
