@@ -86,6 +86,7 @@ type Log struct {
 	flushed     sync.Cond // broadcast when a batch ends (L is &l.mu)
 	files       fileNotes // what the file operations of a batch counted, merged into stats after it
 	line        []byte    // the line being built
+	tails       sync.Pool // *[]byte: buffers for the lines' tails, encoded outside l.mu
 	lastTS      time.Time
 	stats       Stats
 	stop        chan struct{}
@@ -222,7 +223,10 @@ func (l *Log) write(ev *Event, deferred bool) error {
 		defer l.mu.Unlock()
 		return l.fail(fmt.Errorf("%w: nil event", ErrInvalidEvent))
 	}
-	tail, terr := appendTail(nil, ev) // the costly part, outside the lock
+	tb := l.tailBuf()
+	tail, terr := appendTail((*tb)[:0], ev) // the costly part, outside the lock
+	*tb = tail
+	defer l.tails.Put(tb)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.opened || l.closed {
@@ -280,6 +284,15 @@ func (l *Log) write(ev *Event, deferred bool) error {
 		l.flushed.Wait()
 	}
 	return b.err
+}
+
+// tailBuf is a buffer for a line's tail, reused line after line.
+func (l *Log) tailBuf() *[]byte {
+	if b, ok := l.tails.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 1<<10)
+	return &b
 }
 
 // batch is the lines of one write call: its writers wait until done, then

@@ -36,7 +36,7 @@ func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, e
 		if err != nil {
 			return nil, &credentialError{op: x.op, err: err}
 		}
-		x.red = inject.NewRedactor(secrets...)
+		x.red = p.redactors.For(secrets)
 	}
 	if inject.ContainsPlaceholder(out) {
 		return nil, deny(policy.ReasonPlaceholder, "the request carries an Aileron placeholder credential where no credential is injected; placeholders only work for operations bound to a credential")

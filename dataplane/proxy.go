@@ -17,6 +17,7 @@ import (
 	"github.com/elazarl/goproxy"
 	"github.com/rs/zerolog"
 
+	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/policy"
 )
 
@@ -109,17 +110,18 @@ type Proxy struct {
 	// inner holds the HTTP/2 tunnels' server settings and shutdown hooks
 	// (x/net's ServeConn); it serves no listener. HTTP/1.1 tunnels are
 	// served by serveH1.
-	inner    *http.Server
-	h1       h1Conns
-	up       *upstream1      // HTTP/1.1 to the upstream
-	h2up     *http.Transport // HTTP/2 to the upstream, for the requests that need it (wantsH2)
-	buffers  *copyBuffers    // body copy buffers
-	dates    dates
-	raw      sync.WaitGroup // passthrough tunnels
-	rawMu    sync.Mutex
-	rawConns map[net.Conn]struct{}
-	ids      *auditIDs
-	open     sessionTunnels // every open tunnel, by session
+	inner     *http.Server
+	h1        h1Conns
+	up        *upstream1       // HTTP/1.1 to the upstream
+	h2up      *http.Transport  // HTTP/2 to the upstream, for the requests that need it (wantsH2)
+	buffers   *copyBuffers     // body copy buffers
+	redactors inject.Redactors // one echo redactor per set of injected secrets
+	dates     dates
+	raw       sync.WaitGroup // passthrough tunnels
+	rawMu     sync.Mutex
+	rawConns  map[net.Conn]struct{}
+	ids       *auditIDs
+	open      sessionTunnels // every open tunnel, by session
 
 	transparent transparentListeners // ServeTransparent's listeners
 	h2          *h2Conns             // HTTP/2 tunnels

@@ -7,7 +7,9 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // Redacted replaces every masked occurrence of a secret.
@@ -26,14 +28,16 @@ const readChunk = 32 << 10
 // noMatch marks a pattern with no occurrence left in the current window.
 const noMatch = math.MaxInt
 
-// Redactor masks secret strings in what an upstream sends back. Build one per
-// request from Apply's echoes; it is immutable and safe for concurrent use.
+// Redactor masks secret strings in what an upstream sends back. Build one
+// from Apply's echoes (Redactors keeps one per set); it is immutable and
+// safe for concurrent use.
 // Every method is safe on a nil *Redactor, which masks nothing.
 //
 // Matching is leftmost, and longest among secrets starting at the same
 // byte; each match becomes Redacted and scanning resumes after it.
 type Redactor struct {
 	pats   [][]byte // distinct, longest first
+	strs   []string // pats as strings
 	lower  []string // pats lower-cased, for header names
 	maxLen int
 	first  [256]bool // first bytes of pats
@@ -53,10 +57,42 @@ func NewRedactor(secrets ...string) *Redactor {
 	}
 	slices.SortStableFunc(r.pats, func(a, b []byte) int { return cmp.Compare(len(b), len(a)) })
 	for _, p := range r.pats {
+		r.strs = append(r.strs, string(p))
 		r.lower = append(r.lower, strings.ToLower(string(p)))
 		r.maxLen = max(r.maxLen, len(p))
 		r.first[p[0]] = true
 	}
+	return r
+}
+
+// Redactors keeps the Redactor of each set of secrets: a credential is
+// injected request after request, and its Redactor is the same each time.
+// It holds at most maxCachedSecrets sets (then starts over), so rotated
+// secrets do not pile up. The zero value is ready; it is safe for
+// concurrent use.
+type Redactors struct {
+	mu sync.Mutex
+	m  map[string]*Redactor
+}
+
+// For returns the Redactor of secrets, as NewRedactor builds it.
+func (c *Redactors) For(secrets []string) *Redactor {
+	var key strings.Builder
+	for _, s := range secrets { // length-prefixed: no two lists share a key
+		key.WriteString(strconv.Itoa(len(s)))
+		key.WriteByte(':')
+		key.WriteString(s)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.m[key.String()]; ok {
+		return r
+	}
+	if c.m == nil || len(c.m) >= maxCachedSecrets {
+		c.m = map[string]*Redactor{}
+	}
+	r := NewRedactor(secrets...)
+	c.m[key.String()] = r
 	return r
 }
 
@@ -74,8 +110,8 @@ func (r *Redactor) String(s string) string {
 }
 
 func (r *Redactor) containsAny(s string) bool {
-	for _, p := range r.pats {
-		if strings.Contains(s, string(p)) {
+	for _, p := range r.strs {
+		if strings.Contains(s, p) {
 			return true
 		}
 	}

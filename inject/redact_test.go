@@ -369,3 +369,28 @@ func FuzzRedactor(f *testing.F) {
 		}
 	})
 }
+
+// TestRedactorsKeepOnePerSet: the same secrets give the same Redactor;
+// another set (a rotated secret, or lists that would read alike if
+// joined) gets its own, which masks its own secrets.
+func TestRedactorsKeepOnePerSet(t *testing.T) {
+	var c Redactors
+	a := c.For([]string{"secret-one", "c2VjcmV0LW9uZQ"})
+	if c.For([]string{"secret-one", "c2VjcmV0LW9uZQ"}) != a {
+		t.Fatal("the same set built a second Redactor")
+	}
+	for _, other := range [][]string{{"secret-two"}, {"secret-one"}, {"secret-onec2VjcmV0LW9uZQ"}, {"2:ab", "cdef"}, {"2:abcdef"}} {
+		r := c.For(other)
+		if r == a {
+			t.Fatalf("%q shares the Redactor of another set", other)
+		}
+		for _, s := range other {
+			if got := r.String("x " + s + " y"); got != "x "+Redacted+" y" && len(s) >= MinRedactLen {
+				t.Fatalf("%q: %q not masked: %q", other, s, got)
+			}
+		}
+	}
+	if c.For([]string{"2:ab", "cdef"}) == c.For([]string{"2:abcdef"}) {
+		t.Fatal("two lists share a key")
+	}
+}
