@@ -22,6 +22,7 @@ import (
 type soakSample struct {
 	goroutines, threads, fds int
 	rssKiB                   int64
+	anonKiB                  int64 // RssAnon: heap, stacks; not the binary's mapped pages
 }
 
 // goroutines reads go_goroutines from the daemon's /metrics (on its admin
@@ -70,6 +71,8 @@ func readFootprint(pid int) (soakSample, error) {
 			s.threads, _ = strconv.Atoi(f[1])
 		case "VmRSS:":
 			s.rssKiB, _ = strconv.ParseInt(f[1], 10, 64)
+		case "RssAnon:":
+			s.anonKiB, _ = strconv.ParseInt(f[1], 10, 64)
 		}
 	}
 	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")

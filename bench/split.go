@@ -107,9 +107,9 @@ func (e *splitEnv) streams(ctx context.Context, o options, w io.Writer) error {
 		{"up", "/v1/upload", "-upload=" + strconv.FormatInt(size, 10)},
 	} {
 		var secs [2]float64
-		var rss, base int64
+		var peak, base soakSample
 		if s, err := readFootprint(e.d.cmd.Process.Pid); err == nil {
-			base = s.rssKiB
+			base = s
 		}
 		for i, viaProxy := range []bool{false, true} {
 			args := []string{"-roots", e.roots}
@@ -117,45 +117,48 @@ func (e *splitEnv) streams(ctx context.Context, o options, w io.Writer) error {
 				args = []string{"-roots", e.sessRoots, "-proxy", e.proxy}
 			}
 			args = append(args, "-url", "https://"+e.upAddr+dir.path, dir.flag)
-			elapsed, peak, err := e.transfer(ctx, args, viaProxy)
+			elapsed, most, err := e.transfer(ctx, args, viaProxy)
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", dir.name, err)
 			}
-			secs[i], rss = elapsed.Seconds(), max(rss, peak)
+			secs[i] = elapsed.Seconds()
+			peak.rssKiB, peak.anonKiB = max(peak.rssKiB, most.rssKiB), max(peak.anonKiB, most.anonKiB)
 		}
 		mbps := func(s float64) float64 { return float64(size) / 1e6 / s }
-		fmt.Fprintf(w, "stream %d MiB %-4s aileron %.0f MB/s = %.2f of direct (%.0f MB/s); daemon resident memory %d MiB before, at most %d MiB while it streamed (budget < 32 MiB)\n",
-			o.streamMiB, dir.name, mbps(secs[1]), secs[0]/secs[1], mbps(secs[0]), base>>10, rss>>10)
+		fmt.Fprintf(w, "stream %d MiB %-4s aileron %.0f MB/s = %.2f of direct (%.0f MB/s); daemon resident memory %d MiB before, at most %d MiB while it streamed "+
+			"(budget < 32 MiB), of which anonymous (heap, stacks) %d MiB before, at most %d MiB\n",
+			o.streamMiB, dir.name, mbps(secs[1]), secs[0]/secs[1], mbps(secs[0]), base.rssKiB>>10, peak.rssKiB>>10, base.anonKiB>>10, peak.anonKiB>>10)
 	}
 	return nil
 }
 
 // transfer runs one streaming client process and returns how long the
-// body took and, through the daemon, its largest VmRSS (KiB) meanwhile.
-func (e *splitEnv) transfer(ctx context.Context, args []string, viaProxy bool) (time.Duration, int64, error) {
+// body took and, through the daemon, its largest VmRSS and RssAnon (KiB)
+// meanwhile.
+func (e *splitEnv) transfer(ctx context.Context, args []string, viaProxy bool) (time.Duration, soakSample, error) {
 	cmd := exec.CommandContext(ctx, e.self, append([]string{roleClient}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, 0, err
+		return 0, soakSample{}, err
 	}
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return 0, soakSample{}, err
 	}
 	defer func() { _ = cmd.Wait() }()
 	br := bufio.NewReader(out)
 	if line, err := br.ReadString('\n'); err != nil || strings.TrimSpace(line) != "start" {
-		return 0, 0, fmt.Errorf("client process said %q (%v)\n%s", line, err, errb.String())
+		return 0, soakSample{}, fmt.Errorf("client process said %q (%v)\n%s", line, err, errb.String())
 	}
 	t0 := time.Now()
 	stop := make(chan struct{})
-	peak := make(chan int64, 1)
+	peak := make(chan soakSample, 1)
 	go func() {
-		var m int64
+		var m soakSample
 		for {
 			if s, err := readFootprint(e.d.cmd.Process.Pid); err == nil && viaProxy {
-				m = max(m, s.rssKiB)
+				m.rssKiB, m.anonKiB = max(m.rssKiB, s.rssKiB), max(m.anonKiB, s.anonKiB)
 			}
 			select {
 			case <-stop:
@@ -170,11 +173,11 @@ func (e *splitEnv) transfer(ctx context.Context, args []string, viaProxy bool) (
 	close(stop)
 	m := <-peak
 	if err != nil || strings.TrimSpace(line) != "stop" {
-		return 0, 0, fmt.Errorf("client process said %q (%v)\n%s", line, err, errb.String())
+		return 0, soakSample{}, fmt.Errorf("client process said %q (%v)\n%s", line, err, errb.String())
 	}
 	var run clientRun
 	if err := json.NewDecoder(br).Decode(&run); err != nil || run.Errors > 0 {
-		return 0, 0, fmt.Errorf("client: %v %s", err, run.FirstErr)
+		return 0, soakSample{}, fmt.Errorf("client: %v %s", err, run.FirstErr)
 	}
 	return elapsed, m, nil
 }
