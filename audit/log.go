@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +31,8 @@ type file interface {
 //
 // Durability: Write returns once the line has been handed to the OS (the
 // write system call succeeded); a background goroutine fsyncs every
-// SyncInterval (group commit) and Close fsyncs a last time.
+// SyncInterval (batched fsync) and Close fsyncs a last time. Concurrent
+// Writes share write calls (see Write).
 //
 // Fail closed and recover: when a file cannot be created, reopened or
 // appended to (disk full, permission denied, RLIMIT_FSIZE/EFBIG, I/O
@@ -195,7 +197,9 @@ func (l *Log) resume() error {
 // Write records ev as the next line of the chain. It fills ev.Time (when
 // zero; always converted to UTC), ev.Seq and ev.PrevHash, encodes one
 // line and appends it, after any lines WriteDeferred queued, in one write
-// system call; it returns after that call succeeded. Failures wrap
+// system call; it returns after that call succeeded. Lines that concurrent
+// Writes queue while a call is in flight share the next call, so a Write
+// also fails when the call that carried its line failed. Failures wrap
 // ErrUnavailable (sink failure, also wrapping the os error such as
 // syscall.ENOSPC or syscall.EFBIG; or the Log is not open: then also
 // ErrClosed) or ErrInvalidEvent (ev is nil, does not encode, or its line
@@ -254,7 +258,9 @@ func (l *Log) write(ev *Event, deferred bool) error {
 		if err := l.flush(); err != nil { // the queue keeps to the file it was chained in
 			return err
 		}
-		ev.Seq, ev.PrevHash = l.qseq+1, l.qhash // the flush failed over or waited: chain anew
+		// flush released l.mu while it waited for a write in flight, and
+		// other lines may have been chained meanwhile: chain this one anew.
+		ev.Seq, ev.PrevHash = l.qseq+1, l.qhash
 		if line, err = appendHead(l.line[:0], ev.Time, ev.Seq, ev.PrevHash); err != nil {
 			return l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, err))
 		}
@@ -273,7 +279,7 @@ func (l *Log) write(ev *Event, deferred bool) error {
 	if deferred && len(l.queue) < maxQueueBytes {
 		return nil
 	}
-	// Group commit: while a batch is being written, more lines queue up;
+	// Shared writes: while a batch is being written, more lines queue up;
 	// the first of their writers to find the sink free writes them all in
 	// one call, and the others return when it ends.
 	for !b.done {
@@ -282,6 +288,9 @@ func (l *Log) write(ev *Event, deferred bool) error {
 			continue
 		}
 		l.flushed.Wait()
+	}
+	if b.err != nil && ev.Seq <= b.okThrough {
+		return nil
 	}
 	return b.err
 }
@@ -296,10 +305,12 @@ func (l *Log) tailBuf() *[]byte {
 }
 
 // batch is the lines of one write call: its writers wait until done, then
-// return err.
+// return err, unless their line's seq is at most okThrough (a failed call
+// that still left their line complete on record).
 type batch struct {
-	done bool
-	err  error
+	done      bool
+	err       error
+	okThrough uint64
 }
 
 // fileNotes are the counts of a batch's file operations, kept apart from
@@ -310,7 +321,7 @@ type fileNotes struct {
 }
 
 // flush appends the queued lines with one write call, made with l.mu
-// released so that more lines can queue up meanwhile (group commit). On
+// released so that more lines can queue up meanwhile (shared writes). On
 // failure the chain goes back to the last line written, and the queue is
 // dropped, with the lines chained onto the failed ones meanwhile. Called
 // with l.mu held; returns with it held.
@@ -326,15 +337,17 @@ func (l *Log) flush() error {
 	l.queue, l.queued, l.batch, l.spare = l.spare[:0], 0, nil, nil
 	l.flushing, l.inflightEnd = true, l.sizeAfter(int64(len(buf)))
 	l.mu.Unlock()
+	kept := 0
 	err := l.ensureFile(int64(len(buf)))
 	if err == nil {
-		err = l.appendLine(buf)
+		kept, err = l.appendLine(buf)
 	}
 	l.mu.Lock()
 	l.flushing = false
 	l.mergeFileNotes()
 	defer l.flushed.Broadcast()
 	if err != nil {
+		n -= l.keepComplete(buf[:kept], b)
 		l.qseq, l.qhash = l.seq, l.hash
 		if l.batch != nil { // chained onto the failed lines: dropped too
 			l.batch.done, l.batch.err = true, err
@@ -360,13 +373,42 @@ func (l *Log) flush() error {
 	return nil
 }
 
+// keepComplete puts on record the complete lines at the start of a failed
+// batch that stay in an abandoned file (its torn tail could not be cut):
+// the chain goes on from the last of them, and their writers are told
+// they were recorded (b.okThrough), so no line on record belongs to a
+// request that was refused, and no seq is used twice. It returns how many
+// lines it kept.
+func (l *Log) keepComplete(written []byte, b *batch) (kept int) {
+	end := bytes.LastIndexByte(written, '\n')
+	if end < 0 {
+		return 0
+	}
+	lines := written[:end+1]
+	last := lines[bytes.LastIndexByte(lines[:end], '\n')+1 : end]
+	k := uint64(bytes.Count(lines, []byte{'\n'}))
+	l.seq, l.hash = l.seq+k, lineHash(last)
+	b.okThrough = l.seq
+	l.stats.Lines += k
+	if l.Mirror != nil {
+		_, _ = l.Mirror.Write(lines)
+	}
+	return int(k)
+}
+
 // sizeAfter is where the current file will end once n more bytes are
-// appended, by ensureFile's rotation rule.
+// appended to it, or to the new file ensureFile starts for them.
 func (l *Log) sizeAfter(n int64) int64 {
-	if l.name == "" || l.size > 0 && l.size+n > l.maxFileBytes() {
+	if l.name == "" || l.rotates(n) {
 		return n
 	}
 	return l.size + n
+}
+
+// rotates reports whether n more bytes start a new file: the current one
+// holds lines and would grow past MaxFileBytes.
+func (l *Log) rotates(n int64) bool {
+	return l.name != "" && l.size > 0 && l.size+n > l.maxFileBytes()
 }
 
 // mergeFileNotes adds what the file operations counted to stats. Called
@@ -391,7 +433,7 @@ func (l *Log) fail(err error) error {
 // would not fit, reopening a clean file closed by an earlier failure, or
 // creating a new file.
 func (l *Log) ensureFile(n int64) error {
-	if l.name != "" && l.size > 0 && l.size+n > l.maxFileBytes() {
+	if l.rotates(n) {
 		if err := l.closeFile(); err != nil {
 			l.files.errs = append(l.files.errs, err) // the lines are in the OS; report, then carry on
 		}
@@ -428,16 +470,18 @@ func (l *Log) ensureFile(n int64) error {
 	return nil
 }
 
-// appendLine writes line with one write call. On failure it removes a
-// torn tail (truncating back to the last complete line) and closes the
-// file: a clean file is reopened by the next Write, a file whose torn tail
-// could not be removed is abandoned for a new one (or deleted, when it held
-// no complete line).
-func (l *Log) appendLine(line []byte) error {
+// appendLine writes line (one or more lines) with one write call. On
+// failure it removes a torn tail (truncating back to the last complete
+// line) and closes the file: a clean file is reopened by the next Write, a
+// file whose torn tail could not be removed is abandoned for a new one (or
+// deleted, when it held no complete line). kept is how many bytes of line
+// stay in a file: all of them on success, what the failed call wrote when
+// its file was abandoned, else 0.
+func (l *Log) appendLine(line []byte) (kept int, err error) {
 	n, err := l.f.Write(line)
 	if err == nil && n == len(line) {
 		l.size += int64(n)
-		return nil
+		return n, nil
 	}
 	if err == nil {
 		err = io.ErrShortWrite
@@ -457,8 +501,9 @@ func (l *Log) appendLine(line []byte) error {
 		l.name, l.reuse = "", false // held no complete line: nothing to keep
 	default:
 		l.name, l.reuse, l.size = "", false, 0
+		kept = n // abandoned with what was written: its complete lines are on record
 	}
-	return fmt.Errorf("%w: cannot append to %s: %w; check free space, permissions and file-size limits", ErrUnavailable, name, err)
+	return kept, fmt.Errorf("%w: cannot append to %s: %w; check free space, permissions and file-size limits", ErrUnavailable, name, err)
 }
 
 // closeFile fsyncs and closes l.f. Called by the batch in flight, or with
@@ -484,7 +529,7 @@ func (l *Log) closeFile() error {
 	return nil
 }
 
-// syncLoop is the group commit: one fsync per interval when lines were
+// syncLoop is the batched fsync: one per interval when lines were
 // written, outside the lock so writers never wait for the disk.
 func (l *Log) syncLoop(interval time.Duration, stop <-chan struct{}, stopped chan<- struct{}) {
 	defer close(stopped)

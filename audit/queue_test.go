@@ -145,7 +145,7 @@ func (f gateFile) Write(b []byte) (int, error) {
 }
 
 // TestConcurrentLinesShareOneWrite: lines written while another write call
-// is in flight leave together in the next one (group commit), each Write
+// is in flight leave together in the next one (shared writes), each Write
 // returns only once its own line reached the OS, and the chain verifies.
 func TestConcurrentLinesShareOneWrite(t *testing.T) {
 	dir := t.TempDir()
