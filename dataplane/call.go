@@ -68,9 +68,12 @@ type CallResult struct {
 }
 
 // Execute sends c through the one request path and returns the response,
-// or the refusal, exactly as a proxy client would have seen it. The
-// returned error wraps ErrBadCall for a malformed Call and is nil
-// otherwise.
+// or the refusal, exactly as a proxy client would have seen it. An answer
+// that broke off (the upstream cut it, or ctx ended first) comes back as
+// a 502 upstream_unavailable refusal rather than a partial body; the audit
+// outcome line says what happened on the wire (upstream_cut or
+// client_gone, with the upstream's status). The returned error wraps
+// ErrBadCall for a malformed Call and is nil otherwise.
 func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	if err := p.init(); err != nil {
 		return CallResult{}, err
@@ -151,7 +154,6 @@ type callWriter struct {
 	status    int
 	body      bytes.Buffer
 	truncated bool
-	refusal   *Refusal
 }
 
 func (w *callWriter) Header() http.Header { return w.header }

@@ -21,7 +21,8 @@
 //	       ─▶ audit[] fields ─▶ Recorder.Decided (refused if it cannot be written)
 //	       ─▶ outbound copy (exchange.go) ─▶ Injector on it (forward.go) ─▶ Guard dial, verified TLS,
 //	          a pooled HTTP/1.1 exchange in the request's goroutine (uptransport.go)
-//	       ─▶ answer relayed, echoes masked (relay.go) ─▶ Recorder.Completed, log line
+//	       ─▶ echoes masked, 1xx passed on (forward.go) ─▶ answer relayed (relay.go)
+//	       ─▶ Recorder.Completed, log line
 //	  plain-HTTP proxy request ─▶ authenticated, then refused (insecure_scheme)
 //
 // Errors become refusals in one place (errors.go: classify) and refusals

@@ -63,25 +63,11 @@ func (p *Proxy) newExchange(r *http.Request, t *tunnel) *exchange {
 }
 
 // outbound builds the request sent upstream from the inbound one: the
-// canonical target, and the inbound headers without the hop-by-hop ones
-// (and those Connection names), Proxy-Authorization, Forwarded,
-// X-Forwarded-* and X-Aileron-Audit-Id. "TE: trailers" and a WebSocket
-// upgrade (which the gate already allowed) are kept; request trailers
-// never are. An absent User-Agent stays absent.
+// canonical target and outboundHeader's headers. An absent User-Agent is
+// sent as none (the empty value tells the transport so), not as Go's.
 func (x *exchange) outbound() *http.Request {
 	in := x.in
-	h := in.Header.Clone()
-	if h == nil {
-		h = make(http.Header)
-	}
-	up := upgradeType(in.Header)
-	stripForwarding(h)
-	if httpguts.HeaderValuesContainsToken(in.Header["Te"], "trailers") {
-		h["Te"] = []string{"trailers"}
-	}
-	if up != "" {
-		h["Connection"], h["Upgrade"] = []string{"Upgrade"}, []string{up}
-	}
+	h := outboundHeader(in.Header, x.op)
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{""}
 	}
@@ -96,19 +82,54 @@ func (x *exchange) outbound() *http.Request {
 	return out.WithContext(in.Context())
 }
 
+// outboundHeader is what is forwarded of the inbound headers in, before
+// the credential is added: all but the hop-by-hop headers (and those
+// Connection names), Forwarded and X-Forwarded-* (the upstream learns
+// nothing of the sandbox) and X-Aileron-Audit-Id; "TE: trailers" and the
+// upgrade the gate allowed (a WebSocket) are put back. For an operation
+// bound to a credential the headers asking for a compressed answer go too:
+// a compressed echo of the secret would slip past the redactor. The
+// approval preview lists exactly these headers, so a human approves what
+// is sent.
+func outboundHeader(in http.Header, op *policy.Operation) http.Header {
+	h := in.Clone()
+	if h == nil {
+		h = make(http.Header)
+	}
+	for _, line := range in["Connection"] {
+		for name := range strings.SplitSeq(line, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				delete(h, textproto.CanonicalMIMEHeaderKey(name))
+			}
+		}
+	}
+	for k := range h {
+		if policy.HopByHop(k) || k == "Forwarded" || k == HeaderAuditID || strings.HasPrefix(k, "X-Forwarded-") {
+			delete(h, k)
+		}
+	}
+	if op != nil && !op.Spec.Credential.IsZero() {
+		for _, k := range acceptCodingHeaders {
+			delete(h, k)
+		}
+	}
+	if httpguts.HeaderValuesContainsToken(in["Te"], "trailers") {
+		h["Te"] = []string{"trailers"}
+	}
+	if up := upgradeType(in); up != "" {
+		h["Connection"], h["Upgrade"] = []string{"Upgrade"}, []string{up}
+	}
+	return h
+}
+
 // keepOpen is a request body whose Close does nothing: the inbound body
 // belongs to the tunnel, which discards or closes it after the answer.
 type keepOpen struct{ io.Reader }
 
 func (keepOpen) Close() error { return nil }
 
-// hopHeaders are the hop-by-hop headers of RFC 9110 section 7.6.1 and the
-// older ones proxies drop too.
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
-// dropHopByHop removes from h the hop-by-hop headers and those its
-// Connection lines name.
+// dropHopByHop removes from h (a response's headers) the hop-by-hop
+// headers and those its Connection lines name.
 func dropHopByHop(h http.Header) {
 	for _, line := range h["Connection"] {
 		for name := range strings.SplitSeq(line, ",") {
@@ -117,18 +138,10 @@ func dropHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, k := range hopHeaders {
-		delete(h, k)
-	}
-}
-
-// stripForwarding removes from h what is never forwarded as the client
-// sent it: the hop-by-hop headers, Forwarded and X-Forwarded-* (the
-// upstream learns nothing about the sandbox), and X-Aileron-Audit-Id.
-func stripForwarding(h http.Header) {
-	dropHopByHop(h)
-	for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", HeaderAuditID} {
-		delete(h, k)
+	for k := range h {
+		if policy.HopByHop(k) {
+			delete(h, k)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestOutboundCopy(t *testing.T) {
 			http.Header{"Accept": {"x"}, "User-Agent": {""}}},
 		{"forwarding and audit headers dropped", http.Header{
 			"Forwarded": {"for=1.2.3.4"}, "X-Forwarded-For": {"1.2.3.4"}, "X-Forwarded-Host": {"h"},
-			"X-Forwarded-Proto": {"http"}, HeaderAuditID: {"a_forged"}},
+			"X-Forwarded-Proto": {"http"}, "X-Forwarded-Port": {"80"}, "X-Forwarded-Prefix": {"/p"}, HeaderAuditID: {"a_forged"}},
 			http.Header{"User-Agent": {""}}},
 		{"TE keeps trailers only", http.Header{"Te": {"gzip, trailers"}},
 			http.Header{"Te": {"trailers"}, "User-Agent": {""}}},
@@ -97,5 +98,39 @@ func TestCallHeadersCanonical(t *testing.T) {
 	}
 	if got, _ := e.lastAuth.Load().(string); got != "" {
 		t.Fatalf("the upstream saw Proxy-Authorization %q", got)
+	}
+}
+
+// TestPreviewListsWhatIsSent: the headers an approval shows and binds are
+// those the outbound copy carries before the credential goes on, for an
+// operation with a credential (no Accept-Encoding: a compressed echo would
+// slip past the redactor) and without one.
+func TestPreviewListsWhatIsSent(t *testing.T) {
+	in := http.Header{"Accept-Encoding": {"gzip"}, "Grpc-Accept-Encoding": {"gzip"}, "Te": {"trailers, deflate"},
+		"Connection": {"X-Hop"}, "X-Hop": {"1"}, "X-Forwarded-Port": {"80"}, "Content-Type": {"application/json"},
+		"Proxy-Authorization": {"Basic abc"}, "User-Agent": {"agent/1"}}
+	withCred := sendOp().Op
+	plain := &policy.Operation{Spec: &policy.OperationSpec{Name: "get"}}
+	for _, op := range []*policy.Operation{withCred, plain} {
+		x := &exchange{in: (&http.Request{Method: "POST", Header: in}).WithContext(context.Background()),
+			t: &tunnel{authority: policy.Authority{Host: "h", Port: 443}}, tgt: target{path: "/"}, op: op}
+		out := x.outbound()
+		var sent []string
+		for k, vv := range out.Header {
+			for _, v := range vv {
+				sent = append(sent, k+": "+v)
+			}
+		}
+		var shown []string
+		for _, h := range forwardedHeaders(in, op) {
+			shown = append(shown, h.Name+": "+h.Value)
+		}
+		slices.Sort(sent)
+		if !slices.Equal(sent, shown) {
+			t.Fatalf("%s: sent %q, the approval shows %q", op.Spec.Name, sent, shown)
+		}
+		if _, ok := out.Header["Accept-Encoding"]; ok == (op == withCred) {
+			t.Fatalf("%s: Accept-Encoding forwarded: %v", op.Spec.Name, ok)
+		}
 	}
 }

@@ -22,16 +22,8 @@ import (
 // of the secret in the answer. A 1xx answer goes on to the client at once
 // through w, masked.
 func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, error) {
-	out := x.out
+	out := x.out // without Accept-Encoding when a credential goes on it (outboundHeader)
 	if x.op != nil && p.Injector != nil {
-		if !x.op.Spec.Credential.IsZero() {
-			// A compressed echo would slip past the redactor: ask for an
-			// identity body (and identity gRPC/Connect messages). Before
-			// injection, so a signature covers the headers actually sent.
-			for _, h := range acceptCodingHeaders {
-				out.Header.Del(h)
-			}
-		}
 		secrets, err := p.Injector.Inject(out.Context(), x.t.sess, x.op, out)
 		if err != nil {
 			return nil, &credentialError{op: x.op, err: err}
@@ -57,12 +49,15 @@ func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, e
 }
 
 // interimRelay sends each 1xx answer (103 Early Hints, 100 Continue) on to
-// the client as it arrives, masked, until the final answer: HTTP/2's
-// transport may report one from its own goroutine, even late.
+// the client as it arrives, masked and without hop-by-hop headers or an
+// audit id of the upstream's making, until the final answer: HTTP/2's
+// transport may report one from its own goroutine, even late. A 101 is
+// never passed on as interim, and more than upMax1xx end the exchange.
 type interimRelay struct {
 	w    http.ResponseWriter
 	red  *inject.Redactor
 	mu   sync.Mutex
+	n    int // 1xx answers seen
 	over bool
 }
 
@@ -72,7 +67,15 @@ func (i *interimRelay) relay(code int, h textproto.MIMEHeader) error {
 	if i.over {
 		return nil
 	}
-	hdr := http.Header(h)
+	if i.n++; i.n > upMax1xx { // HTTP/2's transport sets no bound of its own
+		return fmt.Errorf("the upstream sent more than %d informational answers", upMax1xx)
+	}
+	if code == http.StatusSwitchingProtocols || code < 100 || code > 199 {
+		return nil // a switch is a final answer (switchProtocols); HTTP/2 has none at all
+	}
+	hdr := http.Header(h).Clone()
+	dropHopByHop(hdr)
+	delete(hdr, HeaderAuditID) // the proxy's own; an upstream does not set it
 	i.red.Header(hdr)
 	dst := i.w.Header()
 	for k, vv := range hdr {

@@ -260,10 +260,12 @@ func (hc *h1Conn) serve(r *http.Request) (keep, hijacked bool) {
 // proxy will not read (the upstream answered early, or the body is too
 // big to discard), as net/http's server does: once the answer is out, the
 // write side is shut (TLS close_notify) and what the client sends is
-// dropped for up to lingerTimeout. Closing with unread bytes resets the
-// connection, and a reset can destroy an answer the client has not read
-// yet: a client uploading to an early 413 would see only "connection
-// reset".
+// dropped until it closes or lingerTimeout passes. Closing with unread
+// bytes resets the connection, and a reset destroys the part of the answer
+// the client has not read yet: a client uploading to an early 413 would
+// see only "connection reset". The bound is time alone: on loopback a
+// client sends tens of MiB in lingerTimeout, and dropping bytes costs the
+// proxy no memory.
 func (hc *h1Conn) linger(b *h1Body) {
 	_ = hc.c.SetReadDeadline(time.Now().Add(lingerTimeout)) // a body goroutine blocked in a read returns,
 	b.mu.Lock()                                             // gives way, and finds the body closed next time
@@ -272,15 +274,12 @@ func (hc *h1Conn) linger(b *h1Body) {
 		_ = cw.CloseWrite()
 	}
 	_ = hc.c.SetReadDeadline(time.Now().Add(lingerTimeout))
-	_, _ = io.CopyN(io.Discard, hc.br, h1LingerMax)
+	_, _ = io.Copy(io.Discard, hc.br)
 }
 
-// h1LingerMax bounds what linger drops: a client faster than this
-// in lingerTimeout is reset (it can resend; the proxy keeps nothing).
-const h1LingerMax = 16 << 20
-
-// run calls the request path, turning its abort (the upstream cut the
-// answer off) or any other panic into a closed connection.
+// run calls the request path and reports whether the answer is complete:
+// an abort (the upstream cut the answer off, or the client left first) and
+// a panic, which is a bug and is logged, both close the connection.
 func (hc *h1Conn) run(w *h1Writer, r *http.Request) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -310,6 +309,10 @@ func (b *h1Body) reusable(continueOwed bool) bool {
 	}
 }
 
+// unreadBodyMax is the most of an unread body discarded after its answer
+// to keep the connection, as net/http's server does.
+const unreadBodyMax = 256 << 10
+
 // discard reads what is left of a body nobody read, after its answer:
 // the connection is kept when the body ends within 256 KiB and the body
 // idle timeout. No lock of the writer is held, so a late reader (a body
@@ -323,9 +326,9 @@ func (hc *h1Conn) discard(b *h1Body) bool {
 	}
 	b.w.Store(nil)
 	_ = hc.c.SetReadDeadline(time.Now().Add(hc.p.t.BodyIdle))
-	n, err := io.CopyN(io.Discard, b, lingerMaxBytes+1)
+	n, err := io.CopyN(io.Discard, b, unreadBodyMax+1)
 	_ = hc.c.SetReadDeadline(time.Time{})
-	return n <= lingerMaxBytes && err == io.EOF
+	return n <= unreadBodyMax && err == io.EOF
 }
 
 // draining reports that the proxy is shutting down: answers close their

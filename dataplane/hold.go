@@ -44,7 +44,7 @@ func (p *Proxy) hold(x *exchange, d policy.Decision) error {
 		return err
 	}
 	defer release()
-	hdr := forwardedHeaders(r.Header)
+	hdr := forwardedHeaders(r.Header, d.Op)
 	pv, err := previewRequest(r, t.authority, tgt, d, hdr, body)
 	if err != nil {
 		return err

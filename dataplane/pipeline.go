@@ -75,7 +75,7 @@ func (p *Proxy) send(w http.ResponseWriter, x *exchange) ending {
 	if x.in.ProtoMajor == 2 {
 		cw.rc, cw.idle = http.NewResponseController(w), p.t.BodyIdle
 	}
-	ref, broke := p.forward(cw, x)
+	ref, broke := p.relay(cw, x)
 	if ref == nil {
 		rec.Status = cw.status
 	}
@@ -238,7 +238,7 @@ func (w *countingWriter) FlushError() error {
 }
 
 func (w *countingWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+	if w.status == 0 && code >= 200 { // a switch sets its 101 itself (switchProtocols)
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -401,13 +401,13 @@ func prevToken(doc []byte, i int) byte {
 	return 0
 }
 
-// forwardedHeaders lists the headers of h that are forwarded as sent,
-// sorted by name: all but those stripForwarding removes (exchange.go). A
-// header the credential will overwrite is kept: where the credential goes
-// depends on the binding too, and binding more than is sent costs nothing.
-func forwardedHeaders(in http.Header) []PreviewHeader {
-	h := in.Clone()
-	stripForwarding(h)
+// forwardedHeaders lists the headers forwarded for a request with
+// headers in that matched op, sorted by name: outboundHeader's, before
+// the credential is added. A header the credential will overwrite is kept:
+// where the credential goes depends on the binding too, and binding more
+// than is sent costs nothing.
+func forwardedHeaders(in http.Header, op *policy.Operation) []PreviewHeader {
+	h := outboundHeader(in, op)
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)

@@ -32,7 +32,7 @@ func previewOf(t *testing.T, ctype, encoding, query, body string) (Preview, erro
 	r.Header.Set("Proxy-Authorization", "Basic c2Vzc2lvbg==")
 	r.Header.Set("X-Trace", "t-1")
 	d := sendOp()
-	hdr := forwardedHeaders(r.Header)
+	hdr := forwardedHeaders(r.Header, d.Op)
 	return previewRequest(r, policy.Authority{Host: "mail.example", Port: 443}, target{path: "/v1/send", query: query}, d, hdr, []byte(body))
 }
 

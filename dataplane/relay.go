@@ -9,13 +9,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aileronhq/aileron/policy"
 )
 
-// forward sends x's outbound copy and relays the answer to w. It returns
+// relay sends x's outbound copy (roundTrip) and relays the answer to w. It returns
 // the refusal answered when the exchange failed before an answer (nil
 // otherwise), and broke when the answer broke off after its head was sent
 // (the upstream cut it, or the client stopped taking it: w.err tells).
-func (p *Proxy) forward(w *countingWriter, x *exchange) (ref *Refusal, broke bool) {
+func (p *Proxy) relay(w *countingWriter, x *exchange) (ref *Refusal, broke bool) {
 	x.out = x.outbound()
 	resp, err := p.roundTrip(x, w)
 	if err != nil {
@@ -23,8 +25,12 @@ func (p *Proxy) forward(w *countingWriter, x *exchange) (ref *Refusal, broke boo
 	}
 	x.rec.UpstreamStatus = resp.StatusCode
 	x.rec.UpstreamMS = ms(time.Since(x.sent))
-	if resp.StatusCode == http.StatusSwitchingProtocols {
+	switch {
+	case resp.StatusCode == http.StatusSwitchingProtocols:
 		return p.switchProtocols(w, x, resp)
+	case resp.StatusCode < 200 || resp.StatusCode > 999: // HTTP/2's transport takes any number
+		_ = resp.Body.Close()
+		return p.upstreamFailed(w, x, fmt.Errorf("the upstream answered with status %d", resp.StatusCode)), false
 	}
 	dropHopByHop(resp.Header)
 	resp.Header.Set(HeaderAuditID, x.rec.AuditID)
@@ -32,6 +38,7 @@ func (p *Proxy) forward(w *countingWriter, x *exchange) (ref *Refusal, broke boo
 	for k, vv := range resp.Header {
 		h[k] = append(h[k], vv...)
 	}
+	dropTrailerFields(resp.Trailer)
 	announced := len(resp.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
@@ -47,6 +54,7 @@ func (p *Proxy) forward(w *countingWriter, x *exchange) (ref *Refusal, broke boo
 		return nil, true
 	}
 	_ = resp.Body.Close() // fills resp.Trailer in
+	dropTrailerFields(resp.Trailer)
 	if len(resp.Trailer) == announced {
 		for k, vv := range resp.Trailer {
 			h[k] = append(h[k], vv...)
@@ -57,6 +65,17 @@ func (p *Proxy) forward(w *countingWriter, x *exchange) (ref *Refusal, broke boo
 		h[http.TrailerPrefix+k] = append(h[http.TrailerPrefix+k], vv...)
 	}
 	return nil, false
+}
+
+// dropTrailerFields removes from trailers what a trailer may not carry
+// (RFC 9110 section 6.5.1) or an upstream may not set: hop-by-hop and
+// framing fields, Host, Content-*, and the proxy's own audit id.
+func dropTrailerFields(trailers http.Header) {
+	for k := range trailers {
+		if policy.HopByHop(k) || k == HeaderAuditID || k == "Host" || strings.HasPrefix(k, "Content-") {
+			delete(trailers, k)
+		}
+	}
 }
 
 // streamed reports whether each piece of resp's body goes to the client

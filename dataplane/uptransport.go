@@ -430,7 +430,7 @@ func writeRequestHead(bw *bufio.Writer, req *http.Request, chunked bool) error {
 				return fmt.Errorf("dataplane: invalid header field value for %q", k)
 			}
 			if k == "User-Agent" && v == "" {
-				continue // ReverseProxy's way of sending none
+				continue // an empty User-Agent sends none (exchange.outbound), as net/http does
 			}
 			_, _ = bw.WriteString(k + ": " + v + "\r\n")
 		}

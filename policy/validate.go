@@ -205,9 +205,20 @@ func validateCredential(c Credential, path string, p *problems) {
 // ReservedHeader reports connection-level and framing headers that must
 // never carry an injected credential (Host, Content-Length, hop-by-hop…).
 func ReservedHeader(h string) bool {
-	switch textproto.CanonicalMIMEHeaderKey(h) {
-	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Upgrade":
+	switch h = textproto.CanonicalMIMEHeaderKey(h); h {
+	case "Host", "Content-Length":
+		return true
+	}
+	return HopByHop(h)
+}
+
+// HopByHop reports the hop-by-hop headers (RFC 9110 section 7.6.1, and the
+// older ones proxies drop too), by canonical name: they describe one
+// connection and are never forwarded as sent.
+func HopByHop(canonical string) bool {
+	switch canonical {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	return false
