@@ -30,8 +30,8 @@ import (
 // daemon, which injects the bench credential as the x-api-key metadata.
 // The direct client sends the key itself, so both do the same work.
 const (
-	grpcUnary  = "unary"  // UnaryCall answering 1 KiB
-	grpcStream = "stream" // StreamingOutputCall answering grpcStreamMsgs messages of 1 KiB
+	grpcUnary  = "unary"  // UnaryCall, one answer message
+	grpcStream = "stream" // StreamingOutputCall, grpcStreamMsgs answer messages
 )
 
 // grpcStreamMsgs is how many messages one streaming call receives.
@@ -116,23 +116,31 @@ func connectThrough(ctx context.Context, proxy *url.URL, target string) (net.Con
 	return c, nil
 }
 
-// grpcDrive runs conc loops of calls of kind on one connection for d;
-// lat, when given, collects every call's latency.
-func grpcDrive(ctx context.Context, cc *grpc.ClientConn, kind, key string, conc int, d time.Duration, lat *[]time.Duration) clientRun {
+// grpcLoad is what a gRPC client process sends: conc calls of kind at a
+// time, answered with size-byte messages, with the x-api-key key (empty
+// when the proxy injects it).
+type grpcLoad struct {
+	kind, key  string
+	size, conc int
+}
+
+// grpcDrive runs load on one connection for d; lat, when given, collects
+// every call's latency.
+func grpcDrive(ctx context.Context, cc *grpc.ClientConn, load grpcLoad, d time.Duration, lat *[]time.Duration) clientRun {
 	end := time.Now().Add(d) // calls in flight at the end finish: a deadline would fail them
-	if key != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", key)
+	if load.key != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", load.key)
 	}
 	tc := testgrpc.NewTestServiceClient(cc)
 	var n atomic.Int64
 	var errs errRecorder
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for range conc {
+	for range load.conc {
 		wg.Go(func() {
 			var mine []time.Duration
 			for t0 := time.Now(); t0.Before(end); t0 = time.Now() {
-				if err := grpcCall(ctx, tc, kind); err != nil {
+				if err := grpcCall(ctx, tc, load); err != nil {
 					errs.record(err)
 					continue
 				}
@@ -151,18 +159,19 @@ func grpcDrive(ctx context.Context, cc *grpc.ClientConn, kind, key string, conc 
 	return clientRun{Requests: n.Load(), Errors: ne, FirstErr: first}
 }
 
-// grpcCall makes one call of kind and checks what comes back.
-func grpcCall(ctx context.Context, tc testgrpc.TestServiceClient, kind string) error {
-	if kind == grpcUnary {
-		resp, err := tc.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: 1 << 10})
-		if err == nil && len(resp.GetPayload().GetBody()) != 1<<10 {
-			err = fmt.Errorf("unary: %d bytes, want 1024", len(resp.GetPayload().GetBody()))
+// grpcCall makes one call of load's kind and checks what comes back.
+func grpcCall(ctx context.Context, tc testgrpc.TestServiceClient, load grpcLoad) error {
+	size := int32(load.size)
+	if load.kind == grpcUnary {
+		resp, err := tc.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: size})
+		if err == nil && len(resp.GetPayload().GetBody()) != int(size) {
+			err = fmt.Errorf("unary: %d bytes, want %d", len(resp.GetPayload().GetBody()), size)
 		}
 		return err
 	}
 	params := make([]*testgrpc.ResponseParameters, grpcStreamMsgs)
 	for i := range params {
-		params[i] = &testgrpc.ResponseParameters{Size: 1 << 10}
+		params[i] = &testgrpc.ResponseParameters{Size: size}
 	}
 	st, err := tc.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{ResponseParameters: params})
 	if err != nil {

@@ -64,23 +64,31 @@ func main() {
 		return
 	}
 	var o options
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\n"+
+			"Measures aileron against direct calls to a local upstream (loopback only). First table: client,\n"+
+			"upstream and daemon as separate processes (\"split\"), then bodies streamed each way. Second\n"+
+			"table: one bench process against direct, aileron, aileron+inject, audit off and mitmdump.\n"+
+			"--soak runs neither. See bench/README.md.\n\nFlags:\n", os.Args[0])
+		flag.PrintDefaults()
+	}
 	flag.StringVar(&o.aileron, "aileron", "bin/aileron", "path to the aileron binary")
-	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per phase and target")
-	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each phase")
-	flag.IntVar(&o.conc, "concurrency", 8, "concurrent clients in the throughput phases")
-	flag.StringVar(&o.mitmdump, "mitmdump", "", "path to mitmdump; empty: no mitmdump column")
-	flag.BoolVar(&o.jsonOut, "json", false, "also print the results as JSON after the table")
-	flag.Int64Var(&o.blobMiB, "blob-mib", 256, "size of the streamed body in MiB")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "second table: measured time per phase and target")
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "second table: unmeasured warm-up before each phase")
+	flag.IntVar(&o.conc, "concurrency", 8, "second table: concurrent clients in the throughput phases")
+	flag.StringVar(&o.mitmdump, "mitmdump", "", "second table: path to mitmdump; empty: no mitmdump column")
+	flag.BoolVar(&o.jsonOut, "json", false, "second table: also print the results as JSON")
+	flag.Int64Var(&o.blobMiB, "blob-mib", 256, "second table: size of the streamed body in MiB")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "daemon log.level; info also writes a line per allowed request")
 	flag.BoolVar(&o.keepTemp, "keep-temp", false, "keep the temp dir (daemon log, home) for debugging")
-	flag.BoolVar(&o.auditOff, "audit-off", true, "also measure keep-alive through a second daemon with audit.enabled false (audit's cost)")
-	flag.BoolVar(&o.split, "split", true, "first measure with client, upstream and daemon as separate processes (CPU of each from /proc)")
-	flag.BoolVar(&o.splitOnly, "split-only", false, "only the separate-process phases")
-	flag.IntVar(&o.rounds, "rounds", 5, "rounds of each separate-process row, direct and aileron interleaved")
-	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "measured time of each separate-process round")
+	flag.BoolVar(&o.auditOff, "audit-off", true, "second table: also measure keep-alive through a second daemon with audit.enabled false (audit's cost); -audit-off=false skips it")
+	flag.BoolVar(&o.split, "split", true, "first measure with client, upstream and daemon as separate processes (the first table; CPU of each from /proc)")
+	flag.BoolVar(&o.splitOnly, "split-only", false, "only the first table (separate processes) and its streams")
+	flag.IntVar(&o.rounds, "rounds", 5, "first table: rounds of each row, direct and aileron interleaved")
+	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "first table: measured time of each round")
 	flag.DurationVar(&o.soak, "soak", 0, "instead of the bench, keep mixed h1/h2 allowed, denied and held traffic going this long and fail if the daemon's goroutines, threads, descriptors or memory grow")
-	flag.Int64Var(&o.streamMiB, "stream-mib", 1024, "body moved each way, direct and through aileron, in the separate-process phases")
-	flag.StringVar(&o.rows, "rows", "", "only the separate-process rows whose name contains this (\"gRPC\", \"c=8\")")
+	flag.Int64Var(&o.streamMiB, "stream-mib", 1024, "first table: MiB moved each way, direct and through aileron, after the rows; 0 skips the streams")
+	flag.StringVar(&o.rows, "rows", "", "first table: only the rows whose name contains this, any case (keep-alive, \"c=8\", \"new connection\", h2, grpc)")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the separate-process phases' daemon to this file (go tool pprof)")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
@@ -240,7 +248,7 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 
 // aileronTarget installs the bench connector in d and creates a session.
 func (e *env) aileronTarget(ctx context.Context, d *daemon) (target, error) {
-	note, err := d.installSpec(ctx, e.up.addr, e.up.addr)
+	note, err := d.installSpec(ctx, e.up.addr, e.up.addr) // no gRPC server here: its operations go unused
 	if err != nil {
 		return target{}, err
 	}

@@ -112,6 +112,7 @@ func clientRole(args []string) error {
 	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured warm-up")
 	grpcKind := fs.String("grpc", "", "instead of GETs, gRPC calls to -url's host: "+grpcUnary+" or "+grpcStream)
 	key := fs.String("key", "", "gRPC: the x-api-key to send (a direct run; the proxy injects it otherwise)")
+	size := fs.Int("size", 1<<10, "gRPC: bytes in each answer message")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func clientRole(args []string) error {
 		}
 	}
 	if *grpcKind != "" {
-		return grpcRole(t, *rawURL, *grpcKind, *key, *conc, *warm, *dur)
+		return grpcRole(t, *rawURL, grpcLoad{kind: *grpcKind, key: *key, size: *size, conc: *conc}, *warm, *dur)
 	}
 	c := t.client(*conc, *keepAlive)
 	if *h2 {
@@ -158,7 +159,7 @@ func clientRole(args []string) error {
 
 // grpcRole is clientRole for the gRPC rows: one connection to rawURL's
 // host, conc calls at a time.
-func grpcRole(t target, rawURL, kind, key string, conc int, warm, dur time.Duration) error {
+func grpcRole(t target, rawURL string, load grpcLoad, warm, dur time.Duration) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return err
@@ -169,12 +170,12 @@ func grpcRole(t target, rawURL, kind, key string, conc int, warm, dur time.Durat
 	}
 	defer cc.Close()
 	ctx := context.Background()
-	grpcDrive(ctx, cc, kind, key, conc, warm, nil)
+	grpcDrive(ctx, cc, load, warm, nil)
 	out := bufio.NewWriter(os.Stdout)
 	fmt.Fprintln(out, "start")
 	_ = out.Flush()
 	var lat []time.Duration
-	res := grpcDrive(ctx, cc, kind, key, conc, dur, &lat)
+	res := grpcDrive(ctx, cc, load, dur, &lat)
 	fmt.Fprintln(out, "stop")
 	slices.Sort(lat)
 	if len(lat) > 0 {

@@ -72,10 +72,12 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	defer stop()
 	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon), %d rounds of %s each, medians [min–max]:\n", o.rounds, o.splitDur)
 	fmt.Fprintf(stdout, "%-26s %22s %22s %22s\n", "row", "proxy CPU/req ÷ direct", "throughput ÷ direct", "added p50 (c=1)")
+	ran := 0
 	for _, row := range splitRows() {
-		if !strings.Contains(row.name, o.rows) {
+		if !strings.Contains(strings.ToLower(row.name), strings.ToLower(o.rows)) {
 			continue
 		}
+		ran++
 		var direct, through []splitSample
 		for r := range o.rounds {
 			for i := range 2 {
@@ -93,7 +95,13 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		printSplitRow(stdout, row, direct, through)
 	}
+	if ran == 0 {
+		return fmt.Errorf("--rows %q names no row", o.rows)
+	}
 	fmt.Fprintln(stdout, "proxy CPU/req ÷ direct: the daemon's CPU per request over the direct run's client + upstream CPU per request (about 1.0× is the floor for a proxy that terminates TLS both ways).")
+	if o.streamMiB <= 0 {
+		return nil
+	}
 	return e.streams(ctx, o, stdout)
 }
 
@@ -286,13 +294,16 @@ func (e *splitEnv) sample(ctx context.Context, o options, row splitRow, viaProxy
 	if viaProxy {
 		path, args = "/v1/secure/{id}", []string{"-roots", e.sessRoots, "-proxy", e.proxy}
 	}
-	args = append(args, "-url", "https://"+e.upAddr+path+"?size="+strconv.Itoa(row.size), "-conc", strconv.Itoa(row.conc),
-		"-keepalive="+strconv.FormatBool(row.keepAlive), "-h2="+strconv.FormatBool(row.h2), "-duration", o.splitDur.String())
-	if row.grpc != "" {
-		args = append(args, "-url", "https://"+e.grpcAddr, "-grpc", row.grpc) // the later -url wins
+	args = append(args, "-conc", strconv.Itoa(row.conc), "-duration", o.splitDur.String())
+	switch {
+	case row.grpc != "":
+		args = append(args, "-url", "https://"+e.grpcAddr, "-grpc", row.grpc, "-size", strconv.Itoa(row.size))
 		if !viaProxy {
-			args = append(args, "-key", e.apiKey)
+			args = append(args, "-key", e.apiKey) // through the daemon it is injected
 		}
+	default:
+		args = append(args, "-url", "https://"+e.upAddr+path+"?size="+strconv.Itoa(row.size),
+			"-keepalive="+strconv.FormatBool(row.keepAlive), "-h2="+strconv.FormatBool(row.h2))
 	}
 	cmd := exec.CommandContext(ctx, e.self, append([]string{roleClient}, args...)...)
 	out, err := cmd.StdoutPipe()
