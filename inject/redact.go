@@ -67,13 +67,16 @@ func NewRedactor(secrets ...string) *Redactor {
 
 // Redactors keeps the Redactor of each set of secrets: a credential is
 // injected request after request, and its Redactor is the same each time.
-// It holds at most maxCachedSecrets sets (then starts over), so rotated
-// secrets do not pile up. The zero value is ready; it is safe for
-// concurrent use.
+// It holds at most maxCachedRedactors sets (then starts over), so rotated
+// secrets do not pile up. Its keys are the secrets themselves, in the
+// daemon's memory as the Redactors (and EchoForms) already hold them. The
+// zero value is ready; it is safe for concurrent use.
 type Redactors struct {
 	mu sync.Mutex
 	m  map[string]*Redactor
 }
+
+const maxCachedRedactors = 1024
 
 // For returns the Redactor of secrets, as NewRedactor builds it.
 func (c *Redactors) For(secrets []string) *Redactor {
@@ -88,7 +91,7 @@ func (c *Redactors) For(secrets []string) *Redactor {
 	if r, ok := c.m[key.String()]; ok {
 		return r
 	}
-	if c.m == nil || len(c.m) >= maxCachedSecrets {
+	if c.m == nil || len(c.m) >= maxCachedRedactors {
 		c.m = map[string]*Redactor{}
 	}
 	r := NewRedactor(secrets...)
