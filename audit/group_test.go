@@ -109,20 +109,7 @@ func TestSharedWritesUnderFaults(t *testing.T) {
 // the other fails, and the chain goes on from it, with no seq used twice.
 func TestFailedBatchKeepsCompleteLinesOnRecord(t *testing.T) {
 	dir := t.TempDir()
-	ctl := &faults{writeBudget: -1}
-	gf := gateFile{entered: make(chan int, 64), release: make(chan struct{})}
-	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour,
-		openFile: func(name string, flag int, perm os.FileMode) (file, error) {
-			f, err := ctl.open(name, flag, perm)
-			if err != nil {
-				return nil, err
-			}
-			gf.faultFile = f.(*faultFile)
-			return gf, nil
-		}}
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l, ctl, gf := gatedLog(t, dir)
 	first := make(chan error, 1)
 	go func() { first <- l.Write(testEvent(1)) }()
 	<-gf.entered // line 1 in flight

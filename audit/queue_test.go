@@ -144,11 +144,10 @@ func (f gateFile) Write(b []byte) (int, error) {
 	return f.faultFile.Write(b)
 }
 
-// TestConcurrentLinesShareOneWrite: lines written while another write call
-// is in flight leave together in the next one (shared writes), each Write
-// returns only once its own line reached the OS, and the chain verifies.
-func TestConcurrentLinesShareOneWrite(t *testing.T) {
-	dir := t.TempDir()
+// gatedLog opens a Log in dir whose files hold every write call at gf
+// until the test releases it, with faults ctl.
+func gatedLog(t *testing.T, dir string) (*Log, *faults, gateFile) {
+	t.Helper()
 	ctl := &faults{writeBudget: -1}
 	gf := gateFile{entered: make(chan int, 64), release: make(chan struct{})}
 	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour,
@@ -163,6 +162,15 @@ func TestConcurrentLinesShareOneWrite(t *testing.T) {
 	if err := l.Open(); err != nil {
 		t.Fatal(err)
 	}
+	return l, ctl, gf
+}
+
+// TestConcurrentLinesShareOneWrite: lines written while another write call
+// is in flight leave together in the next one (shared writes), each Write
+// returns only once its own line reached the OS, and the chain verifies.
+func TestConcurrentLinesShareOneWrite(t *testing.T) {
+	dir := t.TempDir()
+	l, _, gf := gatedLog(t, dir)
 	first := make(chan error, 1)
 	go func() { first <- l.Write(testEvent(0)) }()
 	<-gf.entered // the first line's write call is in flight
@@ -208,20 +216,7 @@ func TestConcurrentLinesShareOneWrite(t *testing.T) {
 // verifies once the sink recovers.
 func TestGroupFailureFailsEveryWaiter(t *testing.T) {
 	dir := t.TempDir()
-	ctl := &faults{writeBudget: -1}
-	gf := gateFile{entered: make(chan int, 64), release: make(chan struct{})}
-	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour,
-		openFile: func(name string, flag int, perm os.FileMode) (file, error) {
-			f, err := ctl.open(name, flag, perm)
-			if err != nil {
-				return nil, err
-			}
-			gf.faultFile = f.(*faultFile)
-			return gf, nil
-		}}
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l, ctl, gf := gatedLog(t, dir)
 	go func() { <-gf.entered; gf.release <- struct{}{} }()
 	if err := l.Write(testEvent(0)); err != nil {
 		t.Fatal(err)

@@ -13,9 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -122,41 +119,6 @@ func connectThrough(ctx context.Context, proxy *url.URL, target string) (net.Con
 type grpcLoad struct {
 	kind, key  string
 	size, conc int
-}
-
-// grpcDrive runs load on one connection for d; lat, when given, collects
-// every call's latency.
-func grpcDrive(ctx context.Context, cc *grpc.ClientConn, load grpcLoad, d time.Duration, lat *[]time.Duration) clientRun {
-	end := time.Now().Add(d) // calls in flight at the end finish: a deadline would fail them
-	if load.key != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", load.key)
-	}
-	tc := testgrpc.NewTestServiceClient(cc)
-	var n atomic.Int64
-	var errs errRecorder
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range load.conc {
-		wg.Go(func() {
-			var mine []time.Duration
-			for t0 := time.Now(); t0.Before(end); t0 = time.Now() {
-				if err := grpcCall(ctx, tc, load); err != nil {
-					errs.record(err)
-					continue
-				}
-				n.Add(1)
-				mine = append(mine, time.Since(t0))
-			}
-			if lat != nil {
-				mu.Lock()
-				*lat = append(*lat, mine...)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	ne, first := errs.snapshot()
-	return clientRun{Requests: n.Load(), Errors: ne, FirstErr: first}
 }
 
 // grpcCall makes one call of load's kind and checks what comes back.

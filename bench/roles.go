@@ -18,6 +18,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 )
 
 // The split phases run the upstream and each client as processes of their
@@ -142,12 +145,23 @@ func clientRole(args []string) error {
 	if *upload > 0 || *download {
 		return transfer(ctx, c, *rawURL, *upload)
 	}
-	drive(ctx, c, *rawURL, *conc, *warm, nil)
+	var seq atomic.Int64
+	return measured(*conc, *warm, *dur, func(ctx context.Context) error {
+		_, err := get(ctx, c, strings.Replace(*rawURL, "{id}", fmt.Sprint(seq.Add(1)%1000), 1))
+		return err
+	})
+}
+
+// measured runs call from conc loops for warm, unmeasured, then prints
+// "start", runs them for dur, prints "stop" and the clientRun as JSON (the
+// parent reads every process's CPU at "start" and "stop").
+func measured(conc int, warm, dur time.Duration, call func(context.Context) error) error {
+	loop(conc, warm, nil, call)
 	out := bufio.NewWriter(os.Stdout)
 	fmt.Fprintln(out, "start")
 	_ = out.Flush()
 	var lat []time.Duration
-	res := drive(ctx, c, *rawURL, *conc, *dur, &lat)
+	res := loop(conc, dur, &lat, call)
 	fmt.Fprintln(out, "stop")
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -169,20 +183,12 @@ func grpcRole(t target, rawURL string, load grpcLoad, warm, dur time.Duration) e
 		return err
 	}
 	defer cc.Close()
+	tc := testgrpc.NewTestServiceClient(cc)
 	ctx := context.Background()
-	grpcDrive(ctx, cc, load, warm, nil)
-	out := bufio.NewWriter(os.Stdout)
-	fmt.Fprintln(out, "start")
-	_ = out.Flush()
-	var lat []time.Duration
-	res := grpcDrive(ctx, cc, load, dur, &lat)
-	fmt.Fprintln(out, "stop")
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		res.P50MS = ms(percentile(lat, 0.5))
+	if load.key != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", load.key)
 	}
-	_ = json.NewEncoder(out).Encode(res)
-	return out.Flush()
+	return measured(load.conc, warm, dur, func(context.Context) error { return grpcCall(ctx, tc, load) })
 }
 
 // transfer sends (upload > 0) or fetches one large body between "start"
@@ -224,27 +230,22 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// drive runs conc loops of GETs for d; lat, when given, collects every
-// request's latency.
-func drive(ctx context.Context, c *http.Client, rawURL string, conc int, d time.Duration, lat *[]time.Duration) clientRun {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var n, seq atomic.Int64
+// loop runs call from conc goroutines back to back for d; calls in flight
+// at the end finish (a deadline would fail them). lat, when given,
+// collects every successful call's latency.
+func loop(conc int, d time.Duration, lat *[]time.Duration, call func(context.Context) error) clientRun {
+	ctx := context.Background()
+	end := time.Now().Add(d)
+	var n atomic.Int64
 	var errs errRecorder
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var mine []time.Duration
-			for ctx.Err() == nil {
-				u := strings.Replace(rawURL, "{id}", fmt.Sprint(seq.Add(1)%1000), 1)
-				t0 := time.Now()
-				if _, err := get(ctx, c, u); err != nil {
-					if ctx.Err() == nil {
-						errs.record(err)
-					}
+			for t0 := time.Now(); t0.Before(end); t0 = time.Now() {
+				if err := call(ctx); err != nil {
+					errs.record(err)
 					continue
 				}
 				n.Add(1)
@@ -257,7 +258,7 @@ func drive(ctx context.Context, c *http.Client, rawURL string, conc int, d time.
 				*lat = append(*lat, mine...)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	ne, first := errs.snapshot()
