@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,36 @@ type bodyClock struct {
 	dl     atomic.Int64                 // the read deadline in force (Unix ns); 0: none
 	byRate atomic.Bool                  // that deadline is the minimum rate's, not the idle one
 	err    atomic.Pointer[stalledError] // set once the body stalled
+	// gate keeps the deadlines off the connection once the request path
+	// returned (stop): a body goroutine still reading then (the upstream
+	// answered before taking the whole body) must not reach an HTTP/2
+	// stream's finished writer, or the next request's HTTP/1.1 read.
+	gate    sync.RWMutex
+	stopped bool
+}
+
+// errRequestOver is a body read after its request path returned.
+var errRequestOver = errors.New("dataplane: request body read after the request ended")
+
+// setDeadline sets the connection's read deadline, unless stop came first.
+func (b *bodyClock) setDeadline(t time.Time) error {
+	b.gate.RLock()
+	defer b.gate.RUnlock()
+	if b.stopped {
+		return errRequestOver
+	}
+	return b.rc.SetReadDeadline(t)
+}
+
+// stop ends the clock's use of the connection: the request path is
+// returning. A read in flight keeps its deadline; later ones fail.
+func (b *bodyClock) stop() {
+	if b == nil {
+		return
+	}
+	b.gate.Lock()
+	b.stopped = true
+	b.gate.Unlock()
 }
 
 // clockBody puts r's body under the body deadlines of the proxy's
@@ -61,9 +92,12 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 	now := time.Now()
 	if !b.off {
 		dl, byRate := b.deadline(now)
-		if err := b.rc.SetReadDeadline(dl); err != nil {
+		switch err := b.setDeadline(dl); {
+		case errors.Is(err, errRequestOver):
+			return 0, err
+		case err != nil:
 			b.off = true
-		} else {
+		default:
 			b.dl.Store(dl.UnixNano())
 			b.byRate.Store(byRate)
 		}
@@ -80,7 +114,7 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 		// The whole body is in: the deadline must not cut the server's
 		// watch for a client that goes away while the answer streams.
 		b.dl.Store(0)
-		_ = b.rc.SetReadDeadline(time.Time{})
+		_ = b.setDeadline(time.Time{})
 	}
 	return n, err
 }

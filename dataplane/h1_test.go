@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -130,5 +131,45 @@ func TestEarlyAnswerToUploadArrives(t *testing.T) {
 		}
 		_ = tc.Close()
 		<-done
+	}
+}
+
+// TestEarlyAnswerOverH2: an upstream that answers an HTTP/2 stream's
+// upload before reading it gets its answer to the client while the body
+// still comes, stream after stream on one connection. (The body goroutine
+// may read after the stream's handler returned; bodyClock.stop keeps such
+// a read off the finished stream's writer, which would panic.)
+func TestEarlyAnswerOverH2(t *testing.T) {
+	e, _ := newRawEnv(t, nil, func(_ int64, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err == nil { // answered unread, then drained as servers do
+			_, _ = io.WriteString(c, "HTTP/1.1 413 Too Large\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbig!")
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, _ = io.Copy(io.Discard, br)
+		}
+	})
+	cc := e.h2Client(t)
+	for i := range 5 {
+		pr, pw := io.Pipe()
+		go func() { // a body that keeps coming for a while after the answer
+			chunk := bytes.Repeat([]byte("x"), 16<<10)
+			for range 64 {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			_ = pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", "https://api.example.com/v1/items", pr)
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 413 || string(b) != "big!" {
+			t.Fatalf("round %d: %d %q", i, resp.StatusCode, b)
+		}
+		_ = pr.CloseWithError(errors.New("done"))
 	}
 }

@@ -28,6 +28,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
 	x.rec = rec
 	x.body = p.clockBody(w, r)
+	defer x.body.stop() // a body goroutine still reading must leave the connection alone now
 	refuse := func(err error) ending {
 		rec.BytesIn = x.body.bytes()
 		ref := p.refuse(w, rec, err)
