@@ -161,6 +161,71 @@ func (r Refusal) header(h http.Header, n int) {
 		h.Set("Retry-After", strconv.Itoa(int(r.RetryAfter.Seconds())))
 	}
 	h.Set(HeaderMessage, HeaderLine(r.Message))
+	if v := r.proxyStatus(); v != "" {
+		h.Set("Proxy-Status", v)
+	}
+}
+
+// proxyStatus is the refusal as an RFC 9209 Proxy-Status field, where
+// clients that show no body (curl on a refused CONNECT) still show
+// headers: `aileron; error=TYPE; details="REASON: MESSAGE"`. It is ""
+// for the API classes (invalid arguments, not found…), which are no proxy's
+// error.
+func (r Refusal) proxyStatus() string {
+	typ := proxyErrorType(r)
+	if typ == "" {
+		return ""
+	}
+	details := string(r.Reason) + ": " + r.Message
+	var b strings.Builder
+	b.WriteString("aileron; error=" + typ + `; details="`)
+	for i, c := range []byte(details) { // an sf-string: printable ASCII, \ and " escaped
+		if i >= maxProxyStatusDetails {
+			b.WriteString("...")
+			break
+		}
+		switch {
+		case c == '\\' || c == '"':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// maxProxyStatusDetails bounds the details of Proxy-Status; the envelope
+// and X-Aileron-Message carry the whole message.
+const maxProxyStatusDetails = 512
+
+// proxyErrorType is the RFC 9209 error type of r: by reason where one fits
+// better than its class's.
+func proxyErrorType(r Refusal) string {
+	switch r.Reason {
+	case policy.ReasonUpstreamTimeout:
+		return "http_response_timeout"
+	case policy.ReasonUpstreamTLS:
+		return "tls_certificate_error"
+	case policy.ReasonPrivateAddress:
+		return "destination_ip_prohibited"
+	case policy.ReasonEncodedResponse:
+		return "http_response_content_coding"
+	}
+	switch r.Class {
+	case ClassCapabilityDenied, ClassProxyAuth, ClassLimited:
+		return "http_request_denied"
+	case ClassBadRequest:
+		return "http_request_error"
+	case ClassUpstreamError:
+		return "destination_unavailable"
+	case ClassUnavailable, ClassInternal:
+		return "proxy_internal_error"
+	}
+	return ""
 }
 
 // WriteRefusal answers w with r: its status, the envelope and the headers

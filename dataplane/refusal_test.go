@@ -74,3 +74,42 @@ func TestRefusalNeverAnswersSuccess(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyStatus: every refusal of the proxy carries an RFC 9209
+// Proxy-Status field naming the error type and, in details, the reason
+// and message as a valid sf-string; the APIs' own answers do not.
+func TestProxyStatus(t *testing.T) {
+	for _, tc := range []struct {
+		ref  Refusal
+		want string
+	}{
+		{Refusal{Status: 403, Class: ClassCapabilityDenied, Reason: policy.ReasonHostNotAllowed, Message: "evil.example is not allowed"},
+			`aileron; error=http_request_denied; details="host_not_allowed: evil.example is not allowed"`},
+		{Refusal{Status: 407, Class: ClassProxyAuth, Reason: policy.ReasonProxyAuth, Message: "m"},
+			`aileron; error=http_request_denied; details="proxy_auth_required: m"`},
+		{Refusal{Status: 504, Class: ClassUpstreamError, Reason: policy.ReasonUpstreamTimeout, Message: "slow"},
+			`aileron; error=http_response_timeout; details="upstream_timeout: slow"`},
+		{Refusal{Status: 502, Class: ClassUpstreamError, Reason: policy.ReasonUpstreamTLS, Message: "bad cert"},
+			`aileron; error=tls_certificate_error; details="upstream_tls_failed: bad cert"`},
+		{Refusal{Status: 403, Class: ClassCapabilityDenied, Reason: policy.ReasonPrivateAddress, Message: "10.0.0.1"},
+			`aileron; error=destination_ip_prohibited; details="private_address: 10.0.0.1"`},
+		{Refusal{Status: 503, Class: ClassUnavailable, Reason: policy.ReasonAuditUnavailable, Message: "disk"},
+			`aileron; error=proxy_internal_error; details="audit_unavailable: disk"`},
+		{Refusal{Status: 400, Class: ClassBadRequest, Reason: policy.ReasonMalformedRequest, Message: "a \"quoted\" \\ path\r\nX-Evil: é"},
+			`aileron; error=http_request_error; details="malformed_request: a \"quoted\" \\ path??X-Evil: ??"`},
+		{Refusal{Status: 404, Class: ClassNotFound, Reason: policy.ReasonNotFound, Message: "no such session"}, ""},
+	} {
+		rec := httptest.NewRecorder()
+		WriteRefusal(rec, tc.ref)
+		if got := rec.Header().Get("Proxy-Status"); got != tc.want {
+			t.Errorf("%s: Proxy-Status %q, want %q", tc.ref.Reason, got, tc.want)
+		}
+		if got := tc.ref.Response(nil).Header.Get("Proxy-Status"); got != tc.want {
+			t.Errorf("%s: a refused CONNECT's Proxy-Status %q, want %q", tc.ref.Reason, got, tc.want)
+		}
+	}
+	long := Refusal{Status: 403, Class: ClassCapabilityDenied, Reason: policy.ReasonHostNotAllowed, Message: strings.Repeat("x", 4096)}
+	if got := long.proxyStatus(); len(got) > maxProxyStatusDetails+100 || !strings.HasSuffix(got, `..."`) {
+		t.Errorf("a long message is not cut: %d bytes", len(got))
+	}
+}

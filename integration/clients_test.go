@@ -76,6 +76,7 @@ func TestClients(t *testing.T) {
 		})
 	}
 	t.Run("curl_verbose_shows_session_ca", f.curlVerboseIssuer)
+	t.Run("curl_verbose_shows_proxy_status", f.curlVerboseProxyStatus)
 	if n := theSuite.up.proxyAuth.Load(); n != 0 {
 		t.Errorf("%d requests reached the upstream carrying Proxy-Authorization", n)
 	}
@@ -199,6 +200,28 @@ func (f *clientsFixture) curlVerboseIssuer(t *testing.T) {
 	}
 	if !strings.Contains(issuer, caCert.Subject.CommonName) || strings.Contains(issuer, "Aileron Test Upstream Root") {
 		t.Errorf("leaf issuer %q is not the session CA %q", strings.TrimSpace(issuer), caCert.Subject.CommonName)
+	}
+}
+
+// curlVerboseProxyStatus: what `curl -v` prints for a refused CONNECT
+// (curl shows no CONNECT body) and for a refused request inside a tunnel
+// names the reason in the Proxy-Status header.
+func (f *clientsFixture) curlVerboseProxyStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"refused CONNECT", "https://not-allowed.example.test/x",
+			`< Proxy-Status: aileron; error=http_request_denied; details="host_not_allowed: `},
+		{"refused request", urlFor(f.gmailGet.Hosts[0], "/gmail/v1/users/me/aileron-denied-verbose"),
+			`< Proxy-Status: aileron; error=http_request_denied; details="no_matching_operation: `},
+	} {
+		_, stderr, err := runWithEnv(t, f.s, "curl", "-v", "-sS", "-o", "/dev/null", "--max-time", "60", tc.url)
+		if tc.name == "refused CONNECT" && err == nil {
+			t.Errorf("%s: curl succeeded", tc.name)
+		}
+		if !strings.Contains(strings.ToLower(stderr), strings.ToLower(tc.want)) { // h2 prints names in lower case
+			t.Errorf("%s: curl -v does not show %q:\n%s", tc.name, tc.want, stderr)
+		}
 	}
 }
 
@@ -343,4 +366,14 @@ func nodeDo(t *testing.T, s *session, method, url, body string) clientResult {
 	t.Helper()
 	script := filepath.Join(theSuite.root, "integration", "testdata", "clients", "client.js")
 	return runScript(t, s, "/usr/bin/node", script, method, url, body)
+}
+
+// TestHealthCommand: `aileron health` (a container's HEALTHCHECK) exits 0
+// against a running daemon, naming its socket.
+func TestHealthCommand(t *testing.T) {
+	d := theSuite.mainDaemon(t)
+	out, errOut, err := d.run(t.Context(), "health")
+	if err != nil || !strings.HasPrefix(out, "ok: the daemon answers on ") {
+		t.Fatalf("aileron health: %v\n%s%s", err, out, errOut)
+	}
 }
