@@ -55,6 +55,28 @@ func (r *recorder) Event(name audit.EventName, details map[string]string) {
 	if err := r.write(&audit.Event{Name: name, Details: details}); err != nil {
 		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(name)).Err(err).Msg("a control-plane event was not written")
 	}
+	r.logApproval(name, details)
+}
+
+// logApproval tells the operator at once, in the log, that a request waits
+// for a human (and how to decide it), and how each approval ended; the
+// held request's own lines come only when its hold ends.
+func (r *recorder) logApproval(name audit.EventName, d map[string]string) {
+	var msg string
+	switch name {
+	case audit.EventApprovalRequested:
+		msg = "a request waits for a human's approval: `aileron approvals show " + d["approval_id"] + "`, then approve or deny it there or on the approvals page"
+	case audit.EventApprovalApproved:
+		msg = "approved by " + d["decided_by"]
+	case audit.EventApprovalDenied:
+		msg = "denied by " + d["decided_by"] + ": " + d["reason"]
+	case audit.EventApprovalExpired:
+		msg = "expired before anyone decided"
+	default:
+		return
+	}
+	r.log.Info().Str("event", string(name)).Str("approval_id", d["approval_id"]).Str("session", d["session"]).
+		Str("operation", d["operation"]).Str("method", d["method"]).Str("host", d["host"]).Str("path", d["path"]).Msg(msg)
 }
 
 // Record writes an event the fence built whole (sandbox.egress_blocked,
