@@ -323,6 +323,10 @@ func (e *toolsEnv) shims(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &full) != nil || full["upstream_status"] != 200.0 {
 		t.Fatalf("linear get-issue --json (exit %d): %s", code, out)
 	}
+	_, errOut, code = e.launch(t, "sh", filepath.Join(bin, "linear"), "comment-create", "--args", `{"id":"SHIM","body":"held"}`)
+	if code != 3 || !strings.Contains(errOut, "approval id ap_") {
+		t.Fatalf("linear comment-create (an operation held for approval): exit %d, stderr %s (want 3 and the approval id)", code, errOut)
+	}
 	_, errOut, code = e.launch(t, "sh", filepath.Join(bin, "send-email"), "--args", `{"to":"a@example.com","subject":"s","body":"b"}`)
 	if code != 3 || !strings.Contains(errOut, "ap_") {
 		t.Fatalf("send-email shim: exit %d, stderr %s (want 3 and the approval id)", code, errOut)

@@ -129,6 +129,21 @@ aileron_check_args() {
 	esac
 }
 
+# aileron_pending prints that the call waits for a person's approval (and
+# its approval id) and exits 3.
+aileron_pending() {
+	if [ "$aileron_json" = 1 ]; then
+		cat "$aileron_tmp/b"
+	else
+		aileron_id=$(aileron_header "$aileron_tmp/h" '[Xx]-[Aa][Ii][Ll][Ee][Rr][Oo][Nn]-[Aa][Pp][Pp][Rr][Oo][Vv][Aa][Ll]-[Ii][Dd]:*')
+		printf '%s: %s\n' "$aileron_name" "${aileron_message:-waiting for approval}" >&2
+		if [ -n "$aileron_id" ]; then
+			printf '%s: approval id %s%s\n' "$aileron_name" "$aileron_id" "$aileron_pending_hint" >&2
+		fi
+	fi
+	exit 3
+}
+
 # aileron_request PATH [HEAD TAIL] calls ${AILERON_API_URL%/}PATH: a POST of
 # HEAD, the --args value and TAIL when given, else a GET. It prints the
 # answer and exits: 0 ok, 1 refused or upstream error, 2 usage, 3 waiting
@@ -157,17 +172,13 @@ aileron_request() {
 	aileron_upstream=$(aileron_header "$aileron_tmp/h" '[Xx]-[Aa][Ii][Ll][Ee][Rr][Oo][Nn]-[Uu][Pp][Ss][Tt][Rr][Ee][Aa][Mm]-[Ss][Tt][Aa][Tt][Uu][Ss]:*')
 	aileron_message=$(aileron_header "$aileron_tmp/h" '[Xx]-[Aa][Ii][Ll][Ee][Rr][Oo][Nn]-[Mm][Ee][Ss][Ss][Aa][Gg][Ee]:*')
 	case $aileron_status in
-	202)
-		if [ "$aileron_json" = 1 ]; then
-			cat "$aileron_tmp/b"
-		else
-			aileron_id=$(aileron_header "$aileron_tmp/h" '[Xx]-[Aa][Ii][Ll][Ee][Rr][Oo][Nn]-[Aa][Pp][Pp][Rr][Oo][Vv][Aa][Ll]-[Ii][Dd]:*')
-			printf '%s: %s\n' "$aileron_name" "${aileron_message:-waiting for approval}" >&2
-			if [ -n "$aileron_id" ]; then
-				printf '%s: approval id %s%s\n' "$aileron_name" "$aileron_id" "$aileron_pending_hint" >&2
-			fi
+	202) aileron_pending ;;
+	403)
+		# An operation held for approval is refused approval_pending (the
+		# same request, sent again once approved, goes through).
+		if grep -q '"reason": *"approval_pending"' "$aileron_tmp/b"; then
+			aileron_pending
 		fi
-		exit 3
 		;;
 	2??)
 		cat "$aileron_tmp/b" || exit 4
