@@ -2,12 +2,14 @@
 # machine needs (see README.md).
 GO      ?= go
 BIN     ?= bin/aileron
-GOFLAGS ?= -trimpath
+# Stamp the commit into the binary (aileron version) when this is a git
+# checkout; a tarball builds without it.
+BUILDFLAGS ?= -trimpath $(shell git rev-parse --git-dir >/dev/null 2>&1 && echo -buildvcs=auto || echo -buildvcs=false)
 
 .PHONY: build run test test-deps bench soak lint fuzz demo clean
 
 build:
-	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/aileron
+	$(GO) build $(BUILDFLAGS) -o $(BIN) ./cmd/aileron
 
 # Starts the daemon on the embedded defaults (state in $$AILERON_HOME or ~/.aileron).
 run: build

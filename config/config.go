@@ -85,6 +85,10 @@ type Passthrough struct {
 type Admin struct {
 	Socket    string `koanf:"socket"`
 	WebListen string `koanf:"web_listen"`
+	// MetricsListen serves GET /metrics (Prometheus) on TCP for scrapers
+	// that cannot reach the admin socket; "" (the default) serves it on
+	// the socket only.
+	MetricsListen string `koanf:"metrics_listen"`
 }
 
 // Approval configures the approval gate.

@@ -70,6 +70,11 @@ func (c *Config) Validate() error {
 			add("admin.web_listen", "%q must be a loopback ip:port such as \"127.0.0.1:9091\" (the approvals page is for this machine only), or \"\" to turn it off", c.Admin.WebListen)
 		}
 	}
+	if c.Admin.MetricsListen != "" {
+		if _, err := netip.ParseAddrPort(c.Admin.MetricsListen); err != nil {
+			add("admin.metrics_listen", "%q is not an ip:port such as \"127.0.0.1:9092\" (\"0.0.0.0:9092\" for a scraper in another container), or \"\" for the admin socket only", c.Admin.MetricsListen)
+		}
+	}
 	c.validateApprovalSizes(add)
 	if c.Approval.MaxPendingPerSession < 1 || c.Approval.MaxPendingPerSession > 10000 {
 		add("approval.max_pending_per_session", "%d is out of range; use 1..10000", c.Approval.MaxPendingPerSession)

@@ -66,3 +66,40 @@ func TestMetricsMoveWithDecisions(t *testing.T) {
 		t.Errorf("a new session's first tunnel minted no leaf (mints moved by %v)", got)
 	}
 }
+
+// TestMetricsListen: with admin.metrics_listen set, a scraper that cannot
+// reach the admin socket (Prometheus in another container) reads the same
+// /metrics over TCP.
+func TestMetricsListen(t *testing.T) {
+	cfg, err := theSuite.baseConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, _ := cfg["admin"].(map[string]any)
+	if admin == nil {
+		admin = map[string]any{}
+	}
+	admin["metrics_listen"] = "127.0.0.1:0"
+	cfg["admin"] = admin
+	d := theSuite.startTestDaemon(t, cfg, nil)
+	m := regexp.MustCompile(`"event":"metrics.listening","addr":"([0-9.:]+)"`).FindStringSubmatch(d.logTail(1 << 20))
+	if m == nil {
+		t.Fatalf("no metrics.listening line:\n%s", d.logTail(4000))
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !regexp.MustCompile(`(?m)^aileron_`).Match(body) {
+		t.Fatalf("GET /metrics over TCP: %d\n%.500s", resp.StatusCode, body)
+	}
+	resp, err = http.Get("http://" + m[1] + "/v1/sessions")
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the metrics port serves more than /metrics: %v %v", err, resp)
+	}
+}

@@ -33,7 +33,7 @@ func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		"deny": approvalsDeny, "web-token": approvalsWebToken,
 	}[sub]
 	if !ok {
-		return usagef("unknown subcommand %q: want %s", sub, approvalsSubs)
+		return unknownSubcommand("approvals", sub, "list", "show", "approve", "deny", "web-token")
 	}
 	fs := newFlags("approvals "+sub, approvalsSynopsis(sub), stderr)
 	_, cfgFile := clientFlags(fs)

@@ -31,5 +31,5 @@ func cmdConfig(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		_, err = stdout.Write(b)
 		return err
 	}
-	return usagef("unknown subcommand %q: want print or defaults", args[0])
+	return unknownSubcommand("config", args[0], "print", "defaults")
 }

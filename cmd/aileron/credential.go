@@ -28,7 +28,7 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		"bind": credentialBind, "unbind": credentialUnbind,
 	}[sub]
 	if !ok {
-		return usagef("unknown subcommand %q: want set, list, delete, bind or unbind", sub)
+		return unknownSubcommand("credential", sub, "set", "list", "delete", "bind", "unbind")
 	}
 	credentialFlags(sub, fs)
 	if err := fs.Parse(rest); err != nil {

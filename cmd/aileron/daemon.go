@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -74,7 +76,29 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 		return err
 	}
 	d.loadConfig = load
+	if f, ok := stderr.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			d.hints = stderr
+		}
+	}
 	return d.run()
+}
+
+// nextSteps tells a person who just started the daemon in a terminal what
+// to do next, and where the approvals page is.
+// bin is how the person ran aileron (./bin/aileron under make run).
+func nextSteps(w io.Writer, bin, home, proxy, web string) {
+	fmt.Fprintf(w, `
+Aileron is running: proxy on %[2]s, state in %[3]s.
+Next, in another terminal (with the same AILERON_HOME):
+  1. %[1]s connector install SPEC.json        a connector spec (try examples/demo/connector.json)
+  2. %[1]s session create --name demo         prints the session id
+  3. eval "$(%[1]s session env SESSION_ID)"   then curl, Python, Node, Go and git go through Aileron
+`, bin, proxy, home)
+	if web != "" {
+		fmt.Fprintf(w, "Approvals page: http://%s/ (`%s approvals web-token` prints a login link)\n", web, bin)
+	}
+	fmt.Fprintln(w, "Stop with Ctrl-C. The lines below are the daemon's log, one JSON object per line.")
 }
 
 // startCPUProfile profiles the process into path until stop.
@@ -122,6 +146,9 @@ type daemon struct {
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.
 	loadConfig func() (*config.Config, error)
+	// hints receives, once the daemon is ready, a person's next steps in
+	// plain text; nil means none (stderr is not a terminal: logs only).
+	hints io.Writer
 }
 
 func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
@@ -349,15 +376,23 @@ func (d *daemon) run() error {
 	if err != nil {
 		return fmt.Errorf("proxy.listen %s: %w (is another daemon running? change proxy.listen or --listen)", d.cfg.Proxy.Listen, err)
 	}
-	d.sessions.ProxyURLHost = d.cfg.Proxy.Advertise
-	if d.sessions.ProxyURLHost == "" {
-		d.sessions.ProxyURLHost = pl.Addr().String()
-	}
-	errc := make(chan error, 3)
+	d.sessions.ProxyURLHost = d.advertise(pl.Addr().String())
+	errc := make(chan error, 4)
 	servers, webAddr, err := d.serveAdmin(errc)
 	if err != nil {
 		_ = pl.Close()
 		return err
+	}
+	metricsSrv, err := d.serveMetrics(errc)
+	if err != nil {
+		_ = pl.Close()
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		return err
+	}
+	if metricsSrv != nil {
+		servers = append(servers, metricsSrv)
 	}
 	go func() { errc <- d.proxy.Serve(pl) }()
 	if err := d.writeState(pl.Addr().String(), webAddr); err != nil {
@@ -365,7 +400,56 @@ func (d *daemon) run() error {
 	}
 	d.log.Info().Str("event", "daemon.started").Str("proxy", pl.Addr().String()).Str("approvals_web", webAddr).
 		Str("admin_socket", d.cfg.Admin.Socket).Str("home", d.cfg.Home).Msg("aileron daemon ready")
+	if d.hints != nil {
+		bin := "aileron"
+		if strings.Contains(os.Args[0], "/") {
+			bin = os.Args[0]
+		}
+		nextSteps(d.hints, bin, d.cfg.Home, pl.Addr().String(), webAddr)
+	}
 	return d.loop(errc, servers)
+}
+
+// advertise is the host:port sessions' proxy_url names: proxy.advertise,
+// else the bound address, unless that is a wildcard (0.0.0.0, ::), which
+// no client can dial: then this machine's host name, with a warning.
+func (d *daemon) advertise(bound string) string {
+	if d.cfg.Proxy.Advertise != "" {
+		return d.cfg.Proxy.Advertise
+	}
+	ap, err := netip.ParseAddrPort(bound)
+	if err != nil || !ap.Addr().IsUnspecified() {
+		return bound
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	adv := net.JoinHostPort(host, strconv.Itoa(int(ap.Port())))
+	d.log.Warn().Str("event", "proxy.advertise_guessed").Str("proxy", bound).Str("advertise", adv).
+		Msg("proxy.listen is a wildcard address, which no sandbox can dial; proxy_url names " + adv +
+			": set proxy.advertise (AILERON_PROXY__ADVERTISE) to the host:port sandboxes reach the proxy at")
+	return adv
+}
+
+// serveMetrics serves GET /metrics on admin.metrics_listen, when set.
+func (d *daemon) serveMetrics(errc chan<- error) (*http.Server, error) {
+	if d.cfg.Admin.MetricsListen == "" {
+		return nil, nil
+	}
+	ml, err := net.Listen("tcp", d.cfg.Admin.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("admin.metrics_listen %s: %w (change it, or set it to \"\" to serve metrics on the admin socket only)", d.cfg.Admin.MetricsListen, err)
+	}
+	if ap, err := netip.ParseAddrPort(ml.Addr().String()); err == nil {
+		d.proxy.Guard.AddSelf(ap) // never dialled through the proxy
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", d.metrics.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { errc <- srv.Serve(ml) }()
+	d.log.Info().Str("event", "metrics.listening").Str("addr", ml.Addr().String()).Msg("serving GET /metrics")
+	return srv, nil
 }
 
 // serveAdmin starts the admin API on the unix socket and, when configured,

@@ -23,7 +23,7 @@ func (d *daemon) openTools() error {
 		DB: d.db, Approvals: d.approval, Exec: d.proxy, Policy: &d.policy, Catalog: d.catalog.Load,
 		OnEvent: d.rec.Event, SessionByID: d.sessions.Session, Log: d.log,
 	}
-	srv := &sandboxapi.MCPServer{Name: "aileron", Log: d.log}
+	srv := &sandboxapi.MCPServer{Name: "aileron", Version: readVersion().String(), Log: d.log}
 	d.mcp = srv.HTTPHandler(func(r *http.Request) (sandboxapi.ToolBackend, error) {
 		sess, ok := dataplane.SessionFrom(r.Context())
 		if !ok {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/aileronhq/aileron/admin"
+	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/spf13/pflag"
 )
@@ -39,9 +41,11 @@ Usage:
   aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
   aileron config print [--config FILE]                   the effective configuration
   aileron config defaults                                the embedded defaults, as YAML
+  aileron health [--timeout D]                           exit 0 if the daemon answers (a HEALTHCHECK)
+  aileron version [--json]                               the build: module version, commit, Go release
   aileron help [COMMAND]
 
-Every command but mcp takes --home DIR (default $AILERON_HOME, else ~/.aileron).
+Every command but mcp and version takes --home DIR (default $AILERON_HOME, else ~/.aileron).
 Run "aileron COMMAND --help" for a command's flags.
 `
 
@@ -75,6 +79,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"launch":     cmdLaunch,
 		"sandbox":    cmdSandbox,
 		"mcp":        cmdMCP,
+		"version":    cmdVersion,
+		"health":     cmdHealth,
 	}
 	switch {
 	case len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help"):
@@ -97,6 +103,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
+		names := make([]string, 0, len(cmds))
+		for name := range cmds {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		if near, ok := policy.Closest(args[0], names); ok {
+			fmt.Fprintf(stderr, "aileron: unknown command %q: did you mean \"aileron %s\"?\n\n%s", args[0], near, usage)
+			return 2
+		}
 		fmt.Fprintf(stderr, "aileron: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aileronhq/aileron/config"
+	"github.com/rs/zerolog"
 )
 
 func runCLI(t *testing.T, home string, args ...string) (int, string, string) {
@@ -40,6 +44,17 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"help", "approvals"}, 0, "show ID [--raw | --json]"},
 		{[]string{"help", "daemon"}, 0, "Usage: aileron daemon"},
 		{[]string{"help", "frob"}, 2, `unknown command "frob"`},
+		{[]string{"sesion", "list"}, 2, `unknown command "sesion": did you mean "aileron session"?`},
+		{[]string{"session", "lst"}, 2, `unknown subcommand "lst": did you mean "aileron session list"?`},
+		{[]string{"approvals", "aprove", "ap_1"}, 2, `did you mean "aileron approvals approve"?`},
+		{[]string{"credential", "bnd"}, 2, `did you mean "aileron credential bind"?`},
+		{[]string{"connector", "frobnicate"}, 2, "(want install, list, verify or remove; see aileron connector --help)"},
+		{[]string{"version"}, 0, "aileron "},
+		{[]string{"version", "--json"}, 0, `"go": "go1.`},
+		{[]string{"version", "extra"}, 2, "want no arguments"},
+		{[]string{"help", "version"}, 0, "Usage: aileron version [--json]"},
+		{[]string{"health"}, 1, "is `aileron daemon` running?"},
+		{[]string{"helth"}, 2, `did you mean "aileron health"?`},
 		{[]string{"audit", "tail", "--decision", "alow"}, 2, `did you mean "allow"?`},
 		{[]string{"audit", "tail", "--event", "connector.proxy.rejectd"}, 2, `did you mean "connector.proxy.rejected"?`},
 		{[]string{"audit", "tail", "--event", "nope.*"}, 2, "names no audit event"},
@@ -117,6 +132,28 @@ func TestHidePaths(t *testing.T) {
 	} {
 		if got := hidePaths(c.home, c.socket, c.audit); !slices.Equal(got, c.want) {
 			t.Errorf("hidePaths(%s, %s) = %q, want %q", c.home, c.socket, got, c.want)
+		}
+	}
+}
+
+// TestAdvertise: proxy_url names proxy.advertise, else the bound address,
+// but never a wildcard no client can dial (then the host name, warned).
+func TestAdvertise(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tc := range []struct{ advertise, bound, want string }{
+		{"", "127.0.0.1:9080", "127.0.0.1:9080"},
+		{"aileron:9080", "0.0.0.0:9080", "aileron:9080"},
+		{"", "0.0.0.0:9080", net.JoinHostPort(host, "9080")},
+		{"", "[::]:9080", net.JoinHostPort(host, "9080")},
+	} {
+		var logs strings.Builder
+		log := zerolog.New(&logs)
+		d := &daemon{cfg: &config.Config{Proxy: config.Proxy{Advertise: tc.advertise}}, log: &log}
+		if got := d.advertise(tc.bound); got != tc.want {
+			t.Errorf("advertise %q, bound %s: %s, want %s", tc.advertise, tc.bound, got, tc.want)
+		}
+		if warned := strings.Contains(logs.String(), "proxy.advertise_guessed"); warned != (tc.advertise == "" && tc.bound != "127.0.0.1:9080") {
+			t.Errorf("advertise %q, bound %s: warned %v: %s", tc.advertise, tc.bound, warned, logs.String())
 		}
 	}
 }

@@ -27,7 +27,7 @@ func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	case "close":
 		return cmdSandboxClose(args[1:], stderr)
 	}
-	return usagef("unknown subcommand %q; want run, attach, list or close", args[0])
+	return unknownSubcommand("sandbox", args[0], "run", "attach", "list", "close")
 }
 
 // cmdSandboxRun runs a command in a fenced sandbox: new network and mount

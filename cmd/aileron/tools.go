@@ -169,7 +169,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := zerolog.New(stderr).With().Timestamp().Str("component", "aileron mcp").Logger()
-	srv := &sandboxapi.MCPServer{Backend: b, Name: "aileron", Log: &log}
+	srv := &sandboxapi.MCPServer{Backend: b, Name: "aileron", Version: readVersion().String(), Log: &log}
 	err = srv.ServeStdio(ctx, stdin, stdout)
 	if errors.Is(err, context.Canceled) {
 		return nil
