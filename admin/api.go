@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/notify"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
@@ -56,6 +58,12 @@ type API struct {
 	Catalog func() *action.Catalog
 	// Approvals backs the /v1/approvals routes; nil answers them with 503.
 	Approvals *approvals.Store
+	// Webhooks tests approval.webhooks (POST /v1/approvals/webhooks/test);
+	// nil answers 409: none are configured.
+	Webhooks WebhookTester
+	// Config is the running configuration as YAML (GET /v1/config, for
+	// `aileron config print`); nil answers 404.
+	Config func() ([]byte, error)
 	// OnEvent receives each control-plane change for the audit trail:
 	// session.created, session.deleted, store.installed, store.removed,
 	// credential.set, credential.deleted, binding.set, binding.removed, with
@@ -122,6 +130,18 @@ func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		dataplane.WriteJSON(w, http.StatusOK, healthStatus{Status: "ok"})
+	})
+	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, r *http.Request) {
+		if a.Config == nil {
+			a.writeError(w, fmt.Errorf("%w: this daemon does not share its configuration", state.ErrNotFound))
+			return
+		}
+		b, err := a.Config()
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, runningConfig{PID: os.Getpid(), YAML: string(b)})
 	})
 	mux.HandleFunc("POST /v1/sessions", a.createSession)
 	mux.HandleFunc("GET /v1/sessions", a.listSessions)
@@ -339,6 +359,23 @@ func adminErrors() []dataplane.ErrorRule {
 		{Target: errReload, Status: http.StatusInternalServerError, Class: dataplane.ClassInternal, Reason: policy.ReasonPolicyReloadFailed},
 		{Target: state.ErrNotOpen, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonNotReady},
 	}
+}
+
+// WebhookTester sends a test event to every approval webhook and says how
+// each answered (*notify.Notifier).
+type WebhookTester interface {
+	Test(ctx context.Context) []notify.Result
+}
+
+// runningConfig is the answer of GET /v1/config.
+type runningConfig struct {
+	PID  int    `json:"pid"`
+	YAML string `json:"yaml"`
+}
+
+// webhookResults is the answer of POST /v1/approvals/webhooks/test.
+type webhookResults struct {
+	Results []notify.Result `json:"results"`
 }
 
 // writeError is the admin API's single error path: it classifies err by the

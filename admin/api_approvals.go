@@ -57,6 +57,13 @@ func (a *API) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
 		}
 		dataplane.WriteJSON(w, http.StatusOK, approvalList{Approvals: append([]approvals.Approval{}, list...)})
 	})
+	mux.HandleFunc("POST /v1/approvals/webhooks/test", func(w http.ResponseWriter, r *http.Request) {
+		if a.Webhooks == nil {
+			a.writeError(w, fmt.Errorf("%w: no approval.webhooks are configured; add one to the daemon's config and restart it", state.ErrConflict))
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, webhookResults{Results: a.Webhooks.Test(r.Context())})
+	})
 	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
 		ap, err := store.Get(r.Context(), r.PathValue("id"))
 		if err != nil {

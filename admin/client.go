@@ -14,6 +14,7 @@ import (
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/fence"
+	"github.com/aileronhq/aileron/notify"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
@@ -34,6 +35,21 @@ type Client struct {
 	// HTTPClient overrides the transport (tests). Nil means a client that
 	// dials Socket.
 	HTTPClient *http.Client
+}
+
+// TestWebhooks sends a test event to every approval webhook and returns
+// how each answered.
+func (c *Client) TestWebhooks(ctx context.Context) ([]notify.Result, error) {
+	var out webhookResults
+	err := c.do(ctx, http.MethodPost, "/v1/approvals/webhooks/test", nil, &out)
+	return out.Results, err
+}
+
+// Config returns the running daemon's configuration as YAML, and its pid.
+func (c *Client) Config(ctx context.Context) (yaml []byte, pid int, err error) {
+	var out runningConfig
+	err = c.do(ctx, http.MethodGet, "/v1/config", nil, &out)
+	return []byte(out.YAML), out.PID, err
 }
 
 // Health checks that the daemon answers.

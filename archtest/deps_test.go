@@ -34,7 +34,8 @@ var allowed = map[string][]string{
 	"approvals":   {"state", "audit", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
-	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "github.com/rs/zerolog"},
+	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "github.com/rs/zerolog"},
+	"notify":      {"github.com/rs/zerolog"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},
 	"internal":    {"state", "audit", "github.com/rs/zerolog", "github.com/vishvananda/"},
 }

@@ -99,6 +99,16 @@ type Approval struct {
 	MaxHeldBytesSession  int64         `koanf:"max_held_bytes_per_session"`
 	MaxPendingPerSession int           `koanf:"max_pending_per_session"`
 	TTL                  time.Duration `koanf:"ttl"`
+	// Webhooks are told of every approval event (requested, approved,
+	// denied, expired) with a signed POST.
+	Webhooks []Webhook `koanf:"webhooks"`
+}
+
+// Webhook is where approval events are POSTed, and the file holding the
+// secret that signs them (X-Aileron-Signature, HMAC-SHA256).
+type Webhook struct {
+	URL        string `koanf:"url"`
+	SecretFile string `koanf:"secret_file"`
 }
 
 // Upstream configures how the proxy reaches the far side.

@@ -80,6 +80,11 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"sandbox: {synthetic_cidr: 10.237.0.0/24}", "overlaps sandbox.link_cidr"},
 		{"sandbox: {synthetic_cidr6: 'fd00:a11e:f00d:1::/64'}", "overlaps sandbox.link_cidr6"},
 		{"proxy: [1, 2", "aileron.yaml"},
+		{"admin: {metrics_listen: 'localhost:9092'}", "admin.metrics_listen"},
+		{"approval: {webhooks: [{url: 'http://chat.example/hook', secret_file: /s}]}", "approval.webhooks[0].url"},
+		{"approval: {webhooks: [{url: 'ftp://chat.example/', secret_file: /s}]}", "is not an https://host/path URL"},
+		{"approval: {webhooks: [{url: 'https://chat.example/hook'}]}", "approval.webhooks[0].secret_file"},
+		{"approval: {webhooks: [{url: 'https://chat.example/hook', secret: x}]}", `did you mean "approval.webhooks[0].secret_file"?`},
 	} {
 		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -70,6 +71,7 @@ func (c *Config) Validate() error {
 			add("admin.web_listen", "%q must be a loopback ip:port such as \"127.0.0.1:9091\" (the approvals page is for this machine only), or \"\" to turn it off", c.Admin.WebListen)
 		}
 	}
+	c.validateWebhooks(add)
 	if c.Admin.MetricsListen != "" {
 		if _, err := netip.ParseAddrPort(c.Admin.MetricsListen); err != nil {
 			add("admin.metrics_listen", "%q is not an ip:port such as \"127.0.0.1:9092\" (\"0.0.0.0:9092\" for a scraper in another container), or \"\" for the admin socket only", c.Admin.MetricsListen)
@@ -192,4 +194,32 @@ func (c *Config) validateApprovalSizes(add func(key, format string, args ...any)
 		add("approval.max_held_bytes", "%d is less than approval.max_held_bytes_per_session (%d); raise it to at least %d",
 			a.MaxHeldBytes, a.MaxHeldBytesSession, a.MaxHeldBytesSession)
 	}
+}
+
+// validateWebhooks checks approval.webhooks: each an https URL (http only
+// to a loopback address: the body names what waits for approval) and a
+// secret file.
+func (c *Config) validateWebhooks(add func(key, format string, args ...any)) {
+	for i, h := range c.Approval.Webhooks {
+		key := fmt.Sprintf("approval.webhooks[%d]", i)
+		u, err := url.Parse(h.URL)
+		switch {
+		case err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && u.Scheme != "http"):
+			add(key+".url", "%q is not an https://host/path URL", h.URL)
+		case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+			add(key+".url", "%q sends approvals in clear text; use https:// (http:// only to a loopback address)", h.URL)
+		}
+		if h.SecretFile == "" {
+			add(key+".secret_file", "is required: a file holding the secret that signs each POST (X-Aileron-Signature); e.g. `openssl rand -hex 32 > hook.secret`")
+		}
+	}
+}
+
+// loopbackHost reports whether host is localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }

@@ -40,6 +40,7 @@ func realClients() []struct {
 		{"python_requests", func(t *testing.T, s *session, m, u, b string) clientResult {
 			return pythonDo(t, s, "requests", m, u, b)
 		}},
+		{"python_httpx", func(t *testing.T, s *session, m, u, b string) clientResult { return pythonDo(t, s, "httpx", m, u, b) }},
 		{"node", nodeDo},
 		{"go", func(t *testing.T, s *session, m, u, b string) clientResult {
 			st, h, body := goDo(t, goClient(t, s), m, u, b)
@@ -375,5 +376,43 @@ func TestHealthCommand(t *testing.T) {
 	out, errOut, err := d.run(t.Context(), "health")
 	if err != nil || !strings.HasPrefix(out, "ok: the daemon answers on ") {
 		t.Fatalf("aileron health: %v\n%s%s", err, out, errOut)
+	}
+}
+
+// TestBashCompletion: the script of `aileron completion bash`, sourced in a
+// real bash, completes commands, subcommands and flags from the binary.
+func TestBashCompletion(t *testing.T) {
+	requireTool(t, "bash")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "aileron.bash")
+	out, err := exec.Command(theSuite.bin, "completion", "bash").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(theSuite.bin, filepath.Join(dir, "aileron")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"aileron sess", "session"},
+		{"aileron session ", "create delete env list render"},
+		{"aileron approvals approve --h", "--home"},
+	} {
+		words := strings.Fields(tc.line)
+		if strings.HasSuffix(tc.line, " ") {
+			words = append(words, "")
+		}
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = "'" + w + "'"
+		}
+		cmd := exec.Command("bash", "--norc", "--noprofile", "-c", `source "$1"; COMP_WORDS=(`+strings.Join(quoted, " ")+`); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _aileron; echo "${COMPREPLY[*]}"`, "bash", script)
+		cmd.Env = append(cleanEnv(dir), "PATH="+dir+":/usr/bin:/bin")
+		got, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(got)) != tc.want {
+			t.Errorf("%q: %q (%v), want %q", tc.line, got, err, tc.want)
+		}
 	}
 }

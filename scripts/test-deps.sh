@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real clients the integration tests drive through the proxy:
-# curl, git, /usr/bin/python3 with python3-requests, Node (/usr/bin/node), the
+# curl, git, /usr/bin/python3 with python3-requests and python3-httpx, Node (/usr/bin/node), the
 # system CA bundle, and Chromium (/usr/bin/chromium, for the approvals-page
 # browser test). Idempotent: when everything is present it prints one line
 # and exits without touching apt. Run by `make test` before `go test`.
@@ -15,15 +15,16 @@ have_cmd git || missing+=(git)
 [ -x /usr/bin/python3 ] || missing+=(python3)
 if [ -x /usr/bin/python3 ]; then
 	/usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || missing+=(python3-requests)
+	/usr/bin/python3 -c 'import httpx' >/dev/null 2>&1 || missing+=(python3-httpx)
 else
-	missing+=(python3-requests)
+	missing+=(python3-requests python3-httpx)
 fi
 [ -x /usr/bin/node ] || missing+=(nodejs)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "test-deps: curl, git, python3 (+requests), node, ca-certificates and chromium present"
+	echo "test-deps: curl, git, python3 (+requests, httpx), node, ca-certificates and chromium present"
 	exit 0
 fi
 

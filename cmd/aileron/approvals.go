@@ -20,20 +20,17 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 )
 
-// approvalsSubs lists the approvals subcommands, for messages.
-const approvalsSubs = "list, show, approve, deny or web-token"
-
 func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: %s", approvalsSubs)
+		return usagef("want a subcommand: %s", orList(subcommands("approvals")))
 	}
 	sub, rest := args[0], args[1:]
 	run, ok := map[string]func(*pflag.FlagSet, *config.Config, io.Writer, io.Writer) error{
 		"list": approvalsList, "show": approvalsShow, "approve": approvalsApprove,
-		"deny": approvalsDeny, "web-token": approvalsWebToken,
+		"deny": approvalsDeny, "web-token": approvalsWebToken, "test-webhooks": approvalsTestWebhooks,
 	}[sub]
 	if !ok {
-		return unknownSubcommand("approvals", sub, "list", "show", "approve", "deny", "web-token")
+		return unknownSubcommand("approvals", sub)
 	}
 	fs := newFlags("approvals "+sub, approvalsSynopsis(sub), stderr)
 	_, cfgFile := clientFlags(fs)
@@ -68,6 +65,8 @@ func approvalsSynopsis(sub string) string {
 		return "approvals deny ID --reason R"
 	case "web-token":
 		return "approvals web-token      (prints the approvals page's login token and address)"
+	case "test-webhooks":
+		return "approvals test-webhooks  (sends a signed notify.test event to every approval.webhooks URL)"
 	}
 	return "approvals list [--state S] [--session ID] [--json]"
 }
@@ -285,4 +284,29 @@ func runningWebAddr(home string) string {
 		return ""
 	}
 	return st.WebAddr
+}
+
+// approvalsTestWebhooks sends a test event to every webhook and prints how
+// each answered; it fails when one did not take it.
+func approvalsTestWebhooks(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) error {
+	if fs.NArg() != 0 {
+		return usagef("test-webhooks takes no arguments")
+	}
+	results, err := newClient(cfg).TestWebhooks(context.Background())
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Error != "" {
+			failed++
+			fmt.Fprintf(stdout, "FAIL %s: %s\n", r.URL, r.Error)
+			continue
+		}
+		fmt.Fprintf(stdout, "ok   %s: HTTP %d\n", r.URL, r.Status)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d webhooks did not take the test event", failed, len(results))
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ func cmdAudit(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	case "tail":
 		return auditTail(args[1:], stdout, stderr)
 	}
-	return unknownSubcommand("audit", args[0], "tail", "verify")
+	return unknownSubcommand("audit", args[0])
 }
 
 // auditVerify checks the hash chain of the given files, or of the whole

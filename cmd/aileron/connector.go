@@ -46,7 +46,7 @@ func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		return connectorRemove(cfg, c, fs.Arg(0), stdout)
 	}
-	return unknownSubcommand("connector", sub, "install", "list", "verify", "remove")
+	return unknownSubcommand("connector", sub)
 }
 
 // offline runs fn on the store the daemon would use, over its database, for

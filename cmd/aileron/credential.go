@@ -28,7 +28,7 @@ func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		"bind": credentialBind, "unbind": credentialUnbind,
 	}[sub]
 	if !ok {
-		return unknownSubcommand("credential", sub, "set", "list", "delete", "bind", "unbind")
+		return unknownSubcommand("credential", sub)
 	}
 	credentialFlags(sub, fs)
 	if err := fs.Parse(rest); err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/fence"
 	"github.com/aileronhq/aileron/metrics"
+	"github.com/aileronhq/aileron/notify"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandboxapi"
 	"github.com/aileronhq/aileron/sessions"
@@ -146,6 +147,8 @@ type daemon struct {
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.
 	loadConfig func() (*config.Config, error)
+	// notifier posts approval events to approval.webhooks; nil: none.
+	notifier *notify.Notifier
 	// hints receives, once the daemon is ready, a person's next steps in
 	// plain text; nil means none (stderr is not a terminal: logs only).
 	hints io.Writer
@@ -161,6 +164,9 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	if err := d.openApprovals(); err != nil {
+		return nil, err
+	}
+	if err := d.openNotify(); err != nil {
 		return nil, err
 	}
 	d.store = &store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Log: log}
@@ -470,6 +476,10 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Log: d.log}
 	d.fence = d.openFence()
 	api.Sandboxes = d.fence
+	if d.notifier != nil {
+		api.Webhooks = d.notifier
+	}
+	api.Config = d.cfg.YAML
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
 	mux.Handle("/", api.Handler())
@@ -533,6 +543,9 @@ func (d *daemon) shutdown(servers []*http.Server) error {
 		d.fence.Shutdown() // fenced sandboxes lose their only link: fail closed
 	}
 	err := errors.Join(d.proxy.Shutdown(ctx), d.closeTools())
+	if d.notifier != nil {
+		d.notifier.Close()
+	}
 	for _, srv := range servers {
 		err = errors.Join(err, srv.Shutdown(ctx))
 	}

@@ -28,7 +28,7 @@ Usage:
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]
   aileron credential list [--json] | delete NAME | unbind FQN
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json]
-  aileron approvals approve ID | deny ID --reason R | web-token
+  aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line
   aileron launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS…
@@ -39,10 +39,11 @@ Usage:
                                                          be the gateway of another container's network
   aileron sandbox list [--json] | close ID
   aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
-  aileron config print [--config FILE]                   the effective configuration
+  aileron config print [--config FILE]                   the running daemon's configuration, else the effective one
   aileron config defaults                                the embedded defaults, as YAML
   aileron health [--timeout D]                           exit 0 if the daemon answers (a HEALTHCHECK)
   aileron version [--json]                               the build: module version, commit, Go release
+  aileron completion bash|zsh|fish                       a shell completion script (source <(aileron completion bash))
   aileron help [COMMAND]
 
 Every command but mcp and version takes --home DIR (default $AILERON_HOME, else ~/.aileron).
@@ -68,20 +69,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	cmds := map[string]func([]string, io.Reader, io.Writer, io.Writer) error{
-		"daemon":     cmdDaemon,
-		"session":    cmdSession,
-		"connector":  cmdConnector,
-		"config":     cmdConfig,
-		"credential": cmdCredential,
-		"audit":      cmdAudit,
-		"approvals":  cmdApprovals,
-		"launch":     cmdLaunch,
-		"sandbox":    cmdSandbox,
-		"mcp":        cmdMCP,
-		"version":    cmdVersion,
-		"health":     cmdHealth,
-	}
+	cmds := commands()
 	switch {
 	case len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help"):
 		fmt.Fprint(stdout, usage)
@@ -103,10 +91,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		names := make([]string, 0, len(cmds))
-		for name := range cmds {
-			names = append(names, name)
-		}
+		names := commandNames()
 		slices.Sort(names)
 		if near, ok := policy.Closest(args[0], names); ok {
 			fmt.Fprintf(stderr, "aileron: unknown command %q: did you mean \"aileron %s\"?\n\n%s", args[0], near, usage)
@@ -137,6 +122,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
+// commands are the commands run dispatches, by name.
+func commands() map[string]func([]string, io.Reader, io.Writer, io.Writer) error {
+	return map[string]func([]string, io.Reader, io.Writer, io.Writer) error{
+		"daemon":     cmdDaemon,
+		"session":    cmdSession,
+		"connector":  cmdConnector,
+		"config":     cmdConfig,
+		"credential": cmdCredential,
+		"audit":      cmdAudit,
+		"approvals":  cmdApprovals,
+		"launch":     cmdLaunch,
+		"sandbox":    cmdSandbox,
+		"mcp":        cmdMCP,
+		"version":    cmdVersion,
+		"health":     cmdHealth,
+		"completion": cmdCompletion,
+		"__complete": cmdComplete, // the completion scripts' question: candidates for the last word
+	}
+}
+
 // usageError is a command line that cannot be run as written.
 type usageError struct{ msg string }
 
@@ -158,9 +163,7 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 // groupUsage is the usage of a command with subcommands (session,
 // connector, …): its lines of the general usage; "" for any other word.
 func groupUsage(cmd string) string {
-	switch cmd {
-	case "session", "connector", "credential", "approvals", "audit", "config", "sandbox":
-	default:
+	if subcommands(cmd) == nil {
 		return ""
 	}
 	var b strings.Builder

@@ -157,3 +157,27 @@ func TestAdvertise(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletions: the candidates the completion scripts get for the word
+// being completed.
+func TestCompletions(t *testing.T) {
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"se"}, "session"},
+		{[]string{"ap"}, "approvals"},
+		{[]string{"help", "co"}, "completion config connector"},
+		{[]string{"session", ""}, "create delete env list render"},
+		{[]string{"approvals", "test"}, "test-webhooks"},
+		{[]string{"session", "create", "--n"}, "--name"},
+		{[]string{"audit", "tail", "--json", "--s"}, "--session --since"},
+		{[]string{"daemon", "--c"}, "--config --cpu-profile"},
+		{[]string{"session", "env", ""}, ""},
+		{[]string{"__"}, ""},
+	} {
+		if got := strings.Join(completions(tc.words), " "); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.words, got, tc.want)
+		}
+	}
+}

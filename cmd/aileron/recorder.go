@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -8,6 +9,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/metrics"
+	"github.com/aileronhq/aileron/notify"
 )
 
 // recorder is the daemon's dataplane.Recorder and control-plane event sink:
@@ -23,6 +25,10 @@ type recorder struct {
 	audit   *audit.Log // nil when audit.enabled is false
 	metrics *metrics.Metrics
 	log     *zerolog.Logger
+	// notify hands approval events to the webhooks (never blocking);
+	// nil when there are none. reviewURL is an approval's page.
+	notify    func(notify.Event)
+	reviewURL func(id string) string
 }
 
 // Decided writes the decision line; an error refuses the request.
@@ -56,6 +62,9 @@ func (r *recorder) Event(name audit.EventName, details map[string]string) {
 		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(name)).Err(err).Msg("a control-plane event was not written")
 	}
 	r.logApproval(name, details)
+	if r.notify != nil && strings.HasPrefix(string(name), "approval.") {
+		r.notify(approvalNote(name, details, r.reviewURL))
+	}
 }
 
 // logApproval tells the operator at once, in the log, that a request waits

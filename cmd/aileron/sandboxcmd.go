@@ -27,7 +27,7 @@ func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	case "close":
 		return cmdSandboxClose(args[1:], stderr)
 	}
-	return unknownSubcommand("sandbox", args[0], "run", "attach", "list", "close")
+	return unknownSubcommand("sandbox", args[0])
 }
 
 // cmdSandboxRun runs a command in a fenced sandbox: new network and mount

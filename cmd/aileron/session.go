@@ -28,7 +28,7 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	case "render":
 		return sessionRender(args[1:], stdout, stderr)
 	}
-	return unknownSubcommand("session", args[0], "create", "env", "list", "delete", "render")
+	return unknownSubcommand("session", args[0])
 }
 
 func sessionCreate(args []string, stdout, stderr io.Writer) error {

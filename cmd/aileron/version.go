@@ -86,12 +86,35 @@ func cmdVersion(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 
 // unknownSubcommand is the usage error for a subcommand of group that
 // does not exist, with a "did you mean" when one is close.
-func unknownSubcommand(group, sub string, subs ...string) error {
+func unknownSubcommand(group, sub string) error {
+	subs := subcommands(group)
 	msg := fmt.Sprintf("unknown subcommand %q", sub)
 	if near, ok := policy.Closest(sub, subs); ok {
 		msg += fmt.Sprintf(": did you mean \"aileron %s %s\"?", group, near)
 	}
 	return usagef("%s (want %s; see aileron %s --help)", msg, orList(subs), group)
+}
+
+// subcommands lists a command group's subcommands; nil for a command
+// without any.
+func subcommands(group string) []string {
+	switch group {
+	case "session":
+		return []string{"create", "env", "list", "delete", "render"}
+	case "connector":
+		return []string{"install", "list", "verify", "remove"}
+	case "credential":
+		return []string{"set", "list", "delete", "bind", "unbind"}
+	case "approvals":
+		return []string{"list", "show", "approve", "deny", "web-token", "test-webhooks"}
+	case "audit":
+		return []string{"tail", "verify"}
+	case "config":
+		return []string{"print", "defaults"}
+	case "sandbox":
+		return []string{"run", "attach", "list", "close"}
+	}
+	return nil
 }
 
 // orList is "a, b or c".

@@ -1,8 +1,9 @@
 """One HTTPS request through the proxy configured by `aileron session env`.
 
-usage: client.py urllib|requests METHOD URL [JSON_BODY]
+usage: client.py urllib|requests|httpx METHOD URL [JSON_BODY]
 Prints {"status", "headers", "body"} as JSON, or {"error"} when no HTTP
-response arrived. Run with Debian's /usr/bin/python3 (python3-requests).
+response arrived. Run with Debian's /usr/bin/python3 (python3-requests,
+python3-httpx).
 """
 import json
 import sys
@@ -17,6 +18,8 @@ def main():
             status, hdrs, data = via_urllib(method, url, body, headers)
         elif mode == "requests":
             status, hdrs, data = via_requests(method, url, body, headers)
+        elif mode == "httpx":
+            status, hdrs, data = via_httpx(method, url, body, headers)
         else:
             raise SystemExit("unknown mode " + mode)
     except Exception as e:  # report, do not crash: the Go test prints it
@@ -42,6 +45,15 @@ def via_requests(method, url, body, headers):
 
     r = requests.request(method, url, data=body, headers=headers, timeout=60, allow_redirects=False)
     return r.status_code, dict(r.headers), r.content
+
+
+def via_httpx(method, url, body, headers):
+    import httpx
+
+    # trust_env (the default) reads HTTPS_PROXY and SSL_CERT_FILE.
+    with httpx.Client(timeout=60, follow_redirects=False) as c:
+        r = c.request(method, url, content=body, headers=headers)
+        return r.status_code, dict(r.headers), r.content
 
 
 main()

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/notify"
+)
+
+// openNotify reads approval.webhooks' secrets and starts the notifier the
+// recorder hands approval events to; with no webhook there is none.
+func (d *daemon) openNotify() error {
+	if len(d.cfg.Approval.Webhooks) == 0 {
+		return nil
+	}
+	n := &notify.Notifier{Log: d.log}
+	for i, h := range d.cfg.Approval.Webhooks {
+		secret, err := os.ReadFile(h.SecretFile)
+		if err != nil {
+			return fmt.Errorf("approval.webhooks[%d].secret_file: %w", i, err)
+		}
+		if secret = bytes.TrimSpace(secret); len(secret) == 0 {
+			return fmt.Errorf("approval.webhooks[%d].secret_file: %s is empty; write a secret into it (openssl rand -hex 32)", i, h.SecretFile)
+		}
+		n.Hooks = append(n.Hooks, notify.Hook{URL: h.URL, Secret: secret})
+	}
+	n.Start()
+	d.notifier = n
+	d.rec.notify = n.Notify
+	d.rec.reviewURL = func(id string) string {
+		if d.approval == nil || d.approval.ReviewURL == nil {
+			return ""
+		}
+		return d.approval.ReviewURL(id)
+	}
+	return nil
+}
+
+// approvalNote is the webhook event of an approval event's details.
+func approvalNote(name audit.EventName, d map[string]string, reviewURL func(string) string) notify.Event {
+	ev := notify.Event{Event: string(name), ApprovalID: d["approval_id"], Session: d["session"], Connector: d["connector"],
+		Operation: d["operation"], Method: d["method"], Host: d["host"], Path: d["path"], DecidedBy: d["decided_by"], Reason: d["reason"]}
+	if reviewURL != nil && name == audit.EventApprovalRequested {
+		ev.ReviewURL = reviewURL(ev.ApprovalID)
+	}
+	return ev
+}
