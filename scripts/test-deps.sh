@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real clients the integration tests drive through the proxy:
 # curl, git, /usr/bin/python3 with python3-requests and python3-httpx, Node (/usr/bin/node), the
-# system CA bundle, and Chromium (/usr/bin/chromium, for the approvals-page
-# browser test). Idempotent: when everything is present it prints one line
+# system CA bundle, Chromium (/usr/bin/chromium, for the approvals-page
+# browser test) and tmux (a terminal for the approvals watch test). Idempotent: when everything is present it prints one line
 # and exits without touching apt. Run by `make test` before `go test`.
 set -euo pipefail
 
@@ -22,9 +22,10 @@ fi
 [ -x /usr/bin/node ] || missing+=(nodejs)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+have_cmd tmux || missing+=(tmux)
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "test-deps: curl, git, python3 (+requests, httpx), node, ca-certificates and chromium present"
+	echo "test-deps: curl, git, python3 (+requests, httpx), node, ca-certificates, chromium and tmux present"
 	exit 0
 fi
 

@@ -27,7 +27,7 @@ func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	sub, rest := args[0], args[1:]
 	run, ok := map[string]func(*pflag.FlagSet, *config.Config, io.Writer, io.Writer) error{
 		"list": approvalsList, "show": approvalsShow, "approve": approvalsApprove,
-		"deny": approvalsDeny, "web-token": approvalsWebToken, "test-webhooks": approvalsTestWebhooks,
+		"deny": approvalsDeny, "web-token": approvalsWebToken, "test-webhooks": approvalsTestWebhooks, "watch": approvalsWatch,
 	}[sub]
 	if !ok {
 		return unknownSubcommand("approvals", sub)
@@ -44,6 +44,9 @@ func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		fs.Bool("raw", false, "print the whole request as it will be sent, nothing cut (control characters escaped)")
 	case "deny":
 		fs.String("reason", "", "why (required; the agent is shown it)")
+	case "watch":
+		fs.String("session", "", "only this session's approvals")
+		fs.Duration("interval", time.Second, "how often the list is read again")
 	}
 	if err := fs.Parse(rest); err != nil {
 		return err
@@ -65,6 +68,8 @@ func approvalsSynopsis(sub string) string {
 		return "approvals deny ID --reason R"
 	case "web-token":
 		return "approvals web-token      (prints the approvals page's login token and address)"
+	case "watch":
+		return "approvals watch [--session ID] [--interval 1s]   (a live list; decide in place: a N, d N REASON, s N, q)"
 	case "test-webhooks":
 		return "approvals test-webhooks  (sends a signed notify.test event to every approval.webhooks URL)"
 	}

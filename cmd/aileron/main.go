@@ -27,7 +27,7 @@ Usage:
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]
   aileron credential list [--json] | delete NAME | unbind FQN
-  aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json]
+  aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
   aileron audit verify [FILES…]                          check the hash chain; names the first broken line

@@ -106,7 +106,7 @@ func subcommands(group string) []string {
 	case "credential":
 		return []string{"set", "list", "delete", "bind", "unbind"}
 	case "approvals":
-		return []string{"list", "show", "approve", "deny", "web-token", "test-webhooks"}
+		return []string{"list", "show", "approve", "deny", "watch", "web-token", "test-webhooks"}
 	case "audit":
 		return []string{"tail", "verify"}
 	case "config":

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/aileronhq/aileron/admin"
+	"github.com/aileronhq/aileron/approvals"
+	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/dataplane"
+)
+
+// approvalsWatch is a live list of the pending approvals in the terminal,
+// decided in place: it redraws whenever the list changes, and reads one
+// command per line (a N, d N REASON, s N, q).
+func approvalsWatch(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) error {
+	if fs.NArg() != 0 {
+		return usagef("watch takes no arguments; filter with --session")
+	}
+	every, _ := fs.GetDuration("interval")
+	if every <= 0 {
+		return usagef("--interval must be positive, such as 1s")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	w := &watcher{c: newClient(cfg), session: str(fs, "session"), out: stdout}
+	lines := make(chan string)
+	go func() { // stdin, a line at a time; closed at its end
+		defer close(lines)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case line, ok := <-lines:
+			if !ok || strings.TrimSpace(line) == "q" {
+				return nil
+			}
+			w.note = w.command(ctx, line)
+			w.drawn = "" // redraw with the note
+		}
+	}
+}
+
+// watcher is the state of approvals watch: the pending approvals shown
+// (numbered from 1), the last command's outcome, and what was drawn.
+type watcher struct {
+	c       *admin.Client
+	session string
+	out     io.Writer
+	list    []approvals.Approval
+	note    string
+	drawn   string
+}
+
+// refresh reads the pending approvals and redraws when anything changed.
+func (w *watcher) refresh(ctx context.Context) error {
+	list, err := w.c.ListApprovals(ctx, approvals.Filter{State: dataplane.ApprovalStatePending, Session: w.session})
+	if err != nil {
+		return err
+	}
+	w.list = list
+	var b strings.Builder
+	fmt.Fprintf(&b, "Pending approvals: %d", len(list))
+	if w.session != "" {
+		fmt.Fprintf(&b, " (session %s)", w.session)
+	}
+	b.WriteString("\n\n")
+	now := time.Now()
+	for i, ap := range list {
+		p := ap.Preview
+		fmt.Fprintf(&b, "%3d  %s  %s ago, expires in %s  session %s\n     %s %s  (%s/%s)\n", i+1, ap.ID,
+			now.Sub(ap.CreatedAt).Round(time.Second), ap.ExpiresAt.Sub(now).Round(time.Minute), ap.Session,
+			dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 100), dataplane.Printable(p.Tool, false), dataplane.Printable(p.Operation, false))
+	}
+	if len(list) == 0 {
+		b.WriteString("     nothing waits for a decision\n")
+	}
+	b.WriteString("\na N approve · d N REASON deny · s N show · q quit\n")
+	if w.note != "" {
+		b.WriteString(w.note + "\n")
+	}
+	if screen := b.String(); screen != w.drawn {
+		fmt.Fprint(w.out, "\x1b[H\x1b[2J"+screen+"> ")
+		w.drawn = screen
+	}
+	return nil
+}
+
+// command runs one line and says how it went.
+func (w *watcher) command(ctx context.Context, line string) string {
+	verb, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+	num, reason, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	n, err := strconv.Atoi(num)
+	if verb == "" {
+		return ""
+	}
+	if err != nil || n < 1 || n > len(w.list) {
+		return fmt.Sprintf("%q: want a, d or s and a number from the list (1-%d)", line, len(w.list))
+	}
+	ap := w.list[n-1]
+	switch verb {
+	case "a":
+		if _, err := w.c.ApproveApproval(ctx, ap.ID, decider()); err != nil {
+			return "approve " + ap.ID + ": " + err.Error()
+		}
+		return "approved " + ap.ID + "; the held request goes on (or its identical retry)"
+	case "d":
+		if reason = strings.TrimSpace(reason); reason == "" {
+			return "d N REASON: say why; the agent is shown it"
+		}
+		if _, err := w.c.DenyApproval(ctx, ap.ID, decider(), reason); err != nil {
+			return "deny " + ap.ID + ": " + err.Error()
+		}
+		return "denied " + ap.ID
+	case "s":
+		var b strings.Builder
+		printApproval(&b, ap)
+		return strings.TrimRight(b.String(), "\n")
+	}
+	return fmt.Sprintf("%q: want a N, d N REASON, s N or q", line)
+}
