@@ -77,6 +77,9 @@ type Web struct {
 	// $AILERON_HOME/keys/admin.token; it is created (mode 0600, 32 random
 	// bytes, base64url) when missing. See LoadOrCreateToken.
 	TokenFile string
+	// SessionName names a session for the page (its --name); nil, or "",
+	// shows the id alone.
+	SessionName func(id string) string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Log receives unexpected failures. Nil discards them.
@@ -95,6 +98,7 @@ type Web struct {
 type webSession struct {
 	csrf    string
 	expires time.Time
+	name    string // who logged in, as they said; recorded with their decisions
 }
 
 // LoadOrCreateToken returns the admin token in path, creating it (43
@@ -142,9 +146,11 @@ func randomToken() (string, error) {
 //	POST /login                      token=… → session cookie, 303 to /
 //	POST /logout                     csrf=… → 303 to /login
 //	GET  /                           the pending approvals
+//	GET  /approvals/{id}             one approval, any state (the review_url an agent gets)
+//	GET  /history                    the latest decided approvals: who, when, why
 //	GET  /api/approvals[?state=S]    {"approvals":[Approval…]} (default state pending)
-//	POST /approvals/{id}/approve     csrf=… → 303 to /
-//	POST /approvals/{id}/deny        csrf=…&reason=… → 303 to /
+//	POST /approvals/{id}/approve     csrf=… → 303 to /approvals/{id}, which confirms
+//	POST /approvals/{id}/deny        csrf=…&reason=… → 303 to /approvals/{id}
 //	GET  /static/…                   stylesheet and script
 //
 // Without a session, pages redirect to /login and /api answers 401.
@@ -165,6 +171,8 @@ func (wb *Web) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", wb.page(wb.index))
 	mux.HandleFunc("GET /api/approvals", wb.api)
 	mux.HandleFunc("GET /approvals/{id}/raw", wb.page(wb.raw))
+	mux.HandleFunc("GET /approvals/{id}", wb.page(wb.detail))
+	mux.HandleFunc("GET /history", wb.page(wb.history))
 	mux.HandleFunc("POST /approvals/{id}/approve", wb.post(wb.approve))
 	mux.HandleFunc("POST /approvals/{id}/deny", wb.post(wb.deny))
 	mux.HandleFunc("/", wb.page(func(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
@@ -206,7 +214,7 @@ func (wb *Web) init() error {
 			return
 		}
 		wb.token = []byte(tok)
-		wb.tmpl, wb.initErr = template.ParseFS(webAssets, "webassets/*.html")
+		wb.tmpl, wb.initErr = template.New("").Funcs(template.FuncMap{"wrappable": wrappable}).ParseFS(webAssets, "webassets/*.html")
 	})
 	return wb.initErr
 }
@@ -259,8 +267,8 @@ func (wb *Web) session(r *http.Request) (string, webSession, bool) {
 	return c.Value, s, true
 }
 
-// newSession records a login and returns its id.
-func (wb *Web) newSession() (string, webSession, error) {
+// newSession records a login by name and returns its id.
+func (wb *Web) newSession(name string) (string, webSession, error) {
 	id, err := randomToken()
 	if err != nil {
 		return "", webSession{}, err
@@ -270,7 +278,7 @@ func (wb *Web) newSession() (string, webSession, error) {
 		return "", webSession{}, err
 	}
 	now := wb.now()
-	s := webSession{csrf: csrf, expires: now.Add(WebSessionTTL)}
+	s := webSession{csrf: csrf, expires: now.Add(WebSessionTTL), name: name}
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	if wb.sessions == nil {
@@ -384,7 +392,7 @@ func (wb *Web) login(w http.ResponseWriter, r *http.Request) {
 			Error: "That is not this daemon's admin token. Print it with: aileron approvals web-token"})
 		return
 	}
-	id, _, err := wb.newSession()
+	id, _, err := wb.newSession(loginName(r.PostForm.Get("name")))
 	if err != nil {
 		wb.fail("approvals page", err)
 		wb.message(w, http.StatusInternalServerError, "Login failed", err.Error())
@@ -451,6 +459,11 @@ type approvalView struct {
 	BodyKind, BodyType, BodyText                   string
 	BodyMore                                       int
 	Created, Expires                               string
+	// For the card template: the login's CSRF token (the decision forms),
+	// the session's name, whether it is still pending, and when it was
+	// decided.
+	CSRF, SessionName, Decided string
+	Pending                    bool
 }
 
 // Display limits of the page: longer values say how much more there is,
@@ -496,7 +509,7 @@ func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSess
 	}
 	v := indexView{CSRF: s.csrf, Fingerprint: fingerprint(list)}
 	for _, ap := range list {
-		v.Approvals = append(v.Approvals, newApprovalView(ap))
+		v.Approvals = append(v.Approvals, wb.view(ap, s))
 	}
 	wb.render(w, http.StatusOK, "index.html", v)
 }
@@ -529,24 +542,27 @@ func (wb *Web) raw(w http.ResponseWriter, r *http.Request, _ string, _ webSessio
 	_, _ = io.WriteString(w, ap.Preview.RawRequest())
 }
 
-func (wb *Web) approve(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
-	wb.decided(w, wb.Approvals.Approve(r.Context(), r.PathValue("id"), webDecider))
+func (wb *Web) approve(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
+	id := r.PathValue("id")
+	wb.decided(w, id, "approved", wb.Approvals.Approve(r.Context(), id, s.decider()))
 }
 
-func (wb *Web) deny(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
+func (wb *Web) deny(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
 	reason := strings.TrimSpace(r.PostForm.Get("reason"))
 	if _, _, err := checkDecision(DecideRequest{By: webDecider, Reason: reason}, true); err != nil {
 		wb.message(w, http.StatusBadRequest, "Say why", "A denial needs a reason of at most 1024 printable characters; the agent is shown it.")
 		return
 	}
-	wb.decided(w, wb.Approvals.Deny(r.Context(), r.PathValue("id"), webDecider, reason))
+	id := r.PathValue("id")
+	wb.decided(w, id, "denied", wb.Approvals.Deny(r.Context(), id, s.decider(), reason))
 }
 
-// decided answers a decision: back to the list, or an explanation.
-func (wb *Web) decided(w http.ResponseWriter, err error) {
+// decided answers a decision: the approval's page, which confirms it, or
+// an explanation.
+func (wb *Web) decided(w http.ResponseWriter, id, what string, err error) {
 	switch {
 	case err == nil:
-		w.Header().Set("Location", "/")
+		w.Header().Set("Location", "/approvals/"+url.PathEscape(id)+"?decided="+what)
 		w.WriteHeader(http.StatusSeeOther)
 	case errors.Is(err, state.ErrNotFound):
 		wb.message(w, http.StatusNotFound, "No such approval", err.Error())

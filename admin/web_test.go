@@ -349,6 +349,7 @@ func TestWebPageShowsPreview(t *testing.T) {
 	}
 	id := seedApproval(t, f.store, "s_42", "", samplePreview())
 	_, page = f.do(t, "GET", "/", nil, cookie, nil)
+	page = strings.ReplaceAll(page, "<wbr>", "") // line-break hints after each / ? & =
 	for _, want := range []string{
 		id, "s_42", "github://acme/aileron-connector-google", "1.2.3", "gmail", "send", "POST", "gmail.googleapis.com",
 		"/gmail/v1/users/me/messages/send", "321 bytes", "Send mail &lt;script&gt;alert(1)&lt;/script&gt;",
@@ -391,6 +392,7 @@ func TestWebPageShowsTheWholeRequest(t *testing.T) {
 		Fields:  []dataplane.PreviewField{{Source: "query", Name: "cc", Value: "eve@x"}, {Source: "body", Name: "to", Value: `"bob"`, Declared: true}},
 		Body:    &dataplane.PreviewBody{Kind: dataplane.BodyText, ContentType: "text/plain", Raw: []byte(body)}, BodyBytes: len(body)})
 	_, page := f.do(t, "GET", "/", nil, cookie, nil)
+	page = strings.ReplaceAll(page, "<wbr>", "") // line-break hints after each / ? & =
 	for _, want := range []string{longPath + "?cc=eve%40x", "Not declared by the connector", "query cc", `<span class="badge">not declared</span>`,
 		`X-Note</th><td>a\x1bb</td>`, `\u202e`, `\x1b[2J`, "more bytes not shown here", `href="/approvals/` + id + `/raw"`} {
 		if !strings.Contains(page, want) {
@@ -530,4 +532,49 @@ func TestAdminApprovalsOff(t *testing.T) {
 	c := approvalsAPI(t, nil)
 	_, err := c.ListApprovals(context.Background(), approvals.Filter{})
 	apiError(t, "list without a store", err, http.StatusServiceUnavailable, "not_ready")
+}
+
+// TestWebDetailHistoryAndNames: a login may give a name, recorded with its
+// decisions; a decision lands on the approval's own page, which confirms
+// it; the history lists decided approvals, newest first, with who, when
+// and why; sessions show their names; and a hostile path stays text.
+func TestWebDetailHistoryAndNames(t *testing.T) {
+	f := newWebFixture(t)
+	f.web.SessionName = func(id string) string { return map[string]string{"s_1": "ci-bot <b>"}[id] }
+	resp, _ := f.do(t, "POST", "/login", url.Values{"token": {f.token(t)}, "name": {"  Ada\x00 Lovelace  "}}, nil, nil)
+	cookie := resp.Cookies()[0]
+	_, page := f.do(t, "GET", "/", nil, cookie, nil)
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)[1]
+	p := samplePreview()
+	p.Path = "/v1/<script>alert(1)</script>/x"
+	a := seedApproval(t, f.store, "s_1", "a", p)
+	d := seedApproval(t, f.store, "s_2", "d", samplePreview())
+
+	_, page = f.do(t, "GET", "/approvals/"+a, nil, cookie, nil)
+	if !strings.Contains(page, `action="/approvals/`+a+`/approve"`) || !strings.Contains(page, "ci-bot &lt;b&gt;") ||
+		strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;") || !strings.Contains(page, "/<wbr>") {
+		t.Fatalf("the pending approval's page:\n%s", page)
+	}
+	resp, _ = f.do(t, "POST", "/approvals/"+a+"/approve", url.Values{"csrf": {csrf}}, cookie, nil)
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/approvals/"+a+"?decided=approved" {
+		t.Fatalf("approve: %d to %q", resp.StatusCode, loc)
+	}
+	if ap := f.state(t, a); ap.DecidedBy != "web:Ada Lovelace" {
+		t.Fatalf("decided_by %q, want the login's name", ap.DecidedBy)
+	}
+	_, page = f.do(t, "GET", "/approvals/"+a+"?decided=approved", nil, cookie, nil)
+	if !strings.Contains(page, `id="confirm"`) || !strings.Contains(page, "Approved.") || strings.Contains(page, "/approve\"") ||
+		!strings.Contains(page, "web:Ada Lovelace") {
+		t.Fatalf("the page after approving:\n%s", page)
+	}
+	f.advance(time.Minute)
+	_, _ = f.do(t, "POST", "/approvals/"+d+"/deny", url.Values{"csrf": {csrf}, "reason": {"wrong thread"}}, cookie, nil)
+	_, page = f.do(t, "GET", "/history", nil, cookie, nil)
+	rows := regexp.MustCompile(`<tr class="state-(\w+)">`).FindAllStringSubmatch(page, -1)
+	if len(rows) != 2 || rows[0][1] != "denied" || rows[1][1] != "approved" || !strings.Contains(page, "wrong thread") {
+		t.Fatalf("history (newest first, want denied then approved):\n%s", page)
+	}
+	if resp, page := f.do(t, "GET", "/approvals/ap_nope", nil, cookie, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(page, "No such approval") {
+		t.Fatalf("an unknown approval: %d", resp.StatusCode)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,11 +58,11 @@ func TestBrowserApprovals(t *testing.T) {
 			t.Fatalf("browser: %s: %v\ndaemon stderr tail:\n%s", what, err, d.logTail(4<<10))
 		}
 	}
-	text := func(sel chromedp.CSS) string {
+	text := func(sel string) string { // the element's innerText, in the page as it stands
 		t.Helper()
 		ctx, cancel := context.WithTimeout(b, 30*time.Second)
 		defer cancel()
-		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).innerText`))
 		if err != nil {
 			t.Fatalf("browser: reading %s: %v", sel, err)
 		}
@@ -71,6 +72,7 @@ func TestBrowserApprovals(t *testing.T) {
 		chromedp.Navigate("http://"+web+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.SendKeys(chromedp.ID("name"), "Ada"),
 		chromedp.Submit(chromedp.ID("token")),
 		chromedp.WaitVisible(chromedp.ID("empty")),
 	)
@@ -95,8 +97,14 @@ func TestBrowserApprovals(t *testing.T) {
 	if !strings.Contains(page, raw) {
 		t.Errorf("preview hides the body's raw field (the spec drops it from the audit trail, not from the approver):\n%s", page)
 	}
+	shot(t, b, "pending")
 	step("approve", chromedp.Click(chromedp.CSS("article.approval form.approve button")),
-		chromedp.WaitVisible(chromedp.ID("empty")))
+		chromedp.WaitVisible(chromedp.ID("confirm")))
+	if page := text("main"); !strings.Contains(page, "Approved.") || !strings.Contains(page, "web:Ada") {
+		t.Errorf("the page after approving does not confirm it, or who decided:\n%s", page)
+	}
+	shot(t, b, "approved")
+	step("back to the list", chromedp.Navigate("http://"+web+"/"), chromedp.WaitVisible(chromedp.ID("empty")))
 	res := waitHeld(t, held)
 	if res.err != nil || res.status != http.StatusOK || !strings.Contains(string(res.body), `"sent-1"`) {
 		t.Fatalf("approved request: %d %v %s; want 200 from the upstream", res.status, res.err, trunc(res.body))
@@ -111,7 +119,7 @@ func TestBrowserApprovals(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("article.approval")),
 		chromedp.SendKeys(chromedp.CSS("article.approval form.deny input[name=reason]"), "wrong thread"),
 		chromedp.Click(chromedp.CSS("article.approval form.deny button")),
-		chromedp.WaitVisible(chromedp.ID("empty")),
+		chromedp.WaitVisible(chromedp.ID("confirm")),
 	)
 	res = waitHeld(t, held)
 	var env struct {
@@ -120,6 +128,40 @@ func TestBrowserApprovals(t *testing.T) {
 	if res.err != nil || res.status != http.StatusForbidden || json.Unmarshal(res.body, &env) != nil ||
 		env.Error.Reason != "approval_denied" || !strings.Contains(env.Error.Message, "wrong thread") {
 		t.Fatalf("denied request: %d %v %s; want 403 approval_denied naming the reason", res.status, res.err, trunc(res.body))
+	}
+
+	// History: both decisions, newest first (the approval its request then
+	// used is "consumed"), with who decided and why, in the viewer's time
+	// zone.
+	step("history", chromedp.Navigate("http://"+web+"/history"), chromedp.WaitVisible(chromedp.ID("history")))
+	hist := text("#history tbody")
+	if strings.Index(hist, "denied") > strings.Index(hist, "consumed") || !strings.Contains(hist, "wrong thread") ||
+		strings.Count(hist, "web:Ada") != 2 || strings.Contains(hist, "T0") && strings.Contains(hist, "Z") {
+		t.Errorf("history (want denied, then approved, by web:Ada, local times):\n%s", hist)
+	}
+	shot(t, b, "history")
+	// A phone: a long path breaks at its slashes, not in a word.
+	step("phone", chromedp.EmulateViewport(375, 740), chromedp.Navigate("http://"+web+"/history"), chromedp.WaitVisible(chromedp.ID("history")))
+	shot(t, b, "history-phone")
+}
+
+// shot saves a screenshot of the page to $AILERON_IT_SHOTS/NAME.png when
+// that is set, to look at.
+func shot(t *testing.T, b context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("AILERON_IT_SHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -494,7 +495,14 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 		_ = al.Close()
 		return nil, "", fmt.Errorf("admin.web_listen %s: %w (change it, or set it to \"\" to turn the approvals page off)", d.cfg.Admin.WebListen, err)
 	}
-	web := &admin.Web{Approvals: d.approval, TokenFile: filepath.Join(d.cfg.Home, "keys", "admin.token"), Log: d.log}
+	web := &admin.Web{Approvals: d.approval, TokenFile: filepath.Join(d.cfg.Home, "keys", "admin.token"), Log: d.log,
+		SessionName: func(id string) string {
+			info, err := d.sessions.Get(id)
+			if err != nil {
+				return "" // deleted or expired since: the id alone
+			}
+			return info.Name
+		}}
 	webSrv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	servers = append(servers, webSrv)
 	go func() { errc <- webSrv.Serve(wl) }()
@@ -502,7 +510,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	if ap, err := netip.ParseAddrPort(addr); err == nil {
 		d.proxy.Guard.AddSelf(ap) // never dialled, whatever egress.allow_cidrs says
 	}
-	d.approval.ReviewURL = func(id string) string { return "http://" + addr + "/#" + id }
+	d.approval.ReviewURL = func(id string) string { return "http://" + addr + "/approvals/" + url.PathEscape(id) }
 	return servers, addr, nil
 }
 

@@ -85,17 +85,16 @@ func (w *watcher) refresh(ctx context.Context) error {
 		fmt.Fprintf(&b, " (session %s)", w.session)
 	}
 	b.WriteString("\n\n")
-	now := time.Now()
-	for i, ap := range list {
+	for i, ap := range list { // no clock on screen: it is redrawn only when the list changes, not under a command being typed
 		p := ap.Preview
-		fmt.Fprintf(&b, "%3d  %s  %s ago, expires in %s  session %s\n     %s %s  (%s/%s)\n", i+1, ap.ID,
-			now.Sub(ap.CreatedAt).Round(time.Second), ap.ExpiresAt.Sub(now).Round(time.Minute), ap.Session,
+		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s/%s)\n", i+1, ap.ID,
+			ap.CreatedAt.Local().Format("15:04:05"), ap.ExpiresAt.Local().Format("15:04"), ap.Session,
 			dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 100), dataplane.Printable(p.Tool, false), dataplane.Printable(p.Operation, false))
 	}
 	if len(list) == 0 {
 		b.WriteString("     nothing waits for a decision\n")
 	}
-	b.WriteString("\na N approve · d N REASON deny · s N show · q quit\n")
+	b.WriteString("\na N approve · d N REASON deny · s N show · q quit   (N: the number, or the approval id)\n")
 	if w.note != "" {
 		b.WriteString(w.note + "\n")
 	}
@@ -106,18 +105,31 @@ func (w *watcher) refresh(ctx context.Context) error {
 	return nil
 }
 
+// pick is the approval a command names: its number in the list as last
+// drawn, or its id (which stays right when the list changed meanwhile).
+func (w *watcher) pick(which string) (approvals.Approval, bool) {
+	if n, err := strconv.Atoi(which); err == nil && n >= 1 && n <= len(w.list) {
+		return w.list[n-1], true
+	}
+	for _, ap := range w.list {
+		if ap.ID == which {
+			return ap, true
+		}
+	}
+	return approvals.Approval{}, false
+}
+
 // command runs one line and says how it went.
 func (w *watcher) command(ctx context.Context, line string) string {
 	verb, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
-	num, reason, _ := strings.Cut(strings.TrimSpace(rest), " ")
-	n, err := strconv.Atoi(num)
+	which, reason, _ := strings.Cut(strings.TrimSpace(rest), " ")
 	if verb == "" {
 		return ""
 	}
-	if err != nil || n < 1 || n > len(w.list) {
-		return fmt.Sprintf("%q: want a, d or s and a number from the list (1-%d)", line, len(w.list))
+	ap, ok := w.pick(which)
+	if !ok {
+		return fmt.Sprintf("%q: want a, d or s and a number from the list (1-%d) or an approval id", line, len(w.list))
 	}
-	ap := w.list[n-1]
 	switch verb {
 	case "a":
 		if _, err := w.c.ApproveApproval(ctx, ap.ID, decider()); err != nil {

@@ -8,6 +8,16 @@
   var live = document.getElementById("live");
   var stale = document.getElementById("stale");
   var busy = false;
+
+  // Times arrive in UTC (RFC 3339); show them in the viewer's zone.
+  function localTimes(root) {
+    var ts = root.querySelectorAll("time[datetime]");
+    for (var i = 0; i < ts.length; i++) {
+      var d = new Date(ts[i].getAttribute("datetime"));
+      if (!isNaN(d)) { ts[i].textContent = d.toLocaleString(); ts[i].title = ts[i].getAttribute("datetime"); }
+    }
+  }
+  localTimes(document);
   if (!list) { return; }
 
   function fingerprint(items) {
@@ -35,6 +45,7 @@
         if (fresh) {
           list.replaceWith(document.adoptNode(fresh));
           list = fresh;
+          localTimes(list);
           stale.hidden = true;
         }
       });

@@ -1,0 +1,134 @@
+package admin
+
+import (
+	"errors"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/aileronhq/aileron/approvals"
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/state"
+)
+
+// view is ap as a card of the page, for the login s.
+func (wb *Web) view(ap approvals.Approval, s webSession) approvalView {
+	v := newApprovalView(ap)
+	v.CSRF, v.Pending = s.csrf, ap.State == dataplane.ApprovalStatePending
+	if wb.SessionName != nil {
+		v.SessionName = dataplane.Clip(wb.SessionName(ap.Session), 200)
+	}
+	if ap.DecidedAt != nil {
+		v.Decided = ap.DecidedAt.UTC().Format(time.RFC3339)
+	}
+	return v
+}
+
+// detailView is the data of detail.html.
+type detailView struct {
+	CSRF     string
+	Approval approvalView
+	Decided  string // the confirmation of a decision just made; "" otherwise
+}
+
+// detail shows one approval in any state: the review_url an agent is
+// given, and where a decision lands to confirm it.
+func (wb *Web) detail(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
+	ap, err := wb.Approvals.Get(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		wb.message(w, http.StatusNotFound, "No such approval", err.Error())
+		return
+	case err != nil:
+		wb.fail("reading an approval", err)
+		wb.message(w, http.StatusInternalServerError, "Cannot read the approval", err.Error())
+		return
+	}
+	v := detailView{CSRF: s.csrf, Approval: wb.view(ap, s)}
+	switch r.URL.Query().Get("decided") {
+	case "approved":
+		v.Decided = "Approved. The held request goes on now; if its client already gave up, the identical request sent again goes through once."
+	case "denied":
+		v.Decided = "Denied. The held request is refused with your reason."
+	}
+	wb.render(w, http.StatusOK, "detail.html", v)
+}
+
+// historyRow is one decided approval in history.html.
+type historyRow struct {
+	ID, State, DecidedBy, Reason, Method, Target, Session, SessionName, When string
+}
+
+// historyView is the data of history.html.
+type historyView struct {
+	CSRF string
+	Rows []historyRow
+}
+
+// historyLen is how many decided approvals the history shows.
+const historyLen = 200
+
+// history lists the latest decided approvals (approved, consumed, denied,
+// expired), newest first, with who decided, when and why.
+func (wb *Web) history(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
+	all, err := wb.Approvals.List(r.Context(), approvals.Filter{})
+	if err != nil {
+		wb.fail("listing approvals", err)
+		wb.message(w, http.StatusInternalServerError, "Cannot list approvals", err.Error())
+		return
+	}
+	when := func(ap approvals.Approval) time.Time {
+		if ap.DecidedAt != nil {
+			return *ap.DecidedAt
+		}
+		return ap.ExpiresAt // expired undecided
+	}
+	decided := slices.DeleteFunc(all, func(ap approvals.Approval) bool { return ap.State == dataplane.ApprovalStatePending })
+	slices.SortFunc(decided, func(a, b approvals.Approval) int { return when(b).Compare(when(a)) })
+	v := historyView{CSRF: s.csrf}
+	for _, ap := range decided[:min(len(decided), historyLen)] {
+		cv := wb.view(ap, s)
+		v.Rows = append(v.Rows, historyRow{ID: ap.ID, State: string(ap.State), DecidedBy: dataplane.Clip(ap.DecidedBy, 200),
+			Reason: dataplane.Clip(ap.Reason, 1024), Method: cv.Method, Target: dataplane.Clip(cv.Target, 2<<10),
+			Session: ap.Session, SessionName: cv.SessionName, When: when(ap).UTC().Format(time.RFC3339)})
+	}
+	wb.render(w, http.StatusOK, "history.html", v)
+}
+
+// decider is the decided_by of the login's decisions: "web", or "web:NAME"
+// when a name was given at login.
+func (s webSession) decider() string {
+	if s.name == "" {
+		return webDecider
+	}
+	return webDecider + ":" + s.name
+}
+
+// loginName is the name given at login: control and invisible characters
+// dropped, spaces collapsed, valid UTF-8, at most 64 bytes.
+func loginName(raw string) string {
+	clean := strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(raw, ""))
+	return dataplane.Clip(strings.Join(strings.Fields(clean), " "), 64)
+}
+
+// wrappable escapes a path or URL for HTML and lets the browser break the
+// line after each / ? & = only (<wbr>), so that a narrow screen does not
+// cut a word in two.
+func wrappable(s string) template.HTML {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if strings.ContainsRune("/?&=", r) {
+			b.WriteString("<wbr>")
+		}
+	}
+	return template.HTML(b.String()) //nolint:gosec // every rune escaped above
+}
