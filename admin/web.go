@@ -528,14 +528,8 @@ func fingerprint(list []approvals.Approval) string {
 // raw shows one approval's whole request as plain text, nothing cut,
 // control characters escaped.
 func (wb *Web) raw(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
-	ap, err := wb.Approvals.Get(r.Context(), r.PathValue("id"))
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		wb.message(w, http.StatusNotFound, "No such approval", err.Error())
-		return
-	case err != nil:
-		wb.fail("reading an approval", err)
-		wb.message(w, http.StatusInternalServerError, "Cannot read the approval", err.Error())
+	ap, ok := wb.approval(w, r)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

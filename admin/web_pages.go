@@ -34,17 +34,19 @@ type detailView struct {
 	Decided  string // the confirmation of a decision just made; "" otherwise
 }
 
+// Title and Page are what layout.html's frame shows for each page.
+func (v detailView) Title() string { return v.Approval.ID }
+func (detailView) Page() string    { return "" }
+func (historyView) Title() string  { return "history" }
+func (historyView) Page() string   { return "history" }
+func (indexView) Title() string    { return "approvals" }
+func (indexView) Page() string     { return "pending" }
+
 // detail shows one approval in any state: the review_url an agent is
 // given, and where a decision lands to confirm it.
 func (wb *Web) detail(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
-	ap, err := wb.Approvals.Get(r.Context(), r.PathValue("id"))
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		wb.message(w, http.StatusNotFound, "No such approval", err.Error())
-		return
-	case err != nil:
-		wb.fail("reading an approval", err)
-		wb.message(w, http.StatusInternalServerError, "Cannot read the approval", err.Error())
+	ap, ok := wb.approval(w, r)
+	if !ok {
 		return
 	}
 	v := detailView{CSRF: s.csrf, Approval: wb.view(ap, s)}
@@ -131,4 +133,19 @@ func wrappable(s string) template.HTML {
 		}
 	}
 	return template.HTML(b.String()) //nolint:gosec // every rune escaped above
+}
+
+// approval reads the approval the path names, or answers why it cannot.
+func (wb *Web) approval(w http.ResponseWriter, r *http.Request) (approvals.Approval, bool) {
+	ap, err := wb.Approvals.Get(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		wb.message(w, http.StatusNotFound, "No such approval", err.Error())
+		return ap, false
+	case err != nil:
+		wb.fail("reading an approval", err)
+		wb.message(w, http.StatusInternalServerError, "Cannot read the approval", err.Error())
+		return ap, false
+	}
+	return ap, true
 }
