@@ -464,6 +464,10 @@ type approvalView struct {
 	// decided.
 	CSRF, SessionName, Decided string
 	Pending                    bool
+	// Waiting is how many clients are held on it now (identical requests
+	// share one approval), until WaitingUntil at the latest.
+	Waiting      int
+	WaitingUntil string
 }
 
 // Display limits of the page: longer values say how much more there is,

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -23,6 +22,10 @@ func (wb *Web) view(ap approvals.Approval, s webSession) approvalView {
 	}
 	if ap.DecidedAt != nil {
 		v.Decided = ap.DecidedAt.UTC().Format(time.RFC3339)
+	}
+	if v.Pending {
+		n, until := wb.Approvals.Waiting(ap.ID)
+		v.Waiting, v.WaitingUntil = n, until.UTC().Format(time.RFC3339)
 	}
 	return v
 }
@@ -50,10 +53,10 @@ func (wb *Web) detail(w http.ResponseWriter, r *http.Request, _ string, s webSes
 		return
 	}
 	v := detailView{CSRF: s.csrf, Approval: wb.view(ap, s)}
-	switch r.URL.Query().Get("decided") {
-	case "approved":
+	switch said := r.URL.Query().Get("decided"); { // only what the approval's state bears out: a link cannot claim a decision
+	case said == "approved" && (ap.State == dataplane.ApprovalStateApproved || ap.State == dataplane.ApprovalStateConsumed):
 		v.Decided = "Approved. The held request goes on now; if its client already gave up, the identical request sent again goes through once."
-	case "denied":
+	case said == "denied" && ap.State == dataplane.ApprovalStateDenied:
 		v.Decided = "Denied. The held request is refused with your reason."
 	}
 	wb.render(w, http.StatusOK, "detail.html", v)
@@ -76,26 +79,21 @@ const historyLen = 200
 // history lists the latest decided approvals (approved, consumed, denied,
 // expired), newest first, with who decided, when and why.
 func (wb *Web) history(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
-	all, err := wb.Approvals.List(r.Context(), approvals.Filter{})
+	decided, err := wb.Approvals.History(r.Context(), historyLen)
 	if err != nil {
 		wb.fail("listing approvals", err)
 		wb.message(w, http.StatusInternalServerError, "Cannot list approvals", err.Error())
 		return
 	}
-	when := func(ap approvals.Approval) time.Time {
-		if ap.DecidedAt != nil {
-			return *ap.DecidedAt
-		}
-		return ap.ExpiresAt // expired undecided
-	}
-	decided := slices.DeleteFunc(all, func(ap approvals.Approval) bool { return ap.State == dataplane.ApprovalStatePending })
-	slices.SortFunc(decided, func(a, b approvals.Approval) int { return when(b).Compare(when(a)) })
 	v := historyView{CSRF: s.csrf}
-	for _, ap := range decided[:min(len(decided), historyLen)] {
-		cv := wb.view(ap, s)
-		v.Rows = append(v.Rows, historyRow{ID: ap.ID, State: string(ap.State), DecidedBy: dataplane.Clip(ap.DecidedBy, 200),
-			Reason: dataplane.Clip(ap.Reason, 1024), Method: cv.Method, Target: dataplane.Clip(cv.Target, 2<<10),
-			Session: ap.Session, SessionName: cv.SessionName, When: when(ap).UTC().Format(time.RFC3339)})
+	for _, d := range decided {
+		row := historyRow{ID: d.ID, State: string(d.State), DecidedBy: dataplane.Clip(d.DecidedBy, 200),
+			Reason: dataplane.Clip(d.Reason, 1024), Method: dataplane.Clip(d.Method, 64),
+			Target: dataplane.Clip(dataplane.Printable(d.Target(), false), 2<<10), Session: d.Session, When: d.When.UTC().Format(time.RFC3339)}
+		if wb.SessionName != nil {
+			row.SessionName = dataplane.Clip(wb.SessionName(d.Session), 200)
+		}
+		v.Rows = append(v.Rows, row)
 	}
 	wb.render(w, http.StatusOK, "history.html", v)
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -576,5 +578,90 @@ func TestWebDetailHistoryAndNames(t *testing.T) {
 	}
 	if resp, page := f.do(t, "GET", "/approvals/ap_nope", nil, cookie, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(page, "No such approval") {
 		t.Fatalf("an unknown approval: %d", resp.StatusCode)
+	}
+}
+
+// TestWebDetailConfirmsOnlyARealDecision: a link an agent hands the
+// approver (its review_url with ?decided=denied appended) confirms nothing
+// the approval's state does not bear out.
+func TestWebDetailConfirmsOnlyARealDecision(t *testing.T) {
+	f := newWebFixture(t)
+	cookie, _ := f.login(t)
+	id := seedApproval(t, f.store, "s_1", "a", samplePreview())
+	for _, said := range []string{"denied", "approved"} {
+		if _, page := f.do(t, "GET", "/approvals/"+id+"?decided="+said, nil, cookie, nil); strings.Contains(page, `id="confirm"`) {
+			t.Fatalf("a pending approval's page confirms %q, which nobody decided:\n%s", said, page)
+		}
+	}
+}
+
+// TestWebHistoryCostIsBounded: the history reads only what it shows, so
+// its cost does not grow with the bodies held for approval (100 decided
+// approvals of 256 KiB each).
+func TestWebHistoryCostIsBounded(t *testing.T) {
+	f := newWebFixture(t)
+	cookie, _ := f.login(t)
+	body := strings.Repeat("x", 256<<10)
+	for i := range 100 {
+		p := samplePreview()
+		p.Body = &dataplane.PreviewBody{Kind: "text", ContentType: "text/plain", Raw: []byte(body)}
+		p.BodyBytes = len(body)
+		id := seedApproval(t, f.store, "s_1", strconv.Itoa(i), p)
+		if err := f.store.Deny(t.Context(), id, "cli:x", "no"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp, page := f.do(t, "GET", "/history", nil, cookie, nil)
+	runtime.ReadMemStats(&after)
+	if resp.StatusCode != 200 || strings.Count(page, "state-denied") != 100 {
+		t.Fatalf("history: %d", resp.StatusCode)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Fatalf("one GET /history of 100 one-line rows allocated %d MiB (page %d KiB)", got>>20, len(page)>>10)
+	}
+}
+
+// TestWebShowsWaitingClients: a pending approval says how many clients are
+// held on it (identical requests share it) and until when, or that none
+// is and what approving then does.
+func TestWebShowsWaitingClients(t *testing.T) {
+	f := newWebFixture(t)
+	cookie, _ := f.login(t)
+	p := samplePreview()
+	id := seedApproval(t, f.store, "s_1", "w", p)
+	_, page := f.do(t, "GET", "/approvals/"+id, nil, cookie, nil)
+	if !strings.Contains(page, "no client now") {
+		t.Fatalf("nobody waits, yet:\n%s", page)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		go func() {
+			_, _ = f.store.Await(ctx, &dataplane.ApprovalRequest{Session: "s_1", Method: p.Method, Host: p.Host, Port: 443,
+				Path: p.Path, Digest: strings.Repeat("ab", 16) + "w", Preview: p}, time.Minute)
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := f.store.Waiting(id); n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the two identical requests are not held")
+		}
+	}
+	_, page = f.do(t, "GET", "/approvals/"+id, nil, cookie, nil)
+	if !strings.Contains(page, "2 clients (identical requests) held, giving up at") {
+		t.Fatalf("two clients wait, yet:\n%s", page)
+	}
+	cancel()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := f.store.Waiting(id); n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("clients that left are still counted")
+		}
 	}
 }

@@ -84,6 +84,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	waiters map[string]*approvalWaiters
+	holding map[string][]time.Time // per approval, when each client held on it gives up
 	// waitHook, if set, is called each time an Await starts waiting on
 	// approval id (tests synchronise on it).
 	waitHook func(id string)
@@ -591,6 +592,7 @@ func (s *Store) wait(ctx context.Context, res dataplane.ApprovalResult, hold tim
 	}
 	timer := time.NewTimer(hold)
 	defer timer.Stop()
+	defer s.held(res.ID, s.now().Add(hold))()
 	ticker := time.NewTicker(s.poll())
 	defer ticker.Stop()
 	for {

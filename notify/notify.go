@@ -15,9 +15,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -80,33 +82,43 @@ type Notifier struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	queue    chan Event
+	queues   []chan delivery // one per hook: a slow receiver delays only itself
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	once     sync.Once
 	fallback *http.Client // the nil Client's stand-in, made once
 }
 
-// queueLen bounds the events waiting for delivery; beyond it new ones are
+// delivery is one event on its way to one hook; its id is the same on
+// every attempt, so that a receiver can drop a repeat.
+type delivery struct {
+	ev Event
+	id string
+}
+
+// queueLen bounds the events waiting for one hook; beyond it new ones are
 // dropped (and logged) rather than held in memory.
 const queueLen = 256
 
-// Start begins delivering in the background.
+// Start begins delivering in the background: one worker per hook.
 func (n *Notifier) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	n.queue, n.cancel = make(chan Event, queueLen), cancel
-	n.wg.Go(func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev := <-n.queue:
-				for _, h := range n.Hooks {
-					n.deliver(ctx, h, ev)
+	n.cancel = cancel
+	n.queues = make([]chan delivery, len(n.Hooks))
+	for i, h := range n.Hooks {
+		q := make(chan delivery, queueLen)
+		n.queues[i] = q
+		n.wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case d := <-q:
+					n.deliver(ctx, h, d)
 				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // Close stops delivering; events still queued are dropped.
@@ -119,16 +131,18 @@ func (n *Notifier) Close() {
 
 // Notify queues ev for every hook; it never blocks.
 func (n *Notifier) Notify(ev Event) {
-	if n == nil || len(n.Hooks) == 0 || n.queue == nil {
+	if n == nil || n.queues == nil {
 		return
 	}
 	if ev.Time.IsZero() {
 		ev.Time = n.now()
 	}
-	select {
-	case n.queue <- ev:
-	default:
-		n.logf("notify.dropped", "", "the webhook queue is full (%d events): %s for %s not sent", queueLen, ev.Event, ev.ApprovalID)
+	for i, q := range n.queues {
+		select {
+		case q <- delivery{ev: ev, id: deliveryID()}:
+		default:
+			n.logf("notify.dropped", n.Hooks[i].URL, "the queue of this webhook is full (%d events): %s for %s not sent", queueLen, ev.Event, ev.ApprovalID)
+		}
 	}
 }
 
@@ -146,20 +160,22 @@ func (n *Notifier) Test(ctx context.Context) []Result {
 	ev := Event{Event: EventTest, Time: n.now()}
 	out := make([]Result, 0, len(n.Hooks))
 	for _, h := range n.Hooks {
-		status, err := n.send(ctx, h, ev)
+		status, err := n.send(ctx, h, delivery{ev: ev, id: deliveryID()})
 		r := Result{URL: h.URL, Status: status}
 		if err != nil {
 			r.Error = err.Error()
 		} else if status/100 != 2 {
-			r.Error = fmt.Sprintf("answered HTTP %d; a receiver answers 2xx", status)
+			r.Error = fmt.Sprintf("answered HTTP %d; a receiver answers 2xx (redirects are not followed)", status)
 		}
 		out = append(out, r)
 	}
 	return out
 }
 
-// deliver sends ev to h until it is taken, refused, or out of attempts.
-func (n *Notifier) deliver(ctx context.Context, h Hook, ev Event) {
+// deliver sends d to h until it is taken, refused, or out of attempts.
+// A redirect is a refusal: the signed event goes only where configured.
+func (n *Notifier) deliver(ctx context.Context, h Hook, d delivery) {
+	ev := d.ev
 	attempts, wait := n.Attempts, n.Backoff
 	if attempts <= 0 {
 		attempts = 5
@@ -168,11 +184,11 @@ func (n *Notifier) deliver(ctx context.Context, h Hook, ev Event) {
 		wait = time.Second
 	}
 	for i := 1; ; i++ {
-		status, err := n.send(ctx, h, ev)
+		status, err := n.send(ctx, h, d)
 		switch {
 		case err == nil && status/100 == 2:
 			return
-		case err == nil && status/100 == 4 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
+		case err == nil && (status/100 == 3 || status/100 == 4 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests):
 			n.logf("notify.refused", h.URL, "the webhook refused %s for %s with HTTP %d; not retried", ev.Event, ev.ApprovalID, status)
 			return
 		case i >= attempts:
@@ -195,8 +211,11 @@ func failure(status int, err error) string {
 	return "HTTP " + strconv.Itoa(status)
 }
 
-// send makes one signed POST of ev to h and returns the answer's status.
-func (n *Notifier) send(ctx context.Context, h Hook, ev Event) (int, error) {
+// send makes one signed POST of d to h and returns the answer's status.
+// Redirects are not followed; the error never quotes the URL (its path may
+// be the receiver's secret).
+func (n *Notifier) send(ctx context.Context, h Hook, d delivery) (int, error) {
+	ev := d.ev
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return 0, err
@@ -209,11 +228,17 @@ func (n *Notifier) send(ctx context.Context, h Hook, ev Event) (int, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "aileron-notify")
 	req.Header.Set(HeaderEvent, ev.Event)
-	req.Header.Set(HeaderDelivery, deliveryID())
+	req.Header.Set(HeaderDelivery, d.id)
 	req.Header.Set(HeaderTimestamp, ts)
 	req.Header.Set(HeaderSignature, Sign(h.Secret, ts, body))
-	resp, err := n.client().Do(req)
+	c := *n.client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -248,13 +273,20 @@ func (n *Notifier) now() time.Time {
 	return time.Now()
 }
 
-func (n *Notifier) logf(event, url, format string, args ...any) {
-	if n.Log != nil {
-		n.Log.Warn().Str("event", event).Str("webhook", url).Msgf(format, args...)
+// logf logs a delivery problem, naming the webhook by scheme and host
+// only: a chat service's webhook URL carries its secret in the path.
+func (n *Notifier) logf(event, hook, format string, args ...any) {
+	if n.Log == nil {
+		return
 	}
+	if u, err := url.Parse(hook); err == nil {
+		hook = u.Scheme + "://" + u.Host
+	}
+	n.Log.Warn().Str("event", event).Str("webhook", hook).Msgf(format, args...)
 }
 
-// deliveryID names one delivery (the same event to two hooks gets two).
+// deliveryID names one delivery: the same on each attempt, another for
+// each hook.
 func deliveryID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,11 +19,11 @@ import (
 type receiver struct {
 	mu       sync.Mutex
 	statuses []int
-	got      []delivery
+	got      []received
 	srv      *httptest.Server
 }
 
-type delivery struct {
+type received struct {
 	header http.Header
 	body   []byte
 }
@@ -32,7 +33,7 @@ func newReceiver(t *testing.T, statuses ...int) *receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		r.got = append(r.got, delivery{req.Header.Clone(), b})
+		r.got = append(r.got, received{req.Header.Clone(), b})
 		st := r.statuses[min(len(r.got), len(r.statuses))-1]
 		r.mu.Unlock()
 		w.WriteHeader(st)
@@ -41,13 +42,13 @@ func newReceiver(t *testing.T, statuses ...int) *receiver {
 	return r
 }
 
-func (r *receiver) deliveries() []delivery {
+func (r *receiver) deliveries() []received {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]delivery(nil), r.got...)
+	return append([]received(nil), r.got...)
 }
 
-func waitDeliveries(t *testing.T, r *receiver, n int) []delivery {
+func waitDeliveries(t *testing.T, r *receiver, n int) []received {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if got := r.deliveries(); len(got) >= n {
@@ -149,4 +150,52 @@ func TestNotifyNeverBlocks(t *testing.T) {
 		t.Fatal("Notify blocked")
 	}
 	n.Close()
+}
+
+// TestRedirectIsNotFollowed: a webhook that answers 307 does not get the
+// signed event re-sent wherever it points (another host, plain http); the
+// redirect counts as a refusal, and the test says so.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	elsewhere := newReceiver(t, 200)
+	target := strings.Replace(elsewhere.srv.URL, "127.0.0.1", "localhost", 1) + "/stolen"
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(hook.Close)
+	n := &Notifier{Hooks: []Hook{{URL: hook.URL + "/hook", Secret: []byte("s3cret")}}, Client: &http.Client{}}
+	res := n.Test(context.Background())
+	if got := elsewhere.deliveries(); len(got) != 0 {
+		t.Fatalf("the signed event was re-sent to %s; result %+v", target, res)
+	}
+	if len(res) != 1 || res[0].Status != http.StatusTemporaryRedirect || !strings.Contains(res[0].Error, "redirects are not followed") {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestSlowHookDoesNotDelayOthers: each webhook has its own worker, so one
+// that hangs does not hold another's deliveries up; a delivery keeps its
+// id across attempts.
+func TestSlowHookDoesNotDelayOthers(t *testing.T) {
+	block := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(block); slow.Close() })
+	fast := newReceiver(t, 500, 200)
+	n := &Notifier{Hooks: []Hook{{URL: slow.URL, Secret: []byte("a")}, {URL: fast.srv.URL, Secret: []byte("b")}},
+		Client: &http.Client{Timeout: time.Second}, Attempts: 3, Backoff: 10 * time.Millisecond}
+	n.Start()
+	defer n.Close()
+	n.Notify(Event{Event: "approval.requested", ApprovalID: "ap_1"})
+	start := time.Now()
+	got := waitDeliveries(t, fast, 2)
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("the healthy webhook got approval.requested after %v, held up by the hanging one", d.Round(10*time.Millisecond))
+	}
+	if id := got[0].header.Get(HeaderDelivery); id == "" || got[1].header.Get(HeaderDelivery) != id {
+		t.Fatalf("a retry carries another delivery id: %q, %q", id, got[1].header.Get(HeaderDelivery))
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/config"
 	"github.com/rs/zerolog"
 )
@@ -179,5 +180,29 @@ func TestCompletions(t *testing.T) {
 		if got := strings.Join(completions(tc.words), " "); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.words, got, tc.want)
 		}
+	}
+}
+
+// TestWatchNumbersStay: an approval keeps the number it was shown with;
+// when one before it is decided meanwhile, "a 2" does not fall on the next
+// one.
+func TestWatchNumbersStay(t *testing.T) {
+	w := &watcher{}
+	a, b, c := approvals.Approval{ID: "ap_a"}, approvals.Approval{ID: "ap_b"}, approvals.Approval{ID: "ap_c"}
+	for _, ap := range []approvals.Approval{a, b, c} {
+		w.num(ap.ID)
+	}
+	w.list = []approvals.Approval{b, c} // ap_a was decided elsewhere
+	if got, ok := w.pick("2"); !ok || got.ID != "ap_b" {
+		t.Fatalf("2 picks %v %v, want ap_b", got.ID, ok)
+	}
+	if _, ok := w.pick("1"); ok {
+		t.Fatal("1 (decided meanwhile) picks another approval")
+	}
+	if got, ok := w.pick("ap_c"); !ok || got.ID != "ap_c" {
+		t.Fatalf("an id picks %v", got.ID)
+	}
+	if w.num("ap_d") != 4 {
+		t.Fatal("a new approval reuses a number")
 	}
 }

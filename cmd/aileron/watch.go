@@ -70,6 +70,24 @@ type watcher struct {
 	list    []approvals.Approval
 	note    string
 	drawn   string
+	// nums gives each approval a number the first time it is shown, never
+	// reused: when others are decided meanwhile, "a 2" still means the
+	// approval that was number 2 on the screen, or nothing.
+	nums map[string]int
+	last int
+}
+
+// num is ap's number on the screen.
+func (w *watcher) num(id string) int {
+	if w.nums == nil {
+		w.nums = map[string]int{}
+	}
+	if n, ok := w.nums[id]; ok {
+		return n
+	}
+	w.last++
+	w.nums[id] = w.last
+	return w.last
 }
 
 // refresh reads the pending approvals and redraws when anything changed.
@@ -85,9 +103,9 @@ func (w *watcher) refresh(ctx context.Context) error {
 		fmt.Fprintf(&b, " (session %s)", w.session)
 	}
 	b.WriteString("\n\n")
-	for i, ap := range list { // no clock on screen: it is redrawn only when the list changes, not under a command being typed
+	for _, ap := range list { // no clock on screen: it is redrawn only when the list changes, not under a command being typed
 		p := ap.Preview
-		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s/%s)\n", i+1, ap.ID,
+		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s/%s)\n", w.num(ap.ID), ap.ID,
 			ap.CreatedAt.Local().Format("15:04:05"), ap.ExpiresAt.Local().Format("15:04"), ap.Session,
 			dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 100), dataplane.Printable(p.Tool, false), dataplane.Printable(p.Operation, false))
 	}
@@ -105,14 +123,13 @@ func (w *watcher) refresh(ctx context.Context) error {
 	return nil
 }
 
-// pick is the approval a command names: its number in the list as last
-// drawn, or its id (which stays right when the list changed meanwhile).
+// pick is the pending approval a command names: by its number on the
+// screen, which stays its own, or by its id. One decided or expired
+// meanwhile is named by nothing.
 func (w *watcher) pick(which string) (approvals.Approval, bool) {
-	if n, err := strconv.Atoi(which); err == nil && n >= 1 && n <= len(w.list) {
-		return w.list[n-1], true
-	}
+	n, err := strconv.Atoi(which)
 	for _, ap := range w.list {
-		if ap.ID == which {
+		if ap.ID == which || err == nil && w.nums[ap.ID] == n {
 			return ap, true
 		}
 	}
@@ -128,7 +145,7 @@ func (w *watcher) command(ctx context.Context, line string) string {
 	}
 	ap, ok := w.pick(which)
 	if !ok {
-		return fmt.Sprintf("%q: want a, d or s and a number from the list (1-%d) or an approval id", line, len(w.list))
+		return fmt.Sprintf("%q: want a, d or s and the number of a pending approval on the screen (or its id); one decided meanwhile is gone from the list", line)
 	}
 	switch verb {
 	case "a":
