@@ -62,9 +62,9 @@ func webHeaders() map[string]string {
 
 // Web serves the approvals page for humans: a login with the admin token,
 // then the pending approvals with their previews and Approve / Deny buttons.
-// It is meant for a loopback TCP listener (config admin.web_listen) and
-// answers only requests addressed to localhost or a loopback IP, which
-// shuts out DNS rebinding.
+// It is meant for a loopback TCP listener (config admin.web_listen), or an
+// HTTPS one with Hosts, and answers only requests addressed to localhost, a
+// loopback IP or one of Hosts, which shuts out DNS rebinding.
 //
 // Sessions are kept in memory (a daemon restart logs everyone out). Every
 // state-changing POST needs the login's CSRF token (form field "csrf" or
@@ -77,6 +77,10 @@ type Web struct {
 	// $AILERON_HOME/keys/admin.token; it is created (mode 0600, 32 random
 	// bytes, base64url) when missing. See LoadOrCreateToken.
 	TokenFile string
+	// Hosts are the host names the page answers to besides localhost and
+	// loopback addresses (admin.web_hosts, for a page served off this
+	// machine over HTTPS); any other Host is refused (DNS rebinding).
+	Hosts []string
 	// SessionName names a session for the page (its --name); nil, or "",
 	// shows the id alone.
 	SessionName func(id string) string
@@ -188,8 +192,8 @@ func (wb *Web) guard(next http.Handler) http.Handler {
 		for k, v := range webHeaders() {
 			w.Header().Set(k, v)
 		}
-		if !loopbackHost(r.Host) {
-			http.Error(w, "the approvals page answers only at localhost or a loopback address, not "+r.Host, http.StatusMisdirectedRequest)
+		if !loopbackHost(r.Host) && !wb.namedHost(r.Host) {
+			http.Error(w, "the approvals page answers only at localhost, a loopback address or admin.web_hosts, not "+r.Host, http.StatusMisdirectedRequest)
 			return
 		}
 		if err := wb.init(); err != nil {
@@ -217,6 +221,20 @@ func (wb *Web) init() error {
 		wb.tmpl, wb.initErr = template.New("").Funcs(template.FuncMap{"wrappable": wrappable}).ParseFS(webAssets, "webassets/*.html")
 	})
 	return wb.initErr
+}
+
+// namedHost reports whether a Host header names one of wb.Hosts.
+func (wb *Web) namedHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	for _, h := range wb.Hosts {
+		if strings.EqualFold(host, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // loopbackHost reports whether a Host header names localhost or a loopback

@@ -665,3 +665,20 @@ func TestWebShowsWaitingClients(t *testing.T) {
 		}
 	}
 }
+
+// TestWebNamedHosts: a page published under a name (admin.web_hosts)
+// answers to that name, and still to nothing else.
+func TestWebNamedHosts(t *testing.T) {
+	f := newWebFixture(t)
+	f.web.Hosts = []string{"approvals.example.com"}
+	for host, want := range map[string]int{
+		"approvals.example.com":      http.StatusOK,
+		"Approvals.Example.com:9443": http.StatusOK,
+		"evil.example.com":           http.StatusMisdirectedRequest,
+		"approvals.example.com.evil": http.StatusMisdirectedRequest,
+	} {
+		if resp, _ := f.do(t, "GET", "/login", nil, nil, map[string]string{"Host": host}); resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

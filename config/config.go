@@ -85,6 +85,12 @@ type Passthrough struct {
 type Admin struct {
 	Socket    string `koanf:"socket"`
 	WebListen string `koanf:"web_listen"`
+	// WebTLSCert and WebTLSKey (PEM files) serve the approvals page over
+	// HTTPS; required for a web_listen that is not loopback, with
+	// WebHosts: the host names the page answers to (DNS rebinding).
+	WebTLSCert string   `koanf:"web_tls_cert"`
+	WebTLSKey  string   `koanf:"web_tls_key"`
+	WebHosts   []string `koanf:"web_hosts"`
 	// MetricsListen serves GET /metrics (Prometheus) on TCP for scrapers
 	// that cannot reach the admin socket; "" (the default) serves it on
 	// the socket only.

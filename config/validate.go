@@ -66,11 +66,7 @@ func (c *Config) Validate() error {
 	if c.Proxy.MaxHeaderBytes < 4096 || c.Proxy.MaxHeaderBytes > 1<<20 {
 		add("proxy.max_header_bytes", "%d is out of range; use 4096..1048576", c.Proxy.MaxHeaderBytes)
 	}
-	if c.Admin.WebListen != "" {
-		if ap, err := netip.ParseAddrPort(c.Admin.WebListen); err != nil || !ap.Addr().IsLoopback() {
-			add("admin.web_listen", "%q must be a loopback ip:port such as \"127.0.0.1:9091\" (the approvals page is for this machine only), or \"\" to turn it off", c.Admin.WebListen)
-		}
-	}
+	c.validateWeb(add)
 	c.validateWebhooks(add)
 	if c.Admin.MetricsListen != "" {
 		if _, err := netip.ParseAddrPort(c.Admin.MetricsListen); err != nil {
@@ -222,4 +218,37 @@ func loopbackHost(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.IsLoopback()
+}
+
+// validateWeb checks the approvals page: loopback by default; anywhere else
+// only over HTTPS (admin.web_tls_cert, admin.web_tls_key) and for the host
+// names admin.web_hosts lists, since the page decides what leaves.
+func (c *Config) validateWeb(add func(key, format string, args ...any)) {
+	a := c.Admin
+	if (a.WebTLSCert == "") != (a.WebTLSKey == "") {
+		add("admin.web_tls_cert", "and admin.web_tls_key go together: set both PEM files, or neither")
+	}
+	for _, f := range []struct{ key, path string }{{"admin.web_tls_cert", a.WebTLSCert}, {"admin.web_tls_key", a.WebTLSKey}} {
+		if f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				add(f.key, "%v", err)
+			}
+		}
+	}
+	for i, h := range a.WebHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			add(fmt.Sprintf("admin.web_hosts[%d]", i), "%q is not a host name such as approvals.example.com (no port, scheme or path)", h)
+		}
+	}
+	if a.WebListen == "" {
+		return
+	}
+	ap, err := netip.ParseAddrPort(a.WebListen)
+	switch {
+	case err != nil:
+		add("admin.web_listen", "%q is not an ip:port such as \"127.0.0.1:9091\", or \"\" to turn the page off", a.WebListen)
+	case !ap.Addr().IsLoopback() && (a.WebTLSCert == "" || len(a.WebHosts) == 0):
+		add("admin.web_listen", "%q is not loopback: the approvals page decides what leaves, so off this machine it is served only over HTTPS "+
+			"(set admin.web_tls_cert and admin.web_tls_key) and only for the names in admin.web_hosts; or use \"127.0.0.1:9091\"", a.WebListen)
+	}
 }

@@ -1,16 +1,25 @@
 package integration
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aileronhq/aileron/ca"
 
 	"github.com/aileronhq/aileron/notify"
 )
@@ -108,4 +117,77 @@ func TestTestWebhooksWithoutHooks(t *testing.T) {
 	if err == nil || !strings.Contains(errOut, "no approval.webhooks are configured") {
 		t.Fatalf("approvals test-webhooks without hooks: %v %s", err, errOut)
 	}
+}
+
+// TestApprovalsPageOverHTTPS: published under a name with a certificate
+// (admin.web_tls_cert, admin.web_tls_key, admin.web_hosts), the approvals
+// page answers over HTTPS for that name only, review URLs name it, and
+// its session cookie is Secure.
+func TestApprovalsPageOverHTTPS(t *testing.T) {
+	root, err := ca.New(ca.Options{CommonName: "approvals test root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := root.Leaf("approvals.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "web.pem"), filepath.Join(dir, "web.key")
+	keyDER, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}), 0o600),
+		os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("hook-" + randHex(8))
+	secretFile := filepath.Join(dir, "hook.secret")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rcv := &hookReceiver{}
+	hook := httptest.NewServer(rcv.handler(secret))
+	t.Cleanup(hook.Close)
+	e := startApprovalEnv(t, map[string]any{"hold": "30s",
+		"webhooks": []any{map[string]any{"url": hook.URL, "secret_file": secretFile}}}, func(cfg map[string]any) {
+		cfg["admin"] = map[string]any{"web_listen": "127.0.0.1:0", "web_tls_cert": certFile, "web_tls_key": keyFile,
+			"web_hosts": []any{"approvals.test"}}
+	})
+	addr := webAddr(t, e.d)
+	roots := x509.NewCertPool()
+	roots.AddCert(root.Certificate())
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: roots},
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr) // approvals.test is this daemon
+			}}}
+	_, port, _ := net.SplitHostPort(addr)
+	base := "https://approvals.test:" + port
+	resp, err := c.Get(base + "/login")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s/login: %v %v", base, err, resp)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodGet, base+"/login", nil)
+	req.Host = "evil.test:" + port
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("another host name: %v %v", err, resp)
+	}
+	if resp, err := http.Get("http://" + addr + "/login"); err == nil && resp.StatusCode < 400 {
+		t.Fatalf("the page answers plain HTTP too: %d", resp.StatusCode)
+	}
+	token := strings.TrimSpace(e.d.cli(t, "approvals", "web-token"))
+	resp, err = c.PostForm(base+"/login", url.Values{"token": {token}})
+	if err != nil || resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].Secure {
+		t.Fatalf("login over HTTPS: %v %v (the cookie must be Secure)", err, resp)
+	}
+	held := startHeld(e.c, gmailSendURL, sendBody("https-"+randHex(6)))
+	req2 := rcv.wait(t, "approval.requested")
+	if want := base + "/approvals/" + req2.ApprovalID; req2.ReviewURL != want {
+		t.Fatalf("review URL %q, want %q", req2.ReviewURL, want)
+	}
+	e.d.cli(t, "approvals", "approve", req2.ApprovalID)
+	<-held
 }

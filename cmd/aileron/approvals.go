@@ -259,9 +259,9 @@ func approvalsWebToken(fs *pflag.FlagSet, cfg *config.Config, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	switch addr := runningWebAddr(cfg.Home); {
-	case addr != "":
-		fmt.Fprintf(stderr, "approvals page: http://%s/login\n", addr)
+	switch web := runningWebURL(cfg.Home); {
+	case web != "":
+		fmt.Fprintf(stderr, "approvals page: %s/login\n", web)
 	case cfg.Admin.WebListen == "":
 		fmt.Fprintln(stderr, "note: the approvals page is off (admin.web_listen is empty)")
 	case strings.HasSuffix(cfg.Admin.WebListen, ":0"):
@@ -273,10 +273,10 @@ func approvalsWebToken(fs *pflag.FlagSet, cfg *config.Config, stdout, stderr io.
 	return nil
 }
 
-// runningWebAddr is the address the running daemon's approvals page is
-// bound to (from $home/daemon.json, which it writes at start and removes at
-// exit), or "" when no daemon runs or its page is off.
-func runningWebAddr(home string) string {
+// runningWebURL is the running daemon's approvals page (from
+// $home/daemon.json, which it writes at start and removes at exit), or ""
+// when no daemon runs or its page is off.
+func runningWebURL(home string) string {
 	b, err := os.ReadFile(filepath.Join(home, "daemon.json"))
 	if err != nil {
 		return ""
@@ -284,11 +284,15 @@ func runningWebAddr(home string) string {
 	var st struct {
 		PID     int    `json:"pid"`
 		WebAddr string `json:"web_addr"`
+		WebURL  string `json:"web_url"`
 	}
 	if json.Unmarshal(b, &st) != nil || st.PID <= 0 || syscall.Kill(st.PID, 0) != nil {
 		return ""
 	}
-	return st.WebAddr
+	if st.WebURL == "" && st.WebAddr != "" {
+		return "http://" + st.WebAddr // written by an older daemon
+	}
+	return st.WebURL
 }
 
 // approvalsTestWebhooks sends a test event to every webhook and prints how

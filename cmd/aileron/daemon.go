@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -98,7 +97,7 @@ Next, in another terminal (with the same AILERON_HOME):
   3. eval "$(%[1]s session env SESSION_ID)"   then curl, Python, Node, Go and git go through Aileron
 `, bin, proxy, home)
 	if web != "" {
-		fmt.Fprintf(w, "Approvals page: http://%s/ (`%s approvals web-token` prints a login link)\n", web, bin)
+		fmt.Fprintf(w, "Approvals page: %s/ (`%s approvals web-token` prints a login link)\n", web, bin)
 	}
 	fmt.Fprintln(w, "Stop with Ctrl-C. The lines below are the daemon's log, one JSON object per line.")
 }
@@ -150,6 +149,8 @@ type daemon struct {
 	loadConfig func() (*config.Config, error)
 	// notifier posts approval events to approval.webhooks; nil: none.
 	notifier *notify.Notifier
+	// webURL is the approvals page's base URL ("" when it is off).
+	webURL string
 	// hints receives, once the daemon is ready, a person's next steps in
 	// plain text; nil means none (stderr is not a terminal: logs only).
 	hints io.Writer
@@ -412,7 +413,7 @@ func (d *daemon) run() error {
 		if strings.Contains(os.Args[0], "/") {
 			bin = os.Args[0]
 		}
-		nextSteps(d.hints, bin, d.cfg.Home, pl.Addr().String(), webAddr)
+		nextSteps(d.hints, bin, d.cfg.Home, pl.Addr().String(), d.webURL)
 	}
 	return d.loop(errc, servers)
 }
@@ -487,30 +488,14 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	servers := []*http.Server{adminSrv}
 	go func() { errc <- adminSrv.Serve(al) }() // not servers[0]: the append below may move it
-	if d.cfg.Admin.WebListen == "" {
-		return servers, "", nil
-	}
-	wl, err := net.Listen("tcp", d.cfg.Admin.WebListen)
+	webSrv, addr, err := d.serveWeb(errc)
 	if err != nil {
 		_ = al.Close()
-		return nil, "", fmt.Errorf("admin.web_listen %s: %w (change it, or set it to \"\" to turn the approvals page off)", d.cfg.Admin.WebListen, err)
+		return nil, "", err
 	}
-	web := &admin.Web{Approvals: d.approval, TokenFile: filepath.Join(d.cfg.Home, "keys", "admin.token"), Log: d.log,
-		SessionName: func(id string) string {
-			info, err := d.sessions.Get(id)
-			if err != nil {
-				return "" // deleted or expired since: the id alone
-			}
-			return info.Name
-		}}
-	webSrv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	servers = append(servers, webSrv)
-	go func() { errc <- webSrv.Serve(wl) }()
-	addr := wl.Addr().String()
-	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		d.proxy.Guard.AddSelf(ap) // never dialled, whatever egress.allow_cidrs says
+	if webSrv != nil {
+		servers = append(servers, webSrv)
 	}
-	d.approval.ReviewURL = func(id string) string { return "http://" + addr + "/approvals/" + url.PathEscape(id) }
 	return servers, addr, nil
 }
 
@@ -602,7 +587,7 @@ func (d *daemon) registerGauges() error {
 // writeState publishes where the daemon listens, for scripts and tests.
 func (d *daemon) writeState(proxyAddr, webAddr string) error {
 	b, err := json.Marshal(map[string]any{
-		"pid": os.Getpid(), "proxy_addr": proxyAddr, "admin_socket": d.cfg.Admin.Socket, "web_addr": webAddr,
+		"pid": os.Getpid(), "proxy_addr": proxyAddr, "admin_socket": d.cfg.Admin.Socket, "web_addr": webAddr, "web_url": d.webURL,
 	})
 	if err != nil {
 		return err
