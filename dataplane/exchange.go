@@ -29,6 +29,7 @@ type exchange struct {
 	out   *http.Request     // the outbound copy: the only request a credential is written to
 	red   *inject.Redactor  // masks the injected secret; nil without one
 	sent  time.Time
+	git   *gitPush // a git push the approval gate read: refused in git's terms
 }
 
 // terms are how an entry point wants its request gated. A proxy client's

@@ -44,6 +44,9 @@ func (p *Proxy) hold(x *exchange, d policy.Decision) error {
 		return err
 	}
 	defer release()
+	if g, ok := parseGitPush(r, body); ok {
+		x.git = g // refused below? then in git's terms, with the approval id
+	}
 	hdr := forwardedHeaders(r.Header, d.Op)
 	pv, err := previewRequest(r, t.authority, tgt, d, hdr, body)
 	if err != nil {

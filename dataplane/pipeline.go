@@ -31,7 +31,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	defer x.body.stop() // a body goroutine still reading must leave the connection alone now
 	refuse := func(err error) ending {
 		rec.BytesIn = x.body.bytes()
-		ref := p.refuse(w, rec, err)
+		ref := p.refuse(w, rec, err, x.git)
 		hangUpRevoked(w, t, err)
 		return ending{refusal: &ref}
 	}
@@ -139,13 +139,18 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 	}
 }
 
-// refuse answers the client with err's envelope, records the refusal and
-// returns it.
-func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error) Refusal {
+// refuse answers the client with err's envelope (or, for a git push
+// the approval gate read, git's own report: gitpush.go), records the
+// refusal and returns it.
+func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error, git *gitPush) Refusal {
 	ref := classify(err)
 	rec.refused(ref)
 	ref.AuditID = rec.AuditID
-	WriteRefusal(w, ref)
+	if git != nil {
+		writeGitRefusal(w, ref, git)
+	} else {
+		WriteRefusal(w, ref)
+	}
 	p.finish(rec)
 	return ref
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -414,5 +415,53 @@ func TestBashCompletion(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(got)) != tc.want {
 			t.Errorf("%q: %q (%v), want %q", tc.line, got, err, tc.want)
 		}
+	}
+}
+
+// TestGitHeldPush: a git push held for approval and not released in time
+// is refused in git's own terms: git prints the reason, the approval id and
+// what to do ("remote:" lines and "[remote rejected]"), not only "RPC
+// failed; HTTP 403"; nothing reaches the upstream.
+func TestGitHeldPush(t *testing.T) {
+	requireTool(t, "git")
+	cfg, err := theSuite.baseConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg["approval"] = map[string]any{"hold": "1s"}
+	d := theSuite.startTestDaemon(t, cfg, nil)
+	d.cli(t, "connector", "install", filepath.Join(theSuite.root, "integration", "testdata", "specs", "gitpush.json"))
+	s := d.newSession(t)
+	repo := t.TempDir()
+	for _, argv := range [][]string{{"git", "init", "-q", "-b", "main", repo},
+		{"git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "one"}} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", argv, err, out)
+		}
+	}
+	before := theSuite.up.Hits("stream.example.com", "/repo.git/git-receive-pack")
+	_, stderr, err := runWithEnv(t, s, "git", "-C", repo, "push", "https://stream.example.com/repo.git", "main")
+	if err == nil {
+		t.Fatalf("the held push succeeded:\n%s", stderr)
+	}
+	for _, want := range []string{"remote: Aileron: POST /repo.git/git-receive-pack waits for a human's approval (ap_",
+		"remote: Aileron: approval ap_", "! [remote rejected] main -> main (approval_pending ap_"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("git does not print %q:\n%s", want, stderr)
+		}
+	}
+	if got := theSuite.up.Hits("stream.example.com", "/repo.git/git-receive-pack") - before; got != 0 {
+		t.Errorf("the held push reached the upstream %d times", got)
+	}
+	// Approved, the same push again is the identical request: it goes on
+	// (this fake host then refuses it, which is git's business).
+	id := regexp.MustCompile(`approval_pending (ap_\w+)`).FindStringSubmatch(stderr)
+	if id == nil {
+		t.Fatal("no approval id")
+	}
+	d.cli(t, "approvals", "approve", id[1])
+	_, stderr, _ = runWithEnv(t, s, "git", "-C", repo, "push", "https://stream.example.com/repo.git", "main")
+	if got := theSuite.up.Hits("stream.example.com", "/repo.git/git-receive-pack") - before; got != 1 {
+		t.Errorf("after the approval, the push reached the upstream %d times, want 1:\n%s", got, stderr)
 	}
 }

@@ -180,6 +180,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 	case strings.HasPrefix(p, "/issues/") && r.Host == "api.linear.app":
 		u.serveIssue(w, r, strings.TrimPrefix(p, "/issues/"))
+	case p == "/repo.git/info/refs" && r.URL.Query().Get("service") == "git-receive-pack":
+		// An empty repository, as git-receive-pack advertises it.
+		w.Header().Set("Content-Type", "application/x-git-receive-pack-advertisement")
+		pkt := func(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+		_, _ = io.WriteString(w, pkt("# service=git-receive-pack\n")+"0000"+
+			pkt("0000000000000000000000000000000000000000 capabilities^{}\x00report-status side-band-64k delete-refs ofs-delta\n")+"0000")
 	case p == "/sse":
 		u.serveSSE(w, r)
 	case p == "/large":
