@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,7 +137,13 @@ func (c *Config) validateUpstream() []string {
 		key := fmt.Sprintf("upstream.ca_files[%d]", i)
 		b, err := os.ReadFile(f)
 		if err != nil {
-			probs = append(probs, fmt.Sprintf("config: %s: cannot read %q: %v", key, f, err))
+			where := ""
+			if !filepath.IsAbs(f) {
+				if wd, err := os.Getwd(); err == nil {
+					where = " (a relative path is read from the working directory, " + wd + ")"
+				}
+			}
+			probs = append(probs, fmt.Sprintf("config: %s: cannot read %q%s: %v", key, f, where, err))
 			continue
 		}
 		if !x509.NewCertPool().AppendCertsFromPEM(b) {

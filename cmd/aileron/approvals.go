@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -80,7 +83,11 @@ func approvalsSynopsis(sub string) string {
 func decider() string {
 	u := os.Getenv("USER")
 	if u == "" {
-		u = "unknown"
+		if cur, err := user.Current(); err == nil {
+			u = cur.Username // USER is unset in containers and under docker exec
+		} else {
+			u = "uid" + strconv.Itoa(os.Getuid())
+		}
 	}
 	return "cli:" + u
 }
@@ -98,16 +105,20 @@ func approvalsList(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 		return printJSON(stdout, map[string]any{"approvals": append([]approvals.Approval{}, list...)})
 	}
 	if len(list) == 0 {
-		fmt.Fprintln(stdout, "no approvals")
+		if st := str(fs, "state"); st != "" {
+			fmt.Fprintf(stdout, "no %s approvals (--state \"\" lists them all)\n", st)
+		} else {
+			fmt.Fprintln(stdout, "no approvals")
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tSESSION\tOPERATION\tREQUEST\tEXPIRES")
+	fmt.Fprintln(tw, "ID\tSTATE\tSESSION\tOPERATION\tREQUEST\tFIELDS\tEXPIRES")
 	for _, ap := range list {
 		p := ap.Preview
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s %s\t%s\n", ap.ID, ap.State, ap.Session, dataplane.Printable(p.Tool, false),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s %s\t%s\t%s\n", ap.ID, ap.State, ap.Session, dataplane.Printable(p.Tool, false),
 			dataplane.Printable(p.Operation, false), dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 120),
-			ap.ExpiresAt.Format(time.RFC3339))
+			fieldsHint(p), ap.ExpiresAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }
@@ -309,13 +320,38 @@ func approvalsTestWebhooks(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.W
 	for _, r := range results {
 		if r.Error != "" {
 			failed++
-			fmt.Fprintf(stdout, "FAIL %s: %s\n", r.URL, r.Error)
+			fmt.Fprintf(stdout, "FAIL %s: %s\n", hookName(r.URL), r.Error)
 			continue
 		}
-		fmt.Fprintf(stdout, "ok   %s: HTTP %d\n", r.URL, r.Status)
+		fmt.Fprintf(stdout, "ok   %s: HTTP %d\n", hookName(r.URL), r.Status)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d webhooks did not take the test event", failed, len(results))
 	}
 	return nil
+}
+
+// fieldsHint tells held requests apart on one line: their first decoded
+// fields as name=value, clipped ("-" when there are none).
+func fieldsHint(p dataplane.Preview) string {
+	var parts []string
+	for _, f := range p.Fields {
+		parts = append(parts, dataplane.Printable(f.Name, false)+"="+dataplane.Clip(dataplane.Printable(f.Value, false), 24))
+		if len(parts) == 3 {
+			break
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return dataplane.Clip(strings.Join(parts, " "), 80)
+}
+
+// hookName names a webhook by scheme and host: a chat service's webhook
+// URL carries its secret in the path.
+func hookName(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host + "/…"
+	}
+	return "(a webhook)"
 }

@@ -56,6 +56,8 @@ func completions(words []string) []string {
 		out = commandNames()
 	case len(words) == 2 && subcommands(words[0]) != nil:
 		out = subcommands(words[0])
+	case len(words) == 2 && words[0] == "completion":
+		out = []string{"bash", "zsh", "fish"}
 	case strings.HasPrefix(cur, "-"):
 		out = flagsOf(words[:len(words)-1])
 	}
@@ -104,20 +106,21 @@ func flagsOf(words []string) []string {
 }
 
 const bashCompletion = `# bash completion for aileron: source <(aileron completion bash)
+# (for aileron on PATH, and for bin/aileron and ./bin/aileron in a checkout)
 _aileron() {
 	local IFS=$'\n'
-	COMPREPLY=($(aileron __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
+	COMPREPLY=($("${COMP_WORDS[0]}" __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null))
 	[ ${#COMPREPLY[@]} -eq 0 ] && compopt -o default 2>/dev/null
 	return 0
 }
-complete -F _aileron aileron
+complete -F _aileron aileron bin/aileron ./bin/aileron
 `
 
 const zshCompletion = `#compdef aileron
 # zsh completion for aileron: aileron completion zsh > "${fpath[1]}/_aileron"
 _aileron() {
 	local -a c
-	c=("${(@f)$(aileron __complete "${(@)words[2,CURRENT]}" 2>/dev/null)}")
+	c=("${(@f)$(${words[1]} __complete "${(@)words[2,CURRENT]}" 2>/dev/null)}")
 	if (( ${#c[@]} )) && [[ -n ${c[1]} ]]; then compadd -- "${c[@]}"; else _files; fi
 }
 compdef _aileron aileron

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 
@@ -14,14 +15,17 @@ import (
 	"github.com/aileronhq/aileron/store"
 )
 
-func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usagef("want a subcommand: install, list, verify or remove")
 	}
 	sub, rest := args[0], args[1:]
-	fs := newFlags("connector "+sub, "connector "+sub+" …", stderr)
+	fs := newFlags("connector "+sub, connectorSynopsis(sub), stderr)
 	_, cfgFile := clientFlags(fs)
-	asJSON := fs.Bool("json", false, "print JSON (list, verify)")
+	asJSON := new(bool)
+	if sub == "list" || sub == "verify" {
+		asJSON = fs.Bool("json", false, "print JSON")
+	}
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -33,7 +37,10 @@ func cmdConnector(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	switch sub {
 	case "install":
 		if fs.NArg() != 1 {
-			return usagef("want one PATH: a spec file or a package directory")
+			return usagef("want one PATH: a spec file or a package directory, or - for a spec on stdin")
+		}
+		if fs.Arg(0) == "-" {
+			return connectorInstallStdin(cfg, c, stdin, stdout)
 		}
 		return connectorInstall(cfg, c, fs.Arg(0), stdout)
 	case "list":
@@ -58,6 +65,43 @@ func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) erro
 	}
 	defer db.Close()
 	return fn(&store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db})
+}
+
+// connectorSynopsis is the usage line of a connector subcommand.
+func connectorSynopsis(sub string) string {
+	switch sub {
+	case "install":
+		return "connector install PATH|-   (a spec file, a package directory, or - for a spec's JSON on stdin)"
+	case "remove":
+		return "connector remove FQN@VERSION"
+	}
+	return "connector " + sub + " [--json]"
+}
+
+// connectorInstallStdin installs a spec read from stdin (a container image
+// without a shell: docker exec -i aileron aileron connector install - < spec.json),
+// through a file in the home that the daemon can read, removed after.
+func connectorInstallStdin(cfg *config.Config, c *admin.Client, stdin io.Reader, stdout io.Writer) error {
+	b, err := io.ReadAll(io.LimitReader(stdin, 4<<20+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > 4<<20 {
+		return usagef("the spec on stdin is over 4 MiB; install a package directory instead")
+	}
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(cfg.Home, "stdin-spec-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "spec.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	return connectorInstall(cfg, c, path, stdout)
 }
 
 func connectorInstall(cfg *config.Config, c *admin.Client, path string, stdout io.Writer) error {

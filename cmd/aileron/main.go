@@ -71,6 +71,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cmds := commands()
 	switch {
+	case args[0] == "--version" || args[0] == "-v":
+		args[0] = "version"
 	case len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help"):
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -94,7 +96,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		names := commandNames()
 		slices.Sort(names)
 		if near, ok := policy.Closest(args[0], names); ok {
-			fmt.Fprintf(stderr, "aileron: unknown command %q: did you mean \"aileron %s\"?\n\n%s", args[0], near, usage)
+			fmt.Fprintf(stderr, "aileron: unknown command %q: did you mean \"aileron %s\"? (aileron help lists the commands)\n", args[0], near)
 			return 2
 		}
 		fmt.Fprintf(stderr, "aileron: unknown command %q\n\n%s", args[0], usage)

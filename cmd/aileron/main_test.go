@@ -176,6 +176,7 @@ func TestCompletions(t *testing.T) {
 		{[]string{"daemon", "--c"}, "--config --cpu-profile"},
 		{[]string{"session", "env", ""}, ""},
 		{[]string{"__"}, ""},
+		{[]string{"completion", ""}, "bash fish zsh"},
 	} {
 		if got := strings.Join(completions(tc.words), " "); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.words, got, tc.want)
@@ -204,5 +205,25 @@ func TestWatchNumbersStay(t *testing.T) {
 	}
 	if w.num("ap_d") != 4 {
 		t.Fatal("a new approval reuses a number")
+	}
+}
+
+// TestConnectorInstallFromStdin: `connector install -` takes a spec's JSON
+// on stdin (an image without a shell), and leaves no file behind.
+func TestConnectorInstallFromStdin(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("AILERON_HOME", home)
+	spec := mustRead(t, filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
+	var out, errb bytes.Buffer
+	if code := run([]string{"connector", "install", "-"}, strings.NewReader(spec), &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "installed github://acme/aileron-connector-linear@") {
+		t.Fatalf("install -: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(home, "stdin-spec-*")); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	out.Reset()
+	if code := run([]string{"connector", "install", "-"}, strings.NewReader("{not json"), &out, &errb); code == 0 {
+		t.Fatal("a bad spec on stdin was installed")
 	}
 }

@@ -33,6 +33,11 @@ func approvalsWatch(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	w := &watcher{c: newClient(cfg), session: str(fs, "session"), out: stdout}
+	if f, ok := stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			w.tty = true
+		}
+	}
 	lines := make(chan string)
 	go func() { // stdin, a line at a time; closed at its end
 		defer close(lines)
@@ -75,6 +80,7 @@ type watcher struct {
 	// approval that was number 2 on the screen, or nothing.
 	nums map[string]int
 	last int
+	tty  bool // out is a terminal: the screen is cleared before each redraw
 }
 
 // num is ap's number on the screen.
@@ -105,9 +111,10 @@ func (w *watcher) refresh(ctx context.Context) error {
 	b.WriteString("\n\n")
 	for _, ap := range list { // no clock on screen: it is redrawn only when the list changes, not under a command being typed
 		p := ap.Preview
-		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s/%s)\n", w.num(ap.ID), ap.ID,
+		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s/%s)\n     %s\n", w.num(ap.ID), ap.ID,
 			ap.CreatedAt.Local().Format("15:04:05"), ap.ExpiresAt.Local().Format("15:04"), ap.Session,
-			dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 100), dataplane.Printable(p.Tool, false), dataplane.Printable(p.Operation, false))
+			dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 100), dataplane.Printable(p.Tool, false), dataplane.Printable(p.Operation, false),
+			fieldsHint(p))
 	}
 	if len(list) == 0 {
 		b.WriteString("     nothing waits for a decision\n")
@@ -117,7 +124,10 @@ func (w *watcher) refresh(ctx context.Context) error {
 		b.WriteString(w.note + "\n")
 	}
 	if screen := b.String(); screen != w.drawn {
-		fmt.Fprint(w.out, "\x1b[H\x1b[2J"+screen+"> ")
+		if w.tty {
+			fmt.Fprint(w.out, "\x1b[H\x1b[2J") // a terminal: redraw in place
+		}
+		fmt.Fprint(w.out, screen+"> ")
 		w.drawn = screen
 	}
 	return nil
