@@ -192,6 +192,9 @@ func (wb *Web) guard(next http.Handler) http.Handler {
 		for k, v := range webHeaders() {
 			w.Header().Set(k, v)
 		}
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		if !loopbackHost(r.Host) && !wb.namedHost(r.Host) {
 			http.Error(w, "the approvals page answers only at localhost, a loopback address or admin.web_hosts, not "+r.Host, http.StatusMisdirectedRequest)
 			return

@@ -84,6 +84,7 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"admin: {web_listen: '0.0.0.0:9443'}", "is not loopback: the approvals page decides what leaves"},
 		{"admin: {web_tls_cert: /nonexistent.pem}", "go together"},
 		{"admin: {web_hosts: ['https://approvals.example']}", "admin.web_hosts[0]"},
+		{"admin: {web_hosts: [approvals.example.com]}", "served only over HTTPS"},
 		{"approval: {webhooks: [{url: 'http://chat.example/hook', secret_file: /s}]}", "approval.webhooks[0].url"},
 		{"approval: {webhooks: [{url: 'ftp://chat.example/', secret_file: /s}]}", "is not an https://host/path URL"},
 		{"approval: {webhooks: [{url: 'https://chat.example/hook'}]}", "approval.webhooks[0].secret_file"},

@@ -242,6 +242,10 @@ func (c *Config) validateWeb(add func(key, format string, args ...any)) {
 			}
 		}
 	}
+	if len(a.WebHosts) > 0 && a.WebTLSCert == "" {
+		add("admin.web_hosts", "names the page under a host name, which is served only over HTTPS: set admin.web_tls_cert and admin.web_tls_key too "+
+			"(review URLs and the login would otherwise travel in clear text)")
+	}
 	for i, h := range a.WebHosts {
 		if h == "" || strings.ContainsAny(h, ":/ ") {
 			add(fmt.Sprintf("admin.web_hosts[%d]", i), "%q is not a host name such as approvals.example.com (no port, scheme or path)", h)

@@ -46,7 +46,7 @@ func parseGitPush(r *http.Request, body []byte) (*gitPush, bool) {
 		body = body[n:]
 		cmd, caps, _ := bytes.Cut(bytes.TrimSuffix(line, []byte("\n")), []byte{0})
 		f := strings.Fields(string(cmd))
-		if len(f) != 3 || !strings.HasPrefix(f[2], "refs/") || strings.ContainsAny(f[2], " \n\x00") {
+		if len(f) != 3 || !gitRefName(f[2]) {
 			return nil, false
 		}
 		g.refs = append(g.refs, f[2])
@@ -57,8 +57,34 @@ func parseGitPush(r *http.Request, body []byte) (*gitPush, bool) {
 	return g, len(g.refs) > 0
 }
 
-// pktLine frames payload as one git pkt-line.
+// gitRefName reports a ref name the answer may quote: under refs/, at most
+// maxGitRefLen bytes of printable ASCII (git's check-ref-format forbids
+// control characters and spaces anyway), so every answer line fits a
+// pkt-line.
+func gitRefName(ref string) bool {
+	if !strings.HasPrefix(ref, "refs/") || len(ref) > maxGitRefLen {
+		return false
+	}
+	for i := 0; i < len(ref); i++ {
+		if ref[i] <= ' ' || ref[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// maxGitRefLen bounds a ref name the answer quotes.
+const maxGitRefLen = 1024
+
+// maxPktPayload is the most a pkt-line carries (65520 bytes in all).
+const maxPktPayload = 65516
+
+// pktLine frames payload as one git pkt-line; a longer payload is cut (the
+// callers' lines are bounded well below).
 func pktLine(payload string) string {
+	if len(payload) > maxPktPayload {
+		payload = payload[:maxPktPayload]
+	}
 	return fmt.Sprintf("%04x%s", len(payload)+4, payload)
 }
 
@@ -82,8 +108,8 @@ func writeGitRefusal(w http.ResponseWriter, ref Refusal, g *gitPush) {
 			out.WriteString(pktLine("\x02" + line + "\n"))
 		}
 		rep := report.String()
-		for len(rep) > 0 { // band 1 carries the report, in packets of at most 65515 bytes
-			n := min(len(rep), 65515)
+		for len(rep) > 0 { // band 1 carries the report, in packets of at most 65515 bytes and the band's
+			n := min(len(rep), maxPktPayload-1)
 			out.WriteString(pktLine("\x01" + rep[:n]))
 			rep = rep[n:]
 		}
@@ -101,15 +127,26 @@ func writeGitRefusal(w http.ResponseWriter, ref Refusal, g *gitPush) {
 }
 
 // gitMessage is the refusal as git prints it after "remote: ": the message,
-// the approval to decide, and what to do next; printable, one line each.
+// the approval to decide, and what to do next; one line each, printable
+// ASCII only (git writes them to a terminal as they are: no escape
+// sequence and no bidirectional control may come through from the request).
 func gitMessage(ref Refusal) []string {
-	lines := []string{"Aileron: " + HeaderLine(ref.Message)}
+	lines := []string{"Aileron: " + ref.Message}
 	if ref.ApprovalID != "" {
 		lines = append(lines, "Aileron: approval "+ref.ApprovalID+": approve it (aileron approvals approve "+ref.ApprovalID+
 			", or the approvals page), then push again")
 	}
 	if ref.ReviewURL != "" {
-		lines = append(lines, "Aileron: "+HeaderLine(ref.ReviewURL))
+		lines = append(lines, "Aileron: "+ref.ReviewURL)
+	}
+	for i, l := range lines {
+		b := []byte(HeaderLine(l))
+		for j, c := range b {
+			if c < 0x20 || c > 0x7e {
+				b[j] = '?'
+			}
+		}
+		lines[i] = string(b)
 	}
 	return lines
 }

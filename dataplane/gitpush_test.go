@@ -86,3 +86,15 @@ func FuzzParseGitPush(f *testing.F) {
 		writeGitRefusal(httptest.NewRecorder(), Refusal{Status: 403, Reason: policy.ReasonApprovalPending, Message: "m"}, g)
 	})
 }
+
+// TestGitMessageIsPlainText: what git prints to the terminal carries no
+// escape sequence, control or bidirectional character from the request.
+func TestGitMessageIsPlainText(t *testing.T) {
+	for _, line := range gitMessage(Refusal{Message: "POST /a\x1b[2J\u202egnp.exe\r\nremote: forged waits", ApprovalID: "ap_1"}) {
+		for _, c := range []byte(line) {
+			if c < 0x20 || c > 0x7e {
+				t.Fatalf("byte %#x in %q", c, line)
+			}
+		}
+	}
+}

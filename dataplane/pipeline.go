@@ -31,7 +31,11 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	defer x.body.stop() // a body goroutine still reading must leave the connection alone now
 	refuse := func(err error) ending {
 		rec.BytesIn = x.body.bytes()
-		ref := p.refuse(w, rec, err, x.git)
+		var git *gitPush
+		if _, held := isApprovalError(err); held {
+			git = x.git // a held push's outcome, in git's terms
+		}
+		ref := p.refuse(w, rec, err, git)
 		hangUpRevoked(w, t, err)
 		return ending{refusal: &ref}
 	}
@@ -148,6 +152,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error, git *gitPu
 	ref.AuditID = rec.AuditID
 	if git != nil {
 		writeGitRefusal(w, ref, git)
+		rec.Status = http.StatusOK // what git received: a report rejecting each ref
 	} else {
 		WriteRefusal(w, ref)
 	}

@@ -43,7 +43,7 @@ func (d *daemon) serveWeb(errc chan<- error) (*http.Server, string, error) {
 			}
 			return info.Name
 		}}
-	srv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { errc <- srv.Serve(wl) }()
 	addr := wl.Addr().String()
 	ap, err := netip.ParseAddrPort(addr)
