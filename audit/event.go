@@ -22,6 +22,11 @@ var (
 	// ErrCorrupt: an existing log file does not parse as a chain (a torn
 	// or unparsable tail found by Open, a bad line met by Tail).
 	ErrCorrupt = errors.New("audit log corrupt")
+	// ErrTrailChanged: the file the chain continues in was deleted,
+	// moved or replaced under the running Log. Always returned together
+	// with ErrUnavailable: nothing is recorded (and the proxy forwards
+	// nothing) until the file is back at its path.
+	ErrTrailChanged = errors.New("audit trail changed under the daemon")
 )
 
 // MaxLineBytes bounds one audit line (without its newline). Write refuses

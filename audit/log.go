@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,6 +24,7 @@ type file interface {
 	Truncate(size int64) error
 	Sync() error
 	Close() error
+	Stat() (os.FileInfo, error)
 }
 
 // Log is the hash-chained audit sink. Set the exported fields, call Open,
@@ -67,19 +69,20 @@ type Log struct {
 	mu     sync.Mutex
 	opened bool
 	closed bool
-	f      file   // nil when no file is open
-	name   string // current file path; may be set while f is nil (reuse)
-	reuse  bool   // name is clean (ends with a complete line) and may be reopened
-	size   int64  // bytes in name
-	dirty  bool   // written since the last fsync
-	seq    uint64 // seq of the last complete line
-	hash   string // hash of the last complete line
-	qseq   uint64 // seq of the last line chained, queued or written
-	qhash  string // its hash
-	queue  []byte // lines chained but not yet written
-	queued int    // how many
-	batch  *batch // what the writers of the queued lines wait on
-	spare  []byte // the buffer of the last batch written, reused as the next queue
+	f      file        // nil when no file is open
+	fi     os.FileInfo // f's, to notice the path no longer names it
+	name   string      // current file path; may be set while f is nil (reuse)
+	reuse  bool        // name is clean (ends with a complete line) and may be reopened
+	size   int64       // bytes in name
+	dirty  bool        // written since the last fsync
+	seq    uint64      // seq of the last complete line
+	hash   string      // hash of the last complete line
+	qseq   uint64      // seq of the last line chained, queued or written
+	qhash  string      // its hash
+	queue  []byte      // lines chained but not yet written
+	queued int         // how many
+	batch  *batch      // what the writers of the queued lines wait on
+	spare  []byte      // the buffer of the last batch written, reused as the next queue
 	// flushing: a batch is being written with l.mu released; until it
 	// ends, only its writer touches the file state (f, name, reuse, size,
 	// dirty, lastTS, files), and inflightEnd is where the file will end.
@@ -441,16 +444,19 @@ func (l *Log) ensureFile(n int64) error {
 		l.files.rotations++
 	}
 	if l.f != nil {
-		return nil
+		return l.stillThere()
 	}
 	var reopenErr error
 	if l.name != "" && l.reuse {
 		f, err := l.open(l.name, os.O_WRONLY|os.O_APPEND, 0)
 		if err == nil {
-			l.f = f
+			l.f, l.fi = f, statOf(f)
 			return nil
 		}
-		reopenErr = err // the old file is gone or broken: start a new one
+		if errors.Is(err, fs.ErrNotExist) {
+			return l.changed("was deleted") // its lines are the chain's: never start over silently
+		}
+		reopenErr = err // the old file is broken: start a new one
 		l.name, l.reuse, l.size = "", false, 0
 	}
 	ts := l.now().UTC()
@@ -466,8 +472,44 @@ func (l *Log) ensureFile(n int64) error {
 		return fmt.Errorf("%w: cannot create %s: %w; check free space, permissions and file-size limits", ErrUnavailable, name, err)
 	}
 	l.lastTS = ts
-	l.f, l.name, l.size, l.reuse = f, name, 0, false
+	l.f, l.name, l.size, l.reuse, l.fi = f, name, 0, false, statOf(f)
 	return nil
+}
+
+// stillThere checks that the open file is still the one at its path: a
+// trail deleted, moved or replaced under the daemon would otherwise take
+// lines nobody will ever read, while requests go on. One stat per write
+// call.
+func (l *Log) stillThere() error {
+	if l.fi == nil {
+		return nil // the file could not be statted when opened: nothing to compare
+	}
+	st, err := os.Stat(l.name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return l.changed("was deleted or moved away")
+	case err != nil:
+		return fmt.Errorf("%w: cannot check %s: %w", ErrUnavailable, l.name, err)
+	case !os.SameFile(st, l.fi):
+		return l.changed("was replaced by another file")
+	}
+	return nil
+}
+
+// changed is the failure of a trail that changed under the daemon.
+func (l *Log) changed(what string) error {
+	return fmt.Errorf("%w: %w: %s, the file the chain continues in, %s while the daemon wrote it; "+
+		"nothing is recorded, and no request forwarded, until it is back at that path (or the daemon is restarted)",
+		ErrUnavailable, ErrTrailChanged, l.name, what)
+}
+
+// statOf is f's FileInfo, nil when it cannot be had.
+func statOf(f file) os.FileInfo {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	return fi
 }
 
 // appendLine writes line (one or more lines) with one write call. On

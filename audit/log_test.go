@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestChainAcrossRotation(t *testing.T) {
@@ -324,5 +325,50 @@ func BenchmarkWrite(b *testing.B) {
 		if err := l.Write(ev); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestTrailChangedUnderTheLog: the file the chain continues in, moved away,
+// replaced or deleted while the Log writes, refuses every line
+// (ErrUnavailable, ErrTrailChanged) instead of feeding a file nobody will
+// read; moved back, the chain goes on and verifies.
+func TestTrailChangedUnderTheLog(t *testing.T) {
+	dir := t.TempDir()
+	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour}
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Write(testEvent(1)); err != nil {
+		t.Fatal(err)
+	}
+	live := mustFiles(t, dir)[0]
+	refused := func(what string, i int) {
+		t.Helper()
+		err := l.Write(testEvent(i))
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrTrailChanged) || !strings.Contains(err.Error(), filepath.Base(live)) {
+			t.Fatalf("%s: Write = %v, want ErrUnavailable and ErrTrailChanged naming the file", what, err)
+		}
+	}
+	if err := os.Rename(live, live+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	refused("moved away", 2)
+	if err := os.WriteFile(live, nil, 0o600); err != nil { // another file at the path
+		t.Fatal(err)
+	}
+	refused("replaced", 3)
+	if err := errors.Join(os.Remove(live), os.Rename(live+".moved", live)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(testEvent(4)); err != nil {
+		t.Fatalf("back at its path: %v", err)
+	}
+	if err := os.Remove(live); err != nil {
+		t.Fatal(err)
+	}
+	refused("deleted", 5)
+	if s := l.Stats(); s.Seq != 2 {
+		t.Fatalf("seq %d, want 2: refused lines must not advance the chain", s.Seq)
 	}
 }

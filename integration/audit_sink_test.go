@@ -208,3 +208,48 @@ func TestAuditSIGHUPReload(t *testing.T) {
 		}) != nil
 	})
 }
+
+// TestAuditFileMovedUnderTheDaemon: the live audit file moved away (or
+// deleted) while the daemon runs stops every request, 503 audit_unavailable
+// saying so, with nothing forwarded; moved back, requests flow again and the
+// chain verifies.
+func TestAuditFileMovedUnderTheDaemon(t *testing.T) {
+	cfg, err := theSuite.baseConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := theSuite.startTestDaemon(t, cfg, nil)
+	d.install(t, auditSpecFile(t, "audit"))
+	c := goClient(t, d.newSession(t, "--name", "audit-moved"))
+	const host, path = "stream.example.com", "/audit/search"
+	target := "https://" + host + path + "?limit=1"
+	if status, _ := auditDo(t, c, http.MethodGet, target, "", nil); status != http.StatusOK {
+		t.Fatalf("before: status %d", status)
+	}
+	files := auditFiles(t, d)
+	live := files[len(files)-1]
+	if err := os.Rename(live, live+".away"); err != nil {
+		t.Fatal(err)
+	}
+	hits := theSuite.up.Hits(host, path)
+	st, _, body := goDo(t, c, http.MethodGet, target, "")
+	var env envelope
+	if st != http.StatusServiceUnavailable || json.Unmarshal(body, &env) != nil || env.Error.Reason != "audit_unavailable" {
+		t.Fatalf("with the live file moved away: %d %s, want 503 audit_unavailable", st, trunc(body))
+	}
+	if !strings.Contains(d.logTail(1<<20), "while the daemon wrote it") {
+		t.Errorf("the daemon's log does not say the trail changed under it:\n%s", d.logTail(3000))
+	}
+	if n := theSuite.up.Hits(host, path) - hits; n != 0 {
+		t.Fatalf("%d request(s) forwarded while the trail was gone", n)
+	}
+	if err := os.Rename(live+".away", live); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := auditDo(t, c, http.MethodGet, target, "", nil); status != http.StatusOK {
+		t.Fatalf("moved back: status %d, want 200", status)
+	}
+	if out := d.cli(t, "audit", "verify"); !strings.HasPrefix(out, "ok: ") {
+		t.Errorf("audit verify: %q", out)
+	}
+}
