@@ -71,18 +71,21 @@ type Log struct {
 	closed bool
 	f      file        // nil when no file is open
 	fi     os.FileInfo // f's, to notice the path no longer names it
-	name   string      // current file path; may be set while f is nil (reuse)
-	reuse  bool        // name is clean (ends with a complete line) and may be reopened
-	size   int64       // bytes in name
-	dirty  bool        // written since the last fsync
-	seq    uint64      // seq of the last complete line
-	hash   string      // hash of the last complete line
-	qseq   uint64      // seq of the last line chained, queued or written
-	qhash  string      // its hash
-	queue  []byte      // lines chained but not yet written
-	queued int         // how many
-	batch  *batch      // what the writers of the queued lines wait on
-	spare  []byte      // the buffer of the last batch written, reused as the next queue
+	// pathSuspect: the last path check found the name no longer f's; each
+	// write checks again until it is (owned like the file state).
+	pathSuspect bool
+	name        string // current file path; may be set while f is nil (reuse)
+	reuse       bool   // name is clean (ends with a complete line) and may be reopened
+	size        int64  // bytes in name
+	dirty       bool   // written since the last fsync
+	seq         uint64 // seq of the last complete line
+	hash        string // hash of the last complete line
+	qseq        uint64 // seq of the last line chained, queued or written
+	qhash       string // its hash
+	queue       []byte // lines chained but not yet written
+	queued      int    // how many
+	batch       *batch // what the writers of the queued lines wait on
+	spare       []byte // the buffer of the last batch written, reused as the next queue
 	// flushing: a batch is being written with l.mu released; until it
 	// ends, only its writer touches the file state (f, name, reuse, size,
 	// dirty, lastTS, files), and inflightEnd is where the file will end.
@@ -476,24 +479,43 @@ func (l *Log) ensureFile(n int64) error {
 	return nil
 }
 
-// stillThere checks that the open file is still the one at its path: a
-// trail deleted, moved or replaced under the daemon would otherwise take
-// lines nobody will ever read, while requests go on. One stat per write
-// call.
+// stillThere checks, before each write call, that the open file still
+// has a name (one fstat): a trail deleted under the daemon would otherwise
+// take lines nobody will ever read while requests go on. Whether the name
+// is still the file's (not moved away or replaced) costs a stat of the
+// path, so it is checked at each SyncInterval tick (pathCheck), and before
+// every write once a tick found it changed.
 func (l *Log) stillThere() error {
 	if l.fi == nil {
 		return nil // the file could not be statted when opened: nothing to compare
 	}
+	if l.pathSuspect {
+		return l.pathCheck()
+	}
+	fi, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: cannot check %s: %w", ErrUnavailable, l.name, err)
+	}
+	if n, ok := links(fi); ok && n == 0 {
+		return l.changed("was deleted")
+	}
+	return nil
+}
+
+// pathCheck checks that l.name still names the open file; it keeps
+// pathSuspect set while it does not.
+func (l *Log) pathCheck() error {
 	st, err := os.Stat(l.name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return l.changed("was deleted or moved away")
+		err = l.changed("was deleted or moved away")
 	case err != nil:
-		return fmt.Errorf("%w: cannot check %s: %w", ErrUnavailable, l.name, err)
+		err = fmt.Errorf("%w: cannot check %s: %w", ErrUnavailable, l.name, err)
 	case !os.SameFile(st, l.fi):
-		return l.changed("was replaced by another file")
+		err = l.changed("was replaced by another file")
 	}
-	return nil
+	l.pathSuspect = err != nil
+	return err
 }
 
 // changed is the failure of a trail that changed under the daemon.
@@ -590,6 +612,11 @@ func (l *Log) syncLoop(interval time.Duration, stop <-chan struct{}, stopped cha
 func (l *Log) syncOnce() {
 	l.mu.Lock()
 	_ = l.flush() // counted in Stats on failure; the next Write retries the sink
+	if l.f != nil && l.fi != nil {
+		if err := l.pathCheck(); err != nil { // moved away or replaced: the next writes check again and refuse
+			l.fail(err)
+		}
+	}
 	f, dirty, name := l.f, l.dirty, l.name
 	l.dirty = false
 	l.mu.Unlock()

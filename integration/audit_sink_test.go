@@ -209,10 +209,11 @@ func TestAuditSIGHUPReload(t *testing.T) {
 	})
 }
 
-// TestAuditFileMovedUnderTheDaemon: the live audit file moved away (or
-// deleted) while the daemon runs stops every request, 503 audit_unavailable
-// saying so, with nothing forwarded; moved back, requests flow again and the
-// chain verifies.
+// TestAuditFileMovedUnderTheDaemon: the live audit file moved away while
+// the daemon runs stops every request from the next sync tick on, 503
+// audit_unavailable saying so, with nothing forwarded; moved back, requests
+// flow again and the chain verifies. (A deleted file is refused at the
+// next write: TestTrailChangedUnderTheLog.)
 func TestAuditFileMovedUnderTheDaemon(t *testing.T) {
 	cfg, err := theSuite.baseConfig()
 	if err != nil {
@@ -231,6 +232,7 @@ func TestAuditFileMovedUnderTheDaemon(t *testing.T) {
 	if err := os.Rename(live, live+".away"); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(500 * time.Millisecond) // a move is noticed at the next audit.sync_interval tick (100ms)
 	hits := theSuite.up.Hits(host, path)
 	st, _, body := goDo(t, c, http.MethodGet, target, "")
 	var env envelope
