@@ -97,15 +97,9 @@ func outboundHeader(in http.Header, op *policy.Operation) http.Header {
 	if h == nil {
 		h = make(http.Header)
 	}
-	for _, line := range in["Connection"] {
-		for name := range strings.SplitSeq(line, ",") {
-			if name = textproto.TrimString(name); name != "" {
-				delete(h, textproto.CanonicalMIMEHeaderKey(name))
-			}
-		}
-	}
+	dropHopByHop(h)
 	for k := range h {
-		if policy.HopByHop(k) || k == "Forwarded" || k == HeaderAuditID || strings.HasPrefix(k, "X-Forwarded-") {
+		if k == "Forwarded" || k == HeaderAuditID || strings.HasPrefix(k, "X-Forwarded-") {
 			delete(h, k)
 		}
 	}
@@ -129,8 +123,8 @@ type keepOpen struct{ io.Reader }
 
 func (keepOpen) Close() error { return nil }
 
-// dropHopByHop removes from h (a response's headers) the hop-by-hop
-// headers and those its Connection lines name.
+// dropHopByHop removes from h (a request's or a response's headers) the
+// hop-by-hop headers and those its Connection lines name.
 func dropHopByHop(h http.Header) {
 	for _, line := range h["Connection"] {
 		for name := range strings.SplitSeq(line, ",") {

@@ -279,10 +279,16 @@ func (n *Notifier) logf(event, hook, format string, args ...any) {
 	if n.Log == nil {
 		return
 	}
-	if u, err := url.Parse(hook); err == nil {
-		hook = u.Scheme + "://" + u.Host
+	n.Log.Warn().Str("event", event).Str("webhook", HookName(hook)).Msgf(format, args...)
+}
+
+// HookName names a webhook for logs and people: its scheme and host only,
+// because a chat service's webhook URL carries its secret in the path.
+func HookName(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host + "/…"
 	}
-	n.Log.Warn().Str("event", event).Str("webhook", hook).Msgf(format, args...)
+	return "(a webhook)"
 }
 
 // deliveryID names one delivery: the same on each attempt, another for

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // receiver is a webhook endpoint that answers with the statuses given, in
@@ -197,5 +199,26 @@ func TestSlowHookDoesNotDelayOthers(t *testing.T) {
 	}
 	if id := got[0].header.Get(HeaderDelivery); id == "" || got[1].header.Get(HeaderDelivery) != id {
 		t.Fatalf("a retry carries another delivery id: %q, %q", id, got[1].header.Get(HeaderDelivery))
+	}
+}
+
+// TestLogsNameHostOnly: a failed delivery is logged naming the webhook by
+// scheme and host; its path (a chat service's secret) never reaches the log.
+func TestLogsNameHostOnly(t *testing.T) {
+	r := newReceiver(t, 400)
+	var logs strings.Builder
+	log := zerolog.New(&logs)
+	n := &Notifier{Hooks: []Hook{{URL: r.srv.URL + "/hooks/T0K3N-SECRET", Secret: []byte("k")}}, Log: &log}
+	n.Start()
+	n.Notify(Event{Event: "approval.requested"})
+	waitDeliveries(t, r, 1)
+	n.Close()
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(logs.String(), "notify.refused"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no notify.refused line: %s", logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "T0K3N-SECRET") || !strings.Contains(logs.String(), r.srv.URL) {
+		t.Fatalf("log: %s", logs.String())
 	}
 }

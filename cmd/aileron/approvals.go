@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/notify"
 )
 
 func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -320,10 +320,10 @@ func approvalsTestWebhooks(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.W
 	for _, r := range results {
 		if r.Error != "" {
 			failed++
-			fmt.Fprintf(stdout, "FAIL %s: %s\n", hookName(r.URL), r.Error)
+			fmt.Fprintf(stdout, "FAIL %s: %s\n", notify.HookName(r.URL), r.Error)
 			continue
 		}
-		fmt.Fprintf(stdout, "ok   %s: HTTP %d\n", hookName(r.URL), r.Status)
+		fmt.Fprintf(stdout, "ok   %s: HTTP %d\n", notify.HookName(r.URL), r.Status)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d webhooks did not take the test event", failed, len(results))
@@ -345,13 +345,4 @@ func fieldsHint(p dataplane.Preview) string {
 		return "-"
 	}
 	return dataplane.Clip(strings.Join(parts, " "), 80)
-}
-
-// hookName names a webhook by scheme and host: a chat service's webhook
-// URL carries its secret in the path.
-func hookName(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Host != "" {
-		return u.Scheme + "://" + u.Host + "/…"
-	}
-	return "(a webhook)"
 }
