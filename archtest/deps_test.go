@@ -16,7 +16,7 @@ var allowed = map[string][]string{
 	"ca":        {},
 	"policy":    {"golang.org/x/net/idna"},
 	"inject":    {"policy", "golang.org/x/oauth2", "github.com/aws/"},
-	"audit":     {"github.com/rs/zerolog"},
+	"audit":     {"github.com/rs/zerolog", "golang.org/x/mod/sumdb/"},
 	"dataplane": {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "golang.org/x/net/http2", "golang.org/x/net/http/httpguts", "github.com/rs/zerolog"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
 	"metrics":   {"dataplane", "github.com/prometheus/", "github.com/rs/zerolog"},
@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
 	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "github.com/rs/zerolog"},
 	"notify":      {"github.com/rs/zerolog"},
+	"witness":     {"golang.org/x/mod/sumdb/"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},
 	"internal":    {"state", "audit", "github.com/rs/zerolog", "github.com/vishvananda/"},
 }

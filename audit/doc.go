@@ -1,7 +1,12 @@
 // Package audit is Aileron's tamper-evident audit log: the Event schema, a
 // hash-chained JSON-lines sink with rotation and group-committed fsync
-// (Log), chain verification (Verify, VerifyDir), reading and following
-// (Tail), and extraction of spec-declared audit fields with redaction
+// (Log), the RFC 6962 Merkle tree over its lines with signed C2SP
+// checkpoints written into the trail (Key, Checkpoint), the check of the
+// trail against the record of its last checkpoint (Mark, Anchor,
+// TrailError), verification of chain, tree and checkpoints (Verify,
+// VerifyTrail), inclusion and consistency proofs (Prove, Proof,
+// ProveConsistency), reading and following (Tail), the OCSF rendering
+// (OCSF), and extraction of spec-declared audit fields with redaction
 // (Extract).
 //
 // Chain format: every line is one JSON object (an Event) followed by '\n'.
@@ -13,6 +18,7 @@
 //
 // It owns the one audit event schema (Event) and the closed set of event
 // names (EventName); the data plane fills an Event and the sink writes it
-// as it stands. It imports the standard library and zerolog (the canonical
-// log line renders an Event), nothing of Aileron.
+// as it stands. It imports the standard library, zerolog (the canonical
+// log line renders an Event) and golang.org/x/mod/sumdb/note and tlog
+// (signed notes, RFC 6962 hashes and proof checks), nothing of Aileron.
 package audit

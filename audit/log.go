@@ -62,15 +62,39 @@ type Log struct {
 	// Now is the clock for event times and file names; nil means time.Now.
 	Now func() time.Time
 
+	// Key, when set, makes the trail provable (docs/audit.md): the Log
+	// keeps an RFC 6962 Merkle tree over its lines and writes a signed
+	// checkpoint line (EventCheckpoint) every CheckpointEvery lines,
+	// every CheckpointInterval even when idle, and at Close. nil: a hash
+	// chain only.
+	Key *Key
+	// Origin names a new trail (when Dir holds none); "" means
+	// NewOrigin(os.Hostname()). An existing trail keeps its own.
+	Origin string
+	// CheckpointEvery and CheckpointInterval: 0 means
+	// DefaultCheckpointEvery and DefaultCheckpointInterval.
+	CheckpointEvery    uint64
+	CheckpointInterval time.Duration
+	// Anchor keeps the Mark of the last checkpoint outside Dir, and Open
+	// checks the trail against it (a trail cut short, rolled back,
+	// rewritten, swapped or deleted is a *TrailError). nil: Open checks
+	// the trail against itself only.
+	Anchor Anchor
+	// Checkpointed, if set, gets each checkpoint once its line is
+	// written, on the Log's background goroutine (to push it to
+	// witnesses); it must not block for long.
+	Checkpointed func(Signed)
+
 	// openFile opens log files; nil means os.OpenFile. Tests replace it to
 	// inject failures.
 	openFile func(name string, flag int, perm os.FileMode) (file, error)
 
-	mu     sync.Mutex
-	opened bool
-	closed bool
-	f      file        // nil when no file is open
-	fi     os.FileInfo // f's, to notice the path no longer names it
+	mu      sync.Mutex
+	opened  bool
+	closing bool // Close has begun (its last checkpoint)
+	closed  bool
+	f       file        // nil when no file is open
+	fi      os.FileInfo // f's, to notice the path no longer names it
 	// pathSuspect: the last path check found the name no longer f's; each
 	// write checks again until it is (owned like the file state).
 	pathSuspect bool
@@ -99,6 +123,25 @@ type Log struct {
 	stats       Stats
 	stop        chan struct{}
 	stopped     chan struct{}
+	lock        *os.File // holds the directory's lock while open
+
+	// With a Key: the tree over the l.seq written lines (the batch
+	// writer's while flushing, like the file state), its spare, the
+	// trail's origin, and the last checkpoint's tree size, line seq and
+	// time. ckDue asks the background goroutine for a checkpoint.
+	tree, scratch compactRange
+	origin        string
+	ckSize, ckSeq uint64
+	ckAt          time.Time
+	ckDue         chan struct{}
+	ckMu          sync.Mutex // serializes checkpoint
+	newTrail      bool       // NewTrail: no Mark to check against
+	// gone says how the live file went away (and when); back, that it
+	// is at its path again: the next tick records both (owned like the
+	// file state).
+	gone   string
+	goneAt time.Time
+	back   bool
 }
 
 func (l *Log) now() time.Time {
@@ -132,19 +175,28 @@ func (l *Log) open(name string, flag int, perm os.FileMode) (file, error) {
 // in a partial or unparsable line fails with an error wrapping ErrCorrupt
 // that names the file; other failures (Dir not creatable or readable, Open
 // called twice) are plain errors naming the cause.
+//
+// With a Key, Open also rebuilds the Merkle tree from the trail's last
+// checkpoint on, and with an Anchor checks the trail against the Mark of
+// the last checkpoint written: a trail that is not that one fails with a
+// *TrailError (errors.Is ErrTrailBroken) saying what happened to it.
+// Only one Log at a time may hold Dir (a lock file); another fails.
 func (l *Log) Open() error {
+	if err := l.lockDir(); err != nil {
+		return err
+	}
+	return l.start()
+}
+
+// start is Open once Dir is locked; it releases the lock on failure.
+func (l *Log) start() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.opened {
 		return errors.New("audit: Log.Open called twice; use one Log per directory")
 	}
-	if l.Dir == "" {
-		return errors.New("audit: Log.Dir is empty; set it to the audit directory")
-	}
-	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
-		return fmt.Errorf("audit: create directory: %w", err)
-	}
-	if err := l.resume(); err != nil {
+	if err := l.load(); err != nil {
+		l.unlockDir()
 		return err
 	}
 	l.qseq, l.qhash = l.seq, l.hash
@@ -153,10 +205,21 @@ func (l *Log) Open() error {
 	if interval <= 0 {
 		interval = DefaultSyncInterval
 	}
-	l.stop, l.stopped = make(chan struct{}), make(chan struct{})
+	l.stop, l.stopped, l.ckDue = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 	go l.syncLoop(interval, l.stop, l.stopped)
 	l.opened = true
 	return nil
+}
+
+// load resumes the chain, and the tree with a Key.
+func (l *Log) load() error {
+	if err := l.resume(); err != nil {
+		return err
+	}
+	if l.Key == nil {
+		return nil
+	}
+	return l.loadTree()
 }
 
 // resume recovers seq and hash from the newest non-empty file, and reuses
@@ -211,7 +274,10 @@ func (l *Log) resume() error {
 // ErrClosed) or ErrInvalidEvent (ev is nil, does not encode, or its line
 // exceeds MaxLineBytes); in both cases nothing was recorded and the chain
 // did not advance (a sink failure also drops the queued lines).
-func (l *Log) Write(ev *Event) error { return l.write(ev, false) }
+func (l *Log) Write(ev *Event) error {
+	_, err := l.writeLine(ev, false)
+	return err
+}
 
 // WriteDeferred records ev like Write, except that its line may wait in
 // memory: it reaches the OS with the next Write's line (in the same write
@@ -221,17 +287,22 @@ func (l *Log) Write(ev *Event) error { return l.write(ev, false) }
 // of one SyncInterval, and a sink failure drops the queue (counted in
 // Stats.Errors). Its errors are those of Write for an event that cannot be
 // encoded, or of the flush it triggered.
-func (l *Log) WriteDeferred(ev *Event) error { return l.write(ev, true) }
+func (l *Log) WriteDeferred(ev *Event) error {
+	_, err := l.writeLine(ev, true)
+	return err
+}
 
 // maxQueueBytes bounds the lines WriteDeferred holds in memory.
 const maxQueueBytes = 64 << 10
 
-func (l *Log) write(ev *Event, deferred bool) error {
+// writeLine is Write and WriteDeferred; it also returns the line's chain
+// hash.
+func (l *Log) writeLine(ev *Event, deferred bool) (hash string, err error) {
 	start := time.Now()
 	if ev == nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.fail(fmt.Errorf("%w: nil event", ErrInvalidEvent))
+		return "", l.fail(fmt.Errorf("%w: nil event", ErrInvalidEvent))
 	}
 	tb := l.tailBuf()
 	tail, terr := appendTail((*tb)[:0], ev) // the costly part, outside the lock
@@ -239,8 +310,17 @@ func (l *Log) write(ev *Event, deferred bool) error {
 	defer l.tails.Put(tb)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	hash, _, err = l.chain(ev, tail, terr, deferred, start)
+	return hash, err
+}
+
+// chain puts ev's line, its head made of the chain's state and its
+// encoded tail, at the end of the queue and, unless deferred, waits until
+// the write call that carries it ends; it returns the line's hash and the
+// batch it went in. Called with l.mu held.
+func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start time.Time) (hash string, b *batch, err error) {
 	if !l.opened || l.closed {
-		return l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
+		return "", nil, l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
 	}
 	if ev.Time.IsZero() {
 		ev.Time = l.now()
@@ -249,12 +329,12 @@ func (l *Log) write(ev *Event, deferred bool) error {
 	ev.Seq, ev.PrevHash = l.qseq+1, l.qhash
 	line, err := appendHead(l.line[:0], ev.Time, ev.Seq, ev.PrevHash)
 	if terr != nil || err != nil {
-		return l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, errors.Join(terr, err)))
+		return "", nil, l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, errors.Join(terr, err)))
 	}
 	line = append(line, tail...) // ends in '\n'
 	l.line = line
 	if len(line)-1 > MaxLineBytes {
-		return l.fail(fmt.Errorf("%w: event %q is %d bytes, over the %d-byte line limit; trim Fields/Details", ErrInvalidEvent, ev.Name, len(line)-1, MaxLineBytes))
+		return "", nil, l.fail(fmt.Errorf("%w: event %q is %d bytes, over the %d-byte line limit; trim Fields/Details", ErrInvalidEvent, ev.Name, len(line)-1, MaxLineBytes))
 	}
 	end := l.inflightEnd // where the file ends once the batch in flight is written
 	if !l.flushing {
@@ -262,13 +342,13 @@ func (l *Log) write(ev *Event, deferred bool) error {
 	}
 	if len(l.queue) > 0 && end+int64(len(l.queue)+len(line)) > l.maxFileBytes() {
 		if err := l.flush(); err != nil { // the queue keeps to the file it was chained in
-			return err
+			return "", nil, err
 		}
 		// flush released l.mu while it waited for a write in flight, and
 		// other lines may have been chained meanwhile: chain this one anew.
 		ev.Seq, ev.PrevHash = l.qseq+1, l.qhash
 		if line, err = appendHead(l.line[:0], ev.Time, ev.Seq, ev.PrevHash); err != nil {
-			return l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, err))
+			return "", nil, l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, err))
 		}
 		line = append(line, tail...)
 		l.line = line
@@ -277,13 +357,14 @@ func (l *Log) write(ev *Event, deferred bool) error {
 	l.queued++
 	l.qseq++
 	l.qhash = lineHash(line[:len(line)-1])
+	hash = l.qhash
 	if l.batch == nil {
 		l.batch = &batch{}
 	}
-	b := l.batch
+	b = l.batch
 	l.stats.LastWriteLatency = time.Since(start)
 	if deferred && len(l.queue) < maxQueueBytes {
-		return nil
+		return hash, b, nil
 	}
 	// Shared writes: while a batch is being written, more lines queue up;
 	// the first of their writers to find the sink free writes them all in
@@ -296,9 +377,9 @@ func (l *Log) write(ev *Event, deferred bool) error {
 		l.flushed.Wait()
 	}
 	if b.err != nil && ev.Seq <= b.okThrough {
-		return nil
+		return hash, b, nil
 	}
-	return b.err
+	return hash, b, b.err
 }
 
 // tailBuf is a buffer for a line's tail, reused line after line.
@@ -317,6 +398,9 @@ type batch struct {
 	done      bool
 	err       error
 	okThrough uint64
+	// file and start: where the call wrote (set once it succeeded).
+	file  string
+	start int64
 }
 
 // fileNotes are the counts of a batch's file operations, kept apart from
@@ -345,8 +429,13 @@ func (l *Log) flush() error {
 	l.mu.Unlock()
 	kept := 0
 	err := l.ensureFile(int64(len(buf)))
+	file, start := l.name, l.size
 	if err == nil {
 		kept, err = l.appendLine(buf)
+	}
+	if err == nil && l.Key != nil { // the tree is the batch writer's, like the file
+		l.scratch.copyFrom(&l.tree)
+		addLeaves(&l.scratch, buf)
 	}
 	l.mu.Lock()
 	l.flushing = false
@@ -367,6 +456,16 @@ func (l *Log) flush() error {
 		return l.fail(err)
 	}
 	l.seq, l.hash = seq, hash
+	b.file, b.start = file, start
+	if l.Key != nil {
+		l.tree, l.scratch = l.scratch, l.tree
+		if l.seq-l.ckSize >= l.checkpointEvery() {
+			select {
+			case l.ckDue <- struct{}{}:
+			default:
+			}
+		}
+	}
 	l.dirty = true
 	if l.Mirror != nil {
 		_, _ = l.Mirror.Write(buf)
@@ -394,6 +493,9 @@ func (l *Log) keepComplete(written []byte, b *batch) (kept int) {
 	last := lines[bytes.LastIndexByte(lines[:end], '\n')+1 : end]
 	k := uint64(bytes.Count(lines, []byte{'\n'}))
 	l.seq, l.hash = l.seq+k, lineHash(last)
+	if l.Key != nil {
+		addLeaves(&l.tree, lines)
+	}
 	b.okThrough = l.seq
 	l.stats.Lines += k
 	if l.Mirror != nil {
@@ -479,61 +581,6 @@ func (l *Log) ensureFile(n int64) error {
 	return nil
 }
 
-// stillThere checks, before each write call, that the open file still
-// has a name (one fstat): a trail deleted under the daemon would otherwise
-// take lines nobody will ever read while requests go on. Whether the name
-// is still the file's (not moved away or replaced) costs a stat of the
-// path, so it is checked at each SyncInterval tick (pathCheck), and before
-// every write once a tick found it changed.
-func (l *Log) stillThere() error {
-	if l.fi == nil {
-		return nil // the file could not be statted when opened: nothing to compare
-	}
-	if l.pathSuspect {
-		return l.pathCheck()
-	}
-	fi, err := l.f.Stat()
-	if err != nil {
-		return fmt.Errorf("%w: cannot check %s: %w", ErrUnavailable, l.name, err)
-	}
-	if n, ok := links(fi); ok && n == 0 {
-		return l.changed("was deleted")
-	}
-	return nil
-}
-
-// pathCheck checks that l.name still names the open file; it keeps
-// pathSuspect set while it does not.
-func (l *Log) pathCheck() error {
-	st, err := os.Stat(l.name)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		err = l.changed("was deleted or moved away")
-	case err != nil:
-		err = fmt.Errorf("%w: cannot check %s: %w", ErrUnavailable, l.name, err)
-	case !os.SameFile(st, l.fi):
-		err = l.changed("was replaced by another file")
-	}
-	l.pathSuspect = err != nil
-	return err
-}
-
-// changed is the failure of a trail that changed under the daemon.
-func (l *Log) changed(what string) error {
-	return fmt.Errorf("%w: %w: %s, the file the chain continues in, %s while the daemon wrote it; "+
-		"nothing is recorded, and no request forwarded, until it is back at that path (or the daemon is restarted)",
-		ErrUnavailable, ErrTrailChanged, l.name, what)
-}
-
-// statOf is f's FileInfo, nil when it cannot be had.
-func statOf(f file) os.FileInfo {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil
-	}
-	return fi
-}
-
 // appendLine writes line (one or more lines) with one write call. On
 // failure it removes a torn tail (truncating back to the last complete
 // line) and closes the file: a clean file is reopened by the next Write, a
@@ -605,6 +652,10 @@ func (l *Log) syncLoop(interval time.Duration, stop <-chan struct{}, stopped cha
 			return
 		case <-t.C:
 			l.syncOnce()
+			l.noteResumed()
+			l.autoCheckpoint()
+		case <-l.ckDue:
+			l.autoCheckpoint()
 		}
 	}
 }
@@ -641,10 +692,14 @@ func (l *Log) syncOnce() {
 // returns nil. The error is the final fsync/close failure, if any.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	if !l.opened || l.closed {
+	if !l.opened || l.closed || l.closing {
 		l.mu.Unlock()
 		return nil
 	}
+	l.closing = true
+	l.mu.Unlock()
+	ckErr := l.checkpoint(true) // the last lines signed too, when the sink takes it
+	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
 	close(l.stop)
@@ -654,10 +709,14 @@ func (l *Log) Close() error {
 	ferr := l.flush()
 	err := l.closeFile()
 	l.mergeFileNotes()
+	l.unlockDir()
 	if err != nil {
 		return l.fail(err)
 	}
-	return ferr
+	if ferr != nil {
+		return ferr
+	}
+	return ckErr
 }
 
 // Stats returns a snapshot of the counters.

@@ -366,11 +366,16 @@ func TestTrailChangedUnderTheLog(t *testing.T) {
 	if err := l.Write(testEvent(4)); err != nil {
 		t.Fatalf("back at its path: %v", err)
 	}
+	l.noteResumed() // the next tick records the gap
+	lines := fileLines(t, live)
+	if last := string(lines[len(lines)-1]); !strings.Contains(last, `"event":"audit.trail_resumed"`) || !strings.Contains(last, "moved away") {
+		t.Fatalf("the trail does not record that it was gone: %s", last)
+	}
 	if err := os.Remove(live); err != nil {
 		t.Fatal(err)
 	}
 	refused("deleted", 5)
-	if s := l.Stats(); s.Seq != 2 {
-		t.Fatalf("seq %d, want 2: refused lines must not advance the chain", s.Seq)
+	if s := l.Stats(); s.Seq != 3 {
+		t.Fatalf("seq %d, want 3: refused lines must not advance the chain", s.Seq)
 	}
 }

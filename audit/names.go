@@ -65,6 +65,20 @@ const (
 	EventDNSDenied EventName = "dns.denied"
 )
 
+// Events of the trail itself; their facts are in Event.Details.
+const (
+	// EventCheckpoint: a signed checkpoint of the lines before it
+	// (details: origin, size, root, range, note).
+	EventCheckpoint EventName = "audit.checkpoint"
+	// EventTrailStarted: an operator started a new trail on purpose
+	// (`aileron audit new-trail`); the first line of that trail records
+	// why, and what the previous trail was and where it went.
+	EventTrailStarted EventName = "audit.trail_started"
+	// EventTrailResumed: the live file came back after the daemon found
+	// it deleted, moved or replaced, and recording resumed.
+	EventTrailResumed EventName = "audit.trail_resumed"
+)
+
 // EventNames returns every event name the daemon writes.
 func EventNames() []EventName {
 	return []EventName{
@@ -77,6 +91,7 @@ func EventNames() []EventName {
 		EventSessionCreated, EventSessionDeleted,
 		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,
+		EventCheckpoint, EventTrailStarted, EventTrailResumed,
 	}
 }
 

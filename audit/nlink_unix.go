@@ -16,3 +16,8 @@ func links(fi os.FileInfo) (n uint64, ok bool) {
 	}
 	return uint64(st.Nlink), true //nolint:unconvert // uint16 on some platforms
 }
+
+// lockFile takes an exclusive advisory lock on f without waiting.
+func lockFile(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+}

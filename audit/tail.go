@@ -26,6 +26,8 @@ type Filter struct {
 	Event string
 	// Since drops events whose time is before it.
 	Since time.Time
+	// FromSeq drops lines whose seq is below it.
+	FromSeq uint64
 }
 
 // Match reports whether ev passes the filter.
@@ -34,7 +36,8 @@ func (f Filter) Match(ev *Event) bool {
 	case f.Session != "" && ev.Session != f.Session,
 		f.Connector != "" && ev.Connector != f.Connector,
 		f.Decision != "" && ev.Decision != f.Decision,
-		!f.Since.IsZero() && ev.Time.Before(f.Since):
+		!f.Since.IsZero() && ev.Time.Before(f.Since),
+		ev.Seq < f.FromSeq:
 		return false
 	}
 	if prefix, ok := strings.CutSuffix(f.Event, "*"); ok {

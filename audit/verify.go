@@ -2,10 +2,13 @@ package audit
 
 import (
 	"bufio"
+
 	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // errLineTooLong reports a line over MaxLineBytes.
@@ -83,8 +86,18 @@ type Report struct {
 	FirstSeq, LastSeq uint64
 	// LastHash is the hash of the last line (when OK). Removing lines from
 	// the END of a log is only detectable against a LastHash/LastSeq kept
-	// elsewhere.
+	// elsewhere: a Mark, or a witness (VerifyOptions).
 	LastHash string
+	// Kind names the problem (when not OK).
+	Kind Problem
+	// With a key: Origin is the trail's name, Checkpoints how many
+	// checkpoints verified, Signed how many lines the last one covers.
+	Origin      string
+	Checkpoints int
+	Signed      uint64
+	// Roots are the verified tree roots by size, for checks against a
+	// witness.
+	Roots map[uint64]tlog.Hash
 }
 
 // verifier walks the chain across files.
@@ -95,6 +108,7 @@ type verifier struct {
 	prevHash string
 	prevFile string
 	prevLine int
+	tree     *treeCheck // nil: chain only
 }
 
 // Verify checks the chain over files, in the order given (pass them in
@@ -108,12 +122,35 @@ type verifier struct {
 // than MaxLineBytes. A break is reported in Report with a nil error; the
 // error is for files that cannot be read and wraps the os error.
 func Verify(files []string) (Report, error) {
+	return VerifyTrail(VerifyOptions{Files: files})
+}
+
+// VerifyTrail is Verify with the checks of a provable trail; see
+// VerifyOptions.
+func VerifyTrail(o VerifyOptions) (Report, error) {
 	v := &verifier{}
+	files := o.Files
+	if files == nil && o.Dir != "" {
+		var err error
+		if files, err = ListFiles(o.Dir); err != nil {
+			return Report{}, err
+		}
+	}
+	if o.Key != nil || o.VerifierKey != "" {
+		tc, err := newTreeCheck(o)
+		if err != nil {
+			return Report{}, err
+		}
+		v.tree = tc
+	}
 	for _, path := range files {
 		ok, err := v.file(path)
 		if err != nil || !ok {
 			return v.rep, err
 		}
+	}
+	if v.tree != nil && !v.tree.end(v, o) {
+		return v.rep, nil
 	}
 	v.rep.OK = true
 	return v.rep, nil
@@ -141,11 +178,11 @@ func (v *verifier) file(path string) (bool, error) {
 		switch {
 		case err == io.EOF:
 			if p := lr.partial(); p > 0 {
-				return false, v.bad(path, n, 0, fmt.Sprintf("partial last line (%d bytes, no trailing newline): the file was truncated or a write was torn", p))
+				return false, v.bad(ProblemPartialLine, path, n, 0, fmt.Sprintf("partial last line (%d bytes, no trailing newline): the file was truncated or a write was torn", p))
 			}
 			return true, nil
 		case errors.Is(err, errLineTooLong):
-			return false, v.bad(path, n, 0, fmt.Sprintf("line is longer than %d bytes", MaxLineBytes))
+			return false, v.bad(ProblemUnparsable, path, n, 0, fmt.Sprintf("line is longer than %d bytes", MaxLineBytes))
 		case err != nil:
 			return false, fmt.Errorf("audit: verify: read %s: %w", path, err)
 		}
@@ -156,7 +193,8 @@ func (v *verifier) file(path string) (bool, error) {
 }
 
 // bad records the first problem; it returns nil so callers can return it.
-func (v *verifier) bad(file string, line int, seq uint64, problem string) error {
+func (v *verifier) bad(kind Problem, file string, line int, seq uint64, problem string) error {
+	v.rep.Kind = kind
 	v.rep.File, v.rep.Line, v.rep.Seq, v.rep.Problem = file, line, seq, problem
 	return nil
 }
@@ -164,20 +202,20 @@ func (v *verifier) bad(file string, line int, seq uint64, problem string) error 
 // line checks one complete line; false means a problem was recorded.
 func (v *verifier) line(path string, n int, line []byte) bool {
 	if len(line) == 0 {
-		v.bad(path, n, 0, "empty line")
+		v.bad(ProblemUnparsable, path, n, 0, "empty line")
 		return false
 	}
 	seq, prev, problem := parseHead(line)
 	if problem != "" {
-		v.bad(path, n, 0, problem)
+		v.bad(ProblemUnparsable, path, n, 0, problem)
 		return false
 	}
 	if prev == "" && seq != 1 {
-		v.bad(path, n, seq, fmt.Sprintf("prev_hash is empty but seq is %d; only seq 1 starts a chain", seq))
+		v.bad(ProblemUnparsable, path, n, seq, fmt.Sprintf("prev_hash is empty but seq is %d; only seq 1 starts a chain", seq))
 		return false
 	}
 	if seq == 1 && prev != "" {
-		v.bad(path, n, seq, "seq 1 has a non-empty prev_hash; the first line of a log chains from nothing")
+		v.bad(ProblemUnparsable, path, n, seq, "seq 1 has a non-empty prev_hash; the first line of a log chains from nothing")
 		return false
 	}
 	if !v.started {
@@ -185,16 +223,19 @@ func (v *verifier) line(path string, n int, line []byte) bool {
 	} else {
 		switch {
 		case seq > v.prevSeq+1:
-			v.bad(path, n, seq, fmt.Sprintf("seq jumps from %d to %d: %d line(s) before this one are missing (deleted, or cut out together with the end of the previous line), or lines were reordered", v.prevSeq, seq, seq-v.prevSeq-1))
+			v.bad(ProblemLinesMissing, path, n, seq, fmt.Sprintf("seq jumps from %d to %d: %d line(s) before this one are missing (deleted, or cut out together with the end of the previous line), or lines were reordered", v.prevSeq, seq, seq-v.prevSeq-1))
 			return false
 		case seq <= v.prevSeq:
-			v.bad(path, n, seq, fmt.Sprintf("seq goes back from %d to %d: lines were reordered or duplicated", v.prevSeq, seq))
+			v.bad(ProblemReordered, path, n, seq, fmt.Sprintf("seq goes back from %d to %d: lines were reordered or duplicated", v.prevSeq, seq))
 			return false
 		case prev != v.prevHash:
 			v.rep.Lines--
-			v.bad(v.prevFile, v.prevLine, v.prevSeq, fmt.Sprintf("line seq %d does not match the prev_hash recorded by the next line (%s line %d, seq %d): this line was edited (or the next line's prev_hash was)", v.prevSeq, path, n, seq))
+			v.bad(ProblemEditedLine, v.prevFile, v.prevLine, v.prevSeq, fmt.Sprintf("line seq %d does not match the prev_hash recorded by the next line (%s line %d, seq %d): this line was edited (or the next line's prev_hash was)", v.prevSeq, path, n, seq))
 			return false
 		}
+	}
+	if v.tree != nil && !v.tree.line(v, path, n, seq, line) {
+		return false
 	}
 	v.started = true
 	v.prevSeq, v.prevHash, v.prevFile, v.prevLine = seq, lineHash(line), path, n

@@ -58,6 +58,25 @@ type Audit struct {
 	MaxFileBytes int64         `koanf:"max_file_bytes"`
 	SyncInterval time.Duration `koanf:"sync_interval"`
 	Stdout       bool          `koanf:"stdout"`
+	// The trail's Merkle tree is signed (a checkpoint line) after
+	// CheckpointEvery lines and at least every CheckpointInterval, even
+	// when idle, with the Ed25519 key in KeyFile ("" = $home/audit.key,
+	// created 0600 on first start).
+	CheckpointEvery    int           `koanf:"checkpoint_every"`
+	CheckpointInterval time.Duration `koanf:"checkpoint_interval"`
+	KeyFile            string        `koanf:"key_file"`
+	// Witnesses get each checkpoint (C2SP tlog-witness protocol); their
+	// cosignatures prove to a third party what the trail held.
+	Witnesses []Witness `koanf:"witnesses"`
+}
+
+// Witness is one witness of the audit trail.
+type Witness struct {
+	// URL is the witness's base URL (add-checkpoint is under it).
+	URL string `koanf:"url"`
+	// Key is the witness's cosignature verifier key ("name+hash+base64",
+	// as `aileron witness` prints it).
+	Key string `koanf:"key"`
 }
 
 // Proxy configures the sandbox-facing listener.
@@ -250,6 +269,9 @@ func (c *Config) finish(environ []string) error {
 	c.Home = abs
 	if c.Admin.Socket == "" {
 		c.Admin.Socket = filepath.Join(c.Home, "admin.sock")
+	}
+	if c.Audit.KeyFile == "" {
+		c.Audit.KeyFile = filepath.Join(c.Home, "audit.key")
 	}
 	if c.Audit.Dir == "" {
 		c.Audit.Dir = filepath.Join(c.Home, "audit")

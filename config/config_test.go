@@ -89,6 +89,11 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"approval: {webhooks: [{url: 'ftp://chat.example/', secret_file: /s}]}", "is not an https://host/path URL"},
 		{"approval: {webhooks: [{url: 'https://chat.example/hook'}]}", "approval.webhooks[0].secret_file"},
 		{"approval: {webhooks: [{url: 'https://chat.example/hook', secret: x}]}", `did you mean "approval.webhooks[0].secret_file"?`},
+		{"audit: {checkpoint_every: 1}", "audit.checkpoint_every"},
+		{"audit: {checkpoint_interval: 0s}", "audit.checkpoint_interval"},
+		{"audit: {witnesses: [{url: 'witness:7380', key: 'w+1+AA'}]}", "audit.witnesses[0].url"},
+		{"audit: {witnesses: [{url: 'http://witness:7380', key: 'nokey'}]}", "audit.witnesses[0].key"},
+		{"audit: {witnesses: [{url: 'http://witness:7380', kye: 'w+1+AA'}]}", `did you mean "audit.witnesses[0].key"?`},
 	} {
 		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -54,6 +54,7 @@ func (c *Config) Validate() error {
 		{"upstream.response_header_timeout", int64(c.Upstream.ResponseHeaderTimeout)},
 		{"sessions.default_ttl", int64(c.Sessions.DefaultTTL)},
 		{"audit.sync_interval", int64(c.Audit.SyncInterval)},
+		{"audit.checkpoint_interval", int64(c.Audit.CheckpointInterval)},
 		{"approval.hold", int64(c.Approval.Hold)},
 		{"approval.ttl", int64(c.Approval.TTL)},
 	} {
@@ -80,6 +81,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Audit.MaxFileBytes < 4096 {
 		add("audit.max_file_bytes", "%d is too small; use at least 4096 (default 67108864)", c.Audit.MaxFileBytes)
+	}
+	if c.Audit.CheckpointEvery < 2 || c.Audit.CheckpointEvery > 1<<24 {
+		add("audit.checkpoint_every", "%d is out of range; use 2..16777216 lines (default 1000)", c.Audit.CheckpointEvery)
+	}
+	for i, w := range c.Audit.Witnesses {
+		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add(fmt.Sprintf("audit.witnesses[%d].url", i), "%q is not an http(s) URL such as \"https://witness.example:7380\"", w.URL)
+		}
+		if strings.Count(w.Key, "+") < 2 {
+			add(fmt.Sprintf("audit.witnesses[%d].key", i), "%q is not a witness key (name+hash+base64, as `aileron witness` prints it)", w.Key)
+		}
 	}
 	probs = append(probs, c.validateUpstream()...)
 	for i, s := range c.Egress.AllowCIDRs {

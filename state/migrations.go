@@ -109,5 +109,20 @@ CREATE TABLE bindings (
 	updated_at TEXT NOT NULL
 ) STRICT;
 `},
+		{version: 7, name: "audit_mark", sql: `
+-- The last checkpoint the daemon signed of its audit trail (one row,
+-- kept by cmd/aileron for audit.Anchor): at start the trail must still
+-- hold that checkpoint line, unchanged, under the same origin.
+CREATE TABLE audit_mark (
+	id        INTEGER PRIMARY KEY CHECK (id = 1),
+	origin    TEXT NOT NULL,
+	size      INTEGER NOT NULL CHECK (size >= 0),
+	root      TEXT NOT NULL,               -- base64 RFC 6962 root
+	seq       INTEGER NOT NULL CHECK (seq >= 1),
+	line_hash TEXT NOT NULL,               -- hex SHA-256 of the checkpoint line
+	file      TEXT NOT NULL,               -- base name of the file holding it
+	at        TEXT NOT NULL
+) STRICT;
+`},
 	}
 }

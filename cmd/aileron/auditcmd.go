@@ -18,49 +18,27 @@ import (
 	"github.com/aileronhq/aileron/policy"
 )
 
-func cmdAudit(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+func cmdAudit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: tail or verify")
+		return usagef("want a subcommand: %s", orList(subcommands("audit")))
 	}
 	switch args[0] {
 	case "verify":
 		return auditVerify(args[1:], stdout, stderr)
 	case "tail":
 		return auditTail(args[1:], stdout, stderr)
+	case "key":
+		return auditKey(args[1:], stdout, stderr)
+	case "prove":
+		return auditProve(args[1:], stdout, stderr)
+	case "check-proof":
+		return auditCheckProof(args[1:], stdin, stdout, stderr)
+	case "new-trail":
+		return auditNewTrail(args[1:], stdout, stderr)
+	case "export":
+		return auditExport(args[1:], stdout, stderr)
 	}
 	return unknownSubcommand("audit", args[0])
-}
-
-// auditVerify checks the hash chain of the given files, or of the whole
-// audit directory, and exits non-zero naming the first broken line.
-func auditVerify(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit verify", "audit verify [FILES…]   (default: every file in audit.dir)", stderr)
-	_, cfgFile := clientFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var rep audit.Report
-	var err error
-	if fs.NArg() > 0 {
-		rep, err = audit.Verify(fs.Args())
-	} else {
-		cfg, cerr := loadClientConfig(fs, *cfgFile)
-		if cerr != nil {
-			return cerr
-		}
-		rep, err = audit.VerifyDir(cfg.Audit.Dir)
-	}
-	if err != nil {
-		return err
-	}
-	if !rep.OK {
-		return fmt.Errorf("chain broken at %s:%d (seq %d): %s; %d line(s) verified before it", rep.File, rep.Line, rep.Seq, rep.Problem, rep.Lines)
-	}
-	fmt.Fprintf(stdout, "ok: %d lines, seq %d..%d, last hash %s\n", rep.Lines, rep.FirstSeq, rep.LastSeq, rep.LastHash)
-	if rep.FirstSeq > 1 {
-		fmt.Fprintf(stdout, "note: the first line has seq %d: earlier lines are not part of what was verified\n", rep.FirstSeq)
-	}
-	return nil
 }
 
 func auditTail(args []string, stdout, stderr io.Writer) error {
@@ -162,6 +140,10 @@ func dash(s string) string {
 }
 
 func requestOf(ev *audit.Event) string {
+	if ev.Name == audit.EventCheckpoint { // its note and range are for machines
+		d := ev.Details
+		return fmt.Sprintf("size=%s root=%s origin=%s", d["size"], d["root"], d["origin"])
+	}
 	if ev.Host == "" {
 		keys := make([]string, 0, len(ev.Details))
 		for k := range ev.Details {

@@ -134,16 +134,18 @@ type daemon struct {
 	creds    *credentials.Injector
 	metrics  *metrics.Metrics
 	audit    *audit.Log
-	rec      *recorder
-	db       *state.DB
-	approval *approvals.Store
-	policy   policy.Holder
-	proxy    *dataplane.Proxy
-	catalog  atomic.Pointer[action.Catalog]
-	runner   *actions.Runner
-	mcp      *sandboxapi.MCPHTTPHandler
-	fence    *fence.Manager
-	reloadMu sync.Mutex
+	// witnesses pushes the trail's checkpoints; nil: none configured.
+	witnesses *witnessPusher
+	rec       *recorder
+	db        *state.DB
+	approval  *approvals.Store
+	policy    policy.Holder
+	proxy     *dataplane.Proxy
+	catalog   atomic.Pointer[action.Catalog]
+	runner    *actions.Runner
+	mcp       *sandboxapi.MCPHTTPHandler
+	fence     *fence.Manager
+	reloadMu  sync.Mutex
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.
 	loadConfig func() (*config.Config, error)
@@ -162,8 +164,13 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	}
 	d := &daemon{cfg: cfg, log: log, metrics: metrics.New()}
 	d.metrics.Log = log
-	if err := d.openAudit(); err != nil {
+	db, err := state.Open(context.Background(), filepath.Join(cfg.Home, state.FileName))
+	if err != nil {
 		return nil, err
+	}
+	d.db = db
+	if err := d.openAudit(); err != nil {
+		return nil, errors.Join(err, db.Close())
 	}
 	if err := d.openApprovals(); err != nil {
 		return nil, err
@@ -214,32 +221,9 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 	return d, nil
 }
 
-// openAudit opens the audit trail, resuming its hash chain.
-func (d *daemon) openAudit() error {
-	d.rec = &recorder{metrics: d.metrics, log: d.log}
-	if !d.cfg.Audit.Enabled {
-		d.log.Warn().Str("event", "audit.disabled").Msg("audit.enabled is false: no audit trail is written (use only to measure its cost)")
-		return nil
-	}
-	d.audit = &audit.Log{Dir: d.cfg.Audit.Dir, MaxFileBytes: d.cfg.Audit.MaxFileBytes, SyncInterval: d.cfg.Audit.SyncInterval}
-	if d.cfg.Audit.Stdout {
-		d.audit.Mirror = os.Stdout
-	}
-	if err := d.audit.Open(); err != nil {
-		return fmt.Errorf("audit: %w (audit.dir %s)", err, d.cfg.Audit.Dir)
-	}
-	d.rec.audit = d.audit
-	return nil
-}
-
-// openApprovals opens the control-plane database and the approval store.
+// openApprovals opens the approval store.
 func (d *daemon) openApprovals() error {
-	db, err := state.Open(context.Background(), filepath.Join(d.cfg.Home, state.FileName))
-	if err != nil {
-		return err
-	}
-	d.db = db
-	d.approval = &approvals.Store{DB: db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event, MaxPendingPerSession: d.cfg.Approval.MaxPendingPerSession}
+	d.approval = &approvals.Store{DB: d.db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event, MaxPendingPerSession: d.cfg.Approval.MaxPendingPerSession}
 	return nil
 }
 
@@ -550,7 +534,10 @@ func (d *daemon) shutdown(servers []*http.Server) error {
 		err = nil
 	}
 	if d.audit != nil {
-		err = errors.Join(err, d.audit.Close())
+		err = errors.Join(err, d.audit.Close()) // its last checkpoint goes to the witnesses too
+	}
+	if d.witnesses != nil {
+		d.witnesses.close()
 	}
 	err = errors.Join(err, d.db.Close())
 	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))

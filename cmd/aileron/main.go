@@ -30,7 +30,10 @@ Usage:
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
-  aileron audit verify [FILES…]                          check the hash chain; names the first broken line
+  aileron audit verify [FILES…] [--key VKEY] [--witness URL]   check lines, chain, tree and checkpoints; names the first problem
+  aileron audit key | prove SEQ | check-proof FILE --key VKEY   the trail's public key; a line's inclusion proof, checked offline
+  aileron audit export [--format json|ocsf] [--from SEQ] [--since 15m] [-f]   the trail for other tools
+  aileron audit new-trail --reason R                      (daemon stopped) start a new trail on purpose, recording the break
   aileron launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
   aileron sandbox run [--session ID | --new [--name N] [--connector FQN]...] [--user U] -- CMD ARGS…
@@ -41,6 +44,7 @@ Usage:
   aileron mcp [--api-url URL]                            MCP server on stdio, inside the sandbox
   aileron config print [--config FILE]                   the running daemon's configuration, else the effective one
   aileron config defaults                                the embedded defaults, as YAML
+  aileron witness --log VKEY... [--listen ADDR]          witness audit trails: cosign only consistent checkpoints
   aileron health [--timeout D]                           exit 0 if the daemon answers (a HEALTHCHECK)
   aileron version [--json]                               the build: module version, commit, Go release
   aileron completion bash|zsh|fish                       a shell completion script (source <(aileron completion bash))
@@ -140,6 +144,7 @@ func commands() map[string]func([]string, io.Reader, io.Writer, io.Writer) error
 		"version":    cmdVersion,
 		"health":     cmdHealth,
 		"completion": cmdCompletion,
+		"witness":    cmdWitness,
 		"__complete": cmdComplete, // the completion scripts' question: candidates for the last word
 	}
 }

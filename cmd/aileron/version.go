@@ -108,7 +108,7 @@ func subcommands(group string) []string {
 	case "approvals":
 		return []string{"list", "show", "approve", "deny", "watch", "web-token", "test-webhooks"}
 	case "audit":
-		return []string{"tail", "verify"}
+		return []string{"tail", "verify", "key", "prove", "check-proof", "new-trail", "export"}
 	case "config":
 		return []string{"print", "defaults"}
 	case "sandbox":

@@ -1,0 +1,301 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Defaults of the zero checkpoint fields of Log.
+const (
+	DefaultCheckpointEvery    = 1000
+	DefaultCheckpointInterval = 10 * time.Second
+)
+
+// Signed is a checkpoint as written to the trail: the signed note and the
+// seq of the line that carries it.
+type Signed struct {
+	Checkpoint
+	Note []byte
+	Seq  uint64
+	// File and Offset: where the line starts (the base name of its file).
+	File   string
+	Offset int64
+	// Range is the compact range of the tree (ProveConsistency starts
+	// from it).
+	Range []tlog.Hash
+}
+
+func (l *Log) checkpointEvery() uint64 {
+	if l.CheckpointEvery > 0 {
+		return l.CheckpointEvery
+	}
+	return DefaultCheckpointEvery
+}
+
+func (l *Log) checkpointInterval() time.Duration {
+	if l.CheckpointInterval > 0 {
+		return l.CheckpointInterval
+	}
+	return DefaultCheckpointInterval
+}
+
+// addLeaves adds the lines of buf (each ending in '\n') to r.
+func addLeaves(r *compactRange, buf []byte) {
+	for len(buf) > 0 {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			return
+		}
+		r.add(tlog.RecordHash(buf[:i]))
+		buf = buf[i+1:]
+	}
+}
+
+// loadTree rebuilds the tree of the trail Open resumed, checks the trail
+// against the Anchor's Mark, and picks the trail's origin. A trail that
+// is not the one the daemon signed fails with a *TrailError.
+func (l *Log) loadTree() error {
+	var mark Mark
+	if l.Anchor != nil && !l.newTrail {
+		var err error
+		if mark, err = l.Anchor.LoadMark(); err != nil {
+			return fmt.Errorf("audit: read the last checkpoint's record: %w", err)
+		}
+	}
+	files, err := ListFiles(l.Dir)
+	if err != nil {
+		return err
+	}
+	vf := func(origin string) (note.Verifier, error) {
+		if mark.Origin != "" && origin != mark.Origin {
+			return nil, &TrailError{Kind: ProblemSwapped, Detail: fmt.Sprintf("the trail's checkpoints are signed as %s, but this daemon's trail is %s: these files come from another daemon or another trail", origin, mark.Origin)}
+		}
+		return l.Key.verifier(origin)
+	}
+	ts, err := scanTail(files, vf, mark.Seq)
+	if err != nil {
+		return err
+	}
+	if ts.lastSeq != l.seq {
+		return fmt.Errorf("%w: the trail's last line has seq %d, but reading it through gives %d; run `aileron audit verify`", ErrCorrupt, l.seq, ts.lastSeq)
+	}
+	l.tree = ts.tree
+	if ts.last != nil {
+		l.origin, l.ckSize, l.ckSeq = ts.last.cp.Origin, ts.last.cp.Size, ts.last.seq
+	}
+	if mark.Seq != 0 {
+		end := trailEnd{dir: l.Dir, lines: l.seq > 0, lastSeq: l.seq, origin: l.origin, last: ts.last, markHash: ts.markHash}
+		if terr := againstMark(end, mark); terr != nil {
+			return terr
+		}
+	}
+	if l.origin == "" {
+		l.origin = mark.Origin
+	}
+	if l.origin == "" {
+		if l.origin, err = l.newOrigin(); err != nil {
+			return err
+		}
+	}
+	l.ckAt = l.now()
+	if l.ckSeq != l.seq || l.ckSeq == 0 {
+		// lines no checkpoint covers yet, or a trail not named by one:
+		// sign at the first tick
+		l.ckAt = time.Time{}
+	}
+	return nil
+}
+
+func (l *Log) newOrigin() (string, error) {
+	if l.Origin != "" {
+		return l.Origin, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	return NewOrigin(host)
+}
+
+// checkpointDue says whether a checkpoint line should be written now.
+// Called with l.mu held and no batch in flight.
+func (l *Log) checkpointDue(final bool) bool {
+	switch {
+	case l.Key == nil || !l.opened:
+		return false
+	case final:
+		return l.seq > l.ckSeq
+	}
+	return l.seq-l.ckSize >= l.checkpointEvery() || l.now().Sub(l.ckAt) >= l.checkpointInterval()
+}
+
+// checkpoint writes a signed checkpoint line of every line before it when
+// one is due (final: at Close, when any line follows the last one),
+// records its Mark with the Anchor and hands it to Checkpointed. The
+// queue is written first and the line chained with l.mu held from the
+// tree's root to its seq, so a checkpoint at seq S always signs the S-1
+// lines before it.
+func (l *Log) checkpoint(final bool) error {
+	l.ckMu.Lock() // one at a time: marks are saved in seq order
+	defer l.ckMu.Unlock()
+	l.mu.Lock()
+	for l.flushing || len(l.queue) > 0 {
+		if l.flushing {
+			l.flushed.Wait()
+		} else if err := l.flush(); err != nil {
+			l.mu.Unlock()
+			return err
+		}
+	}
+	if !l.checkpointDue(final) || l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	start := time.Now()
+	cp := Checkpoint{Origin: l.origin, Size: l.seq, Root: l.tree.root()}
+	rng := l.tree.clone()
+	l.ckAt = l.now()
+	signed, err := l.Key.Sign(cp)
+	if err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("audit: sign checkpoint: %w", err)
+	}
+	ev := &Event{Name: EventCheckpoint, Details: checkpointDetails(cp, &rng, signed)}
+	tail, terr := appendTail(nil, ev)
+	hash, b, err := l.chain(ev, tail, terr, false, start)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	l.ckSize, l.ckSeq = cp.Size, ev.Seq
+	l.mu.Unlock()
+	sg := Signed{Checkpoint: cp, Note: signed, Seq: ev.Seq, File: filepath.Base(b.file), Offset: b.start, Range: rng.nodes}
+	if l.Anchor != nil {
+		m := Mark{Origin: cp.Origin, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]),
+			Seq: ev.Seq, LineHash: hash, File: sg.File, Time: ev.Time}
+		if err := l.Anchor.SaveMark(m); err != nil {
+			l.mu.Lock()
+			l.fail(fmt.Errorf("audit: record the checkpoint at seq %d outside the trail: %w", ev.Seq, err))
+			l.mu.Unlock()
+		}
+	}
+	if l.Checkpointed != nil {
+		l.Checkpointed(sg)
+	}
+	return nil
+}
+
+// noteResumed records, once the live file is back at its path, that it
+// was gone and for how long: the trail says when nothing was recorded
+// (and nothing forwarded).
+func (l *Log) noteResumed() {
+	l.mu.Lock()
+	for l.flushing {
+		l.flushed.Wait()
+	}
+	if !l.back {
+		l.mu.Unlock()
+		return
+	}
+	what, since := l.gone, l.goneAt
+	l.gone, l.back = "", false
+	name := filepath.Base(l.name)
+	l.mu.Unlock()
+	ev := &Event{Name: EventTrailResumed, Details: map[string]string{
+		"file": name, "problem": what, "since": since.UTC().Format(time.RFC3339Nano),
+	}}
+	if err := l.Write(ev); err != nil {
+		l.mu.Lock()
+		l.gone, l.goneAt, l.back = what, since, true // try again at the next tick
+		l.mu.Unlock()
+	}
+}
+
+// autoCheckpoint writes a checkpoint when one is due; a failure is
+// counted in Stats and retried at the next tick.
+func (l *Log) autoCheckpoint() {
+	if err := l.checkpoint(false); err != nil {
+		l.mu.Lock()
+		l.fail(err)
+		l.mu.Unlock()
+	}
+}
+
+// TrailOrigin is the name of the trail being written ("" before Open or
+// without a Key).
+func (l *Log) TrailOrigin() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.origin
+}
+
+// NewTrail starts a new trail in l.Dir on purpose, for an operator who
+// means it (`aileron audit new-trail`): it moves every file of the
+// current trail, whatever its state, into a new subdirectory
+// archive-<UTC time> (nothing is deleted), opens l on a fresh origin and
+// writes as the new trail's first line an EventTrailStarted that records
+// the reason, the previous trail's last Mark, what was wrong with it, and
+// where its files went; then a checkpoint. l must have a Key and not be
+// open; it is left open. Another Log holding Dir makes it fail.
+func (l *Log) NewTrail(reason string) (archive string, err error) {
+	if l.Key == nil {
+		return "", errors.New("audit: NewTrail needs the signing key")
+	}
+	if err := l.lockDir(); err != nil {
+		return "", err
+	}
+	probe := &Log{Dir: l.Dir, Key: l.Key, Anchor: l.Anchor, Now: l.Now}
+	problem := "none: the previous trail checked out"
+	if perr := probe.load(); perr != nil {
+		problem = perr.Error()
+	}
+	var mark Mark
+	if l.Anchor != nil {
+		mark, _ = l.Anchor.LoadMark()
+	}
+	archive, err = l.archiveFiles()
+	if err != nil {
+		l.unlockDir()
+		return "", err
+	}
+	l.newTrail = true
+	if err := l.start(); err != nil {
+		return archive, err
+	}
+	ev := &Event{Name: EventTrailStarted, Details: map[string]string{
+		"reason": reason, "problem": problem, "archive": filepath.Base(archive),
+		"previous_origin": mark.Origin, "previous_size": fmt.Sprint(mark.Size), "previous_root": mark.Root,
+		"previous_seq": fmt.Sprint(mark.Seq),
+	}}
+	if err := l.Write(ev); err != nil {
+		return archive, err
+	}
+	return archive, l.checkpoint(true)
+}
+
+// archiveFiles moves the trail's files into a new archive-<time>
+// subdirectory of Dir.
+func (l *Log) archiveFiles() (string, error) {
+	files, err := ListFiles(l.Dir)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(l.Dir, "archive-"+l.now().UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("audit: archive the previous trail: %w", err)
+	}
+	for _, f := range files {
+		if err := os.Rename(f, filepath.Join(dir, filepath.Base(f))); err != nil {
+			return dir, fmt.Errorf("audit: archive %s: %w (the files moved so far are in %s)", f, err, dir)
+		}
+	}
+	return dir, nil
+}

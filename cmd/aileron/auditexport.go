@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aileronhq/aileron/audit"
+)
+
+// auditExport writes the trail for the tools admins already run: plain
+// JSON lines (the lines as recorded) or OCSF events, one per line, from a
+// seq or a time on, following new lines with -f.
+func auditExport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit export", "audit export [--format json|ocsf] [--from SEQ] [--since DUR|RFC3339] [-f]", stderr)
+	_, cfgFile := clientFlags(fs)
+	format := fs.String("format", "json", "json: the audit lines as recorded; ocsf: OCSF "+audit.OCSFVersion+" events (docs/audit.md has the mapping)")
+	from := fs.Uint64("from", 0, "start at this seq")
+	since := fs.String("since", "", "start at this time: a duration ago (15m) or an RFC 3339 time")
+	follow := fs.BoolP("follow", "f", false, "keep writing new lines, across rotation")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usagef("want no arguments")
+	}
+	if *format != "json" && *format != "ocsf" {
+		return usagef("--format %q: want json or ocsf", *format)
+	}
+	f := audit.Filter{FromSeq: *from}
+	if *since != "" {
+		t, err := parseSince(*since)
+		if err != nil {
+			return usagef("--since %q: %v", *since, err)
+		}
+		f.Since = t
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	err = audit.Tail(ctx, cfg.Audit.Dir, *follow, f, func(line []byte, ev *audit.Event) error {
+		if *format == "ocsf" {
+			return enc.Encode(audit.OCSF(ev))
+		}
+		_, err := fmt.Fprintf(stdout, "%s\n", line)
+		return err
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

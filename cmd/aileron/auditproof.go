@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/state"
+	"github.com/aileronhq/aileron/witness"
+)
+
+// auditVerify checks the trail: every line's chain link, and with the
+// trail's key its tree and checkpoints, against the daemon's Mark and,
+// when asked, a witness. It exits non-zero naming the first problem.
+func auditVerify(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit verify", "audit verify [FILES…] [--key VKEY] [--witness URL [--witness-key KEY]]   (default: the trail in audit.dir)", stderr)
+	_, cfgFile := clientFlags(fs)
+	vkey := fs.String("key", "", "the trail's public key (aileron audit key); default: the daemon's key file")
+	wurl := fs.String("witness", "", "also compare with what this witness cosigned (its base URL)")
+	wkey := fs.String("witness-key", "", "the witness's key: check its cosignature too")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	o := audit.VerifyOptions{Files: fs.Args(), VerifierKey: *vkey}
+	if fs.NArg() == 0 {
+		o.Files, o.Dir = nil, cfg.Audit.Dir
+		if o.Mark, err = loadMark(cfg.Home); err != nil {
+			return err
+		}
+		if *vkey == "" {
+			if o.Key, err = audit.LoadPublicKey(cfg.Audit.KeyFile); err != nil && o.Mark != nil {
+				return err // the daemon signs this trail: its key must be at hand
+			}
+		}
+	}
+	rep, err := audit.VerifyTrail(o)
+	if err != nil {
+		return err
+	}
+	if rep.OK && *wurl != "" {
+		if err := againstWitness(&rep, *wurl, *wkey, stdout); err != nil {
+			return err
+		}
+	}
+	if !rep.OK {
+		return fmt.Errorf("%s at %s:%d (seq %d): %s; %d line(s) verified before it", rep.Kind, rep.File, rep.Line, rep.Seq, rep.Problem, rep.Lines)
+	}
+	printVerified(stdout, rep, o)
+	return nil
+}
+
+func printVerified(w io.Writer, rep audit.Report, o audit.VerifyOptions) {
+	fmt.Fprintf(w, "ok: %d lines, seq %d..%d, last hash %s\n", rep.Lines, rep.FirstSeq, rep.LastSeq, rep.LastHash)
+	switch {
+	case o.Key == nil && o.VerifierKey == "":
+		fmt.Fprintln(w, "note: the hash chain only (no key given): a rewritten trail with a recomputed chain, or a cut end, passes; pass --key")
+	case rep.Checkpoints == 0:
+		fmt.Fprintln(w, "note: no checkpoint yet: nothing of this trail is signed")
+	default:
+		fmt.Fprintf(w, "tree: %d checkpoint(s) verified, trail %s; the last signs %d line(s)", rep.Checkpoints, rep.Origin, rep.Signed)
+		if rest := rep.LastSeq - rep.Signed; rest > 1 {
+			fmt.Fprintf(w, "; %d line(s) after it are not signed yet", rest-1)
+		}
+		fmt.Fprintln(w)
+	}
+	if o.Mark != nil {
+		fmt.Fprintf(w, "the daemon's last checkpoint (seq %d) is on record, unchanged\n", o.Mark.Seq)
+	} else if o.Dir != "" {
+		fmt.Fprintln(w, "note: no record of the daemon's last checkpoint: lines cut off the end would go unnoticed")
+	}
+	if rep.FirstSeq > 1 {
+		fmt.Fprintf(w, "note: the first line has seq %d: earlier lines are not part of what was verified\n", rep.FirstSeq)
+	}
+}
+
+// againstWitness compares the verified trail with the witness's latest
+// cosigned checkpoint of it.
+func againstWitness(rep *audit.Report, url, wkey string, stdout io.Writer) error {
+	if rep.Origin == "" {
+		return errors.New("--witness: the trail has no checkpoint to compare (or no key was given)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	signed, err := witness.Latest(ctx, &http.Client{}, url, rep.Origin)
+	if errors.Is(err, witness.ErrNoCheckpoint) {
+		return fmt.Errorf("--witness %s holds no checkpoint of trail %s: is the daemon configured to push to it (audit.witnesses)?", url, rep.Origin)
+	}
+	if err != nil {
+		return fmt.Errorf("--witness: %w", err)
+	}
+	origin, size, root, err := witness.ParseCheckpoint(string(signedBody(signed)))
+	if err != nil {
+		return fmt.Errorf("--witness: %w", err)
+	}
+	when := ""
+	if wkey != "" {
+		t, err := witness.VerifyCosignature(wkey, signed)
+		if err != nil {
+			return fmt.Errorf("--witness: its cosignature does not verify with --witness-key: %w", err)
+		}
+		when = " on " + t.UTC().Format(time.RFC3339)
+	}
+	if te := rep.AgainstWitness(audit.Checkpoint{Origin: origin, Size: size, Root: root}); te != nil {
+		rep.OK, rep.Kind, rep.Problem, rep.Seq = false, te.Kind, te.Detail, te.Seq
+		return nil
+	}
+	fmt.Fprintf(stdout, "witness: it cosigned %d line(s)%s, and this trail holds that very tree\n", size, when)
+	return nil
+}
+
+// signedBody is a signed note's text (up to the blank line).
+func signedBody(note []byte) []byte {
+	for i := 0; i+1 < len(note); i++ {
+		if note[i] == '\n' && note[i+1] == '\n' {
+			return note[:i+1]
+		}
+	}
+	return note
+}
+
+// loadMark reads the daemon's record of its last checkpoint from the
+// state database in home (nil when there is none).
+func loadMark(home string) (*audit.Mark, error) {
+	path := filepath.Join(home, state.FileName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	db, err := state.Open(context.Background(), path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	m, err := (&markStore{db: db}).LoadMark()
+	if err != nil || m.Seq == 0 {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// auditKey prints the trail's public key, in the signed-note verifier key
+// form witnesses and `audit verify --key` take.
+func auditKey(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit key", "audit key   (the trail's public key: for witnesses and offline checks)", stderr)
+	_, cfgFile := clientFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usagef("want no arguments")
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	key, err := audit.LoadPublicKey(cfg.Audit.KeyFile)
+	if err != nil {
+		return err
+	}
+	m, err := loadMark(cfg.Home)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return errors.New("no trail is signed yet: start the daemon once (its first checkpoint names the trail)")
+	}
+	vkey, err := key.VerifierKey(m.Origin)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, vkey)
+	return nil
+}
+
+// auditProve prints the inclusion proof of one line.
+func auditProve(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit prove", "audit prove SEQ [FILES…]   (prints a proof that line SEQ is in a signed tree)", stderr)
+	_, cfgFile := clientFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return usagef("want the seq of a line (aileron audit tail --json shows them)")
+	}
+	seq, err := strconv.ParseUint(fs.Arg(0), 10, 64)
+	if err != nil || seq == 0 {
+		return usagef("%q is not a line's seq (1, 2, …)", fs.Arg(0))
+	}
+	files := fs.Args()[1:]
+	if len(files) == 0 {
+		cfg, err := loadClientConfig(fs, *cfgFile)
+		if err != nil {
+			return err
+		}
+		if files, err = audit.ListFiles(cfg.Audit.Dir); err != nil {
+			return err
+		}
+	}
+	p, err := audit.Prove(files, seq)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(p.Marshal())
+	return err
+}
+
+// auditCheckProof checks a proof offline, with only the public key.
+func auditCheckProof(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("audit check-proof", "audit check-proof FILE|- --key VKEY   (offline: needs only the trail's public key)", stderr)
+	vkey := fs.String("key", "", "the trail's public key, as `aileron audit key` printed it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || *vkey == "" {
+		return usagef("want a proof file (or - for stdin) and --key")
+	}
+	var b []byte
+	var err error
+	if fs.Arg(0) == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, 4<<20))
+	} else {
+		b, err = os.ReadFile(fs.Arg(0))
+	}
+	if err != nil {
+		return err
+	}
+	p, err := audit.ParseProof(b)
+	if err != nil {
+		return err
+	}
+	cp, err := p.Check(*vkey)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "ok: line seq %d is in trail %s's tree of %d lines, signed by that key\n%s\n", p.Seq, cp.Origin, cp.Size, p.Line)
+	return nil
+}
+
+// auditNewTrail starts a new trail on purpose, with the daemon stopped.
+func auditNewTrail(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit new-trail", `audit new-trail --reason "..."   (daemon stopped: archives the present files, records the break)`, stderr)
+	_, cfgFile := clientFlags(fs)
+	reason := fs.String("reason", "", "why: recorded in the new trail's first line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *reason == "" || fs.NArg() != 0 {
+		return usagef(`want --reason "...": the new trail's first line records it`)
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	key, err := audit.LoadOrCreateKey(cfg.Audit.KeyFile)
+	if err != nil {
+		return err
+	}
+	db, err := state.Open(context.Background(), filepath.Join(cfg.Home, state.FileName))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	l := newAuditLog(cfg.Audit.Dir, key, db)
+	l.MaxFileBytes = cfg.Audit.MaxFileBytes
+	archive, err := l.NewTrail(*reason)
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	vkey, err := key.VerifierKey(l.TrailOrigin())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "new trail %s started; the previous files are in %s\nits public key (give it to your witnesses in place of the old one):\n%s\n", l.TrailOrigin(), archive, vkey)
+	return nil
+}

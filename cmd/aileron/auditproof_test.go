@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/state"
+	"github.com/aileronhq/aileron/witness"
+	"github.com/rs/zerolog"
+	"golang.org/x/mod/sumdb/note"
+)
+
+// writeTrail writes n proxy lines to home's trail as the daemon does:
+// signed with home's key, its Mark in home's database, each checkpoint
+// handed to push (when set).
+func writeTrail(t *testing.T, home string, n int, push func(audit.Signed)) {
+	t.Helper()
+	key, err := audit.LoadOrCreateKey(filepath.Join(home, "audit.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := state.Open(context.Background(), filepath.Join(home, state.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l := newAuditLog(filepath.Join(home, "audit"), key, db)
+	l.CheckpointEvery, l.Checkpointed = 5, push
+	if err := l.Open(); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	for i := range n {
+		ev := &audit.Event{Name: audit.EventProxied, Method: "GET", Host: "api.example.com", Port: 443,
+			Path: fmt.Sprintf("/items/%d", i), Decision: "allow", Reason: "matched_operation", Client: "127.0.0.1:5555"}
+		if err := l.Write(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAuditProofCommands(t *testing.T) {
+	home := t.TempDir()
+	writeTrail(t, home, 12, nil)
+	code, vkey, errOut := runCLI(t, home, "audit", "key")
+	vkey = strings.TrimSpace(vkey)
+	if _, err := note.NewVerifier(vkey); code != 0 || err != nil {
+		t.Fatalf("audit key = %d %q %s", code, vkey, errOut)
+	}
+	code, out, errOut := runCLI(t, home, "audit", "verify")
+	if code != 0 || !strings.Contains(out, "checkpoint(s) verified") || !strings.Contains(out, "last checkpoint (seq") {
+		t.Fatalf("audit verify = %d\n%s%s", code, out, errOut)
+	}
+	code, proof, errOut := runCLI(t, home, "audit", "prove", "3")
+	if code != 0 {
+		t.Fatalf("audit prove = %d %s", code, errOut)
+	}
+	p := filepath.Join(t.TempDir(), "proof")
+	if err := os.WriteFile(p, []byte(proof), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir() // offline: another home, no trail, only the key
+	if code, out, errOut := runCLI(t, other, "audit", "check-proof", p, "--key", vkey); code != 0 || !strings.Contains(out, "ok: line seq 3") {
+		t.Fatalf("audit check-proof = %d %s%s", code, out, errOut)
+	}
+	forged := strings.Replace(proof, "/items/2", "/items/9", 1)
+	if err := os.WriteFile(p, []byte(forged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, other, "audit", "check-proof", p, "--key", vkey); code != 1 || !strings.Contains(errOut, "not in the signed tree") {
+		t.Fatalf("a forged line checked: %d %s", code, errOut)
+	}
+	code, out, _ = runCLI(t, home, "audit", "export", "--format", "ocsf", "--from", "2")
+	first, _, _ := strings.Cut(out, "\n")
+	var ev map[string]any
+	if code != 0 || json.Unmarshal([]byte(first), &ev) != nil || ev["class_uid"] != float64(4002) || ev["type_uid"] != float64(400203) {
+		t.Fatalf("audit export --format ocsf = %d %s", code, first)
+	}
+	if md := ev["metadata"].(map[string]any); md["sequence"] != float64(2) {
+		t.Fatalf("export --from 2 began at %v", md["sequence"])
+	}
+}
+
+func TestAuditVerifyAndNewTrailAfterACutTail(t *testing.T) {
+	home := t.TempDir()
+	writeTrail(t, home, 12, nil)
+	files, _ := audit.ListFiles(filepath.Join(home, "audit"))
+	b, _ := os.ReadFile(files[len(files)-1])
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(files[len(files)-1], []byte(strings.Join(lines[:len(lines)-3], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, home, "audit", "verify")
+	if code != 1 || !strings.Contains(errOut, "truncated") || !strings.Contains(errOut, "cut off its end") {
+		t.Fatalf("audit verify of a cut trail = %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, home, "audit", "new-trail"); code != 2 || !strings.Contains(errOut, "--reason") {
+		t.Fatalf("new-trail without a reason = %d %s", code, errOut)
+	}
+	code, out, errOut := runCLI(t, home, "audit", "new-trail", "--reason", "the tail was cut; see ticket 42")
+	if code != 0 || !strings.Contains(out, "previous files are in") {
+		t.Fatalf("new-trail = %d %s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, home, "audit", "verify"); code != 0 {
+		t.Fatalf("verify of the new trail = %d %s%s", code, out, errOut)
+	}
+	_, out, _ = runCLI(t, home, "audit", "export")
+	if !strings.Contains(out, `"event":"audit.trail_started"`) || !strings.Contains(out, "ticket 42") || !strings.Contains(out, "truncated") {
+		t.Fatalf("the new trail does not record the break:\n%s", out)
+	}
+}
+
+func TestWitnessCosignsAndCatchesARollback(t *testing.T) {
+	home := t.TempDir()
+	writeTrail(t, home, 1, nil) // names the trail
+	_, vkey, _ := runCLI(t, home, "audit", "key")
+	w := &witness.Witness{Dir: t.TempDir(), Name: "test/witness", Logs: []string{strings.TrimSpace(vkey)}}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(w.Handler())
+	defer srv.Close()
+	nop := zerolog.Nop()
+	p := &witnessPusher{dir: filepath.Join(home, "audit"), client: srv.Client(), log: &nop,
+		next: make(chan audit.Signed, 1), done: make(chan struct{}),
+		targets: []*witnessTarget{{url: srv.URL, key: w.VerifierKey()}}}
+	go p.run()
+	writeTrail(t, home, 20, p.offer)
+	p.close()
+	if p.targets[0].failing != "" || p.targets[0].size == 0 {
+		t.Fatalf("the witness did not cosign: %+v", p.targets[0])
+	}
+	code, out, errOut := runCLI(t, home, "audit", "verify", "--witness", srv.URL, "--witness-key", w.VerifierKey())
+	if code != 0 || !strings.Contains(out, "witness: it cosigned") {
+		t.Fatalf("verify --witness = %d %s%s", code, out, errOut)
+	}
+	// The host's operator cuts the trail and rewrites the database's record
+	// to match: only the witness still knows.
+	files, _ := audit.ListFiles(filepath.Join(home, "audit"))
+	b, _ := os.ReadFile(files[0])
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(files[0], []byte(strings.Join(lines[:12], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files[1:] {
+		os.Remove(f)
+	}
+	os.Remove(filepath.Join(home, state.FileName))
+	code, _, errOut = runCLI(t, home, "audit", "verify", "--witness", srv.URL)
+	if code != 1 || !strings.Contains(errOut, "truncated") || !strings.Contains(errOut, "witness cosigned") {
+		t.Fatalf("verify --witness of a cut trail = %d %s", code, errOut)
+	}
+}
