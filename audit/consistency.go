@@ -131,7 +131,7 @@ func (c *consistencyReader) line(line []byte) error {
 	case seq != c.seq+1:
 		return fmt.Errorf("line seq %d follows seq %d", seq, c.seq)
 	}
-	c.leaves = append(c.leaves, tlog.RecordHash(line))
+	c.leaves = append(c.leaves, leafHash(line))
 	c.seq = seq
 	return nil
 }

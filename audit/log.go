@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -130,12 +132,15 @@ type Log struct {
 	// trail's origin, and the last checkpoint's tree size, line seq and
 	// time. ckDue asks the background goroutine for a checkpoint.
 	tree, scratch compactRange
-	origin        string
-	ckSize, ckSeq uint64
-	ckAt          time.Time
-	ckDue         chan struct{}
-	ckMu          sync.Mutex // serializes checkpoint
-	newTrail      bool       // NewTrail: no Mark to check against
+	// qsums are the SHA-256 of the queued lines (their leaves), in
+	// step with queue; spareSums the storage of the last batch's.
+	qsums, spareSums [][sha256.Size]byte
+	origin           string
+	ckSize, ckSeq    uint64
+	ckAt             time.Time
+	ckDue            chan struct{}
+	ckMu             sync.Mutex // serializes checkpoint
+	newTrail         bool       // NewTrail: no Mark to check against
 	// gone says how the live file went away (and when); back, that it
 	// is at its path again: the next tick records both (owned like the
 	// file state).
@@ -356,7 +361,11 @@ func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start tim
 	l.queue = append(l.queue, line...)
 	l.queued++
 	l.qseq++
-	l.qhash = lineHash(line[:len(line)-1])
+	sum := sha256.Sum256(line[:len(line)-1])
+	l.qhash = hex.EncodeToString(sum[:])
+	if l.Key != nil {
+		l.qsums = append(l.qsums, sum) // the tree's leaves, added once written
+	}
 	hash = l.qhash
 	if l.batch == nil {
 		l.batch = &batch{}
@@ -422,9 +431,10 @@ func (l *Log) flush() error {
 	if len(l.queue) == 0 {
 		return nil
 	}
-	buf, n, b := l.queue, l.queued, l.batch
+	buf, n, b, sums := l.queue, l.queued, l.batch, l.qsums
 	seq, hash := l.qseq, l.qhash
 	l.queue, l.queued, l.batch, l.spare = l.spare[:0], 0, nil, nil
+	l.qsums, l.spareSums = l.spareSums[:0], nil
 	l.flushing, l.inflightEnd = true, l.sizeAfter(int64(len(buf)))
 	l.mu.Unlock()
 	kept := 0
@@ -435,19 +445,19 @@ func (l *Log) flush() error {
 	}
 	if err == nil && l.Key != nil { // the tree is the batch writer's, like the file
 		l.scratch.copyFrom(&l.tree)
-		addLeaves(&l.scratch, buf)
+		addSums(&l.scratch, sums)
 	}
 	l.mu.Lock()
 	l.flushing = false
 	l.mergeFileNotes()
 	defer l.flushed.Broadcast()
 	if err != nil {
-		n -= l.keepComplete(buf[:kept], b)
+		n -= l.keepComplete(buf[:kept], sums, b)
 		l.qseq, l.qhash = l.seq, l.hash
 		if l.batch != nil { // chained onto the failed lines: dropped too
 			l.batch.done, l.batch.err = true, err
 			n += l.queued
-			l.queue, l.queued, l.batch = l.queue[:0], 0, nil
+			l.queue, l.queued, l.batch, l.qsums = l.queue[:0], 0, nil, l.qsums[:0]
 		}
 		if n > 1 {
 			err = fmt.Errorf("%w (%d queued lines dropped with it)", err, n-1)
@@ -471,6 +481,7 @@ func (l *Log) flush() error {
 		_, _ = l.Mirror.Write(buf)
 	}
 	l.stats.Lines += uint64(n)
+	l.spareSums = sums[:0]
 	if cap(buf) <= 4*maxQueueBytes {
 		l.spare = buf // one huge line does not stay allocated
 	}
@@ -484,7 +495,7 @@ func (l *Log) flush() error {
 // they were recorded (b.okThrough), so no line on record belongs to a
 // request that was refused, and no seq is used twice. It returns how many
 // lines it kept.
-func (l *Log) keepComplete(written []byte, b *batch) (kept int) {
+func (l *Log) keepComplete(written []byte, sums [][sha256.Size]byte, b *batch) (kept int) {
 	end := bytes.LastIndexByte(written, '\n')
 	if end < 0 {
 		return 0
@@ -494,7 +505,7 @@ func (l *Log) keepComplete(written []byte, b *batch) (kept int) {
 	k := uint64(bytes.Count(lines, []byte{'\n'}))
 	l.seq, l.hash = l.seq+k, lineHash(last)
 	if l.Key != nil {
-		addLeaves(&l.tree, lines)
+		addSums(&l.tree, sums[:k])
 	}
 	b.okThrough = l.seq
 	l.stats.Lines += k

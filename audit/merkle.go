@@ -9,12 +9,25 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 )
 
-// The trail's Merkle tree is the RFC 6962 tree whose leaf i is line seq
-// i+1 (its bytes without the newline): leaf hash SHA-256(0x00 || line),
+// The trail's Merkle tree is the RFC 6962 tree whose leaf i is the
+// SHA-256 of line seq i+1 (its bytes without the newline: the 32 bytes
+// its chain hash is the hex of): leaf hash SHA-256(0x00 || SHA-256(line)),
 // node hash SHA-256(0x01 || left || right), as tlog.RecordHash and
-// tlog.NodeHash compute them. Proofs are RFC 6962 / RFC 9162 inclusion
-// and consistency proofs, checked with tlog.CheckRecord and
-// tlog.CheckTree.
+// tlog.NodeHash compute them. The leaf is the line's digest rather than
+// the line so that the chain's hash of each line, computed anyway, is all
+// the tree needs: a line costs one more hash of 33 bytes. Proofs are
+// RFC 6962 / RFC 9162 inclusion and consistency proofs, checked with
+// tlog.CheckRecord and tlog.CheckTree.
+
+// leafHash is the tree's leaf hash of a line (without its newline).
+func leafHash(line []byte) tlog.Hash {
+	return leafOfSum(sha256.Sum256(line))
+}
+
+// leafOfSum is the leaf hash of the line whose SHA-256 is sum.
+func leafOfSum(sum [sha256.Size]byte) tlog.Hash {
+	return tlog.RecordHash(sum[:])
+}
 
 // emptyRoot is the root of the tree with no leaves (RFC 6962: the hash of
 // the empty string).

@@ -57,7 +57,7 @@ func Prove(files []string, seq uint64) (Proof, error) {
 					return errDone
 				}
 			}
-			leaves = append(leaves, tlog.RecordHash(line))
+			leaves = append(leaves, leafHash(line))
 			return nil
 		})
 		if errors.Is(err, errDone) {
@@ -158,7 +158,7 @@ func (p Proof) Check(vkey string) (Checkpoint, error) {
 	if p.Seq > cp.Size {
 		return Checkpoint{}, fmt.Errorf("audit: proof: the checkpoint covers %d lines, not line %d", cp.Size, p.Seq)
 	}
-	if err := tlog.CheckRecord(p.Hashes, int64(cp.Size), cp.Root, int64(p.Seq-1), tlog.RecordHash(p.Line)); err != nil {
+	if err := tlog.CheckRecord(p.Hashes, int64(cp.Size), cp.Root, int64(p.Seq-1), leafHash(p.Line)); err != nil {
 		return Checkpoint{}, fmt.Errorf("audit: proof: the line is not in the signed tree: %w", err)
 	}
 	return cp, nil

@@ -1,7 +1,7 @@
 package audit
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -47,15 +47,10 @@ func (l *Log) checkpointInterval() time.Duration {
 	return DefaultCheckpointInterval
 }
 
-// addLeaves adds the lines of buf (each ending in '\n') to r.
-func addLeaves(r *compactRange, buf []byte) {
-	for len(buf) > 0 {
-		i := bytes.IndexByte(buf, '\n')
-		if i < 0 {
-			return
-		}
-		r.add(tlog.RecordHash(buf[:i]))
-		buf = buf[i+1:]
+// addSums adds the leaves of lines whose SHA-256 are sums to r.
+func addSums(r *compactRange, sums [][sha256.Size]byte) {
+	for _, sum := range sums {
+		r.add(leafOfSum(sum))
 	}
 }
 

@@ -193,7 +193,7 @@ func (ts *tailScan) forward(path string, markSeq uint64) error {
 			if seq != ts.tree.size+1 {
 				return fmt.Errorf("%w: %s: the trail goes on at seq %d, but its last checkpoint covers %d lines", ErrCorrupt, path, seq, ts.tree.size)
 			}
-			ts.tree.add(tlog.RecordHash(line))
+			ts.tree.add(leafHash(line))
 		}
 		ts.lastSeq, ts.lastHash = seq, h
 		return nil

@@ -86,7 +86,7 @@ func (tc *treeCheck) line(v *verifier, path string, n int, seq uint64, line []by
 			return false
 		}
 	}
-	tc.pending = append(tc.pending, tlog.RecordHash(line))
+	tc.pending = append(tc.pending, leafHash(line))
 	return true
 }
 
