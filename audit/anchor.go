@@ -22,6 +22,10 @@ type Mark struct {
 	// File is the base name of the file the checkpoint line went to.
 	File string
 	Time time.Time
+	// Final: the daemon stopped cleanly right after this checkpoint, so
+	// the trail must end with its line; no line may follow it before the
+	// next start.
+	Final bool
 }
 
 // Anchor keeps the Mark of the trail outside the trail's directory (the
@@ -58,6 +62,7 @@ const (
 	ProblemRolledBack   Problem = "rolled_back"      // an older copy of the trail put back
 	ProblemTrailMissing Problem = "trail_missing"    // every file gone
 	ProblemForked       Problem = "witness_conflict" // the trail differs from what a witness cosigned
+	ProblemAppended     Problem = "appended"         // lines after the final checkpoint of a clean stop
 )
 
 // TrailError says what is wrong with a trail, precisely. It matches
@@ -98,6 +103,8 @@ func againstMark(t trailEnd, m Mark) *TrailError {
 		return shortTrail(t, m, signed)
 	case t.markHash != m.LineHash:
 		return &TrailError{Kind: ProblemRewritten, Seq: m.Seq, Detail: fmt.Sprintf("line seq %d is not the checkpoint line the daemon wrote there, and %s: lines up to it were rewritten and the chain recomputed", m.Seq, signed)}
+	case m.Final && t.lastSeq > m.Seq:
+		return &TrailError{Kind: ProblemAppended, Seq: m.Seq + 1, Detail: fmt.Sprintf("%d line(s) follow seq %d, but %s and then stopped cleanly: the lines after it were written while the daemon was stopped, not by it", t.lastSeq-m.Seq, m.Seq, signed)}
 	}
 	return nil
 }

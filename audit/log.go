@@ -140,6 +140,7 @@ type Log struct {
 	ckAt             time.Time
 	ckDue            chan struct{}
 	ckMu             sync.Mutex // serializes checkpoint
+	lastMark         Mark       // the last checkpoint's (zero: none yet)
 	newTrail         bool       // NewTrail: no Mark to check against
 	// gone says how the live file went away (and when); back, that it
 	// is at its path again: the next tick records both (owned like the

@@ -379,3 +379,32 @@ func TestTrailChangedUnderTheLog(t *testing.T) {
 		t.Fatalf("seq %d, want 3: refused lines must not advance the chain", s.Seq)
 	}
 }
+
+// TestForeignWriteToTheLiveFileIsRefused: a line appended (or bytes cut)
+// by another process under the running Log is noticed at the next write,
+// which is refused like a deleted file's: the chain would otherwise go on
+// past a line the daemon did not write.
+func TestForeignWriteToTheLiveFileIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour}
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Write(testEvent(1)); err != nil {
+		t.Fatal(err)
+	}
+	live := mustFiles(t, dir)[0]
+	f, err := os.OpenFile(live, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"seq":2,"prev_hash":"","event":"forged"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	err = l.Write(testEvent(2))
+	if !errors.Is(err, ErrTrailChanged) || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("Write after a foreign append = %v, want ErrTrailChanged naming another process", err)
+	}
+}

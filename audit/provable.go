@@ -95,6 +95,17 @@ func (l *Log) loadTree() error {
 	if l.origin == "" {
 		l.origin = mark.Origin
 	}
+	if mark.Final {
+		// This run writes on: a crash before its first checkpoint must
+		// not read as lines appended behind a clean stop.
+		mark.Final = false
+		if err := l.Anchor.SaveMark(mark); err != nil {
+			return fmt.Errorf("audit: record the last checkpoint: %w", err)
+		}
+	}
+	if mark.Seq != 0 && mark.Seq == l.ckSeq {
+		l.lastMark = mark
+	}
 	if l.origin == "" {
 		if l.origin, err = l.newOrigin(); err != nil {
 			return err
@@ -151,7 +162,12 @@ func (l *Log) checkpoint(final bool) error {
 		}
 	}
 	if !l.checkpointDue(final) || l.closed {
+		last := l.lastMark
 		l.mu.Unlock()
+		if final && last.Seq != 0 && l.Anchor != nil { // the trail ends with its checkpoint: say so
+			last.Final = true
+			return l.saveMark(last)
+		}
 		return nil
 	}
 	start := time.Now()
@@ -170,16 +186,14 @@ func (l *Log) checkpoint(final bool) error {
 		l.mu.Unlock()
 		return err
 	}
-	l.ckSize, l.ckSeq = cp.Size, ev.Seq
-	l.mu.Unlock()
 	sg := Signed{Checkpoint: cp, Note: signed, Seq: ev.Seq, File: filepath.Base(b.file), Offset: b.start, Range: rng.nodes}
+	m := Mark{Origin: cp.Origin, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]),
+		Seq: ev.Seq, LineHash: hash, File: sg.File, Time: ev.Time, Final: final}
+	l.ckSize, l.ckSeq, l.lastMark = cp.Size, ev.Seq, m
+	l.mu.Unlock()
 	if l.Anchor != nil {
-		m := Mark{Origin: cp.Origin, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]),
-			Seq: ev.Seq, LineHash: hash, File: sg.File, Time: ev.Time}
-		if err := l.Anchor.SaveMark(m); err != nil {
-			l.mu.Lock()
-			l.fail(fmt.Errorf("audit: record the checkpoint at seq %d outside the trail: %w", ev.Seq, err))
-			l.mu.Unlock()
+		if err := l.saveMark(m); err != nil && final {
+			return err
 		}
 	}
 	if l.Checkpointed != nil {
@@ -212,6 +226,18 @@ func (l *Log) noteResumed() {
 		l.gone, l.goneAt, l.back = what, since, true // try again at the next tick
 		l.mu.Unlock()
 	}
+}
+
+// saveMark records m with the Anchor; a failure is counted in Stats.
+func (l *Log) saveMark(m Mark) error {
+	err := l.Anchor.SaveMark(m)
+	if err != nil {
+		err = fmt.Errorf("audit: record the checkpoint at seq %d outside the trail: %w", m.Seq, err)
+		l.mu.Lock()
+		l.fail(err)
+		l.mu.Unlock()
+	}
+	return err
 }
 
 // autoCheckpoint writes a checkpoint when one is due; a failure is

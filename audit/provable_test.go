@@ -190,6 +190,9 @@ func damages() []damage {
 			})
 		}, ProblemRewritten},
 		{"put back an older copy", nil, ProblemRolledBack},
+		{"append lines behind a clean stop", func(t *testing.T, dir string, _ *Key) {
+			writeLogAppend(t, dir, 2) // chained correctly, as someone with the files but not the key can
+		}, ProblemAppended},
 		{"swap in another daemon's trail", func(t *testing.T, dir string, _ *Key) {
 			other := t.TempDir()
 			session(t, provableLog(other, testKey(t, 9), &memAnchor{}), 80)
@@ -266,10 +269,21 @@ func TestLinesAfterTheLastCheckpointAreSignedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	key, a := testKey(t, 1), &memAnchor{}
 	session(t, provableLog(dir, key, a), 12)
-	writeLogAppend(t, dir, 5) // a crash: lines no checkpoint covers
+	if !a.mark().Final {
+		t.Fatal("a clean Close did not mark its checkpoint final")
+	}
+	// A crash: the daemon wrote on after its last checkpoint and stopped
+	// without a final one (the next run clears Final as it opens).
+	m := a.mark()
+	m.Final = false
+	a.SaveMark(*m)
+	writeLogAppend(t, dir, 5)
 	l := provableLog(dir, key, a)
 	if err := l.Open(); err != nil {
 		t.Fatalf("Open with unsigned lines after the mark: %v", err)
+	}
+	if a.mark().Final {
+		t.Fatal("an open Log left its record final: a crash now would read as lines appended behind a clean stop")
 	}
 	l.autoCheckpoint() // due at once
 	before := len(trailLines(t, dir))

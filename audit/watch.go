@@ -62,6 +62,9 @@ func (l *Log) stillThere() error {
 	if n, ok := links(fi); ok && n == 0 {
 		return l.changed("was deleted")
 	}
+	if fi.Mode().IsRegular() && fi.Size() != l.size {
+		return l.changed(fmt.Sprintf("was written to or cut by another process (it holds %d bytes, the daemon wrote %d)", fi.Size(), l.size))
+	}
 	return nil
 }
 

@@ -121,7 +121,8 @@ CREATE TABLE audit_mark (
 	seq       INTEGER NOT NULL CHECK (seq >= 1),
 	line_hash TEXT NOT NULL,               -- hex SHA-256 of the checkpoint line
 	file      TEXT NOT NULL,               -- base name of the file holding it
-	at        TEXT NOT NULL
+	at        TEXT NOT NULL,
+	final     INTEGER NOT NULL DEFAULT 0 CHECK (final IN (0, 1)) -- a clean stop followed it
 ) STRICT;
 `},
 	}

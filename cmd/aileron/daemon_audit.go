@@ -63,8 +63,8 @@ func (m *markStore) LoadMark() (audit.Mark, error) {
 	var at string
 	var size, seq int64
 	err := m.db.QueryRowContext(context.Background(),
-		`SELECT origin, size, root, seq, line_hash, file, at FROM audit_mark WHERE id = 1`).
-		Scan(&mk.Origin, &size, &mk.Root, &seq, &mk.LineHash, &mk.File, &at)
+		`SELECT origin, size, root, seq, line_hash, file, at, final FROM audit_mark WHERE id = 1`).
+		Scan(&mk.Origin, &size, &mk.Root, &seq, &mk.LineHash, &mk.File, &at, &mk.Final)
 	if errors.Is(err, sql.ErrNoRows) {
 		return audit.Mark{}, nil
 	}
@@ -78,10 +78,10 @@ func (m *markStore) LoadMark() (audit.Mark, error) {
 
 func (m *markStore) SaveMark(mk audit.Mark) error {
 	return m.db.Write(context.Background(), func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at) VALUES (1, ?, ?, ?, ?, ?, ?, ?)
+		_, err := tx.Exec(`INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at, final) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET origin = excluded.origin, size = excluded.size, root = excluded.root,
-			seq = excluded.seq, line_hash = excluded.line_hash, file = excluded.file, at = excluded.at`,
-			mk.Origin, int64(mk.Size), mk.Root, int64(mk.Seq), mk.LineHash, mk.File, state.FormatTime(mk.Time))
+			seq = excluded.seq, line_hash = excluded.line_hash, file = excluded.file, at = excluded.at, final = excluded.final`,
+			mk.Origin, int64(mk.Size), mk.Root, int64(mk.Seq), mk.LineHash, mk.File, state.FormatTime(mk.Time), mk.Final)
 		return err
 	})
 }
