@@ -147,6 +147,8 @@ type auditUsage struct {
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
 	Lines int64 `json:"lines"`
+	// Checkpoints counts the signed checkpoint lines among them.
+	Checkpoints int64 `json:"checkpoints"`
 }
 
 // readAuditUsage counts the audit files under dir (AILERON_HOME/audit); a
@@ -170,6 +172,7 @@ func readAuditUsage(dir string) (auditUsage, error) {
 		u.Files++
 		u.Bytes += int64(len(b))
 		u.Lines += int64(bytes.Count(b, []byte{'\n'}))
+		u.Checkpoints += int64(bytes.Count(b, []byte(`"event":"audit.checkpoint"`)))
 		return nil
 	})
 	if err != nil {
@@ -185,14 +188,15 @@ func (e *env) auditNotes(before auditUsage) (written auditUsage, notes []string)
 	if err != nil {
 		return auditUsage{}, []string{err.Error()}
 	}
-	written = auditUsage{Files: after.Files, Bytes: after.Bytes - before.Bytes, Lines: after.Lines - before.Lines}
+	written = auditUsage{Files: after.Files, Bytes: after.Bytes - before.Bytes, Lines: after.Lines - before.Lines,
+		Checkpoints: after.Checkpoints - before.Checkpoints}
 	perLine := 0.0
 	if written.Lines > 0 {
 		perLine = float64(written.Bytes) / float64(written.Lines)
 	}
-	notes = append(notes, fmt.Sprintf("audit: during the phases the aileron daemon appended %d audit lines, %.1f MiB (%.0f B/line); "+
+	notes = append(notes, fmt.Sprintf("audit: during the phases the aileron daemon appended %d audit lines (%d of them signed checkpoints), %.1f MiB (%.0f B/line); "+
 		"its $AILERON_HOME/audit then held %d file(s), %d lines, %.1f MiB",
-		written.Lines, float64(written.Bytes)/(1<<20), perLine, after.Files, after.Lines, float64(after.Bytes)/(1<<20)))
+		written.Lines, written.Checkpoints, float64(written.Bytes)/(1<<20), perLine, after.Files, after.Lines, float64(after.Bytes)/(1<<20)))
 	if e.off != nil {
 		off, err := readAuditUsage(filepath.Join(e.off.home, "audit"))
 		if err != nil {
