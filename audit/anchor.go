@@ -22,10 +22,13 @@ type Mark struct {
 	// File is the base name of the file the checkpoint line went to.
 	File string
 	Time time.Time
-	// Final: the daemon stopped cleanly right after this checkpoint, so
-	// the trail must end with its line; no line may follow it before the
-	// next start.
-	Final bool
+	// EndSeq and EndHash, when set, are the last line the daemon wrote
+	// as it stopped (the final checkpoint's line after a clean stop): the
+	// trail must end with that very line until the next run writes on.
+	// Zero after a crash (lines after the checkpoint are then unsigned,
+	// see docs/audit.md).
+	EndSeq  uint64
+	EndHash string
 }
 
 // Anchor keeps the Mark of the trail outside the trail's directory (the
@@ -62,7 +65,7 @@ const (
 	ProblemRolledBack   Problem = "rolled_back"      // an older copy of the trail put back
 	ProblemTrailMissing Problem = "trail_missing"    // every file gone
 	ProblemForked       Problem = "witness_conflict" // the trail differs from what a witness cosigned
-	ProblemAppended     Problem = "appended"         // lines after the final checkpoint of a clean stop
+	ProblemAppended     Problem = "appended"         // lines after the last line the daemon wrote as it stopped
 )
 
 // TrailError says what is wrong with a trail, precisely. It matches
@@ -86,6 +89,7 @@ type trailEnd struct {
 	origin   string // of its last checkpoint ("" when none)
 	last     *ckLine
 	markHash string // hash of its line at the Mark's seq ("" when it has none)
+	endHash  string // hash of its line at the Mark's EndSeq ("" when it has none)
 }
 
 // againstMark compares a trail with the Mark of the last checkpoint its
@@ -103,8 +107,23 @@ func againstMark(t trailEnd, m Mark) *TrailError {
 		return shortTrail(t, m, signed)
 	case t.markHash != m.LineHash:
 		return &TrailError{Kind: ProblemRewritten, Seq: m.Seq, Detail: fmt.Sprintf("line seq %d is not the checkpoint line the daemon wrote there, and %s: lines up to it were rewritten and the chain recomputed", m.Seq, signed)}
-	case m.Final && t.lastSeq > m.Seq:
-		return &TrailError{Kind: ProblemAppended, Seq: m.Seq + 1, Detail: fmt.Sprintf("%d line(s) follow seq %d, but %s and then stopped cleanly: the lines after it were written while the daemon was stopped, not by it", t.lastSeq-m.Seq, m.Seq, signed)}
+	case m.EndSeq != 0:
+		return againstEnd(t, m)
+	}
+	return nil
+}
+
+// againstEnd compares the trail's end with the last line the daemon
+// wrote as it stopped.
+func againstEnd(t trailEnd, m Mark) *TrailError {
+	stopped := fmt.Sprintf("the daemon's last line as it stopped was seq %d", m.EndSeq)
+	switch {
+	case t.lastSeq > m.EndSeq:
+		return &TrailError{Kind: ProblemAppended, Seq: m.EndSeq + 1, Detail: fmt.Sprintf("%d line(s) follow seq %d, but %s: they were written while it was stopped, or behind its back, not by it", t.lastSeq-m.EndSeq, m.EndSeq, stopped)}
+	case t.lastSeq < m.EndSeq:
+		return &TrailError{Kind: ProblemTruncated, Seq: t.lastSeq, Detail: fmt.Sprintf("the trail ends at seq %d, but %s: %d line(s) were cut off its end", t.lastSeq, stopped, m.EndSeq-t.lastSeq)}
+	case t.endHash != m.EndHash:
+		return &TrailError{Kind: ProblemRewritten, Seq: m.EndSeq, Detail: fmt.Sprintf("line seq %d is not the line the daemon wrote there (%s): lines after its last checkpoint were rewritten", m.EndSeq, stopped)}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ func ParseCheckpoint(text string) (Checkpoint, error) {
 		return Checkpoint{}, errors.New("a checkpoint is three lines: origin, tree size, base64 root hash")
 	}
 	size, err := strconv.ParseUint(lines[1], 10, 64)
-	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
+	if err != nil || strconv.FormatUint(size, 10) != lines[1] || size > math.MaxInt64 {
 		return Checkpoint{}, fmt.Errorf("checkpoint tree size %q is not a decimal number", lines[1])
 	}
 	raw, err := base64.StdEncoding.Strict().DecodeString(lines[2])

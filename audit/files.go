@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,6 +93,8 @@ func parseHead(line []byte) (seq uint64, prev string, problem string) {
 		return 0, "", "line has no seq"
 	case *h.Seq == 0:
 		return 0, "", "line has seq 0; seq starts at 1"
+	case *h.Seq > math.MaxInt64:
+		return 0, "", fmt.Sprintf("line has seq %d, beyond 2^63-1", *h.Seq)
 	case h.PrevHash == nil:
 		return 0, "", "line has no prev_hash"
 	}

@@ -86,15 +86,22 @@ type Log struct {
 	// written, on the Log's background goroutine (to push it to
 	// witnesses); it must not block for long.
 	Checkpointed func(Signed)
+	// OnError, if set, hears of the failures no Write returns: a
+	// checkpoint, or its record with the Anchor, that could not be
+	// written (from the background goroutine). nil: they are only
+	// counted in Stats.
+	OnError func(error)
 
 	// openFile opens log files; nil means os.OpenFile. Tests replace it to
 	// inject failures.
 	openFile func(name string, flag int, perm os.FileMode) (file, error)
 
-	mu      sync.Mutex
-	opened  bool
-	closing bool // Close has begun (its last checkpoint)
-	closed  bool
+	mu     sync.Mutex
+	opened bool
+	closed bool
+	// sealing is Close's last checkpoint while it is chained: the one
+	// line taken once closed.
+	sealing *Event
 	f       file        // nil when no file is open
 	fi      os.FileInfo // f's, to notice the path no longer names it
 	// pathSuspect: the last path check found the name no longer f's; each
@@ -141,7 +148,12 @@ type Log struct {
 	ckDue            chan struct{}
 	ckMu             sync.Mutex // serializes checkpoint
 	lastMark         Mark       // the last checkpoint's (zero: none yet)
-	newTrail         bool       // NewTrail: no Mark to check against
+	lastSigned       Signed     // the last checkpoint written this run (the idle heartbeat's)
+	// unend: the record names the end of the last run, and this run has
+	// not written yet; endless is that record without it (goOn).
+	unend    bool
+	endless  Mark
+	newTrail bool // NewTrail: no Mark to check against
 	// gone says how the live file went away (and when); back, that it
 	// is at its path again: the next tick records both (owned like the
 	// file state).
@@ -325,7 +337,7 @@ func (l *Log) writeLine(ev *Event, deferred bool) (hash string, err error) {
 // the write call that carries it ends; it returns the line's hash and the
 // batch it went in. Called with l.mu held.
 func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start time.Time) (hash string, b *batch, err error) {
-	if !l.opened || l.closed {
+	if !l.opened || l.closed && ev != l.sealing {
 		return "", nil, l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
 	}
 	if ev.Time.IsZero() {
@@ -351,7 +363,11 @@ func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start tim
 			return "", nil, err
 		}
 		// flush released l.mu while it waited for a write in flight, and
-		// other lines may have been chained meanwhile: chain this one anew.
+		// other lines may have been chained meanwhile (or Close begun):
+		// chain this one anew.
+		if l.closed && ev != l.sealing {
+			return "", nil, l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
+		}
 		ev.Seq, ev.PrevHash = l.qseq+1, l.qhash
 		if line, err = appendHead(l.line[:0], ev.Time, ev.Seq, ev.PrevHash); err != nil {
 			return "", nil, l.fail(fmt.Errorf("%w: event %q does not encode: %v", ErrInvalidEvent, ev.Name, err))
@@ -439,7 +455,10 @@ func (l *Log) flush() error {
 	l.flushing, l.inflightEnd = true, l.sizeAfter(int64(len(buf)))
 	l.mu.Unlock()
 	kept := 0
-	err := l.ensureFile(int64(len(buf)))
+	err := l.goOn()
+	if err == nil {
+		err = l.ensureFile(int64(len(buf)))
+	}
 	file, start := l.name, l.size
 	if err == nil {
 		kept, err = l.appendLine(buf)
@@ -704,16 +723,13 @@ func (l *Log) syncOnce() {
 // returns nil. The error is the final fsync/close failure, if any.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	if !l.opened || l.closed || l.closing {
+	if !l.opened || l.closed {
 		l.mu.Unlock()
 		return nil
 	}
-	l.closing = true
+	l.closed = true // no line but the last checkpoint from now on
 	l.mu.Unlock()
 	ckErr := l.checkpoint(true) // the last lines signed too, when the sink takes it
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
 	close(l.stop)
 	<-l.stopped
 	l.mu.Lock()
@@ -721,6 +737,9 @@ func (l *Log) Close() error {
 	ferr := l.flush()
 	err := l.closeFile()
 	l.mergeFileNotes()
+	if ckErr != nil && l.Key != nil {
+		l.sealEnd()
+	}
 	l.unlockDir()
 	if err != nil {
 		return l.fail(err)

@@ -50,6 +50,9 @@ func Prove(files []string, seq uint64) (Proof, error) {
 					return fmt.Errorf("%s: seq %d: %w", path, n, err)
 				}
 				if cp.Size >= seq {
+					if cp.Size > uint64(len(leaves)) {
+						return fmt.Errorf("%w: the checkpoint at seq %d claims %d lines, more than precede it; run `aileron audit verify`", ErrCorrupt, n, cp.Size)
+					}
 					if root := mth(leaves[:cp.Size]); root != cp.Root {
 						return fmt.Errorf("%w: the checkpoint at seq %d signs a root its lines do not give; run `aileron audit verify`", ErrCorrupt, n)
 					}

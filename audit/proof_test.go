@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +120,28 @@ func TestProveConsistencyBetweenCheckpoints(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestProveRefusesACheckpointClaimingMoreLinesThanPrecedeIt(t *testing.T) {
+	dir := t.TempDir()
+	session(t, provableLog(dir, testKey(t, 1), nil), 6)
+	files := mustFiles(t, dir)
+	last := files[len(files)-1]
+	lines := fileLines(t, last)
+	forged := []byte(`{"time":"2026-11-22T05:00:00Z","seq":999,"prev_hash":"","event":"audit.checkpoint","details":{"note":"x\n999999\n` + strings.Repeat("A", 43) + `=\n\n— x AAAA\n"}}`)
+	writeLines(t, last, append(lines, forged))
+	n := uint64(len(trailLines(t, dir)) - 1) // the last real line: no real checkpoint covers it
+	if _, err := Prove(files, n); err == nil || !errors.Is(err, ErrCorrupt) {
+		t.Fatal("Prove took a checkpoint claiming more lines than precede it")
+	}
+}
+
+func TestSeqBeyondInt64IsUnparsable(t *testing.T) {
+	if _, _, problem := parseHead([]byte(`{"seq":18446744073709551615,"prev_hash":""}`)); problem == "" {
+		t.Fatal("a seq of 2^64-1 parsed")
+	}
+	if _, err := ParseCheckpoint("o\n9223372036854775808\n" + strings.Repeat("A", 43) + "=\n"); err == nil {
+		t.Fatal("a checkpoint of 2^63 lines parsed")
 	}
 }

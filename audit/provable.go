@@ -75,7 +75,7 @@ func (l *Log) loadTree() error {
 		}
 		return l.Key.verifier(origin)
 	}
-	ts, err := scanTail(files, vf, mark.Seq)
+	ts, err := scanTail(files, vf, mark.Seq, mark.EndSeq)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (l *Log) loadTree() error {
 		l.origin, l.ckSize, l.ckSeq = ts.last.cp.Origin, ts.last.cp.Size, ts.last.seq
 	}
 	if mark.Seq != 0 {
-		end := trailEnd{dir: l.Dir, lines: l.seq > 0, lastSeq: l.seq, origin: l.origin, last: ts.last, markHash: ts.markHash}
+		end := trailEnd{dir: l.Dir, lines: l.seq > 0, lastSeq: l.seq, origin: l.origin, last: ts.last, markHash: ts.markHash, endHash: ts.endHash}
 		if terr := againstMark(end, mark); terr != nil {
 			return terr
 		}
@@ -95,14 +95,13 @@ func (l *Log) loadTree() error {
 	if l.origin == "" {
 		l.origin = mark.Origin
 	}
-	if mark.Final {
-		// This run writes on: a crash before its first checkpoint must
-		// not read as lines appended behind a clean stop.
-		mark.Final = false
-		if err := l.Anchor.SaveMark(mark); err != nil {
-			return fmt.Errorf("audit: record the last checkpoint: %w", err)
-		}
-	}
+	// This run writes on past the end the record names: the first write
+	// clears it (goOn), so that a crash later does not read as lines
+	// appended behind the daemon's back, while a start that fails before
+	// writing leaves it in force.
+	l.unend = mark.EndSeq != 0
+	mark.EndSeq, mark.EndHash = 0, ""
+	l.endless = mark
 	if mark.Seq != 0 && mark.Seq == l.ckSeq {
 		l.lastMark = mark
 	}
@@ -161,11 +160,23 @@ func (l *Log) checkpoint(final bool) error {
 			return err
 		}
 	}
-	if !l.checkpointDue(final) || l.closed {
+	if !final && l.ckSeq != 0 && l.seq == l.ckSeq && l.checkpointDue(false) {
+		// Idle: the last checkpoint's line still ends the trail, and the
+		// record names it. The heartbeat hands it to the witnesses again
+		// (a fresh cosignature) instead of growing the trail.
+		l.ckAt = l.now()
+		sg := l.lastSigned
+		l.mu.Unlock()
+		if sg.Seq != 0 && l.Checkpointed != nil {
+			l.Checkpointed(sg)
+		}
+		return nil
+	}
+	if !l.checkpointDue(final) || l.closed && !final {
 		last := l.lastMark
 		l.mu.Unlock()
-		if final && last.Seq != 0 && l.Anchor != nil { // the trail ends with its checkpoint: say so
-			last.Final = true
+		if final && last.Seq != 0 && last.Seq == l.seq && l.Anchor != nil { // the trail ends with its checkpoint: say so
+			last.EndSeq, last.EndHash = last.Seq, last.LineHash
 			return l.saveMark(last)
 		}
 		return nil
@@ -181,15 +192,22 @@ func (l *Log) checkpoint(final bool) error {
 	}
 	ev := &Event{Name: EventCheckpoint, Details: checkpointDetails(cp, &rng, signed)}
 	tail, terr := appendTail(nil, ev)
+	if final {
+		l.sealing = ev // Close refuses other lines already: this one goes
+	}
 	hash, b, err := l.chain(ev, tail, terr, false, start)
+	l.sealing = nil
 	if err != nil {
 		l.mu.Unlock()
 		return err
 	}
 	sg := Signed{Checkpoint: cp, Note: signed, Seq: ev.Seq, File: filepath.Base(b.file), Offset: b.start, Range: rng.nodes}
 	m := Mark{Origin: cp.Origin, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]),
-		Seq: ev.Seq, LineHash: hash, File: sg.File, Time: ev.Time, Final: final}
-	l.ckSize, l.ckSeq, l.lastMark = cp.Size, ev.Seq, m
+		Seq: ev.Seq, LineHash: hash, File: sg.File, Time: ev.Time}
+	if final {
+		m.EndSeq, m.EndHash = ev.Seq, hash
+	}
+	l.ckSize, l.ckSeq, l.lastMark, l.lastSigned = cp.Size, ev.Seq, m, sg
 	l.mu.Unlock()
 	if l.Anchor != nil {
 		if err := l.saveMark(m); err != nil && final {
@@ -228,7 +246,9 @@ func (l *Log) noteResumed() {
 	}
 }
 
-// saveMark records m with the Anchor; a failure is counted in Stats.
+// saveMark records m with the Anchor; a failure is counted in Stats and
+// reported (OnError): the record lags, and a trail cut back to it would
+// go unnoticed at the next start.
 func (l *Log) saveMark(m Mark) error {
 	err := l.Anchor.SaveMark(m)
 	if err != nil {
@@ -236,8 +256,44 @@ func (l *Log) saveMark(m Mark) error {
 		l.mu.Lock()
 		l.fail(err)
 		l.mu.Unlock()
+		l.report(err)
 	}
 	return err
+}
+
+// report hands a failure no Write returns to OnError.
+func (l *Log) report(err error) {
+	if l.OnError != nil {
+		l.OnError(err)
+	}
+}
+
+// goOn clears the end the record names, before this run's first write:
+// from now on the trail goes past it. Called by the batch writer.
+func (l *Log) goOn() error {
+	if !l.unend || l.Anchor == nil {
+		return nil
+	}
+	if err := l.Anchor.SaveMark(l.endless); err != nil {
+		return fmt.Errorf("%w: cannot record that the trail goes on past the end the daemon recorded as it stopped: %w", ErrUnavailable, err)
+	}
+	l.unend = false
+	return nil
+}
+
+// sealEnd records, when Close could not end the trail with a checkpoint
+// (the sink failed, or the file changed under it), the last line the
+// daemon did write: the next start then refuses a trail that ends
+// anywhere else. Called by Close with l.mu held and no batch in flight.
+func (l *Log) sealEnd() {
+	m := l.lastMark
+	if l.Anchor == nil || m.Seq == 0 || l.seq < m.Seq {
+		return
+	}
+	m.EndSeq, m.EndHash = l.seq, l.hash
+	if err := l.Anchor.SaveMark(m); err != nil {
+		l.fail(fmt.Errorf("audit: record the trail's last line outside it: %w", err))
+	}
 }
 
 // autoCheckpoint writes a checkpoint when one is due; a failure is
@@ -247,6 +303,7 @@ func (l *Log) autoCheckpoint() {
 		l.mu.Lock()
 		l.fail(err)
 		l.mu.Unlock()
+		l.report(err)
 	}
 }
 
@@ -296,6 +353,11 @@ func (l *Log) NewTrail(reason string) (archive string, err error) {
 		"previous_origin": mark.Origin, "previous_size": fmt.Sprint(mark.Size), "previous_root": mark.Root,
 		"previous_seq": fmt.Sprint(mark.Seq),
 	}}
+	if mark.Origin != "" { // what checks the archived trail, should no copy of it be at hand
+		if vkey, err := l.Key.VerifierKey(mark.Origin); err == nil {
+			ev.Details["previous_key"] = vkey
+		}
+	}
 	if err := l.Write(ev); err != nil {
 		return archive, err
 	}

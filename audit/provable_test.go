@@ -140,20 +140,43 @@ func mustDetail(t testing.TB, line []byte, key string) string {
 	return ev.Details[key]
 }
 
-func TestHeartbeatCheckpointsAnIdleTrail(t *testing.T) {
+// TestHeartbeatOfAnIdleTrail: a new trail is named by a checkpoint at
+// the first tick; then, with nothing written, the heartbeat hands the
+// same checkpoint to the witnesses again every interval without adding
+// lines; the first line written is signed at the next interval.
+func TestHeartbeatOfAnIdleTrail(t *testing.T) {
 	dir := t.TempDir()
-	l := &Log{Dir: dir, Key: testKey(t, 1), CheckpointInterval: 20 * time.Millisecond, SyncInterval: 5 * time.Millisecond}
+	var mu sync.Mutex
+	var pushed []uint64
+	l := &Log{Dir: dir, Key: testKey(t, 1), CheckpointInterval: 20 * time.Millisecond, SyncInterval: 5 * time.Millisecond,
+		Checkpointed: func(s Signed) { mu.Lock(); pushed = append(pushed, s.Seq); mu.Unlock() }}
 	if err := l.Open(); err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.Stats().Seq < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("an idle trail wrote %d heartbeat checkpoints in 10 s; want one every 20 ms", l.Stats().Seq)
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s within 10 s", what)
+			}
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	waitFor("no heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(pushed) >= 3 })
+	if s := l.Stats().Seq; s != 1 {
+		t.Fatalf("an idle trail holds %d lines; want 1 (the checkpoint that names it)", s)
+	}
+	mu.Lock()
+	for _, seq := range pushed {
+		if seq != 1 {
+			t.Fatalf("heartbeats pushed %v; want the one checkpoint again and again", pushed)
+		}
+	}
+	mu.Unlock()
+	if err := l.Write(testEvent(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the line written was not signed", func() bool { return l.Stats().Seq == 3 })
 }
 
 // damage is a way of changing a trail under a stopped daemon.
@@ -269,21 +292,18 @@ func TestLinesAfterTheLastCheckpointAreSignedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	key, a := testKey(t, 1), &memAnchor{}
 	session(t, provableLog(dir, key, a), 12)
-	if !a.mark().Final {
-		t.Fatal("a clean Close did not mark its checkpoint final")
+	if m := a.mark(); m.EndSeq != m.Seq || m.EndHash != m.LineHash {
+		t.Fatalf("a clean Close did not record its checkpoint as the trail's end: %+v", m)
 	}
-	// A crash: the daemon wrote on after its last checkpoint and stopped
-	// without a final one (the next run clears Final as it opens).
+	// A crash: the daemon wrote on after its last checkpoint and never
+	// recorded an end.
 	m := a.mark()
-	m.Final = false
+	m.EndSeq, m.EndHash = 0, ""
 	a.SaveMark(*m)
 	writeLogAppend(t, dir, 5)
 	l := provableLog(dir, key, a)
 	if err := l.Open(); err != nil {
 		t.Fatalf("Open with unsigned lines after the mark: %v", err)
-	}
-	if a.mark().Final {
-		t.Fatal("an open Log left its record final: a crash now would read as lines appended behind a clean stop")
 	}
 	l.autoCheckpoint() // due at once
 	before := len(trailLines(t, dir))
@@ -297,6 +317,158 @@ func TestLinesAfterTheLastCheckpointAreSignedAfterRestart(t *testing.T) {
 	rep, err := VerifyTrail(VerifyOptions{Dir: dir, Key: key, Mark: a.mark()})
 	if err != nil || !rep.OK || rep.Signed != uint64(len(lines)-1) {
 		t.Fatalf("VerifyTrail = %+v, %v", rep, err)
+	}
+}
+
+// crash stops l as a killed daemon would: no last checkpoint, no record.
+func crash(t *testing.T, l *Log) {
+	t.Helper()
+	close(l.stop)
+	<-l.stopped
+	l.mu.Lock()
+	for l.flushing {
+		l.flushed.Wait()
+	}
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.unlockDir()
+}
+
+// TestTheEndOfARunHoldsUntilTheNextWrites: the record of the line a
+// daemon stopped on stays in force through a start that fails, or is
+// killed, before writing (a line appended then is still refused), and is
+// cleared by the first write of the next run (a crash after it is a
+// crash, not an append).
+func TestTheEndOfARunHoldsUntilTheNextWrites(t *testing.T) {
+	dir := t.TempDir()
+	key, a := testKey(t, 1), &memAnchor{}
+	session(t, provableLog(dir, key, a), 12)
+	l := provableLog(dir, key, a)
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, l) // a start that failed after opening the trail
+	writeLogAppend(t, dir, 1)
+	err := provableLog(dir, key, a).Open()
+	var te *TrailError
+	if !errors.As(err, &te) || te.Kind != ProblemAppended {
+		t.Fatalf("Open after a line appended behind a failed start = %v, want appended", err)
+	}
+
+	dir = t.TempDir()
+	a = &memAnchor{}
+	session(t, provableLog(dir, key, a), 12)
+	l = provableLog(dir, key, a)
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(testEvent(99)); err != nil {
+		t.Fatal(err)
+	}
+	if m := a.mark(); m.EndSeq != 0 {
+		t.Fatalf("the first write of a run left the previous end in force: %+v", m)
+	}
+	crash(t, l)
+	if err := provableLog(dir, key, a).Open(); err != nil {
+		t.Fatalf("Open after a crash = %v, want it to go on (unsigned lines are the documented window)", err)
+	}
+}
+
+// TestLinesChangedUnderARunningLogAreRefusedAfterRestart: a line appended
+// to, or cut from, the live file by someone else makes the running Log
+// refuse (its Close then fails); the record keeps the daemon's own last
+// line, so the next start refuses the trail instead of signing the forged
+// line.
+func TestLinesChangedUnderARunningLogAreRefusedAfterRestart(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		do   func(t *testing.T, live string)
+		want Problem
+	}{
+		{"appended", func(t *testing.T, live string) {
+			lines := fileLines(t, live)
+			last := lines[len(lines)-1]
+			seq, _, _ := parseHead(last)
+			forged := fmt.Sprintf(`{"time":"2026-11-22T05:00:00Z","seq":%d,"prev_hash":"%s","event":"connector.proxy.proxied","host":"forged.example"}`, seq+1, lineHash(last))
+			writeLines(t, live, append(lines, []byte(forged)))
+		}, ProblemAppended},
+		{"cut", func(t *testing.T, live string) {
+			lines := fileLines(t, live)
+			writeLines(t, live, lines[:len(lines)-2])
+		}, ProblemTruncated},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			key, a := testKey(t, 1), &memAnchor{}
+			l := provableLog(dir, key, a)
+			l.MaxFileBytes = 0
+			if err := l.Open(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 12 {
+				if err := l.Write(testEvent(i)); err != nil {
+					t.Fatal(err)
+				}
+				if i == 5 {
+					l.autoCheckpoint()
+				}
+			}
+			files := mustFiles(t, dir)
+			c.do(t, files[len(files)-1])
+			if err := l.Write(testEvent(50)); !errors.Is(err, ErrTrailChanged) {
+				t.Fatalf("Write after the live file changed = %v, want ErrTrailChanged", err)
+			}
+			if err := l.Close(); err == nil {
+				t.Fatal("Close over a changed live file succeeded")
+			}
+			err := provableLog(dir, key, a).Open()
+			var te *TrailError
+			if !errors.As(err, &te) || te.Kind != c.want {
+				t.Fatalf("Open = %v, want %s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestLinesDuringCloseDoNotFollowItsCheckpoint: Writes racing with Close
+// are refused once it begins, so its checkpoint stays the last line and
+// the next start takes the trail.
+func TestLinesDuringCloseDoNotFollowItsCheckpoint(t *testing.T) {
+	for round := range 10 {
+		dir := t.TempDir()
+		key, a := testKey(t, 1), &memAnchor{}
+		l := provableLog(dir, key, a)
+		if err := l.Open(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					if l.WriteDeferred(testEvent(g*1000+i)) != nil {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(2 * time.Millisecond)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if err := provableLog(dir, key, a).Open(); err != nil {
+			lines := trailLines(t, dir)
+			for _, l := range lines[max(0, len(lines)-4):] {
+				t.Logf("%.160s", l)
+			}
+			t.Fatalf("round %d: Open after a Close raced with writes = %v", round, err)
+		}
 	}
 }
 

@@ -119,15 +119,17 @@ type tailScan struct {
 	last     *ckLine      // the last checkpoint line (nil: none)
 	lastSeq  uint64
 	lastHash string
-	// markHash is the hash of the line at the seq asked for ("" when the
-	// trail does not hold that line).
-	markHash string
+	// markHash and endHash are the hashes of the lines at the seqs asked
+	// for ("" when the trail does not hold that line).
+	markHash, endHash string
 }
 
 // scanTail rebuilds the tree of the trail in files (in chain order)
 // from its last checkpoint on, so that only the lines after it are read
-// twice. It also picks up the hash of line markSeq (0: none wanted).
-func scanTail(files []string, vf verifierFor, markSeq uint64) (tailScan, error) {
+// twice. It also picks up the hashes of lines markSeq and endSeq (0: none
+// wanted), and checks that the first file it reads chains onto the one
+// before.
+func scanTail(files []string, vf verifierFor, markSeq, endSeq uint64) (tailScan, error) {
 	var ts tailScan
 	start := 0
 	for i := len(files) - 1; i >= 0; i-- {
@@ -147,8 +149,17 @@ func scanTail(files []string, vf verifierFor, markSeq uint64) (tailScan, error) 
 	if ts.last != nil {
 		ts.tree = ts.last.rng.clone()
 	}
+	if start > 0 { // the junction with the file before: it must chain
+		line, err := lastLine(files[start-1])
+		if err != nil {
+			return ts, err
+		}
+		if seq, _, problem := parseHead(line); problem == "" && line != nil {
+			ts.lastSeq, ts.lastHash = seq, lineHash(line)
+		}
+	}
 	for _, path := range files[start:] {
-		if err := ts.forward(path, markSeq); err != nil {
+		if err := ts.forward(path, markSeq, endSeq); err != nil {
 			return ts, err
 		}
 	}
@@ -176,7 +187,7 @@ func lastCheckpointIn(path string, vf verifierFor) (*ckLine, error) {
 
 // forward adds path's lines after the tree's size to the tree, checking
 // that they chain.
-func (ts *tailScan) forward(path string, markSeq uint64) error {
+func (ts *tailScan) forward(path string, markSeq, endSeq uint64) error {
 	return eachLine(path, func(line []byte) error {
 		seq, prev, problem := parseHead(line)
 		switch {
@@ -188,6 +199,9 @@ func (ts *tailScan) forward(path string, markSeq uint64) error {
 		h := lineHash(line)
 		if seq == markSeq {
 			ts.markHash = h
+		}
+		if seq == endSeq {
+			ts.endHash = h
 		}
 		if seq > ts.tree.size {
 			if seq != ts.tree.size+1 {

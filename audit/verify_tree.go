@@ -42,12 +42,14 @@ type treeCheck struct {
 	last     *ckLine
 	markSeq  uint64
 	markHash string
+	endSeq   uint64
+	endHash  string
 }
 
 func newTreeCheck(o VerifyOptions) (*treeCheck, error) {
 	tc := &treeCheck{}
 	if o.Mark != nil {
-		tc.markSeq = o.Mark.Seq
+		tc.markSeq, tc.endSeq = o.Mark.Seq, o.Mark.EndSeq
 	}
 	if o.Key != nil {
 		tc.vf = func(origin string) (note.Verifier, error) {
@@ -80,6 +82,9 @@ func (tc *treeCheck) line(v *verifier, path string, n int, seq uint64, line []by
 	}
 	if seq == tc.markSeq {
 		tc.markHash = lineHash(line)
+	}
+	if seq == tc.endSeq {
+		tc.endHash = lineHash(line)
 	}
 	if bytes.Contains(line, checkpointMarker) {
 		if !tc.checkpoint(v, path, n, seq, line) {
@@ -137,7 +142,7 @@ func (tc *treeCheck) end(v *verifier, o VerifyOptions) bool {
 		if tc.last != nil {
 			origin = tc.last.cp.Origin
 		}
-		t := trailEnd{dir: o.Dir, lines: v.started, lastSeq: v.prevSeq, origin: origin, last: tc.last, markHash: tc.markHash}
+		t := trailEnd{dir: o.Dir, lines: v.started, lastSeq: v.prevSeq, origin: origin, last: tc.last, markHash: tc.markHash, endHash: tc.endHash}
 		if te := againstMark(t, *o.Mark); te != nil {
 			v.bad(te.Kind, v.prevFile, v.prevLine, te.Seq, te.Detail)
 			return false

@@ -93,7 +93,7 @@ func (l *Log) changed(what string) error {
 		l.gone, l.goneAt = what, l.now()
 	}
 	return fmt.Errorf("%w: %w: %s, the file the chain continues in, %s while the daemon wrote it; "+
-		"nothing is recorded, and no request forwarded, until it is back at that path (or the daemon is restarted)",
+		"nothing is recorded, and no request forwarded, until it is back at that path as it was; a restarted daemon checks the trail against the last line it wrote",
 		ErrUnavailable, ErrTrailChanged, l.name, what)
 }
 

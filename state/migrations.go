@@ -122,7 +122,8 @@ CREATE TABLE audit_mark (
 	line_hash TEXT NOT NULL,               -- hex SHA-256 of the checkpoint line
 	file      TEXT NOT NULL,               -- base name of the file holding it
 	at        TEXT NOT NULL,
-	final     INTEGER NOT NULL DEFAULT 0 CHECK (final IN (0, 1)) -- a clean stop followed it
+	end_seq   INTEGER NOT NULL DEFAULT 0 CHECK (end_seq >= 0), -- the daemon's last line as it stopped (0: running, or crashed)
+	end_hash  TEXT NOT NULL DEFAULT ''
 ) STRICT;
 `},
 	}

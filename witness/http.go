@@ -62,12 +62,24 @@ func (w *Witness) serveAdd(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cosig, err := w.Add(old, proof, checkpoint)
+	if w.AddLog != nil {
+		origin, size, _, _ := ParseCheckpoint(string(checkpointBody(checkpoint)))
+		w.AddLog(origin, size, err)
+	}
 	if err != nil {
 		w.writeError(rw, err)
 		return
 	}
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = rw.Write(cosig)
+}
+
+// checkpointBody is a signed note's text (up to its blank line).
+func checkpointBody(note []byte) []byte {
+	if i := bytes.Index(note, []byte("\n\n")); i >= 0 {
+		return note[:i+1]
+	}
+	return note
 }
 
 func (w *Witness) serveCheckpoint(rw http.ResponseWriter, r *http.Request) {

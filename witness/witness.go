@@ -103,6 +103,10 @@ type Witness struct {
 	// ErrorLog receives the errors the handler answers with a bare 500
 	// (state or key I/O); nil means the standard logger.
 	ErrorLog *log.Logger
+	// AddLog, if set, hears of each add-checkpoint the handler answers:
+	// the checkpoint's first line (the origin) and size, and nil or why
+	// it was refused, so a witness's operator sees rollbacks as they come.
+	AddLog func(origin string, size uint64, err error)
 
 	openMu sync.Mutex
 	st     atomic.Pointer[state]

@@ -14,6 +14,7 @@ import (
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/witness"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // auditVerify checks the trail: every line's chain link, and with the
@@ -23,10 +24,13 @@ func auditVerify(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("audit verify", "audit verify [FILES…] [--key VKEY] [--witness URL [--witness-key KEY]]   (default: the trail in audit.dir)", stderr)
 	_, cfgFile := clientFlags(fs)
 	vkey := fs.String("key", "", "the trail's public key (aileron audit key); default: the daemon's key file")
-	wurl := fs.String("witness", "", "also compare with what this witness cosigned (its base URL)")
-	wkey := fs.String("witness-key", "", "the witness's key: check its cosignature too")
+	wurl := fs.String("witness", "", "also compare with what this witness cosigned (its base URL; needs --witness-key)")
+	wkey := fs.String("witness-key", "", "the witness's key (aileron witness --print-key): its cosignature must verify")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *wurl != "" && *wkey == "" {
+		return usagef("--witness needs --witness-key (the witness's key, as `aileron witness --print-key` prints it): an answer whose cosignature is not checked proves nothing")
 	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
@@ -44,19 +48,38 @@ func auditVerify(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	if o.Dir != "" {
+		if err := auditDirExists(o.Dir); err != nil {
+			return err
+		}
+	}
 	rep, err := audit.VerifyTrail(o)
 	if err != nil {
 		return err
 	}
+	witnessed := ""
 	if rep.OK && *wurl != "" {
-		if err := againstWitness(&rep, *wurl, *wkey, stdout); err != nil {
+		if witnessed, err = againstWitness(&rep, o, *wurl, *wkey); err != nil {
 			return err
 		}
 	}
 	if !rep.OK {
-		return fmt.Errorf("%s at %s:%d (seq %d): %s; %d line(s) verified before it", rep.Kind, rep.File, rep.Line, rep.Seq, rep.Problem, rep.Lines)
+		if rep.File == "" { // the trail as a whole: no line to point at
+			return fmt.Errorf("%s: %s (%d line(s) checked)", rep.Kind, rep.Problem, rep.Lines)
+		}
+		return fmt.Errorf("%s at %s:%d (seq %d): %s; %d line(s) checked", rep.Kind, rep.File, rep.Line, rep.Seq, rep.Problem, rep.Lines)
 	}
 	printVerified(stdout, rep, o)
+	fmt.Fprint(stdout, witnessed)
+	return nil
+}
+
+// auditDirExists names audit.dir and how to point at another when the
+// trail's directory is not there.
+func auditDirExists(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("audit.dir %s does not exist: if the daemon runs with another audit.dir, pass its --config (or the same AILERON_AUDIT__DIR)", dir)
+	}
 	return nil
 }
 
@@ -86,47 +109,51 @@ func printVerified(w io.Writer, rep audit.Report, o audit.VerifyOptions) {
 
 // againstWitness compares the verified trail with the witness's latest
 // cosigned checkpoint of it.
-func againstWitness(rep *audit.Report, url, wkey string, stdout io.Writer) error {
+func againstWitness(rep *audit.Report, o audit.VerifyOptions, url, wkey string) (string, error) {
 	if rep.Origin == "" {
-		return errors.New("--witness: the trail has no checkpoint to compare (or no key was given)")
+		return "", errors.New("--witness: the trail has no checkpoint to compare (or no key was given)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	signed, err := witness.Latest(ctx, &http.Client{}, url, rep.Origin)
 	if errors.Is(err, witness.ErrNoCheckpoint) {
-		return fmt.Errorf("--witness %s holds no checkpoint of trail %s: is the daemon configured to push to it (audit.witnesses)?", url, rep.Origin)
+		return "", fmt.Errorf("--witness %s holds no checkpoint of trail %s: does its --log have this trail's key (aileron audit key), and does the daemon push to it (audit.witnesses)?", url, rep.Origin)
 	}
 	if err != nil {
-		return fmt.Errorf("--witness: %w", err)
+		return "", fmt.Errorf("--witness: %w", err)
 	}
-	origin, size, root, err := witness.ParseCheckpoint(string(signedBody(signed)))
+	t, err := witness.VerifyCosignature(wkey, signed)
 	if err != nil {
-		return fmt.Errorf("--witness: %w", err)
+		return "", fmt.Errorf("--witness: its cosignature does not verify with --witness-key: %w", err)
 	}
-	when := ""
-	if wkey != "" {
-		t, err := witness.VerifyCosignature(wkey, signed)
-		if err != nil {
-			return fmt.Errorf("--witness: its cosignature does not verify with --witness-key: %w", err)
-		}
-		when = " on " + t.UTC().Format(time.RFC3339)
+	cp, err := openTrailCheckpoint(signed, rep.Origin, o)
+	if err != nil {
+		return "", fmt.Errorf("--witness: the checkpoint it holds is not signed by this trail's key: %w", err)
 	}
-	if te := rep.AgainstWitness(audit.Checkpoint{Origin: origin, Size: size, Root: root}); te != nil {
+	when := " on " + t.UTC().Format(time.RFC3339)
+	size := cp.Size
+	if te := rep.AgainstWitness(cp); te != nil {
 		rep.OK, rep.Kind, rep.Problem, rep.Seq = false, te.Kind, te.Detail, te.Seq
-		return nil
+		return "", nil
 	}
-	fmt.Fprintf(stdout, "witness: it cosigned %d line(s)%s, and this trail holds that very tree\n", size, when)
-	return nil
+	return fmt.Sprintf("witness: it cosigned %d line(s)%s, and this trail holds that very tree\n", size, when), nil
 }
 
-// signedBody is a signed note's text (up to the blank line).
-func signedBody(note []byte) []byte {
-	for i := 0; i+1 < len(note); i++ {
-		if note[i] == '\n' && note[i+1] == '\n' {
-			return note[:i+1]
+// openTrailCheckpoint checks a checkpoint's signature with the trail's
+// key (the key file's, or --key) and parses it.
+func openTrailCheckpoint(signed []byte, origin string, o audit.VerifyOptions) (audit.Checkpoint, error) {
+	vkey := o.VerifierKey
+	if vkey == "" && o.Key != nil {
+		var err error
+		if vkey, err = o.Key.VerifierKey(origin); err != nil {
+			return audit.Checkpoint{}, err
 		}
 	}
-	return note
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return audit.Checkpoint{}, err
+	}
+	return audit.OpenCheckpoint(signed, v)
 }
 
 // loadMark reads the daemon's record of its last checkpoint from the
@@ -151,8 +178,9 @@ func loadMark(home string) (*audit.Mark, error) {
 // auditKey prints the trail's public key, in the signed-note verifier key
 // form witnesses and `audit verify --key` take.
 func auditKey(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit key", "audit key   (the trail's public key: for witnesses and offline checks)", stderr)
+	fs := newFlags("audit key", "audit key [--origin ORIGIN]   (the trail's public key: for witnesses and offline checks)", stderr)
 	_, cfgFile := clientFlags(fs)
+	origin := fs.String("origin", "", "the key of this trail instead (an archived one: see its audit.trail_started line)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -167,14 +195,17 @@ func auditKey(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := loadMark(cfg.Home)
-	if err != nil {
-		return err
+	if *origin == "" {
+		m, err := loadMark(cfg.Home)
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			return errors.New("no trail is signed yet: start the daemon once (its first checkpoint names the trail)")
+		}
+		*origin = m.Origin
 	}
-	if m == nil {
-		return errors.New("no trail is signed yet: start the daemon once (its first checkpoint names the trail)")
-	}
-	vkey, err := key.VerifierKey(m.Origin)
+	vkey, err := key.VerifierKey(*origin)
 	if err != nil {
 		return err
 	}
@@ -217,7 +248,7 @@ func auditProve(args []string, stdout, stderr io.Writer) error {
 // auditCheckProof checks a proof offline, with only the public key.
 func auditCheckProof(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("audit check-proof", "audit check-proof FILE|- --key VKEY   (offline: needs only the trail's public key)", stderr)
-	vkey := fs.String("key", "", "the trail's public key, as `aileron audit key` printed it")
+	vkey := fs.String("key", "", "the trail's public key, as aileron audit key printed it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -283,6 +314,8 @@ func auditNewTrail(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "new trail %s started; the previous files are in %s\nits public key (give it to your witnesses in place of the old one):\n%s\n", l.TrailOrigin(), archive, vkey)
+	fmt.Fprintf(stdout, "new trail %s started; the previous files are in %s\n"+
+		"its public key (add it to your witnesses' --log, keeping the old trail's there so the archive stays checkable;\n"+
+		"the old trail's key is on the new trail's first line, and `aileron audit key --origin` prints any):\n%s\n", l.TrailOrigin(), archive, vkey)
 	return nil
 }

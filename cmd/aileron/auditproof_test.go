@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -155,8 +156,20 @@ func TestWitnessCosignsAndCatchesARollback(t *testing.T) {
 		os.Remove(f)
 	}
 	os.Remove(filepath.Join(home, state.FileName))
-	code, _, errOut = runCLI(t, home, "audit", "verify", "--witness", srv.URL)
+	code, _, errOut = runCLI(t, home, "audit", "verify", "--witness", srv.URL, "--witness-key", w.VerifierKey())
 	if code != 1 || !strings.Contains(errOut, "truncated") || !strings.Contains(errOut, "witness cosigned") {
 		t.Fatalf("verify --witness of a cut trail = %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, home, "audit", "verify", "--witness", srv.URL); code != 2 || !strings.Contains(errOut, "--witness-key") {
+		t.Fatalf("verify --witness without its key = %d %s", code, errOut)
+	}
+	// A "witness" that answers with the trail's checkpoint body and no
+	// signature at all (a redirected URL) is not believed.
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s\n1\n%s\n\n", strings.Split(strings.TrimSpace(vkey), "+")[0], strings.Repeat("A", 43)+"=")
+	}))
+	defer fake.Close()
+	if code, _, errOut := runCLI(t, home, "audit", "verify", "--witness", fake.URL, "--witness-key", w.VerifierKey()); code != 1 || !strings.Contains(errOut, "cosignature does not verify") {
+		t.Fatalf("verify against an unsigned answer = %d %s", code, errOut)
 	}
 }

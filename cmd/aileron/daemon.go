@@ -48,7 +48,7 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 	fs.String("listen", "", "proxy listen address host:port (config proxy.listen)")
 	fs.String("home", "", "state directory (config home; env AILERON_HOME)")
 	fs.String("log-level", "", "debug, info, warn or error (config log.level)")
-	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile (pprof) of the whole run to this file, for `go tool pprof`")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile (pprof) of the whole run to this file, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

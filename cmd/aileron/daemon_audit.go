@@ -20,9 +20,9 @@ func (d *daemon) openAudit() error {
 		d.log.Warn().Str("event", "audit.disabled").Msg("audit.enabled is false: no audit trail is written (use only to measure its cost)")
 		return nil
 	}
-	key, err := audit.LoadOrCreateKey(d.cfg.Audit.KeyFile)
+	key, err := d.auditKey()
 	if err != nil {
-		return fmt.Errorf("%w (audit.key_file)", err)
+		return err
 	}
 	d.audit = newAuditLog(d.cfg.Audit.Dir, key, d.db)
 	d.audit.MaxFileBytes, d.audit.SyncInterval = d.cfg.Audit.MaxFileBytes, d.cfg.Audit.SyncInterval
@@ -30,20 +30,58 @@ func (d *daemon) openAudit() error {
 	if d.cfg.Audit.Stdout {
 		d.audit.Mirror = os.Stdout
 	}
+	d.audit.OnError = func(err error) {
+		d.log.Error().Str("event", "audit.checkpoint_failed").Err(err).
+			Msg("a checkpoint of the audit trail, or its record in the state database, could not be written; retried at the next tick")
+	}
 	if err := d.openWitnesses(); err != nil {
 		return err
 	}
 	if err := d.audit.Open(); err != nil {
-		if errors.Is(err, audit.ErrTrailBroken) {
-			return fmt.Errorf("audit: %w\n\nThe daemon forwards nothing over a trail it cannot vouch for. Put the missing or changed files back in %s "+
-				"(`aileron audit verify` says what it finds), or, to start a new trail on purpose, stop here and run "+
+		var te *audit.TrailError
+		if errors.As(err, &te) {
+			return fmt.Errorf("audit trail %s: %w\n\nThe daemon forwards nothing over a trail it cannot vouch for. %s "+
+				"(`aileron audit verify` says what it finds), or, to start a new trail on purpose, run "+
 				"`aileron audit new-trail --reason \"...\"`: it moves the present files aside and records the break as the new trail's first line",
-				err, d.cfg.Audit.Dir)
+				d.cfg.Audit.Dir, err, trailAdvice(te.Kind, d.cfg.Audit.KeyFile))
 		}
 		return fmt.Errorf("audit: %w (audit.dir %s)", err, d.cfg.Audit.Dir)
 	}
+	if m, _ := d.audit.Anchor.LoadMark(); m.Seq == 0 && d.audit.Stats().Seq > 0 {
+		d.log.Warn().Str("event", "audit.no_record").Str("dir", d.cfg.Audit.Dir).
+			Msg("the state database holds no record of the trail's last checkpoint (a new or replaced aileron.db): a cut end of the trail could not be checked this time; the record starts again with the next checkpoint")
+	}
 	d.rec.audit = d.audit
 	return nil
+}
+
+// trailAdvice is what to do about a trail that is not the one signed.
+func trailAdvice(kind audit.Problem, keyFile string) string {
+	switch kind {
+	case audit.ProblemBadSignature:
+		return "If " + keyFile + " was replaced or restored from elsewhere, put the key that signed this trail back (keep a copy of it off the host)"
+	case audit.ProblemAppended:
+		return "The lines after the daemon's last one are not its own: keep a copy for the investigation, then remove them"
+	}
+	return "Put the missing or changed files back"
+}
+
+// auditKey loads the trail's signing key, creating it only when no trail
+// is signed yet: a new key cannot continue a signed trail, so a missing
+// key file is an error naming what to do rather than a silent new key.
+func (d *daemon) auditKey() (*audit.Key, error) {
+	if _, err := os.Stat(d.cfg.Audit.KeyFile); errors.Is(err, os.ErrNotExist) {
+		if m, merr := (&markStore{db: d.db}).LoadMark(); merr == nil && m.Seq != 0 {
+			return nil, fmt.Errorf("audit.key_file %s is missing, but the trail in %s is signed (trail %s, last checkpoint at seq %d): "+
+				"put the key that signed it back (a new key cannot continue it), or start a new trail on purpose with `aileron audit new-trail --reason \"...\"`",
+				d.cfg.Audit.KeyFile, d.cfg.Audit.Dir, m.Origin, m.Seq)
+		}
+	}
+	key, err := audit.LoadOrCreateKey(d.cfg.Audit.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w (audit.key_file)", err)
+	}
+	return key, nil
 }
 
 // newAuditLog is the trail's Log over dir, signed with key, its Mark kept
@@ -61,27 +99,28 @@ type markStore struct {
 func (m *markStore) LoadMark() (audit.Mark, error) {
 	var mk audit.Mark
 	var at string
-	var size, seq int64
+	var size, seq, end int64
 	err := m.db.QueryRowContext(context.Background(),
-		`SELECT origin, size, root, seq, line_hash, file, at, final FROM audit_mark WHERE id = 1`).
-		Scan(&mk.Origin, &size, &mk.Root, &seq, &mk.LineHash, &mk.File, &at, &mk.Final)
+		`SELECT origin, size, root, seq, line_hash, file, at, end_seq, end_hash FROM audit_mark WHERE id = 1`).
+		Scan(&mk.Origin, &size, &mk.Root, &seq, &mk.LineHash, &mk.File, &at, &end, &mk.EndHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return audit.Mark{}, nil
 	}
 	if err != nil {
 		return audit.Mark{}, err
 	}
-	mk.Size, mk.Seq = uint64(size), uint64(seq)
+	mk.Size, mk.Seq, mk.EndSeq = uint64(size), uint64(seq), uint64(end)
 	mk.Time, err = m.db.ParseTime("audit_mark.at", at)
 	return mk, err
 }
 
 func (m *markStore) SaveMark(mk audit.Mark) error {
 	return m.db.Write(context.Background(), func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at, final) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)
+		_, err := tx.Exec(`INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at, end_seq, end_hash) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET origin = excluded.origin, size = excluded.size, root = excluded.root,
-			seq = excluded.seq, line_hash = excluded.line_hash, file = excluded.file, at = excluded.at, final = excluded.final`,
-			mk.Origin, int64(mk.Size), mk.Root, int64(mk.Seq), mk.LineHash, mk.File, state.FormatTime(mk.Time), mk.Final)
+			seq = excluded.seq, line_hash = excluded.line_hash, file = excluded.file, at = excluded.at,
+			end_seq = excluded.end_seq, end_hash = excluded.end_hash`,
+			mk.Origin, int64(mk.Size), mk.Root, int64(mk.Seq), mk.LineHash, mk.File, state.FormatTime(mk.Time), int64(mk.EndSeq), mk.EndHash)
 		return err
 	})
 }

@@ -114,6 +114,8 @@ func (p *witnessPusher) push(t *witnessTarget, sg audit.Signed) {
 			continue
 		case errors.As(err, &conflict):
 			err = fmt.Errorf("the witness cosigned %d lines of this trail, more than it holds (%d): the trail was cut or rolled back since", conflict.Size, sg.Size)
+		case errors.Is(err, witness.ErrUnknownLog):
+			err = fmt.Errorf("%w: the witness does not know trail %s; add its key (aileron audit key) to the witness's --log and restart it", err, sg.Origin)
 		}
 		p.failed(t, err)
 		return

@@ -26,7 +26,7 @@ func cmdWitness(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:7380", "address to serve the witness protocol on")
 	dir := fs.String("dir", "", "where the witness keeps its key and what it cosigned (default $home/witness)")
 	name := fs.String("name", "", "the witness's key name (default <hostname>/aileron-witness)")
-	logs := fs.StringArray("log", nil, "a trail's public key, as `aileron audit key` prints it on the trail's host (repeat for more)")
+	logs := fs.StringArray("log", nil, "a trail's public key, as aileron audit key prints it on the trail's host (repeat for more)")
 	printKey := fs.Bool("print-key", false, "print the witness's key (for audit.witnesses[].key) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -46,6 +46,14 @@ func cmdWitness(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		*name = fmt.Sprintf("%s/aileron-witness", cleanHost(host))
 	}
 	w := &witness.Witness{Dir: *dir, Name: *name, Logs: *logs, ErrorLog: log.New(stderr, "witness: ", log.LstdFlags)}
+	addLog := log.New(stdout, "", log.LstdFlags)
+	w.AddLog = func(origin string, size uint64, err error) {
+		if err != nil {
+			addLog.Printf("refused %s at %d lines: %v", origin, size, err)
+			return
+		}
+		addLog.Printf("cosigned %s at %d lines", origin, size)
+	}
 	if *printKey {
 		if err := w.Open(); err != nil {
 			return err
