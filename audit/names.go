@@ -54,6 +54,10 @@ const (
 	EventStoreRemoved        EventName = "store.removed"
 	EventStoreTamperDetected EventName = "store.tamper_detected"
 
+	// EventConfigReloaded: SIGHUP changed what the daemon enforces
+	// (passthrough rules, approval limits).
+	EventConfigReloaded EventName = "config.reloaded"
+
 	// A fenced sandbox (aileron sandbox run) was wired up or torn down.
 	EventSandboxStarted EventName = "sandbox.started"
 	EventSandboxStopped EventName = "sandbox.stopped"
@@ -89,7 +93,7 @@ func EventNames() []EventName {
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
 		EventSessionCreated, EventSessionDeleted,
-		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected,
+		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected, EventConfigReloaded,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,
 		EventCheckpoint, EventTrailStarted, EventTrailResumed,
 	}

@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestDaemonRefusesACutTrailUntilANewOneIsStarted: lines cut off the end
@@ -71,5 +74,45 @@ func TestDaemonRefusesACutTrailUntilANewOneIsStarted(t *testing.T) {
 	}
 	if out := nd.cli(t, "audit", "verify"); !strings.HasPrefix(out, "ok: ") || !strings.Contains(out, "checkpoint(s) verified") {
 		t.Errorf("audit verify of the new trail: %q", out)
+	}
+}
+
+// TestReloadThatWidensEgressIsOnTheTrail: a SIGHUP that changes what the
+// proxy enforces (here a new passthrough rule: traffic that skips
+// inspection) leaves a config.reloaded line naming the rules in force.
+func TestReloadThatWidensEgressIsOnTheTrail(t *testing.T) {
+	cfg, err := theSuite.baseConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := theSuite.startTestDaemon(t, cfg, nil)
+	cfg["proxy"].(map[string]any)["passthrough"] = []any{
+		map[string]any{"host": "passthrough.example.org", "port": 443},
+		map[string]any{"host": "newly-open.example", "port": 8443},
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(d.home, "config.yaml")
+	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(d.PID, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, _, _ := d.run(t.Context(), "audit", "export", "--from", "1")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, `"event":"config.reloaded"`) {
+				if !strings.Contains(line, "newly-open.example:8443") || !strings.Contains(line, "proxy.passthrough") {
+					t.Fatalf("config.reloaded does not name the change and the rules in force: %s", line)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no config.reloaded line 20 s after a SIGHUP that added a passthrough rule:\n%s", out)
+		}
 	}
 }

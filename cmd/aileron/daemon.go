@@ -270,10 +270,12 @@ func (d *daemon) hangup() {
 			d.log.Error().Str("event", "config.reload_failed").Err(err).Msg("keeping the running configuration")
 		} else {
 			d.reloadMu.Lock()
-			var later []string
+			var later, applied []string
 			for _, key := range config.Changed(d.cfg, cfg) {
 				if !reloadable(key) {
 					later = append(later, key)
+				} else {
+					applied = append(applied, key)
 				}
 			}
 			d.cfg.Proxy.Passthrough = cfg.Proxy.Passthrough
@@ -282,6 +284,10 @@ func (d *daemon) hangup() {
 			d.reloadMu.Unlock()
 			d.proxy.SetLimits(dataplane.Limits{ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
 				ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession})
+			if len(applied) > 0 && d.rec != nil { // what the proxy enforces changed: on the record
+				d.rec.Event(audit.EventConfigReloaded, map[string]string{"changed": strings.Join(applied, ","),
+					"passthrough": passthroughList(cfg.Proxy.Passthrough), "restart_needed": strings.Join(later, ",")})
+			}
 			if len(later) > 0 {
 				d.log.Warn().Str("event", "config.reload_partial").Strs("restart_needed", later).
 					Msg("these settings changed in the file but take effect only at the next start; the passthrough rules, approval.hold, " +
@@ -290,6 +296,15 @@ func (d *daemon) hangup() {
 		}
 	}
 	_ = d.reload()
+}
+
+// passthroughList renders the passthrough rules as "host:port,…".
+func passthroughList(rules []config.Passthrough) string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = net.JoinHostPort(r.Host, strconv.Itoa(r.Port))
+	}
+	return strings.Join(out, ",")
 }
 
 // reloadable reports whether SIGHUP applies setting key to the running
