@@ -69,6 +69,9 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := auditDirExists(cfg.Audit.Dir); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	const row = "%-12s  %-26s  %-20s  %-23s  %-22s  %-6s  %s\n"

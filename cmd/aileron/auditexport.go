@@ -44,6 +44,9 @@ func auditExport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := auditDirExists(cfg.Audit.Dir); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	enc := json.NewEncoder(stdout)
