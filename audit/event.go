@@ -108,4 +108,7 @@ type Stats struct {
 	File string
 	// LastError describes the last failure ("" if none).
 	LastError string
+	// Checkpoints counts the checkpoint lines written; Signed is the
+	// number of lines the last checkpoint signs (with a Key).
+	Checkpoints, Signed uint64
 }

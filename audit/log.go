@@ -759,6 +759,7 @@ func (l *Log) Stats() Stats {
 	}
 	s := l.stats
 	s.Seq = l.seq // written lines only; queued ones are not yet in the file
+	s.Signed = l.ckSize
 	if l.f != nil {
 		s.File = l.name
 	}

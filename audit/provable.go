@@ -208,6 +208,7 @@ func (l *Log) checkpoint(final bool) error {
 		m.EndSeq, m.EndHash = ev.Seq, hash
 	}
 	l.ckSize, l.ckSeq, l.lastMark, l.lastSigned = cp.Size, ev.Seq, m, sg
+	l.stats.Checkpoints++
 	l.mu.Unlock()
 	if l.Anchor != nil {
 		if err := l.saveMark(m); err != nil && final {

@@ -118,6 +118,51 @@ func (m *Metrics) AuditStats(fn func() (lines, writeErrors uint64, lastLatency t
 	})
 }
 
+// WitnessFigures are one witness's figures for AuditTrail.
+type WitnessFigures struct {
+	URL string
+	// Cosigned is the tree size it last cosigned (0: none yet).
+	Cosigned uint64
+	// Failures counts pushes it did not cosign.
+	Failures uint64
+}
+
+// AuditTrail exposes the provable trail: checkpoints written, the lines
+// the last one signs, and per witness what it cosigned and how often it
+// did not (aileron_audit_checkpoints_total, aileron_audit_signed_lines,
+// aileron_audit_witness_cosigned_lines{witness},
+// aileron_audit_witness_failures_total{witness}).
+func (m *Metrics) AuditTrail(fn func() (checkpoints, signed uint64, witnesses []WitnessFigures)) error {
+	if fn == nil {
+		return fmt.Errorf("%w aileron_audit_checkpoints_*: the callback is nil", ErrRegister)
+	}
+	cks := desc("aileron_audit_checkpoints_total", "Signed checkpoint lines written to the audit trail.")
+	signed := desc("aileron_audit_signed_lines", "Lines of the audit trail the last checkpoint signs.")
+	cosigned := prometheus.NewDesc("aileron_audit_witness_cosigned_lines", "Lines of the audit trail the witness last cosigned (0: none yet).", []string{"witness"}, nil)
+	fails := prometheus.NewDesc("aileron_audit_witness_failures_total", "Checkpoint pushes the witness did not cosign.", []string{"witness"}, nil)
+	return m.register("aileron_audit_checkpoints_*", &funcCollector{
+		descs: []*prometheus.Desc{cks, signed, cosigned, fails},
+		collect: func(ch chan<- prometheus.Metric) {
+			c, s, ws := fn()
+			ch <- constMetric(cks, prometheus.CounterValue, float64(c))
+			ch <- constMetric(signed, prometheus.GaugeValue, float64(s))
+			for _, w := range ws {
+				ch <- labelled(cosigned, prometheus.GaugeValue, float64(w.Cosigned), w.URL)
+				ch <- labelled(fails, prometheus.CounterValue, float64(w.Failures), w.URL)
+			}
+		},
+	})
+}
+
+// labelled is constMetric with label values.
+func labelled(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	metric, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return metric
+}
+
 func (m *Metrics) register(name string, c prometheus.Collector) error {
 	if err := m.reg.Register(c); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrRegister, name, err)

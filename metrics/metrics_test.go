@@ -435,3 +435,31 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+func TestAuditTrailFigures(t *testing.T) {
+	m := New()
+	if err := m.AuditTrail(nil); err == nil {
+		t.Fatal("a nil callback registered")
+	}
+	err := m.AuditTrail(func() (uint64, uint64, []WitnessFigures) {
+		return 7, 6999, []WitnessFigures{{URL: "http://w1:7380", Cosigned: 6999}, {URL: "http://w2:7380", Failures: 3}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, m)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"aileron_audit_checkpoints_total", nil, 7},
+		{"aileron_audit_signed_lines", nil, 6999},
+		{"aileron_audit_witness_cosigned_lines", map[string]string{"witness": "http://w1:7380"}, 6999},
+		{"aileron_audit_witness_failures_total", map[string]string{"witness": "http://w2:7380"}, 3},
+	} {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}

@@ -140,6 +140,9 @@ func TestWitnessCosignsAndCatchesARollback(t *testing.T) {
 	if p.targets[0].failing != "" || p.targets[0].size == 0 {
 		t.Fatalf("the witness did not cosign: %+v", p.targets[0])
 	}
+	if f := p.figures(); f[0].Cosigned != p.targets[0].size || f[0].Failures != 0 {
+		t.Fatalf("witness figures %+v, want it cosigned %d lines and no failure", f, p.targets[0].size)
+	}
 	code, out, errOut := runCLI(t, home, "audit", "verify", "--witness", srv.URL, "--witness-key", w.VerifierKey())
 	if code != 0 || !strings.Contains(out, "witness: it cosigned") {
 		t.Fatalf("verify --witness = %d %s%s", code, out, errOut)

@@ -565,6 +565,17 @@ func (d *daemon) registerGauges() error {
 	return errors.Join(
 		d.metrics.ConnectionsOpen(func() float64 { return float64(d.proxy.Stats().ConnectionsOpen) }),
 		d.metrics.TunnelsOpen(func() float64 { return float64(d.proxy.Stats().TunnelsOpen) }),
+		d.metrics.AuditTrail(func() (uint64, uint64, []metrics.WitnessFigures) {
+			if d.audit == nil {
+				return 0, 0, nil
+			}
+			st := d.audit.Stats()
+			var ws []metrics.WitnessFigures
+			if d.witnesses != nil {
+				ws = d.witnesses.figures()
+			}
+			return st.Checkpoints, st.Signed, ws
+		}),
 		d.metrics.AuditStats(func() (uint64, uint64, time.Duration) {
 			if d.audit == nil {
 				return 0, 0, 0

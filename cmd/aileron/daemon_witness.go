@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/witness"
 )
 
@@ -57,6 +59,17 @@ type witnessTarget struct {
 	size     uint64        // the size it last cosigned (0: unknown yet)
 	at       *audit.Signed // that checkpoint, when this daemon wrote it
 	failing  string        // the last failure, logged once until it changes
+	// cosigned and failures are for metrics, read from other goroutines.
+	cosigned, failures atomic.Uint64
+}
+
+// figures are the witnesses' metrics.
+func (p *witnessPusher) figures() []metrics.WitnessFigures {
+	out := make([]metrics.WitnessFigures, len(p.targets))
+	for i, t := range p.targets {
+		out[i] = metrics.WitnessFigures{URL: t.url, Cosigned: t.cosigned.Load(), Failures: t.failures.Load()}
+	}
+	return out
 }
 
 // offer hands sg over, replacing a checkpoint not yet pushed.
@@ -104,6 +117,7 @@ func (p *witnessPusher) push(t *witnessTarget, sg audit.Signed) {
 		var conflict *witness.ConflictError
 		switch {
 		case err == nil:
+			t.cosigned.Store(sg.Size)
 			if t.failing != "" {
 				p.log.Info().Str("event", "audit.witness_ok").Str("witness", t.url).Uint64("size", sg.Size).Msg("the witness cosigns the trail again")
 			}
@@ -141,6 +155,7 @@ func (p *witnessPusher) pushOnce(t *witnessTarget, sg audit.Signed) error {
 }
 
 func (p *witnessPusher) failed(t *witnessTarget, err error) {
+	t.failures.Add(1)
 	if err.Error() == t.failing {
 		return
 	}
