@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -112,14 +111,6 @@ func mustVerifyOK(t testing.TB, dir string, want int) {
 func copyDir(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	for _, f := range mustFiles(t, src) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyInto(t, src, dst)
 	return dst
 }

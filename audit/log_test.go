@@ -334,16 +334,7 @@ func BenchmarkWrite(b *testing.B) {
 // (ErrUnavailable, ErrTrailChanged) instead of feeding a file nobody will
 // read; moved back, the chain goes on.
 func TestTrailChangedUnderTheLog(t *testing.T) {
-	dir := t.TempDir()
-	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour}
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Write(testEvent(1)); err != nil {
-		t.Fatal(err)
-	}
-	live := mustFiles(t, dir)[0]
+	l, live := oneLineLog(t)
 	refused := func(what string, i int) {
 		t.Helper()
 		err := l.Write(testEvent(i))
@@ -385,16 +376,7 @@ func TestTrailChangedUnderTheLog(t *testing.T) {
 // which is refused like a deleted file's: the chain would otherwise go on
 // past a line the daemon did not write.
 func TestForeignWriteToTheLiveFileIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	l := &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour}
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Write(testEvent(1)); err != nil {
-		t.Fatal(err)
-	}
-	live := mustFiles(t, dir)[0]
+	l, live := oneLineLog(t)
 	f, err := os.OpenFile(live, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -407,4 +389,20 @@ func TestForeignWriteToTheLiveFileIsRefused(t *testing.T) {
 	if !errors.Is(err, ErrTrailChanged) || !strings.Contains(err.Error(), "another process") {
 		t.Fatalf("Write after a foreign append = %v, want ErrTrailChanged naming another process", err)
 	}
+}
+
+// oneLineLog is an open Log (no sync ticks) with one line written, and
+// its live file; the test's cleanup closes it.
+func oneLineLog(t *testing.T) (l *Log, live string) {
+	t.Helper()
+	dir := t.TempDir()
+	l = &Log{Dir: dir, Now: newFakeClock().Now, SyncInterval: time.Hour}
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Write(testEvent(1)); err != nil {
+		t.Fatal(err)
+	}
+	return l, mustFiles(t, dir)[0]
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/spf13/pflag"
 )
 
 func cmdAudit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -58,27 +59,16 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	if err := checkTailFilter(f); err != nil {
 		return err
 	}
-	if *since != "" {
-		t, err := parseSince(*since)
-		if err != nil {
-			return usagef("--since %q: %v", *since, err)
-		}
-		f.Since = t
-	}
-	cfg, err := loadClientConfig(fs, *cfgFile)
+	dir, ctx, stop, err := trailToRead(fs, *cfgFile, *since, &f)
 	if err != nil {
 		return err
 	}
-	if err := auditDirExists(cfg.Audit.Dir); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	const row = "%-12s  %-26s  %-20s  %-23s  %-22s  %-6s  %s\n"
 	if !*asJSON {
 		fmt.Fprintf(stdout, row, "TIME", "EVENT", "DECISION", "REASON", "SESSION", "STATUS", "REQUEST / DETAILS")
 	}
-	err = audit.Tail(ctx, cfg.Audit.Dir, *follow, f, func(line []byte, ev *audit.Event) error {
+	err = audit.Tail(ctx, dir, *follow, f, func(line []byte, ev *audit.Event) error {
 		if *asJSON {
 			_, err := fmt.Fprintf(stdout, "%s\n", line)
 			return err
@@ -91,6 +81,28 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// trailToRead resolves what tail and export read: --since into f, the
+// configured audit.dir (which must exist), and a context ended by
+// Ctrl-C or SIGTERM (stop releases it).
+func trailToRead(fs *pflag.FlagSet, cfgFile, since string, f *audit.Filter) (string, context.Context, func(), error) {
+	if since != "" {
+		t, err := parseSince(since)
+		if err != nil {
+			return "", nil, nil, usagef("--since %q: %v", since, err)
+		}
+		f.Since = t
+	}
+	cfg, err := loadClientConfig(fs, cfgFile)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if err := auditDirExists(cfg.Audit.Dir); err != nil {
+		return "", nil, nil, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return cfg.Audit.Dir, ctx, stop, nil
 }
 
 func parseSince(s string) (time.Time, error) {

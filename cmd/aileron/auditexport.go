@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/aileronhq/aileron/audit"
 )
@@ -33,25 +30,14 @@ func auditExport(args []string, stdout, stderr io.Writer) error {
 		return usagef("--format %q: want json or ocsf", *format)
 	}
 	f := audit.Filter{FromSeq: *from}
-	if *since != "" {
-		t, err := parseSince(*since)
-		if err != nil {
-			return usagef("--since %q: %v", *since, err)
-		}
-		f.Since = t
-	}
-	cfg, err := loadClientConfig(fs, *cfgFile)
+	dir, ctx, stop, err := trailToRead(fs, *cfgFile, *since, &f)
 	if err != nil {
 		return err
 	}
-	if err := auditDirExists(cfg.Audit.Dir); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
-	err = audit.Tail(ctx, cfg.Audit.Dir, *follow, f, func(line []byte, ev *audit.Event) error {
+	err = audit.Tail(ctx, dir, *follow, f, func(line []byte, ev *audit.Event) error {
 		if *format == "ocsf" {
 			return enc.Encode(audit.OCSF(ev))
 		}
