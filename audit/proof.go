@@ -76,6 +76,45 @@ func Prove(files []string, seq uint64) (Proof, error) {
 	return Proof{}, fmt.Errorf("audit: no checkpoint covers line seq %d yet; the next one is written within audit.checkpoint_interval", seq)
 }
 
+// ProveIn builds the Proof of line seq in the tree a given checkpoint
+// signs, carrying signed (its note: a witness's, with its cosignature,
+// proves more than the trail's own): the trail's first cp.Size lines must
+// give cp.Root.
+func ProveIn(files []string, seq uint64, cp Checkpoint, signed []byte) (Proof, error) {
+	if seq == 0 || seq > cp.Size {
+		return Proof{}, fmt.Errorf("audit: the checkpoint covers lines 1..%d, not line %d", cp.Size, seq)
+	}
+	var leaves []tlog.Hash
+	p := Proof{Seq: seq, Checkpoint: signed}
+	errDone := errors.New("done")
+	for _, path := range files {
+		err := eachLine(path, func(line []byte) error {
+			if uint64(len(leaves)) == cp.Size {
+				return errDone
+			}
+			if uint64(len(leaves))+1 == seq {
+				p.Line = append([]byte(nil), line...)
+			}
+			leaves = append(leaves, leafHash(line))
+			return nil
+		})
+		if errors.Is(err, errDone) {
+			break
+		}
+		if err != nil {
+			return Proof{}, err
+		}
+	}
+	if uint64(len(leaves)) < cp.Size {
+		return Proof{}, &TrailError{Kind: ProblemTruncated, Detail: fmt.Sprintf("the trail holds %d lines, but the checkpoint covers %d", len(leaves), cp.Size)}
+	}
+	if mth(leaves) != cp.Root {
+		return Proof{}, &TrailError{Kind: ProblemForked, Detail: fmt.Sprintf("the trail's first %d lines do not give the checkpoint's root: the trail was rewritten since it was signed", cp.Size)}
+	}
+	p.Hashes = inclusionProof(seq-1, leaves)
+	return p, nil
+}
+
 // unverifiedCheckpoint reads a checkpoint line's note without checking
 // its signature (the Proof's reader does).
 func unverifiedCheckpoint(line []byte) ([]byte, Checkpoint, error) {

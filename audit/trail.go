@@ -238,3 +238,30 @@ func eachLine(path string, fn func(line []byte) error) error {
 		}
 	}
 }
+
+// LastOrigin is the origin of the last checkpoint line in files (read
+// without checking its signature: for finding the trail, not trusting
+// it).
+func LastOrigin(files []string) (string, error) {
+	for i := len(files) - 1; i >= 0; i-- {
+		var origin string
+		err := eachLine(files[i], func(line []byte) error {
+			if bytes.Contains(line, checkpointMarker) {
+				var ev struct {
+					Details map[string]string `json:"details"`
+				}
+				if json.Unmarshal(line, &ev) == nil && ev.Details[ckOrigin] != "" {
+					origin = ev.Details[ckOrigin]
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+		if origin != "" {
+			return origin, nil
+		}
+	}
+	return "", errors.New("audit: the trail has no checkpoint yet: nothing of it is signed")
+}

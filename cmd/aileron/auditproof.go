@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -215,10 +216,15 @@ func auditKey(args []string, stdout, stderr io.Writer) error {
 
 // auditProve prints the inclusion proof of one line.
 func auditProve(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit prove", "audit prove SEQ [FILES…]   (prints a proof that line SEQ is in a signed tree)", stderr)
+	fs := newFlags("audit prove", "audit prove SEQ [FILES…] [--witness URL --witness-key KEY]   (prints a proof that line SEQ is in a signed tree)", stderr)
 	_, cfgFile := clientFlags(fs)
+	wurl := fs.String("witness", "", "prove the line in the tree this witness cosigned last, carrying its cosignature")
+	wkey := fs.String("witness-key", "", "the witness's key (aileron witness --print-key)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if (*wurl == "") != (*wkey == "") {
+		return usagef("--witness and --witness-key go together")
 	}
 	if fs.NArg() < 1 {
 		return usagef("want the seq of a line (aileron audit tail --json shows them)")
@@ -237,7 +243,12 @@ func auditProve(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	p, err := audit.Prove(files, seq)
+	var p audit.Proof
+	if *wurl != "" {
+		p, err = proveWitnessed(files, seq, *wurl, *wkey)
+	} else {
+		p, err = audit.Prove(files, seq)
+	}
 	if err != nil {
 		return err
 	}
@@ -245,10 +256,45 @@ func auditProve(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// proveWitnessed proves line seq in the tree the witness cosigned last
+// for the trail, so the proof carries the witness's cosignature.
+func proveWitnessed(files []string, seq uint64, url, wkey string) (audit.Proof, error) {
+	origin, err := audit.LastOrigin(files)
+	if err != nil {
+		return audit.Proof{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	signed, err := witness.Latest(ctx, &http.Client{}, url, origin)
+	if err != nil {
+		return audit.Proof{}, fmt.Errorf("--witness: %w", err)
+	}
+	if _, err := witness.VerifyCosignature(wkey, signed); err != nil {
+		return audit.Proof{}, fmt.Errorf("--witness: its cosignature does not verify with --witness-key: %w", err)
+	}
+	o, size, root, err := witness.ParseCheckpoint(string(noteText(signed)))
+	if err != nil {
+		return audit.Proof{}, fmt.Errorf("--witness: %w", err)
+	}
+	if size < seq {
+		return audit.Proof{}, fmt.Errorf("the witness has cosigned %d line(s) of trail %s so far, not yet line %d; try again after the next checkpoint", size, o, seq)
+	}
+	return audit.ProveIn(files, seq, audit.Checkpoint{Origin: o, Size: size, Root: root}, signed)
+}
+
+// noteText is a signed note's text, up to its blank line.
+func noteText(signed []byte) []byte {
+	if i := bytes.Index(signed, []byte("\n\n")); i >= 0 {
+		return signed[:i+1]
+	}
+	return signed
+}
+
 // auditCheckProof checks a proof offline, with only the public key.
 func auditCheckProof(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("audit check-proof", "audit check-proof FILE|- --key VKEY   (offline: needs only the trail's public key)", stderr)
+	fs := newFlags("audit check-proof", "audit check-proof FILE|- --key VKEY [--witness-key KEY]   (offline: needs only the public keys)", stderr)
 	vkey := fs.String("key", "", "the trail's public key, as aileron audit key printed it")
+	wkey := fs.String("witness-key", "", "also require this witness's cosignature on the checkpoint (a proof made with prove --witness)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -273,7 +319,15 @@ func auditCheckProof(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "ok: line seq %d is in trail %s's tree of %d lines, signed by that key\n%s\n", p.Seq, cp.Origin, cp.Size, p.Line)
+	cosigned := ""
+	if *wkey != "" {
+		t, err := witness.VerifyCosignature(*wkey, p.Checkpoint)
+		if err != nil {
+			return fmt.Errorf("audit: proof: the checkpoint carries no cosignature of that witness: %w", err)
+		}
+		cosigned = fmt.Sprintf(", and cosigned by the witness on %s", t.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(stdout, "ok: line seq %d is in trail %s's tree of %d lines, signed by that key%s\n%s\n", p.Seq, cp.Origin, cp.Size, cosigned, p.Line)
 	return nil
 }
 

@@ -147,6 +147,28 @@ func TestWitnessCosignsAndCatchesARollback(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "witness: it cosigned") {
 		t.Fatalf("verify --witness = %d %s%s", code, out, errOut)
 	}
+	// A proof that carries the witness's cosignature, checked elsewhere
+	// with the two public keys.
+	code, proof, errOut := runCLI(t, home, "audit", "prove", "3", "--witness", srv.URL, "--witness-key", w.VerifierKey())
+	if code != 0 {
+		t.Fatalf("prove --witness = %d %s", code, errOut)
+	}
+	pf := filepath.Join(t.TempDir(), "proof")
+	if err := os.WriteFile(pf, []byte(proof), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	code, out, errOut = runCLI(t, other, "audit", "check-proof", pf, "--key", strings.TrimSpace(vkey), "--witness-key", w.VerifierKey())
+	if code != 0 || !strings.Contains(out, "cosigned by the witness") {
+		t.Fatalf("check-proof --witness-key = %d %s%s", code, out, errOut)
+	}
+	w2 := &witness.Witness{Dir: t.TempDir(), Name: "test/other-witness"}
+	if err := w2.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runCLI(t, other, "audit", "check-proof", pf, "--key", strings.TrimSpace(vkey), "--witness-key", w2.VerifierKey()); code != 1 {
+		t.Fatalf("a proof checked against a witness that never cosigned it: exit %d", code)
+	}
 	// The host's operator cuts the trail and rewrites the database's record
 	// to match: only the witness still knows.
 	files, _ := audit.ListFiles(filepath.Join(home, "audit"))
