@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 )
 
 // Defaults of the zero checkpoint fields of Log.
@@ -25,12 +24,10 @@ type Signed struct {
 	Checkpoint
 	Note []byte
 	Seq  uint64
-	// File and Offset: where the line starts (the base name of its file).
+	// File and Offset: where the line starts (the base name of its file;
+	// ProveConsistency starts reading there).
 	File   string
 	Offset int64
-	// Range is the compact range of the tree (ProveConsistency starts
-	// from it).
-	Range []tlog.Hash
 }
 
 func (l *Log) checkpointEvery() uint64 {
@@ -201,7 +198,7 @@ func (l *Log) checkpoint(final bool) error {
 		l.mu.Unlock()
 		return err
 	}
-	sg := Signed{Checkpoint: cp, Note: signed, Seq: ev.Seq, File: filepath.Base(b.file), Offset: b.start, Range: rng.nodes}
+	sg := Signed{Checkpoint: cp, Note: signed, Seq: ev.Seq, File: filepath.Base(b.file), Offset: b.start}
 	m := Mark{Origin: cp.Origin, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]),
 		Seq: ev.Seq, LineHash: hash, File: sg.File, Time: ev.Time}
 	if final {

@@ -32,10 +32,9 @@ var checkpointMarker = []byte(`"event":"` + string(EventCheckpoint) + `"`)
 // ckLine is a checkpoint line of the trail, checked: its signature
 // verifies and its range gives its root.
 type ckLine struct {
-	seq  uint64
-	hash string // the line's chain hash
-	cp   Checkpoint
-	rng  compactRange // the tree after cp.Size lines
+	seq uint64
+	cp  Checkpoint
+	rng compactRange // the tree after cp.Size lines
 }
 
 // checkpointDetails are the details of a checkpoint line: the signed
@@ -93,7 +92,7 @@ func parseCheckpointLine(line []byte, vf verifierFor) (ckLine, error) {
 	if cp.Size >= ev.Seq {
 		return ckLine{}, fmt.Errorf("checkpoint at seq %d claims %d lines: a checkpoint covers only lines before it", ev.Seq, cp.Size)
 	}
-	return ckLine{seq: ev.Seq, hash: lineHash(line), cp: cp, rng: rng}, nil
+	return ckLine{seq: ev.Seq, cp: cp, rng: rng}, nil
 }
 
 // rangeNodes parses the range of a checkpoint line.
