@@ -30,7 +30,7 @@ Usage:
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
-  aileron audit verify [FILES…] [--key VKEY] [--witness URL]   check lines, chain, tree and checkpoints; names the first problem
+  aileron audit verify [FILES…] [--key VKEY] [--witness URL --witness-key KEY]   lines, chain, tree, checkpoints
   aileron audit key | prove SEQ | check-proof FILE --key VKEY   the trail's public key; a line's inclusion proof, checked offline
   aileron audit export [--format json|ocsf] [--from SEQ] [--since 15m] [-f]   the trail for other tools
   aileron audit new-trail --reason R                      (daemon stopped) start a new trail on purpose, recording the break
