@@ -587,7 +587,7 @@ func (l *Log) ensureFile(n int64) error {
 		f, err := l.open(l.name, os.O_WRONLY|os.O_APPEND, 0)
 		if err == nil {
 			l.f, l.fi = f, statOf(f)
-			return nil
+			return l.stillThere() // written to since it was closed: not ours to go on
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return l.changed("was deleted") // its lines are the chain's: never start over silently

@@ -41,6 +41,9 @@ func Prove(files []string, seq uint64) (Proof, error) {
 	for _, path := range files {
 		err := eachLine(path, func(line []byte) error {
 			n := uint64(len(leaves)) + 1
+			if err := startsTheTrail(leaves, line); err != nil {
+				return err
+			}
 			if n == seq {
 				p.Line = append([]byte(nil), line...)
 			}
@@ -92,6 +95,9 @@ func ProveIn(files []string, seq uint64, cp Checkpoint, signed []byte) (Proof, e
 			if uint64(len(leaves)) == cp.Size {
 				return errDone
 			}
+			if err := startsTheTrail(leaves, line); err != nil {
+				return err
+			}
 			if uint64(len(leaves))+1 == seq {
 				p.Line = append([]byte(nil), line...)
 			}
@@ -113,6 +119,18 @@ func ProveIn(files []string, seq uint64, cp Checkpoint, signed []byte) (Proof, e
 	}
 	p.Hashes = inclusionProof(seq-1, leaves)
 	return p, nil
+}
+
+// startsTheTrail checks that the first line read is seq 1: proofs count
+// leaves from the trail's start.
+func startsTheTrail(leaves []tlog.Hash, line []byte) error {
+	if len(leaves) > 0 {
+		return nil
+	}
+	if seq, _, problem := parseHead(line); problem != "" || seq != 1 {
+		return fmt.Errorf("audit: the files given start at seq %d, not at the trail's first line: a proof needs every file from seq 1", seq)
+	}
+	return nil
 }
 
 // unverifiedCheckpoint reads a checkpoint line's note without checking

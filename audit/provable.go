@@ -359,7 +359,15 @@ func (l *Log) NewTrail(reason string) (archive string, err error) {
 	if err := l.Write(ev); err != nil {
 		return archive, err
 	}
-	return archive, l.checkpoint(true)
+	if err := l.checkpoint(true); err != nil {
+		return archive, err
+	}
+	// l stays open: its next write clears the end that checkpoint recorded.
+	l.mu.Lock()
+	l.endless, l.unend = l.lastMark, true
+	l.endless.EndSeq, l.endless.EndHash = 0, ""
+	l.mu.Unlock()
+	return archive, nil
 }
 
 // archiveFiles moves the trail's files into a new archive-<time>

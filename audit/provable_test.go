@@ -599,3 +599,57 @@ func mustDetailHead(t testing.TB, line []byte) string {
 	}
 	return prev
 }
+
+// TestReviewedEdgesOfTheEndRecord: the first write of a run checks the
+// live file as every later one does; a Log left open after NewTrail
+// clears the end its checkpoint recorded at its first write; proofs
+// refuse files that do not start the trail.
+func TestReviewedEdgesOfTheEndRecord(t *testing.T) {
+	key := testKey(t, 1)
+	t.Run("first write after a clean stop", func(t *testing.T) {
+		dir, a := t.TempDir(), &memAnchor{}
+		session(t, provableLog(dir, key, a), 12)
+		l := provableLog(dir, key, a)
+		if err := l.Open(); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		files := mustFiles(t, dir)
+		lines := fileLines(t, files[len(files)-1])
+		writeLines(t, files[len(files)-1], append(lines, []byte(`{"seq":99,"prev_hash":"","event":"forged"}`)))
+		if err := l.Write(testEvent(1)); !errors.Is(err, ErrTrailChanged) {
+			t.Fatalf("the first write after a foreign append = %v, want ErrTrailChanged", err)
+		}
+	})
+	t.Run("new trail, writes, crash", func(t *testing.T) {
+		dir, a := t.TempDir(), &memAnchor{}
+		session(t, provableLog(dir, key, a), 12)
+		l := provableLog(dir, key, a)
+		if _, err := l.NewTrail("test"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := l.Write(testEvent(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		crash(t, l)
+		if err := provableLog(dir, key, a).Open(); err != nil {
+			t.Fatalf("Open after NewTrail, writes and a crash = %v, want the crash window", err)
+		}
+	})
+	t.Run("proof from files that skip the start", func(t *testing.T) {
+		dir := t.TempDir()
+		var last Signed
+		l := provableLog(dir, key, nil)
+		l.Checkpointed = func(s Signed) { last = s }
+		session(t, l, 60)
+		files := mustFiles(t, dir)
+		if _, err := ProveIn(files[1:], 1, last.Checkpoint, last.Note); err == nil || !strings.Contains(err.Error(), "start at seq") {
+			t.Fatalf("ProveIn over files that skip the start = %v", err)
+		}
+		if _, err := Prove(files[1:], 30); err == nil || !strings.Contains(err.Error(), "start at seq") {
+			t.Fatalf("Prove over files that skip the start = %v", err)
+		}
+	})
+}

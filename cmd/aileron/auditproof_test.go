@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/witness"
 	"github.com/rs/zerolog"
@@ -196,5 +198,44 @@ func TestWitnessCosignsAndCatchesARollback(t *testing.T) {
 	defer fake.Close()
 	if code, _, errOut := runCLI(t, home, "audit", "verify", "--witness", fake.URL, "--witness-key", w.VerifierKey()); code != 1 || !strings.Contains(errOut, "cosignature does not verify") {
 		t.Fatalf("verify against an unsigned answer = %d %s", code, errOut)
+	}
+}
+
+// TestAFailedStartEndsTheTrailAsAStopDoes: a start that fails after the
+// trail was opened closes it, so the record of the daemon's last line
+// stays in force and a line appended afterwards is refused at the next
+// start (not taken for the unsigned tail of a crash).
+func TestAFailedStartEndsTheTrailAsAStopDoes(t *testing.T) {
+	home := t.TempDir()
+	writeTrail(t, home, 5, nil)
+	cfg, err := config.Load(config.Options{Environ: []string{"HOME=" + home, "AILERON_HOME=" + home}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Upstream.CAFiles = []string{filepath.Join(home, "missing-root.pem")} // fails after the trail is open
+	nop := zerolog.Nop()
+	if _, err := openDaemon(cfg, &nop); err == nil {
+		t.Fatal("the daemon opened with a missing upstream root")
+	}
+	m, err := loadMark(home)
+	if err != nil || m == nil || m.EndSeq == 0 {
+		t.Fatalf("after a failed start the record names no last line: %+v, %v", m, err)
+	}
+	// the trail is free again (the failed start released its lock), and a
+	// line appended behind the daemon's back is refused
+	key, _ := audit.LoadPublicKey(filepath.Join(home, "audit.key"))
+	l := &audit.Log{Dir: filepath.Join(home, "audit")}
+	if err := l.Open(); err != nil {
+		t.Fatalf("the failed start kept the trail: %v", err)
+	}
+	if err := l.Write(&audit.Event{Name: audit.EventProxied, Host: "forged.example"}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db, _ := state.Open(context.Background(), filepath.Join(home, state.FileName))
+	defer db.Close()
+	err = newAuditLog(filepath.Join(home, "audit"), key, db).Open()
+	if !errors.Is(err, audit.ErrTrailBroken) || !strings.Contains(err.Error(), "appended") {
+		t.Fatalf("Open after a line appended behind a failed start = %v, want appended", err)
 	}
 }

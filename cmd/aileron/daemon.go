@@ -72,7 +72,7 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 		return err
 	}
 	logger := newLogger(stderr, cfg.Log.Level)
-	d, err := newDaemon(cfg, &logger)
+	d, err := openDaemon(cfg, &logger)
 	if err != nil {
 		return err
 	}
@@ -158,25 +158,54 @@ type daemon struct {
 	hints io.Writer
 }
 
-func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
-	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
-		return nil, fmt.Errorf("home %s: %w", cfg.Home, err)
+// openDaemon builds the daemon, closing what it opened when it fails: a
+// start that fails after the audit trail was opened must end it as a stop
+// does, or the next start would take it for a crash.
+func openDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
+	d := &daemon{}
+	err := d.open(cfg, log)
+	if err != nil {
+		return nil, d.abort(err)
 	}
-	d := &daemon{cfg: cfg, log: log, metrics: metrics.New()}
+	return d, nil
+}
+
+// abort closes the audit trail (and its witnesses) and the state database
+// of a daemon that stops before it served, joining their errors to err.
+func (d *daemon) abort(err error) error {
+	if d.audit != nil {
+		err = errors.Join(err, d.audit.Close())
+	}
+	if d.witnesses != nil {
+		d.witnesses.close()
+	}
+	if d.db != nil {
+		err = errors.Join(err, d.db.Close())
+	}
+	return err
+}
+
+// open builds the daemon: state, audit trail, approvals, store, sessions,
+// credentials, proxy and tools.
+func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return fmt.Errorf("home %s: %w", cfg.Home, err)
+	}
+	d.cfg, d.log, d.metrics = cfg, log, metrics.New()
 	d.metrics.Log = log
 	db, err := state.Open(context.Background(), filepath.Join(cfg.Home, state.FileName))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.db = db
 	if err := d.openAudit(); err != nil {
-		return nil, errors.Join(err, db.Close())
+		return err
 	}
 	if err := d.openApprovals(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := d.openNotify(); err != nil {
-		return nil, err
+		return err
 	}
 	d.store = &store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Log: log}
 	d.sessions = &sessions.Manager{
@@ -187,15 +216,15 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		Log:        log,
 	}
 	if err := d.reload(); err != nil {
-		return nil, err
+		return err
 	}
 	roots, err := upstreamRoots(cfg.Upstream.CAFiles)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	guard := newGuard(cfg)
 	if err := d.openCredentials(guard, roots); err != nil {
-		return nil, err
+		return err
 	}
 	d.proxy = &dataplane.Proxy{
 		Sessions:  d.sessions,
@@ -216,9 +245,9 @@ func newDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 		},
 	}
 	if err := d.openTools(); err != nil {
-		return nil, err
+		return err
 	}
-	return d, nil
+	return nil
 }
 
 // openApprovals opens the approval store.
@@ -381,14 +410,14 @@ func upstreamRoots(files []string) (*x509.CertPool, error) {
 func (d *daemon) run() error {
 	pl, err := net.Listen("tcp", d.cfg.Proxy.Listen)
 	if err != nil {
-		return fmt.Errorf("proxy.listen %s: %w (is another daemon running? change proxy.listen or --listen)", d.cfg.Proxy.Listen, err)
+		return d.abort(fmt.Errorf("proxy.listen %s: %w (is another daemon running? change proxy.listen or --listen)", d.cfg.Proxy.Listen, err))
 	}
 	d.sessions.ProxyURLHost = d.advertise(pl.Addr().String())
 	errc := make(chan error, 4)
 	servers, webAddr, err := d.serveAdmin(errc)
 	if err != nil {
 		_ = pl.Close()
-		return err
+		return d.abort(err)
 	}
 	metricsSrv, err := d.serveMetrics(errc)
 	if err != nil {
@@ -396,14 +425,18 @@ func (d *daemon) run() error {
 		for _, srv := range servers {
 			_ = srv.Close()
 		}
-		return err
+		return d.abort(err)
 	}
 	if metricsSrv != nil {
 		servers = append(servers, metricsSrv)
 	}
 	go func() { errc <- d.proxy.Serve(pl) }()
 	if err := d.writeState(pl.Addr().String(), webAddr); err != nil {
-		return err
+		_ = pl.Close()
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		return d.abort(err)
 	}
 	d.log.Info().Str("event", "daemon.started").Str("proxy", pl.Addr().String()).Str("approvals_web", webAddr).
 		Str("admin_socket", d.cfg.Admin.Socket).Str("home", d.cfg.Home).Msg("aileron daemon ready")
