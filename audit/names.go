@@ -57,6 +57,10 @@ const (
 	// EventConfigReloaded: SIGHUP changed what the daemon enforces
 	// (passthrough rules, approval limits).
 	EventConfigReloaded EventName = "config.reloaded"
+	// EventDaemonStarted and EventDaemonStopped bracket a run: a started
+	// line with no stopped line before the next one is a crash.
+	EventDaemonStarted EventName = "daemon.started"
+	EventDaemonStopped EventName = "daemon.stopped"
 
 	// A fenced sandbox (aileron sandbox run) was wired up or torn down.
 	EventSandboxStarted EventName = "sandbox.started"
@@ -94,6 +98,7 @@ func EventNames() []EventName {
 		EventBindingSet, EventBindingRemoved,
 		EventSessionCreated, EventSessionDeleted,
 		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected, EventConfigReloaded,
+		EventDaemonStarted, EventDaemonStopped,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,
 		EventCheckpoint, EventTrailStarted, EventTrailResumed,
 	}

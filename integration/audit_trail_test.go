@@ -30,6 +30,10 @@ func TestDaemonRefusesACutTrailUntilANewOneIsStarted(t *testing.T) {
 	if err := d.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+	out, _, _ := d.run(t.Context(), "audit", "export")
+	if !strings.Contains(out, `"event":"daemon.started"`) || !strings.Contains(out, `"event":"daemon.stopped"`) || !strings.Contains(out, "signal terminated") {
+		t.Fatalf("the trail does not bracket the run with daemon.started and daemon.stopped:\n%s", out)
+	}
 	files := auditFiles(t, d)
 	last := files[len(files)-1]
 	b, err := os.ReadFile(last)
@@ -55,7 +59,7 @@ func TestDaemonRefusesACutTrailUntilANewOneIsStarted(t *testing.T) {
 	if _, errOut, err := d.run(t.Context(), "audit", "verify"); err == nil || !strings.Contains(errOut, "truncated") {
 		t.Fatalf("audit verify of the cut trail: %v %s", err, errOut)
 	}
-	out := d.cli(t, "audit", "new-trail", "--reason", "integration: the tail was cut")
+	out = d.cli(t, "audit", "new-trail", "--reason", "integration: the tail was cut")
 	if !strings.Contains(out, "previous files are in") {
 		t.Fatalf("new-trail: %s", out)
 	}

@@ -221,6 +221,9 @@ func TestAFailedStartEndsTheTrailAsAStopDoes(t *testing.T) {
 	if err != nil || m == nil || m.EndSeq == 0 {
 		t.Fatalf("after a failed start the record names no last line: %+v, %v", m, err)
 	}
+	if _, out, _ := runCLI(t, home, "audit", "export"); !strings.Contains(out, `"event":"daemon.started"`) || !strings.Contains(out, `"reason":"start failed"`) {
+		t.Fatalf("the trail does not record the failed start:\n%s", out)
+	}
 	// the trail is free again (the failed start released its lock), and a
 	// line appended behind the daemon's back is refused
 	key, _ := audit.LoadPublicKey(filepath.Join(home, "audit.key"))

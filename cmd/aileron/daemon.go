@@ -174,6 +174,7 @@ func openDaemon(cfg *config.Config, log *zerolog.Logger) (*daemon, error) {
 // of a daemon that stops before it served, joining their errors to err.
 func (d *daemon) abort(err error) error {
 	if d.audit != nil {
+		d.rec.Event(audit.EventDaemonStopped, map[string]string{"pid": strconv.Itoa(os.Getpid()), "reason": "start failed", "error": err.Error()})
 		err = errors.Join(err, d.audit.Close())
 	}
 	if d.witnesses != nil {
@@ -545,7 +546,7 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 				d.hangup()
 				continue
 			}
-			return d.shutdown(servers)
+			return d.shutdown(servers, "signal "+sig.String())
 		case <-sweep.C:
 			d.sessions.Sweep(context.Background())
 			_, _ = d.approval.Expire(context.Background())
@@ -553,13 +554,13 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 			if errors.Is(err, http.ErrServerClosed) {
 				continue
 			}
-			_ = d.shutdown(servers)
+			_ = d.shutdown(servers, "a listener failed: "+err.Error())
 			return err
 		}
 	}
 }
 
-func (d *daemon) shutdown(servers []*http.Server) error {
+func (d *daemon) shutdown(servers []*http.Server, reason string) error {
 	d.log.Info().Str("event", "daemon.stopping").Str("timeout", d.cfg.Proxy.ShutdownTimeout.String()).Msg("draining in-flight requests")
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.ShutdownTimeout)
 	defer cancel()
@@ -582,6 +583,7 @@ func (d *daemon) shutdown(servers []*http.Server) error {
 		err = nil
 	}
 	if d.audit != nil {
+		d.rec.Event(audit.EventDaemonStopped, map[string]string{"pid": strconv.Itoa(os.Getpid()), "reason": reason})
 		err = errors.Join(err, d.audit.Close()) // its last checkpoint goes to the witnesses too
 	}
 	if d.witnesses != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/state"
@@ -52,6 +53,9 @@ func (d *daemon) openAudit() error {
 			Msg("the state database holds no record of the trail's last checkpoint (a new or replaced aileron.db): a cut end of the trail could not be checked this time; the record starts again with the next checkpoint")
 	}
 	d.rec.audit = d.audit
+	v := readVersion()
+	d.rec.Event(audit.EventDaemonStarted, map[string]string{"version": v.Version, "commit": v.Commit,
+		"pid": strconv.Itoa(os.Getpid()), "home": d.cfg.Home})
 	return nil
 }
 
