@@ -337,8 +337,8 @@ func (l *Log) writeLine(ev *Event, deferred bool) (hash string, err error) {
 // the write call that carries it ends; it returns the line's hash and the
 // batch it went in. Called with l.mu held.
 func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start time.Time) (hash string, b *batch, err error) {
-	if !l.opened || l.closed && ev != l.sealing {
-		return "", nil, l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
+	if err := l.takes(ev); err != nil {
+		return "", nil, err
 	}
 	if ev.Time.IsZero() {
 		ev.Time = l.now()
@@ -365,8 +365,8 @@ func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start tim
 		// flush released l.mu while it waited for a write in flight, and
 		// other lines may have been chained meanwhile (or Close begun):
 		// chain this one anew.
-		if l.closed && ev != l.sealing {
-			return "", nil, l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
+		if err := l.takes(ev); err != nil {
+			return "", nil, err
 		}
 		ev.Seq, ev.PrevHash = l.qseq+1, l.qhash
 		if line, err = appendHead(l.line[:0], ev.Time, ev.Seq, ev.PrevHash); err != nil {
@@ -406,6 +406,15 @@ func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start tim
 		return hash, b, nil
 	}
 	return hash, b, b.err
+}
+
+// takes says whether a line may be chained now: the Log is open, or
+// closing and ev is its last checkpoint. Called with l.mu held.
+func (l *Log) takes(ev *Event) error {
+	if !l.opened || l.closed && ev != l.sealing {
+		return l.fail(fmt.Errorf("%w: %w: Write before Open or after Close", ErrUnavailable, ErrClosed))
+	}
+	return nil
 }
 
 // tailBuf is a buffer for a line's tail, reused line after line.

@@ -93,6 +93,7 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"audit: {checkpoint_interval: 0s}", "audit.checkpoint_interval"},
 		{"audit: {witnesses: [{url: 'witness:7380', key: 'w+1+AA'}]}", "audit.witnesses[0].url"},
 		{"audit: {witnesses: [{url: 'http://witness:7380', key: 'nokey'}]}", "audit.witnesses[0].key"},
+		{"audit: {witnesses: [{url: 'https://ops:s3cret@witness:7380', key: 'w+1+AA'}]}", "carries a user, password or query"},
 		{"audit: {witnesses: [{url: 'http://witness:7380', kye: 'w+1+AA'}]}", `did you mean "audit.witnesses[0].key"?`},
 	} {
 		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})

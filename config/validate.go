@@ -86,8 +86,13 @@ func (c *Config) Validate() error {
 		add("audit.checkpoint_every", "%d is out of range; use 2..16777216 lines (default 1000)", c.Audit.CheckpointEvery)
 	}
 	for i, w := range c.Audit.Witnesses {
-		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		u, err := url.Parse(w.URL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			add(fmt.Sprintf("audit.witnesses[%d].url", i), "%q is not an http(s) URL such as \"https://witness.example:7380\"", w.URL)
+		case u.User != nil || u.RawQuery != "":
+			// it is logged and labels metrics: no place for a credential
+			add(fmt.Sprintf("audit.witnesses[%d].url", i), "carries a user, password or query; a witness needs none, and the URL is logged and shown in metrics")
 		}
 		if strings.Count(w.Key, "+") < 2 {
 			add(fmt.Sprintf("audit.witnesses[%d].key", i), "%q is not a witness key (name+hash+base64, as `aileron witness` prints it)", w.Key)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -233,19 +232,23 @@ func auditProve(args []string, stdout, stderr io.Writer) error {
 	if err != nil || seq == 0 {
 		return usagef("%q is not a line's seq (1, 2, …)", fs.Arg(0))
 	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
 	files := fs.Args()[1:]
 	if len(files) == 0 {
-		cfg, err := loadClientConfig(fs, *cfgFile)
-		if err != nil {
-			return err
-		}
 		if files, err = audit.ListFiles(cfg.Audit.Dir); err != nil {
 			return err
 		}
 	}
 	var p audit.Proof
 	if *wurl != "" {
-		p, err = proveWitnessed(files, seq, *wurl, *wkey)
+		key, kerr := audit.LoadPublicKey(cfg.Audit.KeyFile)
+		if kerr != nil {
+			return kerr
+		}
+		p, err = proveWitnessed(files, seq, key, *wurl, *wkey)
 	} else {
 		p, err = audit.Prove(files, seq)
 	}
@@ -257,8 +260,9 @@ func auditProve(args []string, stdout, stderr io.Writer) error {
 }
 
 // proveWitnessed proves line seq in the tree the witness cosigned last
-// for the trail, so the proof carries the witness's cosignature.
-func proveWitnessed(files []string, seq uint64, url, wkey string) (audit.Proof, error) {
+// for the trail, so the proof carries the witness's cosignature; the
+// checkpoint must be signed by the trail's key too.
+func proveWitnessed(files []string, seq uint64, key *audit.Key, url, wkey string) (audit.Proof, error) {
 	origin, err := audit.LastOrigin(files)
 	if err != nil {
 		return audit.Proof{}, err
@@ -272,22 +276,14 @@ func proveWitnessed(files []string, seq uint64, url, wkey string) (audit.Proof, 
 	if _, err := witness.VerifyCosignature(wkey, signed); err != nil {
 		return audit.Proof{}, fmt.Errorf("--witness: its cosignature does not verify with --witness-key: %w", err)
 	}
-	o, size, root, err := witness.ParseCheckpoint(string(noteText(signed)))
+	cp, err := openTrailCheckpoint(signed, origin, audit.VerifyOptions{Key: key})
 	if err != nil {
-		return audit.Proof{}, fmt.Errorf("--witness: %w", err)
+		return audit.Proof{}, fmt.Errorf("--witness: the checkpoint it holds is not signed by this trail's key: %w", err)
 	}
-	if size < seq {
-		return audit.Proof{}, fmt.Errorf("the witness has cosigned %d line(s) of trail %s so far, not yet line %d; try again after the next checkpoint", size, o, seq)
+	if cp.Size < seq {
+		return audit.Proof{}, fmt.Errorf("the witness has cosigned %d line(s) of trail %s so far, not yet line %d; try again after the next checkpoint", cp.Size, cp.Origin, seq)
 	}
-	return audit.ProveIn(files, seq, audit.Checkpoint{Origin: o, Size: size, Root: root}, signed)
-}
-
-// noteText is a signed note's text, up to its blank line.
-func noteText(signed []byte) []byte {
-	if i := bytes.Index(signed, []byte("\n\n")); i >= 0 {
-		return signed[:i+1]
-	}
-	return signed
+	return audit.ProveIn(files, seq, cp, signed)
 }
 
 // auditCheckProof checks a proof offline, with only the public key.
