@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"golang.org/x/mod/sumdb/note"
 )
 
 // Defaults of the zero checkpoint fields of Log.
@@ -66,13 +64,7 @@ func (l *Log) loadTree() error {
 	if err != nil {
 		return err
 	}
-	vf := func(origin string) (note.Verifier, error) {
-		if mark.Origin != "" && origin != mark.Origin {
-			return nil, &TrailError{Kind: ProblemSwapped, Detail: fmt.Sprintf("the trail's checkpoints are signed as %s, but this daemon's trail is %s: these files come from another daemon or another trail", origin, mark.Origin)}
-		}
-		return l.Key.verifier(origin)
-	}
-	ts, err := scanTail(files, vf, mark.Seq, mark.EndSeq)
+	ts, err := scanTail(files, l.Key.trailVerifier(mark.Origin), mark.Seq, mark.EndSeq)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,18 @@ func checkpointDetails(cp Checkpoint, rng *compactRange, signed []byte) map[stri
 // saying why that trail is not the expected one.
 type verifierFor func(origin string) (note.Verifier, error)
 
+// trailVerifier checks checkpoints with k under the origin they name
+// (the key signs every trail of its daemon), refusing any but want when
+// want is set (the trail the daemon's record names).
+func (k *Key) trailVerifier(want string) verifierFor {
+	return func(origin string) (note.Verifier, error) {
+		if want != "" && origin != want {
+			return nil, &TrailError{Kind: ProblemSwapped, Detail: fmt.Sprintf("the checkpoint is signed as %s, but the daemon's trail is %s: these files come from another daemon or another trail", origin, want)}
+		}
+		return k.verifier(origin)
+	}
+}
+
 // parseCheckpointLine reads a checkpoint line: its note must verify under
 // its origin, and its range must give the signed root.
 func parseCheckpointLine(line []byte, vf verifierFor) (ckLine, error) {

@@ -52,12 +52,11 @@ func newTreeCheck(o VerifyOptions) (*treeCheck, error) {
 		tc.markSeq, tc.endSeq = o.Mark.Seq, o.Mark.EndSeq
 	}
 	if o.Key != nil {
-		tc.vf = func(origin string) (note.Verifier, error) {
-			if o.Mark != nil && o.Mark.Origin != "" && origin != o.Mark.Origin {
-				return nil, &TrailError{Kind: ProblemSwapped, Detail: fmt.Sprintf("the checkpoint is signed as %s, but the daemon's trail is %s: these files come from another daemon or another trail", origin, o.Mark.Origin)}
-			}
-			return o.Key.verifier(origin)
+		want := ""
+		if o.Mark != nil {
+			want = o.Mark.Origin
 		}
+		tc.vf = o.Key.trailVerifier(want)
 		return tc, nil
 	}
 	v, err := note.NewVerifier(o.VerifierKey)
