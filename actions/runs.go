@@ -173,7 +173,7 @@ func (r *Runner) insertRun(ctx context.Context, run *actionRun) (bool, error) {
 	}
 	now := state.FormatTime(r.now())
 	var n int64
-	err = r.DB.Write(ctx, func(tx *sql.Tx) error {
+	err = r.DB.Write(ctx, func(tx *state.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO action_runs (`+actionRunColumns+`, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			run.ID, run.Session, run.Action, run.Version, run.Connector, run.ArgsJSON, run.Status,
@@ -197,7 +197,8 @@ func (r *Runner) saveRun(ctx context.Context, run *actionRun, from ...string) (b
 	}
 	var n int64
 	var prev string
-	err = r.DB.Write(ctx, func(tx *sql.Tx) error {
+	err = r.DB.Write(ctx, func(tx *state.Tx) error {
+		n = 0
 		if err := tx.QueryRowContext(ctx, `SELECT status FROM action_runs WHERE id = ?`, run.ID).Scan(&prev); err != nil {
 			return fmt.Errorf("reading action run %s: %w", run.ID, err)
 		}

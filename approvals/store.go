@@ -23,6 +23,7 @@ const (
 	approvalIDPrefix        = "ap_"
 	approvalIDChars         = 20
 	defaultApprovalPoll     = 250 * time.Millisecond
+	listeningApprovalPoll   = 2 * time.Second
 	defaultMaxPending       = 20
 	maxApprovalReasonLength = 1024
 )
@@ -51,9 +52,13 @@ type Filter struct {
 
 // Store keeps approvals in the control-plane database and implements
 // dataplane.Approvals. Decisions made through any Store on the same
-// database file, in this process or another, reach waiting requests: through
-// an in-process notification when the deciding store is this one, and
-// through a periodic re-read of the database otherwise.
+// database, in this process, another process or (on Postgres) another node,
+// reach waiting requests: through an in-process wake-up when the deciding
+// store is this one; on Postgres through a notification sent in the
+// deciding transaction (state.ChannelApprovals), every wait re-reading its
+// approval whenever the listening connection comes back (notifications
+// sent while it was away are lost); and through a periodic re-read of the
+// database as the backstop.
 //
 // The zero value of every field but DB is a documented default. A
 // Store must not be copied after first use.
@@ -75,16 +80,18 @@ type Store struct {
 	// events are dropped. It must not call back into the store.
 	OnEvent func(event audit.EventName, details map[string]string)
 	// Poll is how often a waiting Await re-reads the database for a decision
-	// made by another process; 0 means 250ms.
+	// made by another process or node. 0 means 250ms, or on Postgres 2s while
+	// its notifications are being received (and 250ms while they are not).
 	Poll time.Duration
 	// MaxPendingPerSession is how many pending approvals one session may
 	// have; Await refuses one more (wrapping dataplane.ErrApprovalLimit).
 	// 0 means 20.
 	MaxPendingPerSession int
 
-	mu      sync.Mutex
-	waiters map[string]*approvalWaiters
-	holding map[string][]time.Time // per approval, when each client held on it gives up
+	listenOnce sync.Once
+	mu         sync.Mutex
+	waiters    map[string]*approvalWaiters
+	holding    map[string][]time.Time // per approval, when each client held on it gives up
 	// waitHook, if set, is called each time an Await starts waiting on
 	// approval id (tests synchronise on it).
 	waitHook func(id string)
@@ -120,10 +127,32 @@ func (s *Store) ttl() time.Duration {
 }
 
 func (s *Store) poll() time.Duration {
-	if s.Poll > 0 {
+	switch {
+	case s.Poll > 0:
 		return s.Poll
+	case s.DB.Backend() == state.Postgres && s.DB.Listening():
+		return listeningApprovalPoll
 	}
 	return defaultApprovalPoll
+}
+
+// listen subscribes, once, to the decisions other nodes announce: each
+// wakes the waiters of its approval, and a listener that reconnected wakes
+// them all to re-read.
+func (s *Store) listen() {
+	s.listenOnce.Do(func() {
+		s.DB.Subscribe(state.ChannelApprovals, state.Subscription{Changed: s.notify, Resync: s.notifyAll})
+	})
+}
+
+// notifyAll wakes everything waiting on any approval.
+func (s *Store) notifyAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, w := range s.waiters {
+		close(w.ch)
+		delete(s.waiters, id)
+	}
 }
 
 func (s *Store) maxPending() int {
@@ -260,14 +289,14 @@ func (s *Store) getRow(ctx context.Context, q state.Querier, id string) (approva
 		return r, fmt.Errorf("%w: approval %q; list approvals with: aileron approvals list", state.ErrNotFound, id)
 	}
 	if err != nil {
-		return r, fmt.Errorf("reading approval %s: %w", id, err)
+		return r, s.DB.Unavailable(fmt.Errorf("reading approval %s: %w", id, err))
 	}
 	return r, nil
 }
 
 // expireTx marks every pending approval, and every approved one nobody used,
 // whose expires_at is not after now as expired, returning them.
-func (s *Store) expireTx(ctx context.Context, tx *sql.Tx, now time.Time) ([]approvalRow, error) {
+func (s *Store) expireTx(ctx context.Context, tx *state.Tx, now time.Time) ([]approvalRow, error) {
 	rows, err := tx.QueryContext(ctx, `UPDATE approvals SET state = 'expired'
 		WHERE state IN ('pending','approved') AND expires_at <= ?
 		RETURNING `+approvalColumns, state.FormatTime(now))
@@ -285,6 +314,12 @@ func (s *Store) expireTx(ctx context.Context, tx *sql.Tx, now time.Time) ([]appr
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("expiring approvals: %w", err)
+	}
+	rows.Close()
+	for i := range out {
+		if err := tx.Notify(ctx, state.ChannelApprovals, out[i].ID); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -312,7 +347,7 @@ func (s *Store) Expire(ctx context.Context) (int, error) {
 
 func (s *Store) expire(ctx context.Context) (int, error) {
 	var expired []approvalRow
-	err := s.DB.Write(ctx, func(tx *sql.Tx) error {
+	err := s.DB.Write(ctx, func(tx *state.Tx) error {
 		var err error
 		expired, err = s.expireTx(ctx, tx, s.now())
 		return err
@@ -437,7 +472,7 @@ func (s *Store) decide(ctx context.Context, id, by string, to dataplane.Approval
 	}
 	now := s.now()
 	var decided approvalRow
-	err := s.DB.Write(ctx, func(tx *sql.Tx) error {
+	err := s.DB.Write(ctx, func(tx *state.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE approvals
 			SET state = ?, decided_at = ?, decided_by = ?, reason = ?,
 			    expires_at = CASE WHEN ? = 'approved' THEN ? ELSE expires_at END
@@ -461,7 +496,7 @@ func (s *Store) decide(ctx context.Context, id, by string, to dataplane.Approval
 			return fmt.Errorf("%w: approval %s is %s, not pending; only a pending approval can be approved or denied",
 				state.ErrConflict, id, cur)
 		}
-		return nil
+		return tx.Notify(ctx, state.ChannelApprovals, id)
 	})
 	if err != nil {
 		return err
@@ -479,8 +514,10 @@ func (s *Store) decide(ctx context.Context, id, by string, to dataplane.Approval
 // is due, then joins the live (pending or approved) approval for req's
 // session and digest or records a new pending one (reporting
 // approval.requested). An approved one is consumed at once; a pending one is
-// waited on for up to hold, woken by decisions made through this store and
-// by a re-read of the database every Poll for decisions made elsewhere.
+// waited on for up to hold, woken by decisions made through this store, by
+// other nodes' notifications (Postgres), and by a re-read of the database
+// every Poll for decisions made elsewhere. While the shared state cannot be
+// reached, a request already held keeps waiting out its hold.
 //
 // Outcomes: ApprovalApproved for the one caller whose compare-and-swap
 // consumed the approval; ApprovalConsumed for one that lost the race;
@@ -524,7 +561,8 @@ func (s *Store) Await(ctx context.Context, req *dataplane.ApprovalRequest, hold 
 func (s *Store) join(ctx context.Context, req *dataplane.ApprovalRequest, preview []byte) (row approvalRow, created, consumed bool, err error) {
 	now := s.now()
 	var expired []approvalRow
-	err = s.DB.Write(ctx, func(tx *sql.Tx) error {
+	err = s.DB.Write(ctx, func(tx *state.Tx) error {
+		created, consumed = false, false
 		var err error
 		if expired, err = s.expireTx(ctx, tx, now); err != nil {
 			return err
@@ -572,7 +610,7 @@ func (s *Store) join(ctx context.Context, req *dataplane.ApprovalRequest, previe
 
 // consumeTx is the compare-and-swap that uses approved approval id: true if
 // this call moved it to consumed, false if it was no longer approved.
-func (s *Store) consumeTx(ctx context.Context, tx *sql.Tx, id string, now time.Time) (bool, error) {
+func (s *Store) consumeTx(ctx context.Context, tx *state.Tx, id string, now time.Time) (bool, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE approvals SET state = 'consumed', consumed_at = ?
 		WHERE id = ? AND state = 'approved'`, state.FormatTime(now), id)
 	if err != nil {
@@ -582,7 +620,12 @@ func (s *Store) consumeTx(ctx context.Context, tx *sql.Tx, id string, now time.T
 	if err != nil {
 		return false, fmt.Errorf("consuming approval %s: %w", id, err)
 	}
-	return n == 1, nil
+	if n == 1 {
+		// The other nodes' identical requests waiting on it learn at once
+		// that it is taken.
+		return true, tx.Notify(ctx, state.ChannelApprovals, id)
+	}
+	return false, nil
 }
 
 // wait waits up to hold for approval res.ID to leave pending.
@@ -590,14 +633,18 @@ func (s *Store) wait(ctx context.Context, res dataplane.ApprovalResult, hold tim
 	if hold <= 0 {
 		return res, nil
 	}
+	s.listen()
 	timer := time.NewTimer(hold)
 	defer timer.Stop()
 	defer s.held(res.ID, s.now().Add(hold))()
-	ticker := time.NewTicker(s.poll())
-	defer ticker.Stop()
 	for {
 		ch := s.subscribe(res.ID)
 		done, err := s.settle(ctx, &res)
+		if errors.Is(err, state.ErrUnavailable) {
+			// The shared state is unreachable: the client keeps waiting
+			// until its hold ends, and the next read may find it back.
+			done, err = false, nil
+		}
 		if done || err != nil {
 			s.unsubscribe(res.ID, ch)
 			return res, err
@@ -607,7 +654,7 @@ func (s *Store) wait(ctx context.Context, res dataplane.ApprovalResult, hold tim
 		}
 		select {
 		case <-ch:
-		case <-ticker.C:
+		case <-time.After(s.poll()):
 		case <-timer.C:
 			s.unsubscribe(res.ID, ch)
 			return res, nil
@@ -639,7 +686,7 @@ func (s *Store) settle(ctx context.Context, res *dataplane.ApprovalResult) (done
 		return false, nil
 	case dataplane.ApprovalStateApproved:
 		var won bool
-		err := s.DB.Write(ctx, func(tx *sql.Tx) error {
+		err := s.DB.Write(ctx, func(tx *state.Tx) error {
 			var err error
 			won, err = s.consumeTx(ctx, tx, res.ID, s.now())
 			return err

@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 		"github.com/mdlayher/netlink", "golang.org/x/sys/", "golang.org/x/time/rate", "github.com/rs/zerolog"},
 	// The control plane: state at the bottom, one store per job over it
 	// (none imports another: small interfaces instead), then the two faces.
-	"state":       {"modernc.org/sqlite"},
+	"state":       {"modernc.org/sqlite", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/"},
 	"store":       {"state", "policy", "action", "github.com/rs/zerolog"},
 	"sessions":    {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials": {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "github.com/rs/zerolog"},
@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"notify":      {"github.com/rs/zerolog"},
 	"witness":     {"golang.org/x/mod/sumdb/"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},
-	"internal":    {"state", "audit", "github.com/rs/zerolog", "github.com/vishvananda/"},
+	"internal":    {"state", "audit", "github.com/rs/zerolog", "github.com/vishvananda/", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/"},
 }
 
 // stores are the control-plane packages that each own one job over state.

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"sync"
 	"sync/atomic"
@@ -146,11 +147,20 @@ func New(opts Options) (*Authority, error) {
 		return nil, err
 	}
 	now := opts.Now().UTC().Truncate(time.Second)
-	tmpl := &x509.Certificate{
+	cert, err := selfSign(rand.Reader, key, rootTemplate(serial, skid, opts.CommonName, now.Add(-clockSkew), now.Add(opts.Validity)))
+	if err != nil {
+		return nil, err
+	}
+	return newAuthority(cert, key, opts), nil
+}
+
+// rootTemplate is a session root's certificate template.
+func rootTemplate(serial *big.Int, skid []byte, cn string, notBefore, notAfter time.Time) *x509.Certificate {
+	return &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: opts.CommonName, Organization: []string{"Aileron"}},
-		NotBefore:             now.Add(-clockSkew),
-		NotAfter:              now.Add(opts.Validity),
+		Subject:               pkix.Name{CommonName: cn, Organization: []string{"Aileron"}},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -158,7 +168,12 @@ func New(opts Options) (*Authority, error) {
 		MaxPathLenZero:        true,
 		SubjectKeyId:          skid,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+}
+
+// selfSign signs tmpl with key; a nil random source makes the ECDSA
+// signature deterministic (RFC 6979).
+func selfSign(random io.Reader, key *ecdsa.PrivateKey, tmpl *x509.Certificate) (*x509.Certificate, error) {
+	der, err := x509.CreateCertificate(random, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		return nil, fmt.Errorf("ca: creating root certificate: %w", err)
 	}
@@ -166,7 +181,7 @@ func New(opts Options) (*Authority, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ca: parsing the new root certificate: %w", err)
 	}
-	return newAuthority(cert, key, opts), nil
+	return cert, nil
 }
 
 // newAuthority assembles an Authority from a verified certificate/key pair and

@@ -37,7 +37,26 @@ type Config struct {
 	Audit    Audit    `koanf:"audit"`
 	Approval Approval `koanf:"approval"`
 	Sandbox  Sandbox  `koanf:"sandbox"`
+	State    State    `koanf:"state"`
 	Log      Log      `koanf:"log"`
+}
+
+// State selects where the control-plane state lives: one node's SQLite
+// file (the default), or a Postgres server a fleet of nodes shares.
+type State struct {
+	// Backend is "sqlite" or "postgres".
+	Backend string `koanf:"backend"`
+	// DSN is the Postgres connection string (postgres only). A password in
+	// it is masked wherever the configuration is shown; a libpq password
+	// file (PGPASSFILE) keeps it out of the file altogether.
+	DSN string `koanf:"dsn"`
+	// FleetKeyFile is the fleet key every node of a fleet shares (postgres
+	// only; "" = $home/fleet.key): session CAs and tokens are derived from
+	// it, so that any node serves any session.
+	FleetKeyFile string `koanf:"fleet_key_file"`
+	// Node names this node in a fleet: its audit lines and trail carry it.
+	// "" means the host name.
+	Node string `koanf:"node"`
 }
 
 // Sandbox configures fenced sandboxes (aileron sandbox run) and gateways
@@ -276,6 +295,12 @@ func (c *Config) finish(environ []string) error {
 	if c.Audit.Dir == "" {
 		c.Audit.Dir = filepath.Join(c.Home, "audit")
 	}
+	if c.State.FleetKeyFile == "" {
+		c.State.FleetKeyFile = filepath.Join(c.Home, "fleet.key")
+	}
+	if c.State.Node == "" {
+		c.State.Node = defaultNode()
+	}
 	return c.Validate()
 }
 
@@ -292,12 +317,34 @@ func defaultHome(environ []string) (string, error) {
 	return filepath.Join(dir, ".aileron"), nil
 }
 
+// defaultNode is the host name as a node name (lower case, characters
+// outside a-z 0-9 . - as "-"), or "node" when there is none.
+func defaultNode() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "node"
+	}
+	h = strings.ToLower(h)
+	b := []byte(h)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return string(b)
+}
+
 // YAML renders the effective configuration as YAML, in the file format
-// Load reads. No value in Config is secret today; a secret added later must
-// be masked here.
+// Load reads. The one secret it may hold, a password in state.dsn, is
+// masked.
 func (c *Config) YAML() ([]byte, error) {
 	k := koanf.New(".")
-	if err := k.Load(structs.Provider(*c, "koanf"), nil); err != nil {
+	shown := *c
+	shown.State.DSN = MaskDSN(c.State.DSN)
+	if err := k.Load(structs.Provider(shown, "koanf"), nil); err != nil {
 		return nil, err
 	}
 	return k.Marshal(yaml.Parser())

@@ -95,6 +95,11 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"audit: {witnesses: [{url: 'http://witness:7380', key: 'nokey'}]}", "audit.witnesses[0].key"},
 		{"audit: {witnesses: [{url: 'https://ops:s3cret@witness:7380', key: 'w+1+AA'}]}", "carries a user, password or query"},
 		{"audit: {witnesses: [{url: 'http://witness:7380', kye: 'w+1+AA'}]}", `did you mean "audit.witnesses[0].key"?`},
+		{"state: {backend: mysql}", "state.backend"},
+		{"state: {backend: postgres}", "state.dsn: is empty"},
+		{"state: {dsn: 'postgres://db/aileron'}", "state.backend is sqlite"},
+		{"state: {node: 'Node 1'}", "state.node"},
+		{"state: {backend: postgres, dns: x}", `did you mean "state.dsn"?`},
 	} {
 		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -191,5 +196,27 @@ func TestChanged(t *testing.T) {
 	}
 	if got := Changed(a, a); len(got) != 0 {
 		t.Errorf("Changed(a, a) = %v", got)
+	}
+}
+
+func TestMaskDSN(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://aileron:s3cret@db:5432/aileron?sslmode=verify-full", "postgres://aileron:xxxxx@db:5432/aileron?sslmode=verify-full"},
+		{"postgres://aileron@db/aileron?password=s3cret", "postgres://aileron@db/aileron?password=xxxxx"},
+		{"host=db user=aileron password=s3cret dbname=aileron", "host=db user=aileron password=xxxxx dbname=aileron"},
+		{"host=db password = 'with space s3cret' dbname=x", "host=db password=xxxxx dbname=x"},
+		{"host=db user=aileron", "host=db user=aileron"},
+	} {
+		if got := MaskDSN(tc.in); got != tc.want || strings.Contains(got, "s3cret") {
+			t.Errorf("MaskDSN(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+	c, err := Load(Options{File: write(t, "state: {backend: postgres, dsn: 'postgres://a:s3cret@db/x'}"), Environ: []string{"HOME=" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.YAML()
+	if err != nil || strings.Contains(string(b), "s3cret") || !strings.Contains(string(b), "xxxxx") {
+		t.Errorf("config YAML shows the DSN's password or lost it: %v\n%s", err, b)
 	}
 }

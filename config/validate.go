@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -122,6 +123,7 @@ func (c *Config) Validate() error {
 	} else if l6, err := netip.ParsePrefix(c.Sandbox.LinkCIDR6); err == nil && l6.Overlaps(s6) {
 		add("sandbox.synthetic_cidr6", "%s overlaps sandbox.link_cidr6 %s; pick ranges apart", s6, l6)
 	}
+	c.validateState(add)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -279,4 +281,41 @@ func (c *Config) validateWeb(add func(key, format string, args ...any)) {
 		add("admin.web_listen", "%q is not loopback: the approvals page decides what leaves, so off this machine it is served only over HTTPS "+
 			"(set admin.web_tls_cert and admin.web_tls_key) and only for the names in admin.web_hosts; or use \"127.0.0.1:9091\"", a.WebListen)
 	}
+}
+
+// validateState checks the state section: a known backend, a DSN exactly
+// when it is postgres, and a node name fit for audit lines.
+func (c *Config) validateState(add func(key, format string, args ...any)) {
+	switch c.State.Backend {
+	case "sqlite":
+		if c.State.DSN != "" {
+			add("state.dsn", "is set but state.backend is sqlite; set state.backend: postgres to use it, or remove it")
+		}
+	case "postgres":
+		if strings.TrimSpace(c.State.DSN) == "" {
+			add("state.dsn", "is empty; state.backend postgres needs a connection string such as \"postgres://aileron@db:5432/aileron?sslmode=verify-full\"")
+		}
+	default:
+		add("state.backend", "%q is not one of sqlite, postgres", c.State.Backend)
+	}
+	if n := c.State.Node; n == "" || len(n) > 63 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" {
+		add("state.node", "%q is not a node name: 1 to 63 of a-z 0-9 . -, e.g. \"aileron-1\"", n)
+	}
+}
+
+// MaskDSN returns dsn with any password replaced by "xxxxx", for showing
+// a configuration (both the URL and the key=value forms).
+func MaskDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	return regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`).ReplaceAllString(dsn, "password=xxxxx")
 }

@@ -2,7 +2,6 @@ package credentials
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -92,7 +91,7 @@ func (b *Bindings) Bind(ctx context.Context, bd Binding) error {
 	if err := validateBinding(bd); err != nil {
 		return err
 	}
-	return b.change(ctx, func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
+	return b.change(ctx, func(ctx context.Context, tx *state.Tx, cur map[string]Binding) error {
 		if bd.Env != "" {
 			for _, o := range cur {
 				if o.Env == bd.Env && o.Connector != bd.Connector && o.Credential != bd.Credential {
@@ -109,7 +108,7 @@ func (b *Bindings) Bind(ctx context.Context, bd Binding) error {
 // Unbind removes the binding of connector fqn. No binding wraps
 // state.ErrNotFound; before Open, state.ErrNotOpen.
 func (b *Bindings) Unbind(ctx context.Context, fqn string) error {
-	return b.change(ctx, func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error {
+	return b.change(ctx, func(ctx context.Context, tx *state.Tx, cur map[string]Binding) error {
 		if _, ok := cur[fqn]; !ok {
 			return fmt.Errorf("%w: connector %q has no credential binding (see `aileron credential list`)", state.ErrNotFound, fqn)
 		}
@@ -149,14 +148,14 @@ func (b *Bindings) List() []Binding {
 // change runs fn in a write transaction with the bindings as they stand in
 // the database (a fresh map fn may modify to match what it writes), and
 // after the commit makes that map current. Before Open it wraps state.ErrNotOpen.
-func (b *Bindings) change(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, cur map[string]Binding) error) error {
+func (b *Bindings) change(ctx context.Context, fn func(ctx context.Context, tx *state.Tx, cur map[string]Binding) error) error {
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
 	if b.db == nil {
 		return fmt.Errorf("%w: bindings", state.ErrNotOpen)
 	}
 	var next map[string]Binding
-	err := b.db.Write(ctx, func(tx *sql.Tx) error {
+	err := b.db.Write(ctx, func(tx *state.Tx) error {
 		cur, err := loadBindings(ctx, tx, b.db)
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package credentials
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -37,7 +36,7 @@ func loadBindings(ctx context.Context, q state.Querier, db *state.DB) (map[strin
 }
 
 // putBinding inserts bd or replaces the connector's binding.
-func putBinding(ctx context.Context, tx *sql.Tx, bd Binding, now time.Time) error {
+func putBinding(ctx context.Context, tx *state.Tx, bd Binding, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO bindings (connector, credential, header, format, query, env, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (connector) DO UPDATE SET credential = excluded.credential, header = excluded.header,

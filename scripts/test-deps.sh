@@ -2,7 +2,9 @@
 # Installs the real clients the integration tests drive through the proxy:
 # curl, git, /usr/bin/python3 with python3-requests and python3-httpx, Node (/usr/bin/node), the
 # system CA bundle, Chromium (/usr/bin/chromium, for the approvals-page
-# browser test) and tmux (a terminal for the approvals watch test). Idempotent: when everything is present it prints one line
+# browser test), tmux (a terminal for the approvals watch test) and the Postgres
+# server (postgresql: the fleet tests initdb a private server of their own, on a
+# unix socket, and stop it). Idempotent: when everything is present it prints one line
 # and exits without touching apt. Run by `make test` before `go test`.
 set -euo pipefail
 
@@ -23,9 +25,13 @@ fi
 [ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 have_cmd tmux || missing+=(tmux)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
+	missing+=(postgresql) # as root, the test server runs as the postgres user the package makes
+fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "test-deps: curl, git, python3 (+requests, httpx), node, ca-certificates, chromium and tmux present"
+	echo "test-deps: curl, git, python3 (+requests, httpx), node, ca-certificates, chromium, tmux and postgresql present"
 	exit 0
 fi
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -99,6 +98,10 @@ func (s *Manager) loadAll(ctx context.Context, db *state.DB, key []byte) (map[st
 		live[rec.ID] = e
 	}
 	for _, id := range dirs {
+		if !known[id] && s.Fleet != nil { // a copy of public files a deleted session left
+			os.RemoveAll(filepath.Join(s.Dir, id))
+			continue
+		}
 		if !known[id] {
 			s.log().Warn().Str("event", "session.orphaned").Str("dir", filepath.Join(s.Dir, id)).Str("db", db.Path()).
 				Msg("session directory has no record in the database; `aileron session delete " + id + "` removes it")
@@ -137,6 +140,16 @@ func (s *Manager) loadSession(key []byte, rec sessionRecord) (*sessionEntry, err
 	if err != nil {
 		return nil, err
 	}
+	if s.Fleet != nil {
+		authority, err := s.deriveCA(rec)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.publishCA(rec.ID, authority); err != nil {
+			return nil, err
+		}
+		return newEntry(rec, tokenHash, authority), nil
+	}
 	authority, err := ca.LoadDir(filepath.Join(s.Dir, rec.ID), ca.Options{Now: s.Now})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", state.ErrCorruptState, err)
@@ -166,7 +179,13 @@ func (s *Manager) writeSession(ctx context.Context, db *state.DB, rec sessionRec
 		os.RemoveAll(tmp)
 		return fmt.Errorf("writing session %s: %w", rec.ID, err)
 	}
-	if err := db.Write(ctx, func(tx *sql.Tx) error { return insertSession(ctx, tx, rec) }); err != nil {
+	err = db.Write(ctx, func(tx *state.Tx) error {
+		if err := insertSession(ctx, tx, rec); err != nil {
+			return err
+		}
+		return tx.Notify(ctx, state.ChannelSessions, rec.ID)
+	})
+	if err != nil {
 		os.RemoveAll(final)
 		return err
 	}
@@ -175,7 +194,11 @@ func (s *Manager) writeSession(ctx context.Context, db *state.DB, rec sessionRec
 
 // fillSessionDir writes the CA and the bundle into dir.
 func (s *Manager) fillSessionDir(dir string, authority *ca.Authority) error {
-	if err := authority.Save(dir); err != nil {
+	if s.Fleet != nil { // the key is derived, never saved
+		if err := os.WriteFile(filepath.Join(dir, ca.CertFile), authority.CertPEM(), 0o644); err != nil {
+			return err
+		}
+	} else if err := authority.Save(dir); err != nil {
 		return err
 	}
 	bundle := authority.CertPEM()

@@ -135,8 +135,16 @@ type Manager struct {
 	// DB is the control-plane database holding session metadata. Required.
 	DB *state.DB
 	// KeyFile is the session key, normally $AILERON_HOME/keys/session.key.
-	// Required; created by Open if missing.
+	// Required unless Fleet is set; created by Open if missing.
 	KeyFile string
+	// Fleet, when set, makes this node one of a fleet sharing DB
+	// (Postgres): the token key and each session's CA are derived from the
+	// fleet key, so every node serves every session with a byte-identical
+	// CA certificate; sessions created or deleted on another node reach
+	// this one through notifications, a lookup of an id it does not know,
+	// and Refresh. Dir then holds only each CA's public files. Nil means
+	// one node: a random CA per session, its key saved under Dir.
+	Fleet *state.FleetKey
 	// ProxyURLHost is the proxy's host:port as sandboxes reach it, written
 	// into ProxyURL. Required.
 	ProxyURLHost string
@@ -160,6 +168,8 @@ type Manager struct {
 	// retired sums the leaf-cache counters of removed sessions, so CertStats
 	// never goes backwards.
 	retired ca.Stats
+	// fleet is the state of a fleet node (Fleet set); guarded by mu.
+	fleet fleetState
 }
 
 // sessionEntry is a live session in memory.
@@ -167,6 +177,7 @@ type sessionEntry struct {
 	rec       sessionRecord
 	tokenHash [sha256.Size]byte
 	dp        *dataplane.Session // handed out by Authenticate, immutable
+	loaded    time.Time          // when this node loaded it
 }
 
 // sessionRecord is a session's metadata: a row of the sessions table.
@@ -187,10 +198,10 @@ type sessionRecord struct {
 // key file others may read wraps state.ErrInsecureFile; a key of the wrong size
 // wraps state.ErrCorruptState; the database's failures are state.Open's.
 func (s *Manager) Open(ctx context.Context) error {
-	if s.Dir == "" || s.DB == nil || s.KeyFile == "" || s.ProxyURLHost == "" {
-		return fmt.Errorf("%w: sessions.Manager needs Dir, DB, KeyFile and ProxyURLHost", state.ErrInvalidArgument)
+	if s.Dir == "" || s.DB == nil || (s.KeyFile == "" && s.Fleet == nil) || s.ProxyURLHost == "" {
+		return fmt.Errorf("%w: sessions.Manager needs Dir, DB, KeyFile (or Fleet) and ProxyURLHost", state.ErrInvalidArgument)
 	}
-	key, err := state.LoadOrCreateKey(s.KeyFile, "session key")
+	key, err := s.tokenKey()
 	if err != nil {
 		return err
 	}
@@ -205,6 +216,7 @@ func (s *Manager) Open(ctx context.Context) error {
 	s.mu.Lock()
 	s.key, s.db, s.live = key, db, live
 	s.mu.Unlock()
+	s.listen()
 	return nil
 }
 
@@ -229,7 +241,7 @@ func (s *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	tokenHash := sha256.Sum256([]byte(token))
 	rec := sessionRecord{ID: id, Name: req.Name, CreatedAt: now, ExpiresAt: now.Add(ttl),
 		Connectors: req.Connectors, TokenSHA256: hex.EncodeToString(tokenHash[:])}
-	authority, err := ca.New(ca.Options{CommonName: "Aileron session " + id, Validity: ttl + caValidityMargin, Now: s.Now})
+	authority, err := s.newCA(rec, ttl)
 	if err != nil {
 		return Info{}, fmt.Errorf("creating session CA: %w", err)
 	}
@@ -341,6 +353,7 @@ func (s *Manager) Delete(ctx context.Context, id string) error {
 	e, ok := s.live[id]
 	s.retire(e)
 	delete(s.live, id)
+	s.tombstone(id)
 	s.mu.Unlock()
 	if !validSessionID(id) {
 		return fmt.Errorf("%w: session %q (see `aileron session list`)", state.ErrNotFound, id)
@@ -372,6 +385,9 @@ func (s *Manager) Authenticate(id, token string) (*dataplane.Session, error) {
 	s.mu.RLock()
 	e := s.live[id]
 	s.mu.RUnlock()
+	if e == nil && s.Fleet != nil {
+		e = s.lookup(id)
+	}
 	if e == nil {
 		return nil, fmt.Errorf("%w: unknown session", dataplane.ErrProxyAuth)
 	}
@@ -459,7 +475,7 @@ func (s *Manager) Sweep(ctx context.Context) int {
 // newEntry builds the in-memory form of a session; tokenHash is the decoded
 // rec.TokenSHA256.
 func newEntry(rec sessionRecord, tokenHash [sha256.Size]byte, authority *ca.Authority) *sessionEntry {
-	return &sessionEntry{rec: rec, tokenHash: tokenHash,
+	return &sessionEntry{rec: rec, tokenHash: tokenHash, loaded: time.Now(),
 		dp: &dataplane.Session{ID: rec.ID, Name: rec.Name, CA: authority, Connectors: rec.Connectors}}
 }
 

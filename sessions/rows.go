@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,7 +18,7 @@ const sessionColumns = `id, name, token_sha256, connectors, created_at, expires_
 
 // insertSession records rec in the sessions table; an existing row with the
 // same id is left as it is.
-func insertSession(ctx context.Context, tx *sql.Tx, rec sessionRecord) error {
+func insertSession(ctx context.Context, tx *state.Tx, rec sessionRecord) error {
 	conns, err := json.Marshal(nonNil(rec.Connectors))
 	if err != nil {
 		return fmt.Errorf("encoding the connectors of session %s: %w", rec.ID, err)
@@ -67,6 +68,21 @@ func sessionRows(ctx context.Context, db *state.DB) (good []sessionRecord, bad m
 	return good, bad, nil
 }
 
+// sessionRow reads session id's row; a missing one is sql.ErrNoRows.
+func sessionRow(ctx context.Context, db *state.DB, id string) (sessionRecord, error) {
+	var rec sessionRecord
+	var conns, created, expires string
+	err := db.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id).
+		Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return rec, err
+		}
+		return rec, db.Unavailable(fmt.Errorf("reading session %s from %s: %w", id, db.Path(), err))
+	}
+	return rec, decodeSessionRow(db, &rec, conns, created, expires)
+}
+
 // decodeSessionRow fills rec's connectors and times from their stored form.
 func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires string) error {
 	var err error
@@ -89,13 +105,15 @@ func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires 
 // one.
 func deleteSessionRow(ctx context.Context, db *state.DB, id string) (bool, error) {
 	var n int64
-	err := db.Write(ctx, func(tx *sql.Tx) error {
+	err := db.Write(ctx, func(tx *state.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 		if err != nil {
 			return fmt.Errorf("deleting session %s from %s: %w", id, db.Path(), err)
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		return tx.Notify(ctx, state.ChannelSessions, id)
 	})
 	return n > 0, err
 }
@@ -104,7 +122,8 @@ func deleteSessionRow(ctx context.Context, db *state.DB, id string) (bool, error
 // returns their ids.
 func deleteExpiredSessions(ctx context.Context, db *state.DB, now time.Time) ([]string, error) {
 	var ids []string
-	err := db.Write(ctx, func(tx *sql.Tx) error {
+	err := db.Write(ctx, func(tx *state.Tx) error {
+		ids = nil
 		rows, err := tx.QueryContext(ctx, `DELETE FROM sessions WHERE expires_at <= ? RETURNING id`, state.FormatTime(now))
 		if err != nil {
 			return fmt.Errorf("deleting expired sessions from %s: %w", db.Path(), err)

@@ -36,11 +36,15 @@ const dbBusyTimeout = 10 * time.Second
 // file: writes take SQLite's write lock at BEGIN (BEGIN IMMEDIATE) and wait
 // for it up to the busy timeout.
 type DB struct {
-	sql  *sql.DB
-	path string
-	// wmu serialises this process's write transactions, so that only other
-	// processes ever make a writer wait in SQLite's busy handler.
+	sql     *sql.DB
+	path    string // the SQLite file, or the Postgres DSN without its password
+	backend Backend
+	pg      *pgShared // Postgres only: what LISTEN needs (nil for SQLite)
+	// wmu serialises this process's write transactions on SQLite, so that
+	// only other processes ever make a writer wait in its busy handler.
 	wmu sync.Mutex
+	// binds caches each query rewritten with Postgres placeholders.
+	binds sync.Map
 }
 
 // Open opens (creating if needed, mode 0600, parent directory 0700) the
@@ -80,7 +84,7 @@ func open(ctx context.Context, path string, migs []migration) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening database %s: %w", abs, err)
 	}
-	d := &DB{sql: sdb, path: abs}
+	d := &DB{sql: sdb, path: abs, backend: SQLite}
 	if err := d.migrate(ctx, migs); err != nil {
 		sdb.Close()
 		return nil, err
@@ -115,21 +119,26 @@ func prepareDBFile(p string) error {
 	return nil
 }
 
-// Path returns the database file's absolute path.
+// Path names the database in messages: the SQLite file's absolute path, or
+// the Postgres DSN without its password.
 func (d *DB) Path() string { return d.path }
 
-// QueryContext runs a read-only query outside any transaction.
+// Backend reports which database this is.
+func (d *DB) Backend() Backend { return d.backend }
+
+// QueryContext runs a read-only query outside any transaction. Queries are
+// written with ? placeholders for both backends.
 func (d *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return d.sql.QueryContext(ctx, query, args...)
+	return d.sql.QueryContext(ctx, d.bind(query), args...)
 }
 
 // QueryRowContext runs a read-only query for one row outside any
 // transaction.
 func (d *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return d.sql.QueryRowContext(ctx, query, args...)
+	return d.sql.QueryRowContext(ctx, d.bind(query), args...)
 }
 
-// Querier is what reads rows: *DB outside a transaction, *sql.Tx inside one.
+// Querier is what reads rows: *DB outside a transaction, *Tx inside one.
 type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -140,6 +149,9 @@ type Scanner interface{ Scan(dest ...any) error }
 
 // Close closes the database. Operations after Close fail.
 func (d *DB) Close() error {
+	if d.pg != nil {
+		d.pg.hub.stop()
+	}
 	if err := d.sql.Close(); err != nil {
 		return fmt.Errorf("closing database %s: %w", d.path, err)
 	}
@@ -155,22 +167,91 @@ func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
 	return int(v.Int64), nil
 }
 
-// Write runs fn in a write transaction (BEGIN IMMEDIATE), committing if fn
-// returns nil and rolling back otherwise. This process's writers take turns
-// before SQLite's lock, so only other processes ever make one wait.
-func (d *DB) Write(ctx context.Context, fn func(*sql.Tx) error) error {
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
-	tx, err := d.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("starting a transaction on %s: %w", d.path, err)
+// Write runs fn in a write transaction, committing if fn returns nil and
+// rolling back otherwise. Transactions are serializable on both backends:
+// on SQLite, BEGIN IMMEDIATE, this process's writers taking turns before
+// SQLite's lock so that only other processes ever make one wait; on
+// Postgres, SERIALIZABLE isolation, and a transaction that lost a race with
+// another node's (a serialization failure or deadlock) runs again, up to
+// writeAttempts times. fn may therefore run more than once: it must set
+// every result it returns through its closure afresh on each run.
+func (d *DB) Write(ctx context.Context, fn func(*Tx) error) error {
+	return d.write(ctx, sql.LevelSerializable, fn)
+}
+
+// write is Write at the given isolation level on Postgres (migrations run
+// at read committed, so that a node that waited for another's migration
+// lock sees what it committed).
+func (d *DB) write(ctx context.Context, level sql.IsolationLevel, fn func(*Tx) error) error {
+	if d.backend == SQLite {
+		d.wmu.Lock()
+		defer d.wmu.Unlock()
+		return d.writeOnce(ctx, nil, fn)
 	}
+	opts := &sql.TxOptions{Isolation: level}
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = d.writeOnce(ctx, opts, fn)
+		if err == nil || !retryable(err) || attempt == writeAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt*attempt) * time.Millisecond):
+		}
+	}
+}
+
+// writeOnce is one run of Write's transaction.
+func (d *DB) writeOnce(ctx context.Context, opts *sql.TxOptions, fn func(*Tx) error) error {
+	stx, err := d.sql.BeginTx(ctx, opts)
+	if err != nil {
+		return d.unreachable(fmt.Errorf("starting a transaction on %s: %w", d.path, err))
+	}
+	tx := &Tx{tx: stx, db: d}
 	if err := fn(tx); err != nil {
-		tx.Rollback()
+		stx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing to %s: %w", d.path, err)
+	if err := stx.Commit(); err != nil {
+		return d.unreachable(fmt.Errorf("committing to %s: %w", d.path, err))
+	}
+	return nil
+}
+
+// Tx is a write transaction of Write. Its queries use ? placeholders on
+// both backends.
+type Tx struct {
+	tx *sql.Tx
+	db *DB
+}
+
+// ExecContext runs a statement in the transaction.
+func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.db.bind(query), args...)
+}
+
+// QueryContext runs a query in the transaction.
+func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, t.db.bind(query), args...)
+}
+
+// QueryRowContext runs a query for one row in the transaction.
+func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.db.bind(query), args...)
+}
+
+// Notify tells every node listening on channel (DB.Listen) that the object
+// named payload changed, when and only when the transaction commits. On
+// SQLite, where one node owns the file, it does nothing: stores wake their
+// own waiters after the commit and poll for other processes' changes.
+func (t *Tx) Notify(ctx context.Context, channel Channel, payload string) error {
+	if t.db.backend != Postgres {
+		return nil
+	}
+	if _, err := t.tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, string(channel), payload); err != nil {
+		return fmt.Errorf("notifying %s of %s: %w", channel, payload, err)
 	}
 	return nil
 }
@@ -184,7 +265,10 @@ func (d *DB) migrate(ctx context.Context, migs []migration) error {
 				ErrCorruptState, m.name, m.version, i+1)
 		}
 	}
-	err := d.Write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, sql.LevelReadCommitted, func(tx *Tx) error {
+		if err := d.lockMigrations(ctx, tx); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			applied_at TEXT NOT NULL
@@ -192,6 +276,9 @@ func (d *DB) migrate(ctx context.Context, migs []migration) error {
 		return err
 	})
 	if err != nil {
+		if d.backend == Postgres {
+			return d.unreachable(fmt.Errorf("preparing the schema of %s: %w", d.path, err))
+		}
 		return fmt.Errorf("%w: %s is not a usable SQLite database: %v", ErrCorruptState, d.path, err)
 	}
 	for _, m := range migs {
@@ -201,13 +288,16 @@ func (d *DB) migrate(ctx context.Context, migs []migration) error {
 	}
 	// A database at a newer version than migs still needs the check when
 	// nothing was applied.
-	return d.Write(ctx, func(tx *sql.Tx) error { _, err := d.currentVersion(ctx, tx, len(migs)); return err })
+	return d.Write(ctx, func(tx *Tx) error { _, err := d.currentVersion(ctx, tx, len(migs)); return err })
 }
 
 // apply runs migration m in one transaction unless it is already applied.
 // latest is the highest version this binary knows.
 func (d *DB) apply(ctx context.Context, m migration, latest int) error {
-	return d.Write(ctx, func(tx *sql.Tx) error {
+	return d.write(ctx, sql.LevelReadCommitted, func(tx *Tx) error {
+		if err := d.lockMigrations(ctx, tx); err != nil {
+			return err
+		}
 		cur, err := d.currentVersion(ctx, tx, latest)
 		if err != nil {
 			return err
@@ -219,7 +309,7 @@ func (d *DB) apply(ctx context.Context, m migration, latest int) error {
 			return fmt.Errorf("%w: %s is at schema version %d but the next migration is %d",
 				ErrCorruptState, d.path, cur, m.version)
 		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		if _, err := tx.ExecContext(ctx, m.For(d.backend)); err != nil {
 			return fmt.Errorf("applying migration %d (%s) to %s: %w", m.version, m.name, d.path, err)
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
@@ -233,7 +323,7 @@ func (d *DB) apply(ctx context.Context, m migration, latest int) error {
 
 // currentVersion reads the schema version inside tx, failing with
 // ErrSchemaTooNew if it is above latest.
-func (d *DB) currentVersion(ctx context.Context, tx *sql.Tx, latest int) (int, error) {
+func (d *DB) currentVersion(ctx context.Context, tx *Tx, latest int) (int, error) {
 	var v sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
 		return 0, fmt.Errorf("reading schema version of %s: %w", d.path, err)

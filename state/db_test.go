@@ -215,3 +215,34 @@ func TestOpenDBSchemaVersionFromFuture(t *testing.T) {
 		t.Fatalf("err = %v, want ErrSchemaTooNew naming version 99 and the fix", err)
 	}
 }
+
+func TestRebind(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`SELECT 1`, `SELECT 1`},
+		{`WHERE a = ? AND b = ?`, `WHERE a = $1 AND b = $2`},
+		{`WHERE a = '?' AND b = ?`, `WHERE a = '?' AND b = $1`},
+		{"-- why?\nWHERE a = ?", "-- why?\nWHERE a = $1"},
+		{`WHERE "odd?" = ? -- trailing?`, `WHERE "odd?" = $1 -- trailing?`},
+		{`VALUES (?, ?, ?)`, `VALUES ($1, $2, $3)`},
+		{`WHERE a = 'unterminated ?`, `WHERE a = 'unterminated ?`},
+	} {
+		if got := rebind(tc.in); got != tc.want {
+			t.Errorf("rebind(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Every migration's Postgres form is free of SQLite-only syntax.
+func TestMigrationsForPostgres(t *testing.T) {
+	for _, m := range migrations() {
+		pg := m.For(Postgres)
+		for _, bad := range []string{"STRICT", "GLOB", "INTEGER"} {
+			if strings.Contains(pg, bad) {
+				t.Errorf("migration %d (%s) for Postgres still says %s", m.version, m.name, bad)
+			}
+		}
+		if m.For(SQLite) != m.sql {
+			t.Errorf("migration %d changed for SQLite", m.version)
+		}
+	}
+}

@@ -29,4 +29,8 @@ var (
 	// newer aileron than this binary: opening it could corrupt data the
 	// newer schema relies on.
 	ErrSchemaTooNew = errors.New("database schema is newer than this aileron binary")
+	// ErrUnavailable is wrapped when the shared state (a Postgres server)
+	// cannot be reached: what needed it is refused, and the node recovers
+	// on its own when the server answers again.
+	ErrUnavailable = errors.New("shared state unavailable")
 )

@@ -1,12 +1,34 @@
 package state
 
+import "strings"
+
 // migration is one step of the schema. Versions start at 1 and are
 // consecutive; a released migration is never edited, only followed by a new
 // one.
 type migration struct {
 	version int
 	name    string
-	sql     string
+	// sql is the step in SQLite's dialect; For derives Postgres's from it.
+	sql string
+}
+
+// For returns the migration's SQL for backend. One list serves both: the
+// SQLite text is the source, and Postgres's differs only in what SQLite
+// alone has (STRICT tables, GLOB, 64-bit INTEGER).
+func (m migration) For(backend Backend) string {
+	if backend != Postgres {
+		return m.sql
+	}
+	return pgDialect().Replace(m.sql)
+}
+
+// pgDialect turns the SQLite schema into Postgres's.
+func pgDialect() *strings.Replacer {
+	return strings.NewReplacer(
+		") STRICT;", ");",
+		"INTEGER", "BIGINT",
+		"hash NOT GLOB '*[^0-9a-f]*'", "hash ~ '^[0-9a-f]*$'",
+	)
 }
 
 // migrations returns the schema steps in order. Migration N is applied, in
@@ -124,6 +146,16 @@ CREATE TABLE audit_mark (
 	at        TEXT NOT NULL,
 	end_seq   INTEGER NOT NULL DEFAULT 0 CHECK (end_seq >= 0), -- the daemon's last line as it stopped (0: running, or crashed)
 	end_hash  TEXT NOT NULL DEFAULT ''
+) STRICT;
+`},
+		{version: 8, name: "fleet", sql: `
+-- The fleet key's id (an HMAC of a constant under the key, never the key):
+-- every node sharing this database must hold the same fleet key file, and
+-- a node with another key refuses to start.
+CREATE TABLE fleet (
+	id         INTEGER PRIMARY KEY CHECK (id = 1),
+	key_id     TEXT NOT NULL,
+	created_at TEXT NOT NULL
 ) STRICT;
 `},
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,7 +68,7 @@ func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex,
 // update runs fn in one write transaction with the index as it stands in
 // it. SQLite's write lock (BEGIN IMMEDIATE) serialises updates across
 // goroutines and processes, and covers fn's moves of package directories.
-func (s *Store) update(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error) error {
+func (s *Store) update(ctx context.Context, fn func(ctx context.Context, tx *state.Tx, ix *storeIndex) error) error {
 	db, err := s.database()
 	if err != nil {
 		return err
@@ -77,7 +76,7 @@ func (s *Store) update(ctx context.Context, fn func(ctx context.Context, tx *sql
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating store directory: %w", err)
 	}
-	return db.Write(ctx, func(tx *sql.Tx) error {
+	return db.Write(ctx, func(tx *state.Tx) error {
 		ix, err := loadIndex(ctx, tx, db)
 		if err != nil {
 			return err
@@ -88,7 +87,7 @@ func (s *Store) update(ctx context.Context, fn func(ctx context.Context, tx *sql
 
 // activateVersion records fqn@version (inserting it with hash and at if it
 // is new) as fqn's only active version.
-func activateVersion(ctx context.Context, tx *sql.Tx, fqn, version, hash string, at time.Time) error {
+func activateVersion(ctx context.Context, tx *state.Tx, fqn, version, hash string, at time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE store_versions SET active = 0 WHERE fqn = ? AND active = 1`, fqn); err != nil {
 		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
 	}
@@ -102,7 +101,7 @@ func activateVersion(ctx context.Context, tx *sql.Tx, fqn, version, hash string,
 
 // deleteVersion removes fqn@version from the index and, if newActive is not
 // empty, makes that version active.
-func deleteVersion(ctx context.Context, tx *sql.Tx, fqn, version, newActive string) error {
+func deleteVersion(ctx context.Context, tx *state.Tx, fqn, version, newActive string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM store_versions WHERE fqn = ? AND version = ?`, fqn, version); err != nil {
 		return fmt.Errorf("removing %s@%s from the store index: %w", fqn, version, err)
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -110,7 +109,7 @@ func (s *Store) Install(ctx context.Context, path string, active []policy.Source
 	got, herr := HashPackage(s.packageDir(src.Hash))
 	intact := herr == nil && got == src.Hash
 	var inst Installed
-	err = s.update(ctx, func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
+	err = s.update(ctx, func(ctx context.Context, tx *state.Tx, ix *storeIndex) error {
 		inst, err = s.commitInstall(ctx, tx, ix, src, pkg, staging, intact)
 		return err
 	})
@@ -246,7 +245,7 @@ func checkConflicts(src policy.Source, active []policy.Source) error {
 // commitInstall places the staged package and records it in the index ix
 // read in tx, the store's write transaction. intact says the package
 // directory was found intact just before.
-func (s *Store) commitInstall(ctx context.Context, tx *sql.Tx, ix *storeIndex, src policy.Source, pkg, staging string, intact bool) (Installed, error) {
+func (s *Store) commitInstall(ctx context.Context, tx *state.Tx, ix *storeIndex, src policy.Source, pkg, staging string, intact bool) (Installed, error) {
 	fqn, version := src.Spec.Connector.FQN, src.Spec.Connector.Version
 	c := ix.Connectors[fqn]
 	if c != nil {
@@ -352,7 +351,7 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 		return fmt.Errorf("%w: %v", state.ErrInvalidArgument, err)
 	}
 	var newActive, moved, hash string
-	err = s.update(ctx, func(ctx context.Context, tx *sql.Tx, ix *storeIndex) error {
+	err = s.update(ctx, func(ctx context.Context, tx *state.Tx, ix *storeIndex) error {
 		c := ix.Connectors[fqn]
 		if c == nil {
 			return fmt.Errorf("%w: connector %s is not installed (see `aileron connector list`)", state.ErrNotFound, fqn)

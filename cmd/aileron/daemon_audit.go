@@ -119,8 +119,9 @@ func (m *markStore) LoadMark() (audit.Mark, error) {
 }
 
 func (m *markStore) SaveMark(mk audit.Mark) error {
-	return m.db.Write(context.Background(), func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at, end_seq, end_hash) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ctx := context.Background()
+	return m.db.Write(ctx, func(tx *state.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at, end_seq, end_hash) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET origin = excluded.origin, size = excluded.size, root = excluded.root,
 			seq = excluded.seq, line_hash = excluded.line_hash, file = excluded.file, at = excluded.at,
 			end_seq = excluded.end_seq, end_hash = excluded.end_hash`,

@@ -3,7 +3,6 @@ package testkit
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"net/url"
 	"os"
@@ -192,7 +191,7 @@ const ItemsSpec = `{
 // test repairing or corrupting rows); the stores use state.DB.Write.
 func Exec(t testing.TB, db *state.DB, query string, args ...any) error {
 	t.Helper()
-	return db.Write(t.Context(), func(tx *sql.Tx) error {
+	return db.Write(t.Context(), func(tx *state.Tx) error {
 		_, err := tx.ExecContext(t.Context(), query, args...)
 		return err
 	})

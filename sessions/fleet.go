@@ -1,0 +1,282 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aileronhq/aileron/ca"
+	"github.com/aileronhq/aileron/state"
+)
+
+// Fleet settings.
+const (
+	// lookupTimeout bounds the database read of a session id a fleet node
+	// does not know yet.
+	lookupTimeout = 2 * time.Second
+	// missMemory is how long an id found in no row is not looked up again,
+	// so that a client spraying ids costs at most one read per id and
+	// interval; tombstoneMemory how long a deleted id is kept from coming
+	// back through a read that raced the deletion.
+	missMemory      = time.Second
+	tombstoneMemory = time.Minute
+	// maxMisses bounds the remembered misses.
+	maxMisses = 4096
+	// Derivation purposes under the fleet key.
+	purposeToken = "aileron session token"
+	purposeCA    = "aileron session ca"
+)
+
+// fleetState is what a fleet node keeps besides live: ids recently found
+// in no row, and ids recently deleted.
+type fleetState struct {
+	misses     map[string]time.Time
+	tombstones map[string]time.Time
+}
+
+// tokenKey returns the key tokens are derived with: from the fleet key,
+// or the session key file of a single node.
+func (s *Manager) tokenKey() ([]byte, error) {
+	if s.Fleet != nil {
+		return s.Fleet.Derive(purposeToken, "", state.KeySize), nil
+	}
+	return state.LoadOrCreateKey(s.KeyFile, "session key")
+}
+
+// newCA makes a new session's root: derived on a fleet node, random on a
+// single node.
+func (s *Manager) newCA(rec sessionRecord, ttl time.Duration) (*ca.Authority, error) {
+	if s.Fleet != nil {
+		return s.deriveCA(rec)
+	}
+	return ca.New(ca.Options{CommonName: "Aileron session " + rec.ID, Validity: ttl + caValidityMargin, Now: s.Now})
+}
+
+// deriveCA builds session rec's root from the fleet key, the same on every
+// node: valid from a minute before the session's creation to an hour after
+// its expiry. Failures wrap state.ErrCorruptState.
+func (s *Manager) deriveCA(rec sessionRecord) (*ca.Authority, error) {
+	a, err := ca.Derive(ca.DeriveOptions{
+		Seed:       s.Fleet.Derive(purposeCA, rec.ID, 32),
+		CommonName: "Aileron session " + rec.ID,
+		NotBefore:  rec.CreatedAt.Add(-time.Minute),
+		NotAfter:   rec.ExpiresAt.Add(caValidityMargin),
+		Now:        s.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: session %s: %w", state.ErrCorruptState, rec.ID, err)
+	}
+	return a, nil
+}
+
+// publishCA writes session id's public CA files (ca.pem, ca-bundle.pem)
+// into Dir/<id> on this node, unless they are there already.
+func (s *Manager) publishCA(id string, a *ca.Authority) error {
+	dir := filepath.Join(s.Dir, id)
+	cert := a.CertPEM()
+	if have, err := os.ReadFile(filepath.Join(dir, ca.CertFile)); err == nil && bytes.Equal(have, cert) {
+		return nil
+	}
+	tmp, err := os.MkdirTemp(s.Dir, creatingPrefix+id+"-")
+	if err != nil {
+		return fmt.Errorf("writing the CA files of session %s: %w", id, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := s.fillSessionDir(tmp, a); err != nil {
+		return fmt.Errorf("writing the CA files of session %s: %w", id, err)
+	}
+	os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("writing the CA files of session %s: %w", id, err)
+	}
+	return nil
+}
+
+// listen subscribes a fleet node to the sessions other nodes create and
+// delete.
+func (s *Manager) listen() {
+	if s.Fleet == nil {
+		return
+	}
+	s.DB.Subscribe(state.ChannelSessions, state.Subscription{
+		Changed: func(id string) { go s.refreshOne(id) },
+		Resync:  func() { go s.Refresh(context.Background()) },
+	})
+}
+
+// tombstone remembers that id was deleted; s.mu is held.
+func (s *Manager) tombstone(id string) {
+	if s.Fleet == nil {
+		return
+	}
+	now := time.Now()
+	if s.fleet.tombstones == nil {
+		s.fleet.tombstones = map[string]time.Time{}
+	}
+	for k, t := range s.fleet.tombstones {
+		if now.Sub(t) > tombstoneMemory {
+			delete(s.fleet.tombstones, k)
+		}
+	}
+	s.fleet.tombstones[id] = now
+}
+
+// adopt makes e live unless its id was deleted meanwhile; it returns the
+// live entry. s.mu is held.
+func (s *Manager) adopt(e *sessionEntry) *sessionEntry {
+	if t, gone := s.fleet.tombstones[e.rec.ID]; gone && time.Since(t) <= tombstoneMemory {
+		return nil
+	}
+	if have := s.live[e.rec.ID]; have != nil {
+		return have
+	}
+	s.live[e.rec.ID] = e
+	return e
+}
+
+// lookup reads session id, which this fleet node does not know, from the
+// database: another node may have just created it. An id found in no row
+// is not read again for a second.
+func (s *Manager) lookup(id string) *sessionEntry {
+	if !validSessionID(id) {
+		return nil
+	}
+	s.mu.Lock()
+	if t, ok := s.fleet.misses[id]; ok && time.Since(t) < missMemory {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	e, err := s.readEntry(ctx, id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e == nil {
+		if err == nil { // no such row (a failure to read is not remembered)
+			if s.fleet.misses == nil || len(s.fleet.misses) >= maxMisses {
+				s.fleet.misses = map[string]time.Time{}
+			}
+			s.fleet.misses[id] = time.Now()
+		}
+		return nil
+	}
+	if s.live == nil {
+		return nil
+	}
+	return s.adopt(e)
+}
+
+// readEntry reads and loads session id's row: nil, nil when there is none.
+func (s *Manager) readEntry(ctx context.Context, id string) (*sessionEntry, error) {
+	key, db, err := s.opened()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := sessionRow(ctx, db, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !s.now().Before(rec.ExpiresAt) {
+		return nil, nil
+	}
+	return s.loadSession(key, rec)
+}
+
+// refreshOne brings session id up to date after another node announced a
+// change: loaded if it has a row, dropped (with its files) if not.
+func (s *Manager) refreshOne(id string) {
+	if !validSessionID(id) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := s.readEntry(ctx, id)
+	if err != nil {
+		s.log().Warn().Str("event", "session.refresh_failed").Str("session", id).Err(err).Msg("reading a session another node changed")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live == nil {
+		return
+	}
+	if e == nil {
+		s.drop(id)
+		return
+	}
+	delete(s.fleet.misses, id)
+	s.adopt(e)
+}
+
+// drop removes session id from this node; s.mu is held.
+func (s *Manager) drop(id string) {
+	if old := s.live[id]; old != nil {
+		s.retire(old)
+		delete(s.live, id)
+		s.log().Info().Str("event", "session.deleted").Str("session", id).Msg("session deleted on another node")
+	}
+	s.tombstone(id)
+	os.RemoveAll(filepath.Join(s.Dir, id))
+}
+
+// Refresh makes a fleet node's sessions those of the database: sessions
+// created on other nodes are loaded and deleted ones dropped. The daemon
+// calls it periodically, as the backstop of notifications; on a single
+// node it does nothing. Errors are the database's.
+func (s *Manager) Refresh(ctx context.Context) error {
+	if s.Fleet == nil {
+		return nil
+	}
+	key, db, err := s.opened()
+	if err != nil {
+		return err
+	}
+	recs, _, err := sessionRows(ctx, db)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	rows := make(map[string]sessionRecord, len(recs))
+	read := time.Now()
+	for _, rec := range recs {
+		if now.Before(rec.ExpiresAt) {
+			rows[rec.ID] = rec
+		}
+	}
+	s.mu.RLock()
+	var missing []sessionRecord
+	for id, rec := range rows {
+		if s.live[id] == nil {
+			missing = append(missing, rec)
+		}
+	}
+	s.mu.RUnlock()
+	loaded := make([]*sessionEntry, 0, len(missing))
+	for _, rec := range missing {
+		if e, err := s.loadSession(key, rec); err == nil {
+			loaded = append(loaded, e)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, e := range s.live {
+		// A session that became live after the rows were read may be
+		// missing from them: it is left to the next refresh.
+		if _, ok := rows[id]; !ok && e.loaded.Before(read) {
+			s.drop(id)
+		}
+	}
+	for _, e := range loaded {
+		s.adopt(e)
+	}
+	return nil
+}

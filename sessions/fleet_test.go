@@ -1,0 +1,155 @@
+package sessions
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/ca"
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/internal/testkit"
+	"github.com/aileronhq/aileron/state"
+)
+
+// fleetNode opens a Manager on its own home and its own connection to the
+// Postgres database dsn, with the fleet key in keyFile.
+func fleetNode(t *testing.T, dsn, keyFile string, clock *testkit.Clock) (*Manager, string) {
+	t.Helper()
+	db, err := state.OpenPostgres(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	fk, err := state.LoadFleetKey(t.Context(), db, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	s := &Manager{DB: db, Dir: filepath.Join(home, "sessions"), Fleet: fk, ProxyURLHost: "127.0.0.1:9080", Now: clock.Now}
+	if err := s.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s, home
+}
+
+// A session created on node A is served by node B at once, with the same
+// token and a byte-identical CA certificate; deleting it on A ends it on B;
+// a node started later loads it with the same CA. No CA private key is
+// written anywhere.
+func TestFleetAnyNodeServesAnySession(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	clock := testkit.NewClock()
+	keyA := filepath.Join(t.TempDir(), "fleet.key")
+	a, homeA := fleetNode(t, dsn, keyA, clock)
+	keyB := filepath.Join(t.TempDir(), "fleet.key")
+	raw, err := os.ReadFile(keyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyB, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, homeB := fleetNode(t, dsn, keyB, clock)
+
+	info, err := a.Create(t.Context(), CreateRequest{Name: "agent", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, token := testkit.ProxyCreds(t, info.ProxyURL)
+	sb, err := b.Authenticate(id, token)
+	if err != nil {
+		t.Fatalf("node B does not serve a session node A created: %v", err)
+	}
+	sa, err := a.Authenticate(id, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sa.CA.Certificate().Raw, sb.CA.Certificate().Raw) {
+		t.Fatal("nodes A and B present different CA certificates for one session")
+	}
+	if _, err := b.Authenticate(id, token+"x"); !errors.Is(err, dataplane.ErrProxyAuth) {
+		t.Fatalf("wrong token on B = %v", err)
+	}
+	got, err := b.Get(id)
+	if err != nil || got.ProxyURL != info.ProxyURL {
+		t.Fatalf("B.Get = %+v, %v; want A's proxy URL", got, err)
+	}
+	pemB, err := os.ReadFile(got.CACertPath)
+	if err != nil || !bytes.Equal(pemB, sa.CA.CertPEM()) {
+		t.Fatalf("B's ca.pem (%s) is not A's certificate: %v", got.CACertPath, err)
+	}
+	for _, home := range []string{homeA, homeB} {
+		if _, err := os.Stat(filepath.Join(home, "sessions", id, ca.KeyFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a fleet node wrote the CA's private key under %s: %v", home, err)
+		}
+	}
+
+	// A node started later derives the same CA.
+	c, _ := fleetNode(t, dsn, keyA, clock)
+	sc, err := c.Authenticate(id, token)
+	if err != nil || !bytes.Equal(sc.CA.Certificate().Raw, sa.CA.Certificate().Raw) {
+		t.Fatalf("node C: %v, or another certificate", err)
+	}
+
+	// Deleted on A: B and C stop serving it, through the notification.
+	if err := a.Delete(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*Manager{b, c} {
+		deadline := time.Now().Add(10 * time.Second)
+		for n.Live(id) == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("a node still serves a session deleted on another")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := n.Authenticate(id, token); !errors.Is(err, dataplane.ErrProxyAuth) {
+			t.Fatalf("Authenticate after delete = %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(homeB, "sessions", id)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("B kept the deleted session's files: %v", err)
+	}
+}
+
+// Refresh, the backstop of notifications, loads what another node created
+// and drops what it deleted.
+func TestFleetRefresh(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	clock := testkit.NewClock()
+	key := filepath.Join(t.TempDir(), "fleet.key")
+	a, _ := fleetNode(t, dsn, key, clock)
+	b, _ := fleetNode(t, dsn, key, clock)
+	info, err := a.Create(t.Context(), CreateRequest{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Live(info.ID); err != nil {
+		t.Fatalf("after Refresh, B does not know A's session: %v", err)
+	}
+	pg.Exec(dbName(dsn), `DELETE FROM sessions`) // deleted without a notification
+	if err := b.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Live(info.ID); err == nil {
+		t.Fatal("after Refresh, B still serves a session whose row is gone")
+	}
+}
+
+// dbName is the dbname of a testkit DSN.
+func dbName(dsn string) string {
+	i := bytes.LastIndex([]byte(dsn), []byte("dbname="))
+	rest := dsn[i+len("dbname="):]
+	if j := bytes.IndexByte([]byte(rest), ' '); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}

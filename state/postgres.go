@@ -1,0 +1,232 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Backend names the database holding the control-plane state.
+type Backend string
+
+const (
+	// SQLite is one node's file, $AILERON_HOME/aileron.db: the default.
+	SQLite Backend = "sqlite"
+	// Postgres is a server several nodes share (a fleet).
+	Postgres Backend = "postgres"
+)
+
+// Postgres connection defaults, applied when the DSN does not set them.
+const (
+	pgConnectTimeout = 5 * time.Second
+	pgMaxOpenConns   = 16
+	pgAppName        = "aileron"
+	// writeAttempts bounds how often Write runs a transaction that lost a
+	// serialization race with another node's.
+	writeAttempts = 8
+	// migrationLock is the advisory lock key nodes take while migrating,
+	// so that two nodes starting together do not both apply a migration.
+	migrationLock = 0x61696c65726f6e // "aileron"
+)
+
+// pgShared is what a Postgres DB keeps besides its pool: the parsed
+// configuration (for the LISTEN connection) and the listener hub.
+type pgShared struct {
+	cfg *pgx.ConnConfig
+	hub *hub
+}
+
+// OpenPostgres connects to the Postgres database dsn (a postgres:// URL or
+// libpq key=value string; libpq's PG* environment variables and password
+// file apply) and brings its schema up to date like Open, several nodes
+// starting at once taking turns. Without a connect_timeout in dsn, connecting
+// gives up after 5s.
+//
+// Errors: a malformed dsn wraps ErrInvalidArgument; a server that cannot be
+// reached or refuses the login wraps ErrUnavailable; a schema newer than this
+// binary wraps ErrSchemaTooNew.
+func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
+	return openPostgres(ctx, dsn, migrations())
+}
+
+func openPostgres(ctx context.Context, dsn string, migs []migration) (*DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: state.dsn is not a Postgres connection string (%v); "+
+			"write it like postgres://aileron@db.internal:5432/aileron?sslmode=verify-full", ErrInvalidArgument, redactErr(err, dsn))
+	}
+	if !strings.Contains(dsn, "connect_timeout") {
+		cfg.ConnectTimeout = pgConnectTimeout
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = pgAppName
+	}
+	name := describePG(cfg)
+	sdb := stdlib.OpenDB(*cfg)
+	sdb.SetMaxOpenConns(pgMaxOpenConns)
+	sdb.SetMaxIdleConns(pgMaxOpenConns)
+	sdb.SetConnMaxIdleTime(5 * time.Minute)
+	d := &DB{sql: sdb, path: name, backend: Postgres, pg: &pgShared{cfg: cfg}}
+	d.pg.hub = newHub(d)
+	if err := d.migrate(ctx, migs); err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// describePG names a Postgres database without its password.
+func describePG(cfg *pgx.ConnConfig) string {
+	host := cfg.Host
+	if !strings.HasPrefix(host, "/") {
+		host = net.JoinHostPort(host, strconv.Itoa(int(cfg.Port)))
+	}
+	return fmt.Sprintf("postgres://%s@%s/%s", cfg.User, host, cfg.Database)
+}
+
+// redactErr returns err's text with dsn's password, if any, blanked.
+func redactErr(err error, dsn string) string {
+	msg := err.Error()
+	if i := strings.Index(dsn, "password="); i >= 0 {
+		pw, _, _ := strings.Cut(dsn[i+len("password="):], " ")
+		if pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	if u, perr := parseURLPassword(dsn); perr == nil && u != "" {
+		msg = strings.ReplaceAll(msg, u, "xxxxx")
+	}
+	return msg
+}
+
+// parseURLPassword returns the password of a postgres:// URL dsn.
+func parseURLPassword(dsn string) (string, error) {
+	rest, ok := strings.CutPrefix(dsn, "postgres://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(dsn, "postgresql://"); !ok {
+			return "", nil
+		}
+	}
+	userinfo, _, found := strings.Cut(rest, "@")
+	if !found {
+		return "", nil
+	}
+	_, pw, _ := strings.Cut(userinfo, ":")
+	return pw, nil
+}
+
+// lockMigrations makes concurrent migrations of one Postgres database take
+// turns (a transaction-scoped advisory lock); SQLite's BEGIN IMMEDIATE
+// already does.
+func (d *DB) lockMigrations(ctx context.Context, tx *Tx) error {
+	if d.backend != Postgres {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(migrationLock))
+	return err
+}
+
+// retryable reports whether err is a Postgres transaction that lost a race
+// with another (serialization failure, deadlock) and may simply run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// unreachable wraps err with ErrUnavailable when it says the database
+// server cannot be reached (connection refused or lost, timeout, server
+// shutting down), so callers refuse with "shared state unavailable" rather
+// than a generic failure.
+func (d *DB) unreachable(err error) error {
+	if d.backend != Postgres || err == nil || errors.Is(err, ErrUnavailable) || !connectionLost(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// connectionLost reports whether err is a failure to reach the server
+// rather than an answer from it.
+func connectionLost(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone)
+}
+
+// Unavailable classifies a failure of a query run outside Write: it wraps
+// err with ErrUnavailable when the database could not be reached.
+func (d *DB) Unavailable(err error) error { return d.unreachable(err) }
+
+// Ping checks that the database answers, within ctx. A Postgres server that
+// cannot be reached wraps ErrUnavailable.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.sql.PingContext(ctx); err != nil {
+		return d.unreachable(fmt.Errorf("reaching %s: %w", d.path, err))
+	}
+	return nil
+}
+
+// bind rewrites query's ? placeholders as $1, $2, … for Postgres (outside
+// quoted text and comments); SQLite takes the query as written.
+func (d *DB) bind(query string) string {
+	if d.backend != Postgres || !strings.Contains(query, "?") {
+		return query
+	}
+	if q, ok := d.binds.Load(query); ok {
+		return q.(string)
+	}
+	q := rebind(query)
+	d.binds.Store(query, q)
+	return q
+}
+
+// rebind is bind's rewrite.
+func rebind(query string) string {
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'' || c == '"':
+			j := strings.IndexByte(query[i+1:], c)
+			if j < 0 {
+				b.WriteString(query[i:])
+				return b.String()
+			}
+			b.WriteString(query[i : i+j+2])
+			i += j + 1
+		case c == '-' && i+1 < len(query) && query[i+1] == '-':
+			j := strings.IndexByte(query[i:], '\n')
+			if j < 0 {
+				b.WriteString(query[i:])
+				return b.String()
+			}
+			b.WriteString(query[i : i+j])
+			i += j - 1
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
