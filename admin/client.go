@@ -116,20 +116,70 @@ func (c *Client) VerifyConnectors(ctx context.Context) ([]store.Problem, error) 
 	return out.Problems, err
 }
 
+// Readiness is the daemon's GET /readyz answer: whether this node can
+// decide requests, and if not why.
+type Readiness struct {
+	Ready bool   `json:"ready"`
+	Node  string `json:"node"`
+	// State is "ok" or why the control-plane state cannot be used.
+	State string `json:"state"`
+	// Listening is whether a fleet node hears the others (nil on a single
+	// node).
+	Listening *bool `json:"listening,omitempty"`
+	// Audit is "ok", "off", or why audit lines cannot be written.
+	Audit string `json:"audit"`
+}
+
+// Ready asks the daemon for its readiness (GET /readyz); an answer that
+// says not ready is not an error.
+func (c *Client) Ready(ctx context.Context) (Readiness, error) {
+	var rd Readiness
+	status, data, err := c.send(ctx, http.MethodGet, "/readyz", nil)
+	if err != nil {
+		return rd, err
+	}
+	if status != http.StatusOK && status != http.StatusServiceUnavailable {
+		return rd, dataplane.ParseRefusal(status, data)
+	}
+	if err := json.Unmarshal(data, &rd); err != nil {
+		return rd, fmt.Errorf("admin API GET /readyz: decoding answer: %w", err)
+	}
+	return rd, nil
+}
+
 // do sends one request with body (JSON, if non-nil) and decodes a 2xx answer
 // into out (if non-nil).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	status, data, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if status < 200 || status > 299 {
+		return dataplane.ParseRefusal(status, data)
+	}
+	if out == nil || status == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("admin API %s %s: decoding answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// send sends one request with body (JSON, if non-nil) and returns the
+// answer's status and body.
+func (c *Client) send(ctx context.Context, method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("encoding admin request: %w", err)
+			return 0, nil, fmt.Errorf("encoding admin request: %w", err)
 		}
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://aileron"+path, rd)
 	if err != nil {
-		return fmt.Errorf("building admin request: %w", err)
+		return 0, nil, fmt.Errorf("building admin request: %w", err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -143,25 +193,16 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		var de *dialError
 		if errors.As(err, &de) {
-			return fmt.Errorf("%w: is `aileron daemon` running? socket: %s: %v", ErrDaemonUnreachable, c.Socket, de.err)
+			return 0, nil, fmt.Errorf("%w: is `aileron daemon` running? socket: %s: %v", ErrDaemonUnreachable, c.Socket, de.err)
 		}
-		return fmt.Errorf("admin API %s %s: %w", method, path, err)
+		return 0, nil, fmt.Errorf("admin API %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return fmt.Errorf("admin API %s %s: reading answer: %w", method, path, err)
+		return 0, nil, fmt.Errorf("admin API %s %s: reading answer: %w", method, path, err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return dataplane.ParseRefusal(resp.StatusCode, data)
-	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("admin API %s %s: decoding answer: %w", method, path, err)
-	}
-	return nil
+	return resp.StatusCode, data, nil
 }
 
 // dialError marks a failure to reach the socket at all.

@@ -19,7 +19,7 @@ func appendTail(b []byte, ev *Event) ([]byte, error) {
 	b = append(b, `,"event":`...)
 	b = appendString(b, string(ev.Name))
 	for _, f := range [...]struct{ k, v string }{
-		{"audit_id", ev.AuditID}, {"session", ev.Session}, {"client", ev.Client}, {"method", ev.Method},
+		{"node", ev.Node}, {"audit_id", ev.AuditID}, {"session", ev.Session}, {"client", ev.Client}, {"method", ev.Method},
 		{"host", ev.Host},
 	} {
 		b = appendStringField(b, f.k, f.v)

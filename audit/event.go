@@ -52,9 +52,12 @@ type Event struct {
 	PrevHash string `json:"prev_hash"`
 	// Name is the kind of event, one of the EventName constants
 	// (connector.proxy.proxied, approval.requested, store.installed, …).
-	Name    EventName `json:"event"`
-	AuditID string    `json:"audit_id,omitempty"`
-	Session string    `json:"session,omitempty"`
+	Name EventName `json:"event"`
+	// Node is the fleet node that wrote the line (Log.Node): every line
+	// of a fleet node's trail carries it; empty on a single node.
+	Node    string `json:"node,omitempty"`
+	AuditID string `json:"audit_id,omitempty"`
+	Session string `json:"session,omitempty"`
 	// Client is the sandbox peer address.
 	Client string `json:"client,omitempty"`
 	Method string `json:"method,omitempty"`

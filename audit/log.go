@@ -73,6 +73,9 @@ type Log struct {
 	// Origin names a new trail (when Dir holds none); "" means
 	// NewOrigin(os.Hostname()). An existing trail keeps its own.
 	Origin string
+	// Node, when set, is written into every line (Event.Node): the name
+	// of the fleet node whose trail this is. "" on a single node.
+	Node string
 	// CheckpointEvery and CheckpointInterval: 0 means
 	// DefaultCheckpointEvery and DefaultCheckpointInterval.
 	CheckpointEvery    uint64
@@ -321,6 +324,9 @@ func (l *Log) writeLine(ev *Event, deferred bool) (hash string, err error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return "", l.fail(fmt.Errorf("%w: nil event", ErrInvalidEvent))
+	}
+	if l.Node != "" {
+		ev.Node = l.Node
 	}
 	tb := l.tailBuf()
 	tail, terr := appendTail((*tb)[:0], ev) // the costly part, outside the lock

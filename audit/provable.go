@@ -179,7 +179,7 @@ func (l *Log) checkpoint(final bool) error {
 		l.mu.Unlock()
 		return fmt.Errorf("audit: sign checkpoint: %w", err)
 	}
-	ev := &Event{Name: EventCheckpoint, Details: checkpointDetails(cp, &rng, signed)}
+	ev := &Event{Name: EventCheckpoint, Node: l.Node, Details: checkpointDetails(cp, &rng, signed)}
 	tail, terr := appendTail(nil, ev)
 	if final {
 		l.sealing = ev // Close refuses other lines already: this one goes

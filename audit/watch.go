@@ -105,3 +105,21 @@ func statOf(f file) os.FileInfo {
 	}
 	return fi
 }
+
+// Healthy reports whether the Log takes lines now: nil when it is open and
+// its live file is still the one it writes, else the error the next write
+// would fail with (for a readiness check; it writes nothing).
+func (l *Log) Healthy() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.flushing { // the file state is the batch writer's until it ends
+		l.flushed.Wait()
+	}
+	if !l.opened || l.closed {
+		return fmt.Errorf("%w: %w: the audit trail is not open", ErrUnavailable, ErrClosed)
+	}
+	if l.f == nil {
+		return nil
+	}
+	return l.stillThere()
+}

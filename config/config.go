@@ -54,6 +54,9 @@ type State struct {
 	// only; "" = $home/fleet.key): session CAs and tokens are derived from
 	// it, so that any node serves any session.
 	FleetKeyFile string `koanf:"fleet_key_file"`
+	// VaultKeyFile is the age identity the credential vault is sealed to
+	// ("" = $home/keys/vault.key). A fleet's nodes hold copies of one file.
+	VaultKeyFile string `koanf:"vault_key_file"`
 	// Node names this node in a fleet: its audit lines and trail carry it.
 	// "" means the host name.
 	Node string `koanf:"node"`
@@ -297,6 +300,9 @@ func (c *Config) finish(environ []string) error {
 	}
 	if c.State.FleetKeyFile == "" {
 		c.State.FleetKeyFile = filepath.Join(c.Home, "fleet.key")
+	}
+	if c.State.VaultKeyFile == "" {
+		c.State.VaultKeyFile = filepath.Join(c.Home, "keys", "vault.key")
 	}
 	if c.State.Node == "" {
 		c.State.Node = defaultNode()

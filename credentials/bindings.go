@@ -78,7 +78,41 @@ func (b *Bindings) Open(ctx context.Context) error {
 	b.mu.Lock()
 	b.byFQN = byFQN
 	b.mu.Unlock()
+	db.Subscribe(state.ChannelCredentials, state.Subscription{
+		Changed: func(what string) {
+			if what == "bindings" {
+				go b.refreshQuietly()
+			}
+		},
+		Resync: func() { go b.refreshQuietly() },
+	})
 	return nil
+}
+
+// Refresh reads the bindings again, taking the changes other nodes of a
+// fleet made (they also arrive through notifications). Errors are the
+// database's.
+func (b *Bindings) Refresh(ctx context.Context) error {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	if b.db == nil {
+		return fmt.Errorf("%w: bindings", state.ErrNotOpen)
+	}
+	byFQN, err := loadBindings(ctx, b.db, b.db)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.byFQN = byFQN
+	b.mu.Unlock()
+	return nil
+}
+
+// refreshQuietly is Refresh from a notification.
+func (b *Bindings) refreshQuietly() {
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	_ = b.Refresh(ctx)
 }
 
 // Bind adds bd, replacing the connector's previous binding. It does not
@@ -161,7 +195,10 @@ func (b *Bindings) change(ctx context.Context, fn func(ctx context.Context, tx *
 			return err
 		}
 		next = cur
-		return fn(ctx, tx, cur)
+		if err := fn(ctx, tx, cur); err != nil {
+			return err
+		}
+		return tx.Notify(ctx, state.ChannelCredentials, "bindings")
 	})
 	if err != nil {
 		return err

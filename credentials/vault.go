@@ -122,11 +122,19 @@ type Vault struct {
 	KeyFile string
 	// Now stamps CreatedAt and UpdatedAt. Nil means time.Now.
 	Now func() time.Time
+	// DB, when it is a database the nodes of a fleet share (Postgres),
+	// keeps the sealed vault in its vault table instead of Dir/vault.age,
+	// still encrypted to KeyFile's identity (every node holds a copy of
+	// that file): a change made on one node reaches the others at once
+	// (a notification, and Refresh), and an OAuth refresh runs on one node
+	// at a time. Nil, or SQLite: the file, as on a single node.
+	DB *state.DB
 
 	writeMu sync.Mutex // serialises changes: read-modify-write of file and map
 	mu      sync.RWMutex
 	id      *age.X25519Identity
 	entries map[string]Credential // copy-on-write; nil until Open
+	rev     int64                 // the shared vault's revision in entries
 }
 
 // vaultPlaintext is the JSON inside vault.age.
@@ -177,7 +185,13 @@ func (v *Vault) Open() error {
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()
 	v.mu.Lock()
-	v.id, v.entries = id, entries
+	v.id = id
+	v.mu.Unlock()
+	if v.shared() {
+		return v.openShared(entries)
+	}
+	v.mu.Lock()
+	v.entries = entries
 	v.mu.Unlock()
 	return nil
 }
@@ -195,23 +209,20 @@ func (v *Vault) Set(c Credential) error {
 	if err := validateCredential(&c); err != nil {
 		return err
 	}
-	v.writeMu.Lock()
-	defer v.writeMu.Unlock()
-	cur, err := v.snapshot()
-	if err != nil {
-		return err
-	}
 	now := v.now().UTC().Round(0)
-	c.CreatedAt, c.UpdatedAt = now, now
-	if prev, ok := cur[c.Name]; ok {
-		c.CreatedAt = prev.CreatedAt
-		if !now.After(prev.UpdatedAt) {
-			c.UpdatedAt = prev.UpdatedAt.Add(time.Nanosecond)
+	return v.mutate(func(cur map[string]Credential) (map[string]Credential, error) {
+		c := c
+		c.CreatedAt, c.UpdatedAt = now, now
+		if prev, ok := cur[c.Name]; ok {
+			c.CreatedAt = prev.CreatedAt
+			if !now.After(prev.UpdatedAt) {
+				c.UpdatedAt = prev.UpdatedAt.Add(time.Nanosecond)
+			}
 		}
-	}
-	next := maps.Clone(cur)
-	next[c.Name] = c
-	return v.commit(next)
+		next := maps.Clone(cur)
+		next[c.Name] = c
+		return next, nil
+	})
 }
 
 // Get returns a copy of the entry name. An unknown name wraps state.ErrNotFound;
@@ -256,18 +267,14 @@ func (v *Vault) List() []Info {
 // Delete removes the entry name. An unknown name wraps state.ErrNotFound; before
 // Open, state.ErrNotOpen.
 func (v *Vault) Delete(name string) error {
-	v.writeMu.Lock()
-	defer v.writeMu.Unlock()
-	cur, err := v.snapshot()
-	if err != nil {
-		return err
-	}
-	if _, ok := cur[name]; !ok {
-		return fmt.Errorf("%w: credential %q is not in the vault (see `aileron credential list`)", state.ErrNotFound, name)
-	}
-	next := maps.Clone(cur)
-	delete(next, name)
-	return v.commit(next)
+	return v.mutate(func(cur map[string]Credential) (map[string]Credential, error) {
+		if _, ok := cur[name]; !ok {
+			return nil, fmt.Errorf("%w: credential %q is not in the vault (see `aileron credential list`)", state.ErrNotFound, name)
+		}
+		next := maps.Clone(cur)
+		delete(next, name)
+		return next, nil
+	})
 }
 
 // UpdateOAuthToken persists a refreshed token for the oauth2 entry name:
@@ -292,31 +299,27 @@ func (v *Vault) updateOAuthToken(name string, tok inject.OAuthToken, rev *time.T
 			return fmt.Errorf("%w: refreshed token for credential %s: %w", state.ErrInvalidArgument, name, err)
 		}
 	}
-	v.writeMu.Lock()
-	defer v.writeMu.Unlock()
-	cur, err := v.snapshot()
-	if err != nil {
-		return err
-	}
-	c, ok := cur[name]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: credential %q is not in the vault", state.ErrNotFound, name)
-	case c.Kind != inject.KindOAuth2 || c.OAuth == nil:
-		return fmt.Errorf("%w: credential %s is %s, not oauth2", state.ErrInvalidArgument, name, c.Kind)
-	case rev != nil && !rev.Equal(c.UpdatedAt):
-		return nil
-	}
-	m := *c.OAuth
-	m.Scopes = slices.Clone(m.Scopes)
-	m.AccessToken, m.Expiry = tok.AccessToken, tok.Expiry.UTC().Round(0)
-	if tok.RefreshToken != "" {
-		m.RefreshToken = tok.RefreshToken
-	}
-	c.OAuth = &m
-	next := maps.Clone(cur)
-	next[name] = c
-	return v.commit(next)
+	return v.mutate(func(cur map[string]Credential) (map[string]Credential, error) {
+		c, ok := cur[name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: credential %q is not in the vault", state.ErrNotFound, name)
+		case c.Kind != inject.KindOAuth2 || c.OAuth == nil:
+			return nil, fmt.Errorf("%w: credential %s is %s, not oauth2", state.ErrInvalidArgument, name, c.Kind)
+		case rev != nil && !rev.Equal(c.UpdatedAt):
+			return nil, nil
+		}
+		m := *c.OAuth
+		m.Scopes = slices.Clone(m.Scopes)
+		m.AccessToken, m.Expiry = tok.AccessToken, tok.Expiry.UTC().Round(0)
+		if tok.RefreshToken != "" {
+			m.RefreshToken = tok.RefreshToken
+		}
+		c.OAuth = &m
+		next := maps.Clone(cur)
+		next[name] = c
+		return next, nil
+	})
 }
 
 // snapshot returns the current map (never modified in place) or state.ErrNotOpen.
@@ -327,6 +330,25 @@ func (v *Vault) snapshot() (map[string]Credential, error) {
 		return nil, fmt.Errorf("%w: vault", state.ErrNotOpen)
 	}
 	return v.entries, nil
+}
+
+// mutate applies fn to the current entries and stores what it returns (nil:
+// no change), in the vault file or, shared, in the database.
+func (v *Vault) mutate(fn func(cur map[string]Credential) (map[string]Credential, error)) error {
+	v.writeMu.Lock()
+	defer v.writeMu.Unlock()
+	if _, err := v.snapshot(); err != nil {
+		return err
+	}
+	if v.shared() {
+		return v.mutateShared(fn)
+	}
+	cur, _ := v.snapshot()
+	next, err := fn(cur)
+	if err != nil || next == nil {
+		return err
+	}
+	return v.commit(next)
 }
 
 // commit encrypts next to the vault file and then makes it current. The
@@ -391,9 +413,18 @@ func sealVault(entries map[string]Credential, id *age.X25519Identity) ([]byte, e
 // readVault decrypts and decodes the vault file; a missing file is an empty
 // vault. Content failures wrap state.ErrCorruptState and name the file.
 func readVault(file, keyFile string, id *age.X25519Identity) (map[string]Credential, error) {
+	data, err := readVaultFile(file)
+	if data == nil || err != nil {
+		return map[string]Credential{}, err
+	}
+	return openVault(data, file, keyFile, id)
+}
+
+// readVaultFile reads the vault file: nil, nil when there is none.
+func readVaultFile(file string) ([]byte, error) {
 	info, err := os.Lstat(file)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Credential{}, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading vault: %w", err)
@@ -405,6 +436,13 @@ func readVault(file, keyFile string, id *age.X25519Identity) (map[string]Credent
 	if err != nil {
 		return nil, fmt.Errorf("reading vault: %w", err)
 	}
+	return data, nil
+}
+
+// openVault decrypts and decodes sealed vault data; where names it in
+// errors (the file, or the database table).
+func openVault(data []byte, where, keyFile string, id *age.X25519Identity) (map[string]Credential, error) {
+	file := where
 	r, err := age.Decrypt(bytes.NewReader(data), id)
 	var plain []byte
 	if err == nil {

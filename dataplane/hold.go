@@ -67,7 +67,9 @@ func (p *Proxy) hold(x *exchange, d policy.Decision) error {
 	if errors.Is(err, ErrApprovalLimit) {
 		return &limitError{msg: err.Error()}
 	}
-	if err != nil && res.Outcome != ApprovalPending {
+	if err != nil && (res.Outcome != ApprovalPending || ctx.Err() == nil) {
+		// Pending with an error is the client gone or the proxy stopping;
+		// any other error (the approvals' state unreachable) refuses.
 		return &unavailableError{reason: policy.ReasonApprovalUnavailable, err: err}
 	}
 	return p.outcome(r, tgt, res, body)

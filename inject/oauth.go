@@ -80,6 +80,16 @@ type OAuthSource struct {
 	// nil error, ok with an ErrPersistFailed error, or a failure wrapping
 	// ErrRefreshFailed. It runs on the refreshing goroutine; nil means none.
 	OnRefresh func(ok bool, err error)
+	// Coordinate, when set, runs before each refresh: it takes a lock the
+	// other holders of this credential share (the other nodes of a fleet)
+	// and returns the token as stored now, and the function that releases
+	// the lock, which is held until the new token is persisted. When the
+	// stored token is fresh (another holder refreshed meanwhile) it is used
+	// and no grant is made; otherwise the grant starts from its refresh
+	// token, so that a rotated refresh token is never used twice. A failure
+	// to coordinate fails the refresh (ErrRefreshFailed). Nil: no one else
+	// refreshes this credential.
+	Coordinate func(ctx context.Context) (OAuthToken, func(), error)
 
 	mu       sync.Mutex
 	cfg      *oauth2.Config // built at the first refresh; keeps x/oauth2's auth-style cache
@@ -165,16 +175,29 @@ func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, cfg *oauth2
 	defer close(f.done)
 	ctx, cancel := context.WithTimeout(ctx, RefreshTimeout)
 	defer cancel()
+	if s.Coordinate != nil {
+		latest, unlock, err := s.Coordinate(ctx)
+		if err != nil {
+			s.failed(f, fmt.Errorf("%w: could not coordinate the refresh with the other nodes: %v", ErrRefreshFailed, err))
+			return
+		}
+		defer unlock() // after Persist below
+		if s.freshToken(latest, s.now()) {
+			s.mu.Lock()
+			s.Token = latest
+			s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
+			s.flight = nil
+			s.mu.Unlock()
+			f.token = latest.AccessToken
+			return
+		}
+		if latest.RefreshToken != "" {
+			old = latest
+		}
+	}
 	tok, err := s.grant(ctx, cfg, old)
 	if err != nil {
-		s.mu.Lock()
-		s.failures++
-		s.retryAt = s.now().Add(s.backoff(s.failures))
-		s.lastErr = err
-		s.flight = nil
-		s.mu.Unlock()
-		f.err = err
-		s.report(false, err)
+		s.failed(f, err)
 		return
 	}
 	s.mu.Lock()
@@ -192,6 +215,18 @@ func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, cfg *oauth2
 	s.flight = nil // after Persist: refreshes and their persists never overlap
 	s.mu.Unlock()
 	s.report(true, f.err)
+}
+
+// failed records a failed refresh of flight f and starts the backoff.
+func (s *OAuthSource) failed(f *refreshFlight, err error) {
+	s.mu.Lock()
+	s.failures++
+	s.retryAt = s.now().Add(s.backoff(s.failures))
+	s.lastErr = err
+	s.flight = nil
+	s.mu.Unlock()
+	f.err = err
+	s.report(false, err)
 }
 
 // grant performs the refresh-token grant. Failures wrap ErrRefreshFailed and
@@ -258,8 +293,10 @@ func (s *OAuthSource) report(ok bool, err error) {
 }
 
 // fresh reports whether the current access token is valid beyond the skew.
-func (s *OAuthSource) fresh(now time.Time) bool {
-	t := s.Token
+func (s *OAuthSource) fresh(now time.Time) bool { return s.freshToken(s.Token, now) }
+
+// freshToken reports whether t is valid for at least Skew after now.
+func (s *OAuthSource) freshToken(t OAuthToken, now time.Time) bool {
 	return t.AccessToken != "" && (t.Expiry.IsZero() || now.Add(s.skew()).Before(t.Expiry))
 }
 

@@ -2,6 +2,8 @@ package state
 
 import (
 	"context"
+	"database/sql/driver"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,4 +189,34 @@ func (h *hub) snapshot(ch Channel) []Subscription {
 		}
 	}
 	return out
+}
+
+// Lock takes the lock named key, shared by every node of a fleet, waiting
+// for it (within ctx) while another node holds it, and returns the
+// function that releases it. On Postgres it is a session advisory lock on
+// a connection of its own, released also if the node dies; on SQLite,
+// whose one node serialises its own work, it is taken at once. Failures
+// to reach the server wrap ErrUnavailable.
+func (d *DB) Lock(ctx context.Context, key string) (unlock func(), err error) {
+	if d.backend != Postgres {
+		return func() {}, nil
+	}
+	conn, err := d.sql.Conn(ctx)
+	if err != nil {
+		return nil, d.unreachable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
+		conn.Close()
+		return nil, d.unreachable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+			// A connection whose unlock failed must not return to the pool
+			// holding the lock: closing it ends the session, and the lock.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}, nil
 }

@@ -27,6 +27,7 @@ func pgDialect() *strings.Replacer {
 	return strings.NewReplacer(
 		") STRICT;", ");",
 		"INTEGER", "BIGINT",
+		"BLOB", "BYTEA",
 		"hash NOT GLOB '*[^0-9a-f]*'", "hash ~ '^[0-9a-f]*$'",
 	)
 }
@@ -156,6 +157,57 @@ CREATE TABLE fleet (
 	id         INTEGER PRIMARY KEY CHECK (id = 1),
 	key_id     TEXT NOT NULL,
 	created_at TEXT NOT NULL
+) STRICT;
+`},
+		{version: 9, name: "store_packages", sql: `
+-- A fleet's connector packages (Postgres only; a single node keeps them on
+-- disk alone): each the canonical byte stream its hash covers, from which
+-- every node rebuilds store/connectors/sha256/<hash>/.
+CREATE TABLE store_packages (
+	hash         TEXT PRIMARY KEY CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+	stream       BLOB NOT NULL,
+	installed_at TEXT NOT NULL
+) STRICT;
+`},
+		{version: 10, name: "audit_marks_per_node", sql: `
+-- The audit Mark of each node's trail (audit_mark held one): a single node
+-- keeps its row under node '', each node of a fleet under its name.
+CREATE TABLE audit_marks (
+	node      TEXT PRIMARY KEY,
+	origin    TEXT NOT NULL,
+	size      INTEGER NOT NULL CHECK (size >= 0),
+	root      TEXT NOT NULL,
+	seq       INTEGER NOT NULL CHECK (seq >= 1),
+	line_hash TEXT NOT NULL,
+	file      TEXT NOT NULL,
+	at        TEXT NOT NULL,
+	end_seq   INTEGER NOT NULL DEFAULT 0 CHECK (end_seq >= 0),
+	end_hash  TEXT NOT NULL DEFAULT ''
+) STRICT;
+INSERT INTO audit_marks (node, origin, size, root, seq, line_hash, file, at, end_seq, end_hash)
+	SELECT '', origin, size, root, seq, line_hash, file, at, end_seq, end_hash FROM audit_mark;
+DROP TABLE audit_mark;
+-- The nodes of a fleet: a node refuses to start under the name of another
+-- that is alive (seen within a minute) with another instance id.
+CREATE TABLE fleet_nodes (
+	node       TEXT PRIMARY KEY,
+	instance   TEXT NOT NULL,
+	version    TEXT NOT NULL DEFAULT '',
+	proxy      TEXT NOT NULL DEFAULT '',
+	started_at TEXT NOT NULL,
+	seen_at    TEXT NOT NULL
+) STRICT;
+`},
+		{version: 11, name: "vault", sql: `
+-- A fleet's credential vault (Postgres only; a single node keeps
+-- vault/vault.age): the same age-encrypted document, sealed to the
+-- operator's vault key that every node holds; never in the clear.
+CREATE TABLE vault (
+	id         INTEGER PRIMARY KEY CHECK (id = 1),
+	recipient  TEXT NOT NULL,              -- the age recipient it is sealed to (public)
+	sealed     BLOB NOT NULL,
+	revision   INTEGER NOT NULL CHECK (revision >= 1),
+	updated_at TEXT NOT NULL
 ) STRICT;
 `},
 	}

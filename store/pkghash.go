@@ -62,7 +62,7 @@ func hashPackageSpec(dir string) (hash string, spec []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return hashFiles(dir, files)
+	return hashFiles(dir, files, nil)
 }
 
 // scanPackage lists the regular files under root in canonical order and
@@ -119,11 +119,15 @@ func scanPackage(root string) ([]pkgFile, error) {
 }
 
 // hashFiles streams the canonical byte stream of files (as listed by
-// scanPackage under root) through SHA-256, keeping a copy of the spec file's
-// bytes. A file that changed size or type since the scan is an error wrapping
-// ErrInvalidPackage.
-func hashFiles(root string, files []pkgFile) (hash string, spec []byte, err error) {
-	h := sha256.New()
+// scanPackage under root) through SHA-256, and into also when it is not nil,
+// keeping a copy of the spec file's bytes. A file that changed size or type
+// since the scan is an error wrapping ErrInvalidPackage.
+func hashFiles(root string, files []pkgFile, also io.Writer) (hash string, spec []byte, err error) {
+	sum := sha256.New()
+	var h io.Writer = sum
+	if also != nil {
+		h = io.MultiWriter(sum, also)
+	}
 	for _, f := range files {
 		io.WriteString(h, f.rel)
 		h.Write([]byte{0})
@@ -142,7 +146,7 @@ func hashFiles(root string, files []pkgFile) (hash string, spec []byte, err erro
 			spec = buf.Bytes()
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), spec, nil
+	return hex.EncodeToString(sum.Sum(nil)), spec, nil
 }
 
 // copyExactly copies the regular file at p, which must still be size bytes

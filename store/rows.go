@@ -81,7 +81,11 @@ func (s *Store) update(ctx context.Context, fn func(ctx context.Context, tx *sta
 		if err != nil {
 			return err
 		}
-		return fn(ctx, tx, ix)
+		if err := fn(ctx, tx, ix); err != nil {
+			return err
+		}
+		// The other nodes of a fleet reload their policy.
+		return tx.Notify(ctx, state.ChannelStore, "index")
 	})
 }
 

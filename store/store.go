@@ -255,6 +255,9 @@ func (s *Store) commitInstall(ctx context.Context, tx *state.Tx, ix *storeIndex,
 				state.ErrConflict, fqn, version, e.Hash, src.Hash, fqn, version)
 		}
 	}
+	if err := s.sharePackage(ctx, tx, pkg, src.Hash); err != nil {
+		return Installed{}, err
+	}
 	if err := s.place(pkg, src.Hash, staging, intact); err != nil {
 		return Installed{}, err
 	}
@@ -352,6 +355,7 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 	}
 	var newActive, moved, hash string
 	err = s.update(ctx, func(ctx context.Context, tx *state.Tx, ix *storeIndex) error {
+		newActive, hash = "", "" // a retried transaction starts afresh (moved carries over)
 		c := ix.Connectors[fqn]
 		if c == nil {
 			return fmt.Errorf("%w: connector %s is not installed (see `aileron connector list`)", state.ErrNotFound, fqn)
@@ -377,7 +381,12 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 			return nil
 		}
 		hash = e.Hash
-		moved, err = s.movePackageAside(hash)
+		if err := s.unsharePackage(ctx, tx, hash); err != nil {
+			return err
+		}
+		if moved == "" {
+			moved, err = s.movePackageAside(hash)
+		}
 		return err
 	})
 	if moved != "" {

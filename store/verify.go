@@ -31,7 +31,7 @@ func (s *Store) Verify(ctx context.Context) []Problem {
 		c := ix.Connectors[fqn]
 		for _, v := range sortedVersions(c) {
 			hash := c.Versions[v].Hash
-			if _, err := s.checkPackage(fqn, v, hash); err != nil {
+			if _, err := s.checkPackage(ctx, fqn, v, hash); err != nil {
 				problems = append(problems, Problem{Ref: fqn + "@" + v, Hash: hash, Err: err.Error()})
 			}
 		}
@@ -57,7 +57,7 @@ func (s *Store) Load(ctx context.Context) ([]policy.Source, []error) {
 	var errs []error
 	for _, fqn := range sortedFQNs(ix) {
 		c := ix.Connectors[fqn]
-		src, err := s.checkPackage(fqn, c.Active, c.Versions[c.Active].Hash)
+		src, err := s.checkPackage(ctx, fqn, c.Active, c.Versions[c.Active].Hash)
 		if err != nil {
 			s.log().Error().Str("event", "store.refused").Str("connector", fqn+"@"+c.Active).Err(err).
 				Msg("REFUSING the connector: its package failed its check")
@@ -72,9 +72,14 @@ func (s *Store) Load(ctx context.Context) ([]policy.Source, []error) {
 // checkPackage verifies the package recorded for fqn@version under hash and
 // parses its spec from the very bytes that were hashed. Integrity failures
 // wrap ErrTampered; parse failures wrap ErrInvalidSpec.
-func (s *Store) checkPackage(fqn, version, hash string) (policy.Source, error) {
+func (s *Store) checkPackage(ctx context.Context, fqn, version, hash string) (policy.Source, error) {
 	ref := fqn + "@" + version
 	dir := s.packageDir(hash)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		if _, err := s.fetchPackage(ctx, hash); err != nil {
+			return policy.Source{}, fmt.Errorf("%s: %w", ref, err)
+		}
+	}
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return policy.Source{}, fmt.Errorf("%w: %s: package directory %s is missing; reinstall it or `aileron connector remove %s`",
 			ErrTampered, ref, dir, ref)

@@ -43,8 +43,9 @@ func cmdAudit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 func auditTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit tail", "audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since DUR|RFC3339] [--json]", stderr)
+	fs := newFlags("audit tail", "audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since DUR|RFC3339] [--dir DIR]... [--json]", stderr)
 	_, cfgFile := clientFlags(fs)
+	dirs := fs.StringArray("dir", nil, "read the trail in this directory instead of audit.dir; repeat it for several nodes' trails, merged by time")
 	follow := fs.BoolP("follow", "f", false, "keep printing new lines, across rotation")
 	var f audit.Filter
 	fs.StringVar(&f.Session, "session", "", "only this session")
@@ -59,7 +60,7 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	if err := checkTailFilter(f); err != nil {
 		return err
 	}
-	dir, ctx, stop, err := trailToRead(fs, *cfgFile, *since, &f)
+	trails, ctx, stop, err := trailToRead(fs, *cfgFile, *since, *dirs, &f)
 	if err != nil {
 		return err
 	}
@@ -68,12 +69,16 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	if !*asJSON {
 		fmt.Fprintf(stdout, row, "TIME", "EVENT", "DECISION", "REASON", "SESSION", "STATUS", "REQUEST / DETAILS")
 	}
-	err = audit.Tail(ctx, dir, *follow, f, func(line []byte, ev *audit.Event) error {
+	err = tailMany(ctx, trails, *follow, f, func(line []byte, ev *audit.Event) error {
 		if *asJSON {
 			_, err := fmt.Fprintf(stdout, "%s\n", line)
 			return err
 		}
-		_, err := fmt.Fprintf(stdout, row, ev.Time.Local().Format("15:04:05.000"), ev.Name,
+		name := string(ev.Name)
+		if len(trails) > 1 && ev.Node != "" {
+			name = ev.Node + " " + name
+		}
+		_, err := fmt.Fprintf(stdout, row, ev.Time.Local().Format("15:04:05.000"), name,
 			dash(ev.Decision), dash(ev.Reason), dash(ev.Session), statusOf(ev), requestOf(ev))
 		return err
 	})
@@ -84,25 +89,33 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 }
 
 // trailToRead resolves what tail and export read: --since into f, the
-// configured audit.dir (which must exist), and a context ended by
-// Ctrl-C or SIGTERM (stop releases it).
-func trailToRead(fs *pflag.FlagSet, cfgFile, since string, f *audit.Filter) (string, context.Context, func(), error) {
+// trails (the --dir directories, else the configured audit.dir; each must
+// exist), and a context ended by Ctrl-C or SIGTERM (stop releases it).
+func trailToRead(fs *pflag.FlagSet, cfgFile, since string, dirs []string, f *audit.Filter) ([]string, context.Context, func(), error) {
 	if since != "" {
 		t, err := parseSince(since)
 		if err != nil {
-			return "", nil, nil, usagef("--since %q: %v", since, err)
+			return nil, nil, nil, usagef("--since %q: %v", since, err)
 		}
 		f.Since = t
 	}
 	cfg, err := loadClientConfig(fs, cfgFile)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, nil, nil, err
 	}
-	if err := auditDirExists(cfg.Audit.Dir); err != nil {
-		return "", nil, nil, err
+	if len(dirs) == 0 {
+		dirs = []string{cfg.Audit.Dir}
+		if err := auditDirExists(cfg.Audit.Dir); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			return nil, nil, nil, fmt.Errorf("--dir %s: %w", d, err)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	return cfg.Audit.Dir, ctx, stop, nil
+	return dirs, ctx, stop, nil
 }
 
 func parseSince(s string) (time.Time, error) {

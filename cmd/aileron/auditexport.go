@@ -14,8 +14,9 @@ import (
 // JSON lines (the lines as recorded) or OCSF events, one per line, from a
 // seq or a time on, following new lines with -f.
 func auditExport(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit export", "audit export [--format json|ocsf] [--from SEQ] [--since DUR|RFC3339] [-f]", stderr)
+	fs := newFlags("audit export", "audit export [--format json|ocsf] [--from SEQ] [--since DUR|RFC3339] [--dir DIR]... [-f]", stderr)
 	_, cfgFile := clientFlags(fs)
+	dirs := fs.StringArray("dir", nil, "export the trail in this directory instead of audit.dir; repeat it for several nodes' trails, merged by time")
 	format := fs.String("format", "json", "json: the audit lines as recorded; ocsf: OCSF "+audit.OCSFVersion+" events (docs/audit.md has the mapping)")
 	from := fs.Uint64("from", 0, "start at this seq")
 	since := fs.String("since", "", "start at this time: a duration ago (15m) or an RFC 3339 time")
@@ -30,14 +31,17 @@ func auditExport(args []string, stdout, stderr io.Writer) error {
 		return usagef("--format %q: want json or ocsf", *format)
 	}
 	f := audit.Filter{FromSeq: *from}
-	dir, ctx, stop, err := trailToRead(fs, *cfgFile, *since, &f)
+	trails, ctx, stop, err := trailToRead(fs, *cfgFile, *since, *dirs, &f)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
-	err = audit.Tail(ctx, dir, *follow, f, func(line []byte, ev *audit.Event) error {
+	if *from != 0 && len(trails) > 1 {
+		return usagef("--from is a seq of one trail; with several --dir, start with --since")
+	}
+	err = tailMany(ctx, trails, *follow, f, func(line []byte, ev *audit.Event) error {
 		if *format == "ocsf" {
 			return enc.Encode(audit.OCSF(ev))
 		}

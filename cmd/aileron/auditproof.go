@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/witness"
 	"golang.org/x/mod/sumdb/note"
@@ -21,9 +22,11 @@ import (
 // trail's key its tree and checkpoints, against the daemon's Mark and,
 // when asked, a witness. It exits non-zero naming the first problem.
 func auditVerify(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit verify", "audit verify [FILES…] [--key VKEY] [--witness URL [--witness-key KEY]]   (default: the trail in audit.dir)", stderr)
+	fs := newFlags("audit verify", "audit verify [FILES…] [--dir DIR --node NAME] [--key VKEY] [--witness URL [--witness-key KEY]]   (default: the trail in audit.dir)", stderr)
 	_, cfgFile := clientFlags(fs)
 	vkey := fs.String("key", "", "the trail's public key (aileron audit key); default: the daemon's key file")
+	dir := fs.String("dir", "", "verify the trail in this directory instead of audit.dir (another node's, copied or mounted; needs --key)")
+	node := fs.String("node", "", "in a fleet: the node whose trail it is, checked against that node's record in the shared state (default state.node)")
 	wurl := fs.String("witness", "", "also compare with what this witness cosigned (its base URL; needs --witness-key)")
 	wkey := fs.String("witness-key", "", "the witness's key (aileron witness --print-key): its cosignature must verify")
 	if err := fs.Parse(args); err != nil {
@@ -36,11 +39,25 @@ func auditVerify(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *dir != "" && *vkey == "" {
+		return usagef("--dir needs --key: the public key of the node that wrote that trail (aileron audit key, run there)")
+	}
+	if *node != "" {
+		if cfg.State.Backend != "postgres" {
+			return usagef("--node names a node of a fleet; this configuration has no shared state (state.backend is %s)", cfg.State.Backend)
+		}
+		cfg.State.Node = *node
+	}
 	o := audit.VerifyOptions{Files: fs.Args(), VerifierKey: *vkey}
 	if fs.NArg() == 0 {
 		o.Files, o.Dir = nil, cfg.Audit.Dir
-		if o.Mark, err = loadMark(cfg.Home); err != nil {
-			return err
+		if *dir != "" {
+			o.Dir = *dir
+		}
+		if *dir == "" || *node != "" { // another directory is checked against a record only when named
+			if o.Mark, err = loadMark(cfg); err != nil {
+				return err
+			}
 		}
 		if *vkey == "" {
 			if o.Key, err = audit.LoadPublicKey(cfg.Audit.KeyFile); err != nil && o.Mark != nil {
@@ -157,18 +174,20 @@ func openTrailCheckpoint(signed []byte, origin string, o audit.VerifyOptions) (a
 }
 
 // loadMark reads the daemon's record of its last checkpoint from the
-// state database in home (nil when there is none).
-func loadMark(home string) (*audit.Mark, error) {
-	path := filepath.Join(home, state.FileName)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+// state the configuration names (nil when there is none): in a fleet, the
+// record of this node (state.node).
+func loadMark(cfg *config.Config) (*audit.Mark, error) {
+	if cfg.State.Backend != "postgres" {
+		if _, err := os.Stat(filepath.Join(cfg.Home, state.FileName)); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
 	}
-	db, err := state.Open(context.Background(), path)
+	db, err := openState(context.Background(), cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	m, err := (&markStore{db: db}).LoadMark()
+	m, err := (&markStore{db: db, node: markNode(cfg)}).LoadMark()
 	if err != nil || m.Seq == 0 {
 		return nil, err
 	}
@@ -196,7 +215,7 @@ func auditKey(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *origin == "" {
-		m, err := loadMark(cfg.Home)
+		m, err := loadMark(cfg)
 		if err != nil {
 			return err
 		}
@@ -346,12 +365,12 @@ func auditNewTrail(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := state.Open(context.Background(), filepath.Join(cfg.Home, state.FileName))
+	db, err := openState(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	l := newAuditLog(cfg.Audit.Dir, key, db)
+	l := newAuditLog(cfg.Audit.Dir, key, db, markNode(cfg))
 	l.MaxFileBytes = cfg.Audit.MaxFileBytes
 	archive, err := l.NewTrail(*reason)
 	if cerr := l.Close(); err == nil {

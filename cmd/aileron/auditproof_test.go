@@ -34,7 +34,7 @@ func writeTrail(t *testing.T, home string, n int, push func(audit.Signed)) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	l := newAuditLog(filepath.Join(home, "audit"), key, db)
+	l := newAuditLog(filepath.Join(home, "audit"), key, db, "")
 	l.CheckpointEvery, l.Checkpointed = 5, push
 	if err := l.Open(); err != nil {
 		t.Fatalf("Open: %v", err)
@@ -221,7 +221,7 @@ func TestAFailedStartEndsTheTrailAsAStopDoes(t *testing.T) {
 	if _, err := openDaemon(cfg, &nop); err == nil {
 		t.Fatal("the daemon opened with a missing upstream root")
 	}
-	m, err := loadMark(home)
+	m, err := loadMark(cfg)
 	if err != nil || m == nil || m.EndSeq == 0 {
 		t.Fatalf("after a failed start the record names no last line: %+v, %v", m, err)
 	}
@@ -241,7 +241,7 @@ func TestAFailedStartEndsTheTrailAsAStopDoes(t *testing.T) {
 	l.Close()
 	db, _ := state.Open(context.Background(), filepath.Join(home, state.FileName))
 	defer db.Close()
-	err = newAuditLog(filepath.Join(home, "audit"), key, db).Open()
+	err = newAuditLog(filepath.Join(home, "audit"), key, db, "").Open()
 	if !errors.Is(err, audit.ErrTrailBroken) || !strings.Contains(err.Error(), "appended") {
 		t.Fatalf("Open after a line appended behind a failed start = %v, want appended", err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
-	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -59,7 +58,7 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 // offline runs fn on the store the daemon would use, over its database, for
 // when the daemon is not running: changes take effect at its next start.
 func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) error) error {
-	db, err := state.Open(ctx, filepath.Join(cfg.Home, state.FileName))
+	db, err := openState(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -138,6 +138,7 @@ type daemon struct {
 	witnesses *witnessPusher
 	rec       *recorder
 	db        *state.DB
+	nodeID    string // a fleet node's instance id (keys/node.id)
 	approval  *approvals.Store
 	policy    policy.Holder
 	proxy     *dataplane.Proxy
@@ -194,11 +195,15 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 	}
 	d.cfg, d.log, d.metrics = cfg, log, metrics.New()
 	d.metrics.Log = log
-	db, err := state.Open(context.Background(), filepath.Join(cfg.Home, state.FileName))
+	db, err := openState(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
 	d.db = db
+	fleetKey, err := d.openFleet(context.Background())
+	if err != nil {
+		return err
+	}
 	if err := d.openAudit(); err != nil {
 		return err
 	}
@@ -213,6 +218,7 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 		DB:         d.db,
 		Dir:        filepath.Join(cfg.Home, "sessions"),
 		KeyFile:    filepath.Join(cfg.Home, "keys", "session.key"),
+		Fleet:      fleetKey,
 		DefaultTTL: cfg.Sessions.DefaultTTL,
 		Log:        log,
 	}
@@ -262,7 +268,7 @@ func (d *daemon) openApprovals() error {
 // proxied requests, and never follow redirects.
 func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) error {
 	home := d.cfg.Home
-	d.vault = &credentials.Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key")}
+	d.vault = &credentials.Vault{Dir: filepath.Join(home, "vault"), KeyFile: d.cfg.State.VaultKeyFile, DB: d.db}
 	if err := d.vault.Open(); err != nil {
 		return err
 	}
@@ -487,6 +493,7 @@ func (d *daemon) serveMetrics(errc chan<- error) (*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
+	d.serveHealth(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { errc <- srv.Serve(ml) }()
 	d.log.Info().Str("event", "metrics.listening").Str("addr", ml.Addr().String()).Msg("serving GET /metrics")
@@ -517,6 +524,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	api.Config = d.cfg.YAML
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
+	d.serveHealth(mux)
 	mux.Handle("/", api.Handler())
 	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	servers := []*http.Server{adminSrv}
@@ -539,6 +547,11 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 	defer signal.Stop(sigs)
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
+	syncCtx, stopSync := context.WithCancel(context.Background())
+	syncDone := make(chan struct{})
+	go func() { defer close(syncDone); d.syncFleet(syncCtx) }()
+	endSync := func() { stopSync(); <-syncDone } // before shutdown closes the state
+	defer endSync()
 	for {
 		select {
 		case sig := <-sigs:
@@ -546,6 +559,7 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 				d.hangup()
 				continue
 			}
+			endSync()
 			return d.shutdown(servers, "signal "+sig.String())
 		case <-sweep.C:
 			d.sessions.Sweep(context.Background())
@@ -554,6 +568,7 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
 			if errors.Is(err, http.ErrServerClosed) {
 				continue
 			}
+			endSync()
 			_ = d.shutdown(servers, "a listener failed: "+err.Error())
 			return err
 		}

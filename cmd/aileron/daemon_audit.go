@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/state"
 )
 
@@ -25,7 +26,7 @@ func (d *daemon) openAudit() error {
 	if err != nil {
 		return err
 	}
-	d.audit = newAuditLog(d.cfg.Audit.Dir, key, d.db)
+	d.audit = newAuditLog(d.cfg.Audit.Dir, key, d.db, markNode(d.cfg))
 	d.audit.MaxFileBytes, d.audit.SyncInterval = d.cfg.Audit.MaxFileBytes, d.cfg.Audit.SyncInterval
 	d.audit.CheckpointEvery, d.audit.CheckpointInterval = uint64(d.cfg.Audit.CheckpointEvery), d.cfg.Audit.CheckpointInterval
 	if d.cfg.Audit.Stdout {
@@ -75,7 +76,7 @@ func trailAdvice(kind audit.Problem, keyFile string) string {
 // key file is an error naming what to do rather than a silent new key.
 func (d *daemon) auditKey() (*audit.Key, error) {
 	if _, err := os.Stat(d.cfg.Audit.KeyFile); errors.Is(err, os.ErrNotExist) {
-		if m, merr := (&markStore{db: d.db}).LoadMark(); merr == nil && m.Seq != 0 {
+		if m, merr := (&markStore{db: d.db, node: markNode(d.cfg)}).LoadMark(); merr == nil && m.Seq != 0 {
 			return nil, fmt.Errorf("audit.key_file %s is missing, but the trail in %s is signed (trail %s, last checkpoint at seq %d): "+
 				"put the key that signed it back (a new key cannot continue it), or start a new trail on purpose with `aileron audit new-trail --reason \"...\"`",
 				d.cfg.Audit.KeyFile, d.cfg.Audit.Dir, m.Origin, m.Seq)
@@ -89,15 +90,25 @@ func (d *daemon) auditKey() (*audit.Key, error) {
 }
 
 // newAuditLog is the trail's Log over dir, signed with key, its Mark kept
-// in db.
-func newAuditLog(dir string, key *audit.Key, db *state.DB) *audit.Log {
-	return &audit.Log{Dir: dir, Key: key, Anchor: &markStore{db: db}}
+// in db under node ("" on a single node, whose lines carry no node name).
+func newAuditLog(dir string, key *audit.Key, db *state.DB, node string) *audit.Log {
+	return &audit.Log{Dir: dir, Key: key, Node: node, Anchor: &markStore{db: db, node: node}}
 }
 
-// markStore keeps the audit trail's Mark in the state database
-// (audit.Anchor).
+// markNode is the name this daemon's Mark is kept under, and its lines
+// carry: the node's name in a fleet, "" on a single node.
+func markNode(cfg *config.Config) string {
+	if cfg.State.Backend == "postgres" {
+		return cfg.State.Node
+	}
+	return ""
+}
+
+// markStore keeps the audit trail's Mark of one node in the state
+// database (audit.Anchor).
 type markStore struct {
-	db *state.DB
+	db   *state.DB
+	node string
 }
 
 func (m *markStore) LoadMark() (audit.Mark, error) {
@@ -105,7 +116,7 @@ func (m *markStore) LoadMark() (audit.Mark, error) {
 	var at string
 	var size, seq, end int64
 	err := m.db.QueryRowContext(context.Background(),
-		`SELECT origin, size, root, seq, line_hash, file, at, end_seq, end_hash FROM audit_mark WHERE id = 1`).
+		`SELECT origin, size, root, seq, line_hash, file, at, end_seq, end_hash FROM audit_marks WHERE node = ?`, m.node).
 		Scan(&mk.Origin, &size, &mk.Root, &seq, &mk.LineHash, &mk.File, &at, &end, &mk.EndHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return audit.Mark{}, nil
@@ -121,11 +132,11 @@ func (m *markStore) LoadMark() (audit.Mark, error) {
 func (m *markStore) SaveMark(mk audit.Mark) error {
 	ctx := context.Background()
 	return m.db.Write(ctx, func(tx *state.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at, end_seq, end_hash) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET origin = excluded.origin, size = excluded.size, root = excluded.root,
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit_marks (node, origin, size, root, seq, line_hash, file, at, end_seq, end_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (node) DO UPDATE SET origin = excluded.origin, size = excluded.size, root = excluded.root,
 			seq = excluded.seq, line_hash = excluded.line_hash, file = excluded.file, at = excluded.at,
 			end_seq = excluded.end_seq, end_hash = excluded.end_hash`,
-			mk.Origin, int64(mk.Size), mk.Root, int64(mk.Seq), mk.LineHash, mk.File, state.FormatTime(mk.Time), int64(mk.EndSeq), mk.EndHash)
+			m.node, mk.Origin, int64(mk.Size), mk.Root, int64(mk.Seq), mk.LineHash, mk.File, state.FormatTime(mk.Time), int64(mk.EndSeq), mk.EndHash)
 		return err
 	})
 }

@@ -29,10 +29,10 @@ Usage:
   aileron credential list [--json] | delete NAME | unbind FQN
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
-  aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--json]
-  aileron audit verify [FILES…] [--key VKEY] [--witness URL --witness-key KEY]   lines, chain, tree, checkpoints
+  aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--dir DIR]... [--json]
+  aileron audit verify [FILES…] [--dir DIR --node N] [--key VKEY] [--witness URL --witness-key KEY]   lines, chain, tree, checkpoints
   aileron audit key | prove SEQ | check-proof FILE --key VKEY   the trail's public key; a line's inclusion proof, checked offline
-  aileron audit export [--format json|ocsf] [--from SEQ] [--since 15m] [-f]   the trail for other tools
+  aileron audit export [--format json|ocsf] [--from SEQ] [--since 15m] [--dir DIR]... [-f]   the trail for other tools; several --dir: nodes merged by time
   aileron audit new-trail --reason R                      (daemon stopped) start a new trail on purpose, recording the break
   aileron launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
@@ -45,7 +45,7 @@ Usage:
   aileron config print [--config FILE]                   the running daemon's configuration, else the effective one
   aileron config defaults                                the embedded defaults, as YAML
   aileron witness --log VKEY... [--listen ADDR]          witness audit trails: cosign only consistent checkpoints
-  aileron health [--timeout D]                           exit 0 if the daemon answers (a HEALTHCHECK)
+  aileron health [--ready] [--timeout D]                 exit 0 if the daemon answers (a HEALTHCHECK); --ready: and can decide
   aileron version [--json]                               the build: module version, commit, Go release
   aileron completion bash|zsh|fish                       a shell completion script (source <(aileron completion bash))
   aileron help [COMMAND]

@@ -32,6 +32,7 @@ type Postgres struct {
 	dir     string   // owns everything below; removed at the end
 	data    string
 	sockets string
+	running bool
 }
 
 // StartPostgres initialises and starts a server for t. A machine without
@@ -96,20 +97,34 @@ func (p *Postgres) run(prog string, args ...string) {
 	argv := append(append(append([]string{}, p.as...), filepath.Join(p.bin, prog)), args...)
 	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
-		p.t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		logTail, _ := os.ReadFile(filepath.Join(p.data, "server.log"))
+		if len(logTail) > 4096 {
+			logTail = logTail[len(logTail)-4096:]
+		}
+		p.t.Fatalf("%s: %v\n%s\nserver.log:\n%s", strings.Join(argv, " "), err, out, logTail)
 	}
 }
 
-// Start starts the (stopped) server and waits until it accepts connections.
+// Start starts the server, unless it runs, and waits until it accepts
+// connections.
 func (p *Postgres) Start() {
 	p.t.Helper()
+	if p.running {
+		return
+	}
+	p.running = true
 	p.run("pg_ctl", "-D", p.data, "-l", filepath.Join(p.data, "server.log"), "-w", "-t", "60",
 		"-o", "-k "+p.sockets+" -c listen_addresses='' -c fsync=off -c max_connections=200", "start")
 }
 
-// Stop stops the server at once (fast shutdown: open connections are cut).
+// Stop stops the server at once (fast shutdown: open connections are cut),
+// unless it is stopped.
 func (p *Postgres) Stop() {
 	p.t.Helper()
+	if !p.running {
+		return
+	}
+	p.running = false
 	p.stop(true)
 }
 

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/aileronhq/aileron/admin"
+	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/state"
+)
+
+// fleetSyncEvery is how often a fleet node re-reads what other nodes may
+// have changed without a notification reaching it: sessions, and the store
+// index (recompiling the policy only when the index changed).
+const fleetSyncEvery = 5 * time.Second
+
+// openState opens the control-plane database the configuration names:
+// $home/aileron.db, or the Postgres server of state.dsn.
+func openState(ctx context.Context, cfg *config.Config) (*state.DB, error) {
+	if cfg.State.Backend == "postgres" {
+		return state.OpenPostgres(ctx, cfg.State.DSN)
+	}
+	return state.Open(ctx, filepath.Join(cfg.Home, state.FileName))
+}
+
+// fleet reports whether this daemon is a node of a fleet (Postgres state).
+func (d *daemon) fleet() bool { return d.db != nil && d.db.Backend() == state.Postgres }
+
+// openFleet loads the fleet key of a fleet node (nil on a single node).
+func (d *daemon) openFleet(ctx context.Context) (*state.FleetKey, error) {
+	if !d.fleet() {
+		return nil, nil
+	}
+	fk, err := state.LoadFleetKey(ctx, d.db, d.cfg.State.FleetKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.registerNode(ctx); err != nil {
+		return nil, err
+	}
+	d.log.Info().Str("event", "fleet.joined").Str("node", d.cfg.State.Node).Str("state", d.db.Path()).
+		Str("fleet_key_id", fk.ID()).Msg("this daemon is a node of a fleet")
+	return fk, nil
+}
+
+// syncFleet keeps a fleet node in step with the others until ctx ends:
+// another node's connector install or removal recompiles the policy at
+// once (notification), and every fleetSyncEvery the sessions and the store
+// index are read again as the backstop. It returns at once on a single node.
+func (d *daemon) syncFleet(ctx context.Context) {
+	if !d.fleet() {
+		return
+	}
+	changed := make(chan struct{}, 1)
+	cancel := d.db.Subscribe(state.ChannelStore, state.Subscription{
+		Changed: func(string) { poke(changed) },
+		Resync:  func() { poke(changed) },
+	})
+	defer cancel()
+	tick := time.NewTicker(fleetSyncEvery)
+	defer tick.Stop()
+	last := d.storeFingerprint(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+			d.nodeSeen(ctx)
+			if err := errors.Join(d.sessions.Refresh(ctx), d.vault.Refresh(ctx), d.bindings.Refresh(ctx)); err != nil {
+				d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("re-reading sessions and credentials")
+			}
+		}
+		if fp := d.storeFingerprint(ctx); fp != "" && fp != last {
+			last = fp
+			_ = d.reload()
+		}
+	}
+}
+
+// poke signals ch without blocking (a pending signal is enough).
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// storeFingerprint summarises the store index ("" when it cannot be read).
+func (d *daemon) storeFingerprint(ctx context.Context) string {
+	rows, err := d.db.QueryContext(ctx, `SELECT fqn, version, hash, active FROM store_versions ORDER BY fqn, version`)
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	h := sha256.New()
+	for rows.Next() {
+		var fqn, version, hash string
+		var active int
+		if rows.Scan(&fqn, &version, &hash, &active) != nil {
+			return ""
+		}
+		_, _ = h.Write([]byte(fqn + "\x00" + version + "\x00" + hash + "\x00" + string(rune('0'+active)) + "\n"))
+	}
+	if rows.Err() != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// serveHealth adds GET /healthz (the process answers) and GET /readyz
+// (this node can decide requests: its state answers within a second and
+// its audit trail takes lines; 503 with the reasons otherwise) to mux.
+func (d *daemon) serveHealth(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"alive":true}` + "\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		rd := d.ready(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		if !rd.Ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(rd)
+	})
+}
+
+// ready checks this node's readiness.
+func (d *daemon) ready(ctx context.Context) admin.Readiness {
+	rd := admin.Readiness{Node: d.cfg.State.Node, State: "ok", Audit: "off"}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := d.db.Ping(ctx); err != nil {
+		rd.State = err.Error()
+	}
+	if d.fleet() {
+		l := d.db.Listening()
+		rd.Listening = &l
+	}
+	if d.audit != nil {
+		rd.Audit = "ok"
+		if err := d.audit.Healthy(); err != nil {
+			rd.Audit = err.Error()
+		}
+	}
+	rd.Ready = rd.State == "ok" && (rd.Audit == "ok" || rd.Audit == "off")
+	return rd
+}
+
+// Node registration: a name is held by one home at a time.
+const (
+	// nodeAlive is how recently a node must have been seen to hold its
+	// name against a daemon from another home.
+	nodeAlive = time.Minute
+	// nodeIDFile holds this home's instance id, which a restart keeps.
+	nodeIDFile = "node.id"
+)
+
+// registerNode records this daemon as node state.node of the fleet. It
+// refuses when a daemon from another home (another instance id) holds the
+// name and was seen within a minute: two nodes with one name would write
+// one audit Mark.
+func (d *daemon) registerNode(ctx context.Context) error {
+	id, err := state.LoadOrCreateKey(filepath.Join(d.cfg.Home, "keys", nodeIDFile), "node id")
+	if err != nil {
+		return err
+	}
+	d.nodeID = hex.EncodeToString(id[:8])
+	node, now := d.cfg.State.Node, time.Now()
+	return d.db.Write(ctx, func(tx *state.Tx) error {
+		var inst, seen string
+		err := tx.QueryRowContext(ctx, `SELECT instance, seen_at FROM fleet_nodes WHERE node = ?`, node).Scan(&inst, &seen)
+		if err == nil && inst != d.nodeID {
+			if t, perr := d.db.ParseTime("fleet_nodes.seen_at", seen); perr == nil && now.Sub(t) < nodeAlive {
+				return fmt.Errorf("%w: another daemon is node %q of this fleet (seen %s ago, from another home); "+
+					"give this one its own state.node (AILERON_STATE__NODE)", state.ErrConflict, node, now.Sub(t).Round(time.Second))
+			}
+		} else if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO fleet_nodes (node, instance, version, proxy, started_at, seen_at) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (node) DO UPDATE SET instance = excluded.instance, version = excluded.version, proxy = excluded.proxy,
+			started_at = excluded.started_at, seen_at = excluded.seen_at`,
+			node, d.nodeID, readVersion().Version, d.cfg.Proxy.Listen, state.FormatTime(now), state.FormatTime(now))
+		return err
+	})
+}
+
+// nodeSeen refreshes this node's seen_at.
+func (d *daemon) nodeSeen(ctx context.Context) {
+	err := d.db.Write(ctx, func(tx *state.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE fleet_nodes SET seen_at = ? WHERE node = ? AND instance = ?`,
+			state.FormatTime(time.Now()), d.cfg.State.Node, d.nodeID)
+		return err
+	})
+	if err != nil {
+		d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("recording that this node is alive")
+	}
+}

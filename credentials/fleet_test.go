@@ -1,0 +1,185 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/internal/testkit"
+	"github.com/aileronhq/aileron/state"
+)
+
+// fleetCreds is one node's credentials over the shared database dsn, with
+// the vault key in keyFile.
+type fleetCreds struct {
+	home string
+	v    *Vault
+	b    *Bindings
+	inj  *Injector
+	db   *state.DB
+}
+
+func fleetCredsNode(t *testing.T, dsn, keyFile string) *fleetCreds {
+	t.Helper()
+	db, err := state.OpenPostgres(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	home := t.TempDir()
+	v := &Vault{Dir: filepath.Join(home, "vault"), KeyFile: keyFile, DB: db}
+	if err := v.Open(); err != nil {
+		t.Fatal(err)
+	}
+	b := &Bindings{DB: db}
+	if err := b.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return &fleetCreds{home: home, v: v, b: b, db: db,
+		inj: &Injector{Vault: v, Bindings: b, PlaceholderKey: []byte("0123456789abcdef0123456789abcdef")}}
+}
+
+// rotatingTokenServer answers refresh grants like a provider that rotates
+// refresh tokens: each grant revokes the refresh token it used.
+type rotatingTokenServer struct {
+	*httptest.Server
+	grants  atomic.Int32
+	refused atomic.Int32
+	mu      sync.Mutex
+	refresh string
+}
+
+func newRotatingTokenServer(t *testing.T, first string) *rotatingTokenServer {
+	ts := &rotatingTokenServer{refresh: first}
+	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.FormValue("refresh_token") != ts.refresh {
+			ts.refused.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant"}`)
+			return
+		}
+		n := ts.grants.Add(1)
+		ts.refresh = fmt.Sprintf("rotated-REFRESH-%04d-0123456789", n)
+		fmt.Fprintf(w, `{"access_token":"fleet-ACCESS-%04d-0123456789","token_type":"Bearer","expires_in":3600,"refresh_token":%q}`, n, ts.refresh)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// The vault and the bindings are one for the fleet: set on node A, they
+// are used on node B; an expired OAuth token needed on both nodes at once
+// is refreshed by one token call, and both nodes use the new token; a node
+// with another vault key is refused.
+func TestFleetCredentials(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	keyFile := filepath.Join(t.TempDir(), "vault.key")
+	a := fleetCredsNode(t, dsn, keyFile)
+	b := fleetCredsNode(t, dsn, keyFile)
+
+	ts := newRotatingTokenServer(t, oauthRefresh)
+	cred := sampleCredentials(ts.URL + "/token")[4]
+	cred.OAuth.Expiry = time.Now().Add(-time.Minute)
+	if err := a.v.Set(cred); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.b.Bind(t.Context(), Binding{Connector: testkit.LinearFQN, Credential: cred.Name}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "node B sees the credential and binding set on node A", func() bool {
+		_, err := b.v.Get(cred.Name)
+		_, bound := b.b.Get(testkit.LinearFQN)
+		return err == nil && bound
+	})
+	if _, err := os.Stat(filepath.Join(a.home, "vault", VaultFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a fleet node wrote the vault file: %v", err)
+	}
+
+	op := linearOp(t, "oauth2")
+	a.inj.HTTPClient, b.inj.HTTPClient = ts.Client(), ts.Client()
+	var wg sync.WaitGroup
+	got := make(chan string, 16)
+	for i := range 16 {
+		inj := a.inj
+		if i%2 == 1 {
+			inj = b.inj
+		}
+		wg.Go(func() {
+			out := outbound(t, "https://api.linear.app/graphql")
+			if _, err := inj.Inject(context.Background(), nil, op, out); err != nil {
+				t.Error(err)
+				return
+			}
+			got <- out.Header.Get("Authorization")
+		})
+	}
+	wg.Wait()
+	close(got)
+	for h := range got {
+		if h != "Bearer fleet-ACCESS-0001-0123456789" {
+			t.Errorf("a node injected %q; want the one refreshed token", h)
+		}
+	}
+	if g, r := ts.grants.Load(), ts.refused.Load(); g != 1 || r != 0 {
+		t.Fatalf("the token endpoint granted %d refreshes and refused %d; want exactly one grant, no refusal", g, r)
+	}
+	stored, err := b.v.Get(cred.Name)
+	if err != nil || stored.OAuth.RefreshToken != "rotated-REFRESH-0001-0123456789" {
+		t.Fatalf("the rotated refresh token was not stored for the fleet: %v", err)
+	}
+
+	// A node whose vault key is not the fleet's is refused, saying what to do.
+	other := filepath.Join(t.TempDir(), "vault.key")
+	db, err := state.OpenPostgres(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	v := &Vault{Dir: filepath.Join(t.TempDir(), "vault"), KeyFile: other, DB: db}
+	if err := v.Open(); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "copy the vault key file") {
+		t.Fatalf("Open with another vault key = %v; want ErrConflict saying to copy the fleet's key", err)
+	}
+}
+
+// A node whose vault file holds entries seeds an empty fleet vault.
+func TestFleetVaultSeededFromTheFirstNodesFile(t *testing.T) {
+	home := t.TempDir()
+	single := vaultAt(t, home, testkit.NewClock())
+	setAll(t, single, sampleCredentials("https://auth.example.com/token")[:2])
+	pg := testkit.StartPostgres(t)
+	db, err := state.OpenPostgres(t.Context(), pg.NewDatabase())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	v := &Vault{Dir: filepath.Join(home, "vault"), KeyFile: filepath.Join(home, "keys", "vault.key"), DB: db}
+	if err := v.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if list := v.List(); len(list) != 2 {
+		t.Fatalf("the fleet vault holds %d entries; want the 2 of the first node's file", len(list))
+	}
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
