@@ -104,12 +104,17 @@ audit:
 // starts the daemon with AILERON_HOME dir/home and waits for daemon.json. On
 // failure the daemon is stopped and the error carries the tail of its log.
 func startDaemon(ctx context.Context, bin, dir, rootPath, upstreamIP, logLevel string, audit bool, extra ...string) (*daemon, error) {
+	return startDaemonConfig(ctx, bin, dir, fmt.Sprintf(benchConfig, rootPath, upstreamIP, logLevel, audit), extra...)
+}
+
+// startDaemonConfig is startDaemon with the whole config file given.
+func startDaemonConfig(ctx context.Context, bin, dir, config string, extra ...string) (*daemon, error) {
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("daemon: create AILERON_HOME %s: %w", home, err)
 	}
 	cfgPath := filepath.Join(dir, "aileron.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, benchConfig, rootPath, upstreamIP, logLevel, audit), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("daemon: write config: %w", err)
 	}
 	d := &daemon{bin: bin, home: home, logPath: filepath.Join(dir, "daemon.log"), exited: make(chan struct{})}

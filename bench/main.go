@@ -44,6 +44,7 @@ type options struct {
 	keepTemp bool
 	logLevel string
 	auditOff bool
+	fleet    bool // the two-node row (fleet.go)
 	// The separate-process phases (split.go).
 	split     bool
 	splitOnly bool
@@ -82,6 +83,7 @@ func main() {
 	flag.StringVar(&o.logLevel, "log-level", "warn", "daemon log.level; info also writes a line per allowed request")
 	flag.BoolVar(&o.keepTemp, "keep-temp", false, "keep the temp dir (daemon log, home) for debugging")
 	flag.BoolVar(&o.auditOff, "audit-off", true, "second table: also measure keep-alive through a second daemon with audit.enabled false (audit's cost); -audit-off=false skips it")
+	flag.BoolVar(&o.fleet, "fleet", true, "second table: also measure two daemons on a private Postgres server (the two-node rows; skipped with a note without the postgresql package)")
 	flag.BoolVar(&o.split, "split", true, "first measure with client, upstream and daemon as separate processes (the first table; CPU of each from /proc)")
 	flag.BoolVar(&o.splitOnly, "split-only", false, "only the first table (separate processes) and its streams")
 	flag.IntVar(&o.rounds, "rounds", 5, "first table: rounds of each row, direct and aileron interleaved")
@@ -123,7 +125,8 @@ type env struct {
 	dir     string
 	up      *upstream
 	d       *daemon
-	off     *daemon // the audit.enabled false daemon, nil when not running
+	off     *daemon   // the audit.enabled false daemon, nil when not running
+	fleet   *fleetEnv // the two-node fleet on Postgres, nil when not running
 	m       *mitm
 	targets []target
 	notes   []string
@@ -151,6 +154,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			defer e.m.stop(5 * time.Second)
 		}
 		defer e.stopOff()
+		defer func() {
+			if e.fleet != nil {
+				e.fleet.stop()
+			}
+		}()
 	}
 	if err != nil {
 		return err
@@ -235,6 +243,11 @@ func setup(ctx context.Context, o options, dir string, stderr io.Writer) (*env, 
 	}
 	if o.auditOff {
 		e.addAuditOff(ctx, o, rootPath, stderr)
+	}
+	if o.fleet {
+		if e.fleet, err = e.startFleet(ctx, o, rootPath, stderr); err != nil {
+			e.notes = append(e.notes, "two nodes skipped: "+err.Error())
+		}
 	}
 	if o.mitmdump != "" {
 		e.addMitm(ctx, o.mitmdump, rootPath, stderr)
@@ -441,6 +454,15 @@ func measure(ctx context.Context, o options, e *env, stderr io.Writer) results {
 	phase("stream", false, func(t target, r *targetResult) {
 		r.Stream = runStream(ctx, t.client(1, true), items[0], e.up.blobURL(), e.up.blobSize)
 	})
+	if i := slices.IndexFunc(e.targets, func(t target) bool { return t.name == aileronTargetName }); e.fleet != nil && i >= 0 && ctx.Err() == nil {
+		fr, err := e.measureFleet(ctx, o, e.fleet, e.targets[i], stderr)
+		if err != nil {
+			res.Notes = append(res.Notes, "two nodes: "+err.Error())
+		} else {
+			res.Fleet = &fr
+			res.Notes = append(res.Notes, fleetNote(&fr))
+		}
+	}
 	e.recordRSS(&res)
 	res.finish()
 	return res

@@ -62,8 +62,10 @@ type results struct {
 	// AuditWritten is what the aileron daemon appended to its audit trail
 	// during the phases (Files: how many files hold the trail afterwards).
 	AuditWritten auditUsage `json:"audit_written,omitzero"`
-	Notes        []string   `json:"notes,omitempty"`
-	failed       bool       // a direct or aileron phase had errors
+	// Fleet is the two-node row (fleet.go); nil when not measured.
+	Fleet  *fleetResult `json:"two_nodes,omitempty"`
+	Notes  []string     `json:"notes,omitempty"`
+	failed bool         // a direct or aileron phase had errors
 }
 
 // byName returns the named target's results, or nil.
@@ -257,6 +259,9 @@ func tableRows(o options, r results) []row {
 	}
 	if off := r.byName(auditOffTargetName); off != nil {
 		rows = append(rows, auditCostRows(o, off, r.budgetCell(auditCostBudget))...)
+	}
+	if r.Fleet != nil {
+		rows = append(rows, fleetRows(o, r.Fleet)...)
 	}
 	return rows
 }
