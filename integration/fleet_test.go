@@ -246,3 +246,79 @@ func stateDown(t *testing.T, pg *testkit.Postgres, a, b *daemon, viaA, viaB *htt
 	}
 	releaseWithin(t, pg, a, b, viaB, sess, false) // held on B, released by A: the whole path works again
 }
+
+// TestFleetOAuthRefreshOnce: an expired OAuth token needed at once through
+// both nodes of a fleet is refreshed with one call to the token endpoint,
+// and both nodes put the new token on the wire.
+func TestFleetOAuthRefreshOnce(t *testing.T) {
+	dir := t.TempDir()
+	cert, rootPath, _, err := newRuntimePKI(dir, credHostNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := startCredUpstream(cert, &theSuite.secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	pg := testkit.StartPostgres(t)
+	dsn, keys := pg.NewDatabase(), t.TempDir()
+	res := map[string]string{}
+	for _, h := range credHostNames() {
+		res[h+":443"] = up.Addr
+	}
+	node := func(name string) *daemon {
+		cfg := map[string]any{
+			"proxy":    map[string]any{"listen": "127.0.0.1:0"},
+			"upstream": map[string]any{"resolve": res, "ca_files": []string{rootPath}},
+			"egress":   map[string]any{"allow_cidrs": []string{"127.0.0.2/32"}},
+			"state": map[string]any{"backend": "postgres", "dsn": dsn, "node": name,
+				"fleet_key_file": filepath.Join(keys, "fleet.key"), "vault_key_file": filepath.Join(keys, "vault.key")},
+		}
+		return theSuite.startTestDaemon(t, cfg, nil)
+	}
+	a, b := node("node-a"), node("node-b")
+	a.install(t, mustSpec(t, "gmail"))
+	te := &up.tok
+	secret, refresh := newSecret("fleet oauth2 client secret", "cs-", "+/"), newSecret("fleet oauth2 refresh token", "1//rt-", "")
+	te.configure("aileron-it", secret, refresh)
+	raw, _ := json.Marshal(map[string]any{"token_url": "https://oauth2.example.com/token", "client_id": "aileron-it",
+		"client_secret": secret, "refresh_token": refresh, "access_token": newSecret("fleet expired access token", "ya29.old-", ""),
+		"expiry": time.Now().Add(-time.Minute).Format(time.RFC3339)})
+	if _, stderr, err := a.runInput(t.Context(), string(raw), "credential", "set", "gmail", "--kind", "oauth2"); err != nil {
+		t.Fatalf("credential set: %v: %s", err, stderr)
+	}
+	a.cli(t, "credential", "bind", gmailFQN, "--credential", "gmail")
+	waitFor(t, "node B to see the credential set on node A", 20*time.Second, func() bool {
+		return strings.Contains(b.cli(t, "credential", "list"), "gmail")
+	})
+	sess := a.newSession(t)
+	msg := "https://gmail.googleapis.com/gmail/v1/users/me/messages/m"
+	var wg sync.WaitGroup
+	got := make([]int, 20)
+	for i := range got {
+		via := a
+		if i%2 == 1 {
+			via = b
+		}
+		c := sess.via(t, via)
+		wg.Go(func() { got[i], _, _ = goDo(t, c, http.MethodGet, msg+fmt.Sprint(i), "") })
+	}
+	wg.Wait()
+	for i, status := range got {
+		if status != http.StatusOK {
+			t.Errorf("request %d: %d; want 200 with the refreshed token", i, status)
+		}
+	}
+	if n := te.attempts.Load(); n != 1 {
+		t.Fatalf("the token endpoint was called %d times for an expired token needed on both nodes; want once", n)
+	}
+	fresh := te.last()
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	for _, r := range up.reqs {
+		if r.Host == "gmail.googleapis.com" && r.Header.Get("Authorization") != "Bearer "+fresh {
+			t.Fatalf("a node sent another token than the one refreshed (request %s)", r.Path)
+		}
+	}
+}
