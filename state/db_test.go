@@ -246,3 +246,32 @@ func TestMigrationsForPostgres(t *testing.T) {
 		}
 	}
 }
+
+// Migration 10 keeps a single node's audit record: the audit_mark row moves
+// to audit_marks under node "".
+func TestMigrationKeepsTheAuditMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	ctx := t.Context()
+	old, err := open(ctx, path, migrations()[:9])
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = old.Write(ctx, func(tx *Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit_mark (id, origin, size, root, seq, line_hash, file, at, end_seq, end_hash)
+			VALUES (1, 'host/aileron-audit/0a0b0c0d', 41, 'cm9vdA==', 42, 'ab', 'audit-1.jsonl', 'x', 50, 'cd')`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	d := openTestDB(t, path)
+	var node, origin string
+	var seq, end int64
+	if err := d.QueryRowContext(ctx, `SELECT node, origin, seq, end_seq FROM audit_marks`).Scan(&node, &origin, &seq, &end); err != nil {
+		t.Fatal(err)
+	}
+	if node != "" || origin != "host/aileron-audit/0a0b0c0d" || seq != 42 || end != 50 {
+		t.Fatalf("audit_marks row = %q %q %d %d; want the old mark under node \"\"", node, origin, seq, end)
+	}
+}
