@@ -11,7 +11,8 @@ COPY --from=build /out/aileron /usr/local/bin/aileron
 COPY --from=build --chown=65532:65532 /out/home /var/lib/aileron
 # proxy_url names AILERON_PROXY__ADVERTISE: the host:port sandboxes reach
 # the proxy at (here a compose service named "aileron"; override it).
-# Metrics for a Prometheus in another container on 9092 (GET /metrics only).
+# Metrics for a Prometheus in another container on 9092 (GET /metrics, and
+# /healthz and /readyz for a load balancer: only those).
 ENV AILERON_HOME=/var/lib/aileron \
     AILERON_PROXY__LISTEN=0.0.0.0:9080 \
     AILERON_PROXY__ADVERTISE=aileron:9080 \

@@ -349,6 +349,8 @@ func decodeBody(r *http.Request, v any) error {
 // adminErrors is consulted in order; the first sentinel err wraps wins.
 func adminErrors() []dataplane.ErrorRule {
 	return []dataplane.ErrorRule{
+		// The fleet's Postgres unreachable: the node reconnects by itself.
+		{Target: state.ErrUnavailable, Status: http.StatusServiceUnavailable, Class: dataplane.ClassUnavailable, Reason: policy.ReasonNotReady},
 		{Target: store.ErrInvalidSpec, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidSpec},
 		{Target: store.ErrInvalidPackage, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidPackage},
 		{Target: state.ErrInvalidArgument, Status: http.StatusBadRequest, Class: dataplane.ClassInvalidRequest, Reason: policy.ReasonInvalidArgument},

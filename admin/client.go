@@ -123,9 +123,10 @@ type Readiness struct {
 	Node  string `json:"node"`
 	// State is "ok" or why the control-plane state cannot be used.
 	State string `json:"state"`
-	// Listening is whether a fleet node hears the others (nil on a single
-	// node).
-	Listening *bool `json:"listening,omitempty"`
+	// Notifications is whether a fleet node receives the other nodes'
+	// notifications (its LISTEN connection is up; nil on a single node).
+	// While it is not, held requests are re-read every 250ms instead.
+	Notifications *bool `json:"notifications,omitempty"`
 	// Audit is "ok", "off", or why audit lines cannot be written.
 	Audit string `json:"audit"`
 }

@@ -343,7 +343,7 @@ func (l *Log) NewTrail(reason string) (archive string, err error) {
 		"previous_origin": mark.Origin, "previous_size": fmt.Sprint(mark.Size), "previous_root": mark.Root,
 		"previous_seq": fmt.Sprint(mark.Seq),
 	}}
-	if mark.Origin != "" { // what checks the archived trail, should no copy of it be at hand
+	if mark.Origin != "" && l.signed(archive) { // what checks the archived trail, should no copy of it be at hand
 		if vkey, err := l.Key.VerifierKey(mark.Origin); err == nil {
 			ev.Details["previous_key"] = vkey
 		}
@@ -379,4 +379,12 @@ func (l *Log) archiveFiles() (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// signed reports whether l.Key signed the checkpoints of the trail archived
+// in dir (a key made after the old one was lost did not: its verifier key
+// would check nothing).
+func (l *Log) signed(dir string) bool {
+	rep, err := VerifyTrail(VerifyOptions{Dir: dir, Key: l.Key})
+	return err == nil && rep.Checkpoints > 0 && rep.Kind != ProblemBadSignature
 }

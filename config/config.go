@@ -51,7 +51,7 @@ type State struct {
 	// file (PGPASSFILE) keeps it out of the file altogether.
 	DSN string `koanf:"dsn"`
 	// FleetKeyFile is the fleet key every node of a fleet shares (postgres
-	// only; "" = $home/fleet.key): session CAs and tokens are derived from
+	// only; "" = $home/keys/fleet.key): session CAs and tokens are derived from
 	// it, so that any node serves any session.
 	FleetKeyFile string `koanf:"fleet_key_file"`
 	// VaultKeyFile is the age identity the credential vault is sealed to
@@ -299,7 +299,7 @@ func (c *Config) finish(environ []string) error {
 		c.Audit.Dir = filepath.Join(c.Home, "audit")
 	}
 	if c.State.FleetKeyFile == "" {
-		c.State.FleetKeyFile = filepath.Join(c.Home, "fleet.key")
+		c.State.FleetKeyFile = filepath.Join(c.Home, "keys", "fleet.key")
 	}
 	if c.State.VaultKeyFile == "" {
 		c.State.VaultKeyFile = filepath.Join(c.Home, "keys", "vault.key")

@@ -140,6 +140,21 @@ func TestFleetCredentials(t *testing.T) {
 		t.Fatalf("the rotated refresh token was not stored for the fleet: %v", err)
 	}
 
+	// A node without a vault key is told to copy the fleet's; none is made.
+	missing := filepath.Join(t.TempDir(), "vault.key")
+	db0, err := state.OpenPostgres(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db0.Close()
+	v0 := &Vault{Dir: filepath.Join(t.TempDir(), "vault"), KeyFile: missing, DB: db0}
+	if err := v0.Open(); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "no vault key at") {
+		t.Fatalf("Open without a vault key = %v; want ErrConflict saying to copy the fleet's key", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a vault key was made for a node that must copy the fleet's: %v", err)
+	}
+
 	// A node whose vault key is not the fleet's is refused, saying what to do.
 	other := filepath.Join(t.TempDir(), "vault.key")
 	db, err := state.OpenPostgres(t.Context(), dsn)

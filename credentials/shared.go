@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/aileronhq/aileron/inject"
@@ -196,4 +198,27 @@ func (v *Vault) coordinateOAuth(ctx context.Context, name string) (inject.OAuthT
 	}
 	m := c.OAuth
 	return inject.OAuthToken{AccessToken: m.AccessToken, RefreshToken: m.RefreshToken, TokenType: "Bearer", Expiry: m.Expiry}, unlock, nil
+}
+
+// keyMissing refuses to make a new vault key for a node that joins a fleet
+// whose vault already exists: only the fleet's key opens it.
+func (v *Vault) keyMissing() error {
+	if !v.shared() {
+		return nil
+	}
+	if _, err := os.Lstat(v.KeyFile); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	var recipient string
+	err := v.DB.QueryRowContext(ctx, `SELECT recipient FROM vault WHERE id = 1`).Scan(&recipient)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // the first node: its key becomes the fleet's
+	case err != nil:
+		return v.DB.Unavailable(fmt.Errorf("reading %s: %w", v.where(), err))
+	}
+	return fmt.Errorf("%w: no vault key at %s, and %s is sealed to %s: copy the vault key file of a node of the fleet there "+
+		"(mode 0600; state.vault_key_file)", state.ErrConflict, v.KeyFile, v.where(), recipient)
 }

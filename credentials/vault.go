@@ -171,6 +171,9 @@ func (v *Vault) Open() error {
 		return fmt.Errorf("%w: Vault needs Dir and KeyFile", state.ErrInvalidArgument)
 	}
 	file := v.file()
+	if err := v.keyMissing(); err != nil {
+		return err
+	}
 	id, err := loadOrCreateIdentity(v.KeyFile, file)
 	if err != nil {
 		return err

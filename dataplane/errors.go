@@ -82,8 +82,10 @@ func classify(err error) Refusal {
 		return mkRefusal(http.StatusForbidden, ClassCapabilityDenied, policy.ReasonCredentialUnavailable,
 			"the credential this operation needs is not available to the proxy; an administrator can check `aileron credential list` and the connector's binding")
 	case errors.As(err, &un):
-		return mkRefusal(http.StatusServiceUnavailable, ClassUnavailable, un.reason,
+		r := mkRefusal(http.StatusServiceUnavailable, ClassUnavailable, un.reason,
 			"the proxy cannot process requests safely right now ("+string(un.reason)+"); try again shortly")
+		r.RetryAfter = 5 * time.Second
+		return r
 	}
 	where := "the upstream"
 	if errors.As(err, &ue) {

@@ -128,6 +128,14 @@ func fleetAudit(t *testing.T, a, b *daemon) {
 			t.Errorf("audit verify on a node does not check its record: %s", out)
 		}
 	}
+	// Without the node's configuration a command that reads the state refuses
+	// (it would read a SQLite file of its own).
+	if _, stderr, err := b.run(t.Context(), "audit", "key"); err == nil || !strings.Contains(stderr, `is the home of node "node-b" of a fleet`) {
+		t.Errorf("audit key on a fleet node's home without its config (err %v): %s", err, stderr)
+	}
+	if _, stderr, err := a.run(t.Context(), "audit", "verify", "--config", conf(a), "--dir", filepath.Join(b.home, "audit"), "--node", "node-x", "--key", "x"); err == nil || !strings.Contains(stderr, "nodes on record: node-a, node-b") {
+		t.Errorf("audit verify --node of an unknown node (err %v): %s", err, stderr)
+	}
 	keyB := strings.TrimSpace(b.cli(t, "audit", "key", "--config", conf(b)))
 	dirB := filepath.Join(b.home, "audit")
 	if out := a.cli(t, "audit", "verify", "--config", conf(a), "--dir", dirB, "--node", "node-b", "--key", keyB); !strings.Contains(out, "unchanged") {

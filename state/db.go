@@ -277,7 +277,7 @@ func (d *DB) migrate(ctx context.Context, migs []migration) error {
 	})
 	if err != nil {
 		if d.backend == Postgres {
-			return d.unreachable(fmt.Errorf("preparing the schema of %s: %w", d.path, err))
+			return d.unreachable(fmt.Errorf("preparing the schema of %s (state.dsn): %w%s", d.path, err, pgHint(err)))
 		}
 		return fmt.Errorf("%w: %s is not a usable SQLite database: %v", ErrCorruptState, d.path, err)
 	}

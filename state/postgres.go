@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -229,4 +230,26 @@ func rebind(query string) string {
 		}
 	}
 	return b.String()
+}
+
+// pgHint says how to fix the failures a new fleet's operator meets first.
+func pgHint(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "3D000":
+			return "; create the database first (createdb -O USER NAME), or name an existing one in state.dsn"
+		case "28P01", "28000":
+			hint := "; check the user and password: a libpq password file (PGPASSFILE) keeps the password out of the config"
+			if f := os.Getenv("PGPASSFILE"); f != "" {
+				if _, ferr := os.ReadFile(f); ferr != nil {
+					hint += fmt.Sprintf(" (PGPASSFILE %s cannot be read by this process: %v)", f, ferr)
+				}
+			}
+			return hint
+		case "42501":
+			return "; the user needs the right to create tables in the database (GRANT CREATE ON SCHEMA public TO USER)"
+		}
+	}
+	return ""
 }

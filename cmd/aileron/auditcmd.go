@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -109,10 +110,16 @@ func trailToRead(fs *pflag.FlagSet, cfgFile, since string, dirs []string, f *aud
 			return nil, nil, nil, err
 		}
 	}
+	seen := map[string]bool{}
 	for _, d := range dirs {
 		if _, err := os.Stat(d); err != nil {
 			return nil, nil, nil, fmt.Errorf("--dir %s: %w", d, err)
 		}
+		abs, _ := filepath.Abs(d)
+		if seen[filepath.Clean(abs)] {
+			return nil, nil, nil, usagef("--dir %s is given twice: each trail once", d)
+		}
+		seen[filepath.Clean(abs)] = true
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	return dirs, ctx, stop, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
@@ -57,6 +58,9 @@ func auditVerify(args []string, stdout, stderr io.Writer) error {
 		if *dir == "" || *node != "" { // another directory is checked against a record only when named
 			if o.Mark, err = loadMark(cfg); err != nil {
 				return err
+			}
+			if o.Mark == nil && *node != "" {
+				return fmt.Errorf("the fleet's state holds no audit record of node %q (nodes on record: %s)", *node, recordedNodes(cfg))
 			}
 		}
 		if *vkey == "" {
@@ -178,7 +182,8 @@ func openTrailCheckpoint(signed []byte, origin string, o audit.VerifyOptions) (a
 // record of this node (state.node).
 func loadMark(cfg *config.Config) (*audit.Mark, error) {
 	if cfg.State.Backend != "postgres" {
-		if _, err := os.Stat(filepath.Join(cfg.Home, state.FileName)); errors.Is(err, os.ErrNotExist) {
+		_, merr := os.Stat(filepath.Join(cfg.Home, fleetMarker)) // a fleet node's home: openState says what to pass
+		if _, err := os.Stat(filepath.Join(cfg.Home, state.FileName)); errors.Is(err, os.ErrNotExist) && merr != nil {
 			return nil, nil
 		}
 	}
@@ -387,4 +392,29 @@ func auditNewTrail(args []string, stdout, stderr io.Writer) error {
 		"its public key (add it to your witnesses' --log, keeping the old trail's there so the archive stays checkable;\n"+
 		"the old trail's key is on the new trail's first line, and `aileron audit key --origin` prints any):\n%s\n", l.TrailOrigin(), archive, vkey)
 	return nil
+}
+
+// recordedNodes lists the nodes whose audit record the fleet's state holds.
+func recordedNodes(cfg *config.Config) string {
+	db, err := openState(context.Background(), cfg)
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(context.Background(), `SELECT node FROM audit_marks WHERE node <> '' ORDER BY node`)
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if rows.Scan(&n) == nil {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

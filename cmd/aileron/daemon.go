@@ -138,7 +138,8 @@ type daemon struct {
 	witnesses *witnessPusher
 	rec       *recorder
 	db        *state.DB
-	nodeID    string // a fleet node's instance id (keys/node.id)
+	nodeID    string          // a fleet node's instance id (keys/node.id)
+	fleetKey  *state.FleetKey // a fleet node's fleet key; nil on a single node
 	approval  *approvals.Store
 	policy    policy.Holder
 	proxy     *dataplane.Proxy
@@ -182,6 +183,7 @@ func (d *daemon) abort(err error) error {
 		d.witnesses.close()
 	}
 	if d.db != nil {
+		d.leaveFleet()
 		err = errors.Join(err, d.db.Close())
 	}
 	return err
@@ -202,6 +204,10 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 	d.db = db
 	fleetKey, err := d.openFleet(context.Background())
 	if err != nil {
+		return err
+	}
+	d.fleetKey = fleetKey
+	if err := d.openVault(); err != nil { // before the trail: a node without the fleet's vault key stops here
 		return err
 	}
 	if err := d.openAudit(); err != nil {
@@ -263,20 +269,33 @@ func (d *daemon) openApprovals() error {
 	return nil
 }
 
-// openCredentials opens the vault and the bindings and builds the injector.
+// openVault opens the credential vault: its file, or on a fleet node the
+// fleet's vault in the shared state.
+func (d *daemon) openVault() error {
+	d.vault = &credentials.Vault{Dir: filepath.Join(d.cfg.Home, "vault"), KeyFile: d.cfg.State.VaultKeyFile, DB: d.db}
+	return d.vault.Open()
+}
+
+// placeholderKey is the key placeholders are derived with: the home's
+// keys/placeholder.key, or on a fleet node one derived from the fleet key,
+// so that a placeholder a session got from one node works through any.
+func (d *daemon) placeholderKey() ([]byte, error) {
+	if d.fleetKey != nil {
+		return d.fleetKey.Derive("aileron placeholder", "", state.KeySize), nil
+	}
+	return state.LoadOrCreateKey(filepath.Join(d.cfg.Home, "keys", "placeholder.key"), "placeholder key")
+}
+
+// openCredentials opens the bindings and builds the injector over the
+// vault.
 // Token refreshes leave through the same SSRF guard and verified TLS as
 // proxied requests, and never follow redirects.
 func (d *daemon) openCredentials(guard *dataplane.Guard, roots *x509.CertPool) error {
-	home := d.cfg.Home
-	d.vault = &credentials.Vault{Dir: filepath.Join(home, "vault"), KeyFile: d.cfg.State.VaultKeyFile, DB: d.db}
-	if err := d.vault.Open(); err != nil {
-		return err
-	}
 	d.bindings = &credentials.Bindings{DB: d.db}
 	if err := d.bindings.Open(context.Background()); err != nil {
 		return err
 	}
-	key, err := state.LoadOrCreateKey(filepath.Join(home, "keys", "placeholder.key"), "placeholder key")
+	key, err := d.placeholderKey()
 	if err != nil {
 		return err
 	}
@@ -496,7 +515,7 @@ func (d *daemon) serveMetrics(errc chan<- error) (*http.Server, error) {
 	d.serveHealth(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { errc <- srv.Serve(ml) }()
-	d.log.Info().Str("event", "metrics.listening").Str("addr", ml.Addr().String()).Msg("serving GET /metrics")
+	d.log.Info().Str("event", "metrics.listening").Str("addr", ml.Addr().String()).Msg("serving GET /metrics, /healthz and /readyz")
 	return srv, nil
 }
 
@@ -604,6 +623,7 @@ func (d *daemon) shutdown(servers []*http.Server, reason string) error {
 	if d.witnesses != nil {
 		d.witnesses.close()
 	}
+	d.leaveFleet()
 	err = errors.Join(err, d.db.Close())
 	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))
 	_ = os.Remove(d.cfg.Admin.Socket)

@@ -44,8 +44,8 @@ func (d *daemon) openAudit() error {
 		if errors.As(err, &te) {
 			return fmt.Errorf("audit trail %s: %w\n\nThe daemon forwards nothing over a trail it cannot vouch for. %s "+
 				"(`aileron audit verify` says what it finds), or, to start a new trail on purpose, run "+
-				"`aileron audit new-trail --reason \"...\"`: it moves the present files aside and records the break as the new trail's first line",
-				d.cfg.Audit.Dir, err, trailAdvice(te.Kind, d.cfg.Audit.KeyFile))
+				"`aileron audit new-trail --reason \"...\"`: it moves the present files aside and records the break as the new trail's first line%s",
+				d.cfg.Audit.Dir, err, trailAdvice(te.Kind, d.cfg.Audit.KeyFile), d.fleetTrailHint())
 		}
 		return fmt.Errorf("audit: %w (audit.dir %s)", err, d.cfg.Audit.Dir)
 	}
@@ -78,8 +78,8 @@ func (d *daemon) auditKey() (*audit.Key, error) {
 	if _, err := os.Stat(d.cfg.Audit.KeyFile); errors.Is(err, os.ErrNotExist) {
 		if m, merr := (&markStore{db: d.db, node: markNode(d.cfg)}).LoadMark(); merr == nil && m.Seq != 0 {
 			return nil, fmt.Errorf("audit.key_file %s is missing, but the trail in %s is signed (trail %s, last checkpoint at seq %d): "+
-				"put the key that signed it back (a new key cannot continue it), or start a new trail on purpose with `aileron audit new-trail --reason \"...\"`",
-				d.cfg.Audit.KeyFile, d.cfg.Audit.Dir, m.Origin, m.Seq)
+				"put the key that signed it back (a new key cannot continue it), or start a new trail on purpose with `aileron audit new-trail --reason \"...\"`%s",
+				d.cfg.Audit.KeyFile, d.cfg.Audit.Dir, m.Origin, m.Seq, d.fleetTrailHint())
 		}
 	}
 	key, err := audit.LoadOrCreateKey(d.cfg.Audit.KeyFile)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -22,13 +23,48 @@ import (
 // index (recompiling the policy only when the index changed).
 const fleetSyncEvery = 5 * time.Second
 
+// fleetMarker is the file a fleet node keeps in its home, so that a
+// command run there without the node's configuration does not quietly use
+// a SQLite state of its own.
+const fleetMarker = "fleet-node.json"
+
 // openState opens the control-plane database the configuration names:
-// $home/aileron.db, or the Postgres server of state.dsn.
+// $home/aileron.db, or the Postgres server of state.dsn. A home that a
+// fleet node uses is refused with SQLite: the command lacks the node's
+// configuration.
 func openState(ctx context.Context, cfg *config.Config) (*state.DB, error) {
 	if cfg.State.Backend == "postgres" {
 		return state.OpenPostgres(ctx, cfg.State.DSN)
 	}
+	marker := filepath.Join(cfg.Home, fleetMarker)
+	if b, err := os.ReadFile(marker); err == nil {
+		var m struct{ Node, State string }
+		_ = json.Unmarshal(b, &m)
+		return nil, fmt.Errorf("%s is the home of node %q of a fleet whose state is %s, but this configuration says state.backend sqlite: "+
+			"pass the node's --config (or AILERON_STATE__BACKEND=postgres and AILERON_STATE__DSN); "+
+			"to use this home on its own again, remove %s", cfg.Home, m.Node, m.State, marker)
+	}
 	return state.Open(ctx, filepath.Join(cfg.Home, state.FileName))
+}
+
+// markFleetHome writes the fleet marker into a fleet node's home.
+func (d *daemon) markFleetHome() error {
+	b, err := json.Marshal(map[string]string{"node": d.cfg.State.Node, "state": d.db.Path()})
+	if err != nil {
+		return err
+	}
+	return state.WriteFileAtomic(filepath.Join(d.cfg.Home, fleetMarker), append(b, '\n'))
+}
+
+// fleetTrailHint is what a fleet node adds to an audit trail problem: its
+// record is kept in the shared state under its node name.
+func (d *daemon) fleetTrailHint() string {
+	if !d.fleet() {
+		return ""
+	}
+	return fmt.Sprintf(".\n\nIn a fleet, the record this trail is checked against is node %q's, in the shared state: if this home is not "+
+		"that node's (a new home under an old name), give it a name of its own (state.node), or start its new trail with "+
+		"`aileron audit new-trail --config FILE --reason \"...\"`", d.cfg.State.Node)
 }
 
 // fleet reports whether this daemon is a node of a fleet (Postgres state).
@@ -44,6 +80,9 @@ func (d *daemon) openFleet(ctx context.Context) (*state.FleetKey, error) {
 		return nil, err
 	}
 	if err := d.registerNode(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.markFleetHome(); err != nil {
 		return nil, err
 	}
 	d.log.Info().Str("event", "fleet.joined").Str("node", d.cfg.State.Node).Str("state", d.db.Path()).
@@ -62,7 +101,10 @@ func (d *daemon) syncFleet(ctx context.Context) {
 	changed := make(chan struct{}, 1)
 	cancel := d.db.Subscribe(state.ChannelStore, state.Subscription{
 		Changed: func(string) { poke(changed) },
-		Resync:  func() { poke(changed) },
+		Resync: func() {
+			d.log.Info().Str("event", "fleet.listening").Msg("listening for the other nodes' changes (again); re-reading what may have been missed")
+			poke(changed)
+		},
 	})
 	defer cancel()
 	tick := time.NewTicker(fleetSyncEvery)
@@ -76,7 +118,7 @@ func (d *daemon) syncFleet(ctx context.Context) {
 		case <-tick.C:
 			d.nodeSeen(ctx)
 			if err := errors.Join(d.sessions.Refresh(ctx), d.vault.Refresh(ctx), d.bindings.Refresh(ctx)); err != nil {
-				d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("re-reading sessions and credentials")
+				d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("could not re-read sessions and credentials; retrying")
 			}
 		}
 		if fp := d.storeFingerprint(ctx); fp != "" && fp != last {
@@ -144,7 +186,7 @@ func (d *daemon) ready(ctx context.Context) admin.Readiness {
 	}
 	if d.fleet() {
 		l := d.db.Listening()
-		rd.Listening = &l
+		rd.Notifications = &l
 	}
 	if d.audit != nil {
 		rd.Audit = "ok"
@@ -181,8 +223,9 @@ func (d *daemon) registerNode(ctx context.Context) error {
 		err := tx.QueryRowContext(ctx, `SELECT instance, seen_at FROM fleet_nodes WHERE node = ?`, node).Scan(&inst, &seen)
 		if err == nil && inst != d.nodeID {
 			if t, perr := d.db.ParseTime("fleet_nodes.seen_at", seen); perr == nil && now.Sub(t) < nodeAlive {
-				return fmt.Errorf("%w: another daemon is node %q of this fleet (seen %s ago, from another home); "+
-					"give this one its own state.node (AILERON_STATE__NODE)", state.ErrConflict, node, now.Sub(t).Round(time.Second))
+				return fmt.Errorf("%w: node %q of this fleet runs from another home (instance %s, seen %s ago); give this one its own "+
+					"state.node (AILERON_STATE__NODE), or, if that node is gone, start this one in %s", state.ErrConflict, node, inst,
+					now.Sub(t).Round(time.Second), (nodeAlive - now.Sub(t)).Round(time.Second))
 			}
 		} else if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -195,6 +238,20 @@ func (d *daemon) registerNode(ctx context.Context) error {
 	})
 }
 
+// leaveFleet forgets this node's registration (a clean stop, or a start
+// that failed), so that its name is free at once.
+func (d *daemon) leaveFleet() {
+	if d.nodeID == "" || d.db == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.db.Write(ctx, func(tx *state.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM fleet_nodes WHERE node = ? AND instance = ?`, d.cfg.State.Node, d.nodeID)
+		return err
+	})
+}
+
 // nodeSeen refreshes this node's seen_at.
 func (d *daemon) nodeSeen(ctx context.Context) {
 	err := d.db.Write(ctx, func(tx *state.Tx) error {
@@ -203,6 +260,6 @@ func (d *daemon) nodeSeen(ctx context.Context) {
 		return err
 	})
 	if err != nil {
-		d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("recording that this node is alive")
+		d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("could not record that this node is alive; retrying")
 	}
 }
