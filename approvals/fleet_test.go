@@ -60,6 +60,9 @@ func TestFleetDecisionOnOtherNodeReleases(t *testing.T) {
 			decide: func(id string) error { return a.Approve(t.Context(), id, "alice") }, outcome: dataplane.ApprovalApproved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			for len(b.waiting) > 0 { // a wait woken to re-read (the listener's resync) reports again: drop the earlier test's
+				<-b.waiting
+			}
 			id, out := b.awaitAsync(t, context.Background(), testRequest("s_one", tc.name))
 			if tc.kill {
 				pg.Exec("postgres", `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'aileron-listen'`)
@@ -106,6 +109,20 @@ func TestFleetIdenticalRequestsConsumeOnce(t *testing.T) {
 		}
 		id = got
 	}
+	// Every request must be held before the decision: one that joins after
+	// it finds the approval used and asks anew.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c0, _ := nodes[0].Waiting(id)
+		c1, _ := nodes[1].Waiting(id)
+		if c0+c1 == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d identical requests held", c0+c1, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := nodes[1].Approve(t.Context(), id, "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +140,10 @@ func TestFleetIdenticalRequestsConsumeOnce(t *testing.T) {
 	list, err := nodes[0].List(t.Context(), Filter{})
 	if err != nil || len(list) != 1 || list[0].State != dataplane.ApprovalStateConsumed {
 		t.Fatalf("approvals on record = %+v, %v; want one, consumed", list, err)
+	}
+	h, err := nodes[1].History(t.Context(), 10) // the approvals page's history, on Postgres
+	if err != nil || len(h) != 1 || h[0].Method != "POST" || h[0].Host != "api.example.com" {
+		t.Fatalf("History = %+v, %v; want the consumed approval with its method and host", h, err)
 	}
 }
 

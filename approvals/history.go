@@ -40,10 +40,10 @@ func (s *Store) History(ctx context.Context, limit int) ([]Decided, error) {
 	if _, err := s.expire(ctx); err != nil {
 		return nil, err
 	}
+	j := func(member string) string { return "COALESCE(" + s.DB.JSONText("preview", member) + ", '')" }
 	rows, err := s.DB.QueryContext(ctx, `SELECT id, session, state,
-		COALESCE(json_extract(preview, '$.method'), ''), COALESCE(json_extract(preview, '$.host'), ''),
-		COALESCE(json_extract(preview, '$.path'), ''), COALESCE(json_extract(preview, '$.query'), ''),
-		COALESCE(json_extract(preview, '$.operation'), ''), COALESCE(decided_at, expires_at), decided_by, reason
+		`+j("method")+`, `+j("host")+`, `+j("path")+`, `+j("query")+`, `+j("operation")+`,
+		COALESCE(decided_at, expires_at), decided_by, reason
 		FROM approvals WHERE state != 'pending'
 		ORDER BY COALESCE(decided_at, expires_at) DESC, id DESC LIMIT ?`, limit)
 	if err != nil {

@@ -206,6 +206,10 @@ func TestMaskDSN(t *testing.T) {
 		{"host=db user=aileron password=s3cret dbname=aileron", "host=db user=aileron password=xxxxx dbname=aileron"},
 		{"host=db password = 'with space s3cret' dbname=x", "host=db password=xxxxx dbname=x"},
 		{"host=db user=aileron", "host=db user=aileron"},
+		{"postgres://u:s3cret#x@db/aileron", "postgres://xxxxx@db/aileron"},
+		{"postgres://u:s3c%zzret@db/aileron", "postgres://xxxxx@db/aileron"},
+		{"postgres://u@db/aileron?sslpassword=s3cret", "postgres://u@db/aileron?sslpassword=xxxxx"},
+		{"host=db sslpassword=s3cret", "host=db sslpassword=xxxxx"},
 	} {
 		if got := MaskDSN(tc.in); got != tc.want || strings.Contains(got, "s3cret") {
 			t.Errorf("MaskDSN(%q) = %q; want %q", tc.in, got, tc.want)

@@ -306,16 +306,25 @@ func (c *Config) validateState(add func(key, format string, args ...any)) {
 // MaskDSN returns dsn with any password replaced by "xxxxx", for showing
 // a configuration (both the URL and the key=value forms).
 func MaskDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
+		u, err := url.Parse(dsn)
+		if err != nil { // unparsable: blank all of the user part
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				return scheme + "://xxxxx@" + rest[at+1:]
+			}
+			return scheme + "://xxxxx"
+		}
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
 		}
+		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	return regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`).ReplaceAllString(dsn, "password=xxxxx")
+	return regexp.MustCompile(`(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`).ReplaceAllString(dsn, "${1}password=xxxxx")
 }

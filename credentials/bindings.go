@@ -78,13 +78,14 @@ func (b *Bindings) Open(ctx context.Context) error {
 	b.mu.Lock()
 	b.byFQN = byFQN
 	b.mu.Unlock()
+	refresh := &state.Coalescer{Run: b.refreshQuietly}
 	db.Subscribe(state.ChannelCredentials, state.Subscription{
 		Changed: func(what string) {
 			if what == "bindings" {
-				go b.refreshQuietly()
+				refresh.Trigger()
 			}
 		},
-		Resync: func() { go b.refreshQuietly() },
+		Resync: refresh.Trigger,
 	})
 	return nil
 }

@@ -213,7 +213,7 @@ func (c *Injector) source(cred Credential) *inject.OAuthSource {
 	}
 	if c.Vault.shared() { // one node of the fleet refreshes at a time
 		src.Coordinate = func(ctx context.Context) (inject.OAuthToken, func(), error) {
-			return c.Vault.coordinateOAuth(ctx, name)
+			return c.Vault.coordinateOAuth(ctx, name, rev)
 		}
 	}
 	c.sources[name] = &oauthSource{rev: rev, src: src}

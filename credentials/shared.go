@@ -63,13 +63,14 @@ func (v *Vault) openShared(local map[string]Credential) error {
 	if err := v.Refresh(ctx); err != nil {
 		return err
 	}
+	refresh := &state.Coalescer{Run: v.refreshQuietly}
 	v.DB.Subscribe(state.ChannelCredentials, state.Subscription{
 		Changed: func(what string) {
 			if what == "vault" {
-				go v.refreshQuietly()
+				refresh.Trigger()
 			}
 		},
-		Resync: func() { go v.refreshQuietly() },
+		Resync: refresh.Trigger,
 	})
 	return nil
 }
@@ -181,8 +182,10 @@ func (v *Vault) mutateShared(fn func(cur map[string]Credential) (map[string]Cred
 // coordinateOAuth is the fleet's lock around a refresh of the oauth2
 // entry name (inject.OAuthSource.Coordinate): it waits for the other
 // nodes' refresh of it to end, reads the vault again and returns the token
-// stored now.
-func (v *Vault) coordinateOAuth(ctx context.Context, name string) (inject.OAuthToken, func(), error) {
+// stored now. An entry rotated since rev (the source's) fails: the
+// source's endpoint and client are the old entry's, and the next request
+// builds a source from the new one.
+func (v *Vault) coordinateOAuth(ctx context.Context, name string, rev time.Time) (inject.OAuthToken, func(), error) {
 	unlock, err := v.DB.Lock(ctx, "aileron oauth refresh "+name)
 	if err != nil {
 		return inject.OAuthToken{}, nil, err
@@ -195,6 +198,10 @@ func (v *Vault) coordinateOAuth(ctx context.Context, name string) (inject.OAuthT
 	if err != nil || c.OAuth == nil {
 		unlock()
 		return inject.OAuthToken{}, nil, fmt.Errorf("credential %s is no longer an oauth2 entry of the vault", name)
+	}
+	if !c.UpdatedAt.Equal(rev) {
+		unlock()
+		return inject.OAuthToken{}, nil, fmt.Errorf("credential %s was replaced meanwhile; the next request uses the new entry", name)
 	}
 	m := c.OAuth
 	return inject.OAuthToken{AccessToken: m.AccessToken, RefreshToken: m.RefreshToken, TokenType: "Bearer", Expiry: m.Expiry}, unlock, nil

@@ -242,8 +242,8 @@ func stateDown(t *testing.T, pg *testkit.Postgres, a, b *daemon, viaA, viaB *htt
 			t.Errorf("an allowed request with the state down = %d %s; want 200 (decided from memory)", status, trunc(body))
 		}
 	}
-	if out, _, err := a.run(t.Context(), "health", "--ready"); err == nil {
-		t.Errorf("readiness with the state down passed: %s", out)
+	if out, stderr, err := a.run(t.Context(), "health", "--ready"); err != nil || !strings.Contains(out, "degraded: state: unreachable") {
+		t.Errorf("readiness with the state down: want ready (within the sessions' lease) and degraded: %v %s %s", err, out, stderr)
 	}
 	pg.Start()
 	for _, d := range []*daemon{a, b} {

@@ -25,8 +25,15 @@ const (
 	// back through a read that raced the deletion.
 	missMemory      = time.Second
 	tombstoneMemory = time.Minute
-	// maxMisses bounds the remembered misses.
+	// maxMisses bounds the remembered misses; maxQueued the session ids a
+	// notification queues for a re-read (beyond it, everything is re-read).
 	maxMisses = 4096
+	maxQueued = 1024
+	// staleAfter is how long a fleet node vouches for its sessions without
+	// reaching the state: past it, with every Refresh failing (a node cut
+	// off from Postgres), it refuses every session, since a deletion made
+	// on another node meanwhile could not reach it.
+	staleAfter = 90 * time.Second
 	// Derivation purposes under the fleet key.
 	purposeToken = "aileron session token"
 	purposeCA    = "aileron session ca"
@@ -37,6 +44,10 @@ const (
 type fleetState struct {
 	misses     map[string]time.Time
 	tombstones map[string]time.Time
+	synced     time.Time       // the last time the sessions were read whole
+	queued     map[string]bool // ids notifications asked to re-read
+	all        bool            // ... or everything
+	worker     *state.Coalescer
 }
 
 // tokenKey returns the key tokens are derived with: from the fleet key,
@@ -99,14 +110,91 @@ func (s *Manager) publishCA(id string, a *ca.Authority) error {
 
 // listen subscribes a fleet node to the sessions other nodes create and
 // delete.
+// Notifications only queue ids: one goroutine re-reads them, however many
+// arrive (a flood of them costs a bounded queue and then one Refresh).
 func (s *Manager) listen() {
 	if s.Fleet == nil {
 		return
 	}
+	s.mu.Lock()
+	s.fleet.synced = time.Now()
+	s.fleet.worker = &state.Coalescer{Run: s.drainQueue}
+	s.mu.Unlock()
 	s.DB.Subscribe(state.ChannelSessions, state.Subscription{
-		Changed: func(id string) { go s.refreshOne(id) },
-		Resync:  func() { go s.Refresh(context.Background()) },
+		Changed: func(id string) { s.queue(id, false) },
+		Resync:  func() { s.queue("", true) },
 	})
+}
+
+// Close ends a fleet node's work on other nodes' changes, waiting for a
+// re-read in progress; call it before closing the database. It does
+// nothing on a single node.
+func (s *Manager) Close() {
+	s.mu.RLock()
+	w := s.fleet.worker
+	s.mu.RUnlock()
+	if w != nil {
+		w.Stop()
+	}
+}
+
+// queue asks for session id, or all sessions, to be read again.
+func (s *Manager) queue(id string, all bool) {
+	s.mu.Lock()
+	if s.fleet.queued == nil {
+		s.fleet.queued = map[string]bool{}
+	}
+	switch {
+	case all || len(s.fleet.queued) >= maxQueued:
+		s.fleet.all, s.fleet.queued = true, nil
+	case validSessionID(id):
+		s.fleet.queued[id] = true
+	}
+	w := s.fleet.worker
+	s.mu.Unlock()
+	w.Trigger()
+}
+
+// drainQueue re-reads what notifications queued.
+func (s *Manager) drainQueue() {
+	s.mu.Lock()
+	all, ids := s.fleet.all, s.fleet.queued
+	s.fleet.all, s.fleet.queued = false, nil
+	s.mu.Unlock()
+	if all {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Refresh(ctx); err != nil {
+			s.log().Warn().Str("event", "session.refresh_failed").Err(err).Msg("re-reading the sessions after a notification")
+		}
+		return
+	}
+	for id := range ids {
+		s.refreshOne(id)
+	}
+}
+
+// stale reports, on a fleet node, that the sessions could not be read for
+// longer than staleAfter.
+func (s *Manager) stale() (time.Duration, bool) {
+	if s.Fleet == nil {
+		return 0, false
+	}
+	s.mu.RLock()
+	since := time.Since(s.fleet.synced)
+	s.mu.RUnlock()
+	return since, since > staleAfter
+}
+
+// Stale reports an error when this fleet node has not read the sessions
+// for longer than it vouches for them (it then refuses every session);
+// nil on a single node. For readiness.
+func (s *Manager) Stale() error {
+	if since, stale := s.stale(); stale {
+		return fmt.Errorf("the sessions were last read from the shared state %s ago (over %s): every session is refused until it answers",
+			since.Round(time.Second), staleAfter)
+	}
+	return nil
 }
 
 // tombstone remembers that id was deleted; s.mu is held.
@@ -210,21 +298,24 @@ func (s *Manager) refreshOne(id string) {
 		return
 	}
 	if e == nil {
-		s.drop(id)
+		s.drop(id, true)
 		return
 	}
 	delete(s.fleet.misses, id)
 	s.adopt(e)
 }
 
-// drop removes session id from this node; s.mu is held.
-func (s *Manager) drop(id string) {
+// drop removes session id from this node, remembering the deletion
+// (tombstone) when a notification announced it; s.mu is held.
+func (s *Manager) drop(id string, announced bool) {
 	if old := s.live[id]; old != nil {
 		s.retire(old)
 		delete(s.live, id)
 		s.log().Info().Str("event", "session.deleted").Str("session", id).Msg("session deleted on another node")
 	}
-	s.tombstone(id)
+	if announced {
+		s.tombstone(id)
+	}
 	os.RemoveAll(filepath.Join(s.Dir, id))
 }
 
@@ -240,13 +331,13 @@ func (s *Manager) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	read := time.Now() // before the rows: a session made after them is left alone below
 	recs, _, err := sessionRows(ctx, db)
 	if err != nil {
 		return err
 	}
 	now := s.now()
 	rows := make(map[string]sessionRecord, len(recs))
-	read := time.Now()
 	for _, rec := range recs {
 		if now.Before(rec.ExpiresAt) {
 			rows[rec.ID] = rec
@@ -272,11 +363,12 @@ func (s *Manager) Refresh(ctx context.Context) error {
 		// A session that became live after the rows were read may be
 		// missing from them: it is left to the next refresh.
 		if _, ok := rows[id]; !ok && e.loaded.Before(read) {
-			s.drop(id)
+			s.drop(id, false)
 		}
 	}
 	for _, e := range loaded {
 		s.adopt(e)
 	}
+	s.fleet.synced = read
 	return nil
 }

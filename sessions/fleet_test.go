@@ -2,9 +2,12 @@ package sessions
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 // Postgres database dsn, with the fleet key in keyFile.
 func fleetNode(t *testing.T, dsn, keyFile string, clock *testkit.Clock) (*Manager, string) {
 	t.Helper()
+	home := t.TempDir() // removed after the database closes (cleanups run last first): no notification writes into it then
 	db, err := state.OpenPostgres(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -27,11 +31,11 @@ func fleetNode(t *testing.T, dsn, keyFile string, clock *testkit.Clock) (*Manage
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
 	s := &Manager{DB: db, Dir: filepath.Join(home, "sessions"), Fleet: fk, ProxyURLHost: "127.0.0.1:9080", Now: clock.Now}
 	if err := s.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Close) // before the database closes
 	return s, home
 }
 
@@ -152,4 +156,61 @@ func dbName(dsn string) string {
 		rest = rest[:j]
 	}
 	return rest
+}
+
+// A fleet node that could not read the sessions for longer than it vouches
+// for them refuses every session (a deletion made on another node could not
+// reach it), and serves them again once a Refresh succeeds. A token the
+// fleet key did not make is refused without a lookup.
+func TestFleetStaleNodeRefusesSessions(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	clock := testkit.NewClock()
+	key := filepath.Join(t.TempDir(), "fleet.key")
+	a, _ := fleetNode(t, dsn, key, clock)
+	info, err := a.Create(t.Context(), CreateRequest{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, token := testkit.ProxyCreds(t, info.ProxyURL)
+	a.mu.Lock()
+	a.fleet.synced = time.Now().Add(-staleAfter - time.Second)
+	a.mu.Unlock()
+	if _, err := a.Authenticate(id, token); !errors.Is(err, dataplane.ErrProxyAuth) || !strings.Contains(err.Error(), "cannot vouch") {
+		t.Fatalf("Authenticate on a stale node = %v; want refused", err)
+	}
+	if a.Live(id) == nil || a.Stale() == nil {
+		t.Fatal("a stale node calls a session live, or itself not stale")
+	}
+	if err := a.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(id, token); err != nil || a.Stale() != nil {
+		t.Fatalf("after a Refresh: %v, %v", err, a.Stale())
+	}
+	// A row another node wrote without a notification reaching this one:
+	// a wrong token does not make node B read it; the right one does.
+	b, _ := fleetNode(t, dsn, key, clock)
+	other, err := newSessionID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := deriveToken(b.key, other)
+	sum := sha256.Sum256([]byte(tok))
+	rec := sessionRecord{ID: other, CreatedAt: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour), TokenSHA256: hex.EncodeToString(sum[:])}
+	if err := b.DB.Write(t.Context(), func(tx *state.Tx) error { return insertSession(t.Context(), tx, rec) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Authenticate(other, tok+"x"); !errors.Is(err, dataplane.ErrProxyAuth) {
+		t.Fatalf("a wrong token on node B = %v", err)
+	}
+	b.mu.RLock()
+	known := b.live[other] != nil
+	b.mu.RUnlock()
+	if known {
+		t.Fatal("a wrong token made node B look the session up")
+	}
+	if _, err := b.Authenticate(other, tok); err != nil {
+		t.Fatalf("the right token of a session node B did not know: %v", err)
+	}
 }

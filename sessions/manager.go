@@ -383,10 +383,15 @@ func (s *Manager) Authenticate(id, token string) (*dataplane.Session, error) {
 		return nil, fmt.Errorf("%w: empty token", dataplane.ErrProxyAuth)
 	}
 	s.mu.RLock()
-	e := s.live[id]
+	e, key := s.live[id], s.key
 	s.mu.RUnlock()
-	if e == nil && s.Fleet != nil {
-		e = s.lookup(id)
+	if since, stale := s.stale(); stale {
+		return nil, fmt.Errorf("%w: this node has not reached the fleet's shared state for %s, so it cannot vouch for session %s",
+			dataplane.ErrProxyAuth, since.Round(time.Second), id)
+	}
+	if e == nil && s.Fleet != nil && key != nil &&
+		subtle.ConstantTimeCompare([]byte(deriveToken(key, id)), []byte(token)) == 1 {
+		e = s.lookup(id) // only for a token the fleet key made: a sprayed id costs no read
 	}
 	if e == nil {
 		return nil, fmt.Errorf("%w: unknown session", dataplane.ErrProxyAuth)
@@ -408,6 +413,9 @@ func (s *Manager) Live(id string) error {
 	s.mu.RLock()
 	e := s.live[id]
 	s.mu.RUnlock()
+	if since, stale := s.stale(); stale {
+		return fmt.Errorf("%w: this node has not reached the fleet's shared state for %s", dataplane.ErrProxyAuth, since.Round(time.Second))
+	}
 	switch {
 	case e == nil:
 		return fmt.Errorf("%w: session %s was deleted", dataplane.ErrProxyAuth, id)

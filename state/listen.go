@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"database/sql/driver"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -193,30 +192,79 @@ func (h *hub) snapshot(ch Channel) []Subscription {
 
 // Lock takes the lock named key, shared by every node of a fleet, waiting
 // for it (within ctx) while another node holds it, and returns the
-// function that releases it. On Postgres it is a session advisory lock on
-// a connection of its own, released also if the node dies; on SQLite,
-// whose one node serialises its own work, it is taken at once. Failures
-// to reach the server wrap ErrUnavailable.
+// function that releases it. On Postgres it is the row key of the locks
+// table, held FOR UPDATE by a transaction of its own (only a role that may
+// write that table can take it; it is released if the node dies); on
+// SQLite, whose one node serialises its own work, it is taken at once.
+// Failures to reach the server wrap ErrUnavailable.
 func (d *DB) Lock(ctx context.Context, key string) (unlock func(), err error) {
 	if d.backend != Postgres {
 		return func() {}, nil
 	}
-	conn, err := d.sql.Conn(ctx)
+	tx, err := d.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, d.unreachable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
 	}
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
-		conn.Close()
+	_, err = tx.ExecContext(ctx, `INSERT INTO locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, key)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `SELECT name FROM locks WHERE name = $1 FOR UPDATE`, key)
+	}
+	if err != nil {
+		tx.Rollback()
 		return nil, d.unreachable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
 	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
-			// A connection whose unlock failed must not return to the pool
-			// holding the lock: closing it ends the session, and the lock.
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	return func() { tx.Rollback() }, nil
+}
+
+// Coalescer runs a function on a goroutine of its own each time Trigger
+// is called, never two at once, and at most once more for all the Triggers
+// that arrive while it runs: however many notifications arrive, the work
+// they ask for is done by one goroutine.
+type Coalescer struct {
+	// Run is the work. Required.
+	Run     func()
+	mu      sync.Mutex
+	running bool
+	again   bool
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// Trigger asks for a run; after Stop it does nothing.
+func (c *Coalescer) Trigger() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	if c.running {
+		c.again = true
+		return
+	}
+	c.running = true
+	c.wg.Add(1)
+	go c.loop()
+}
+
+// Stop refuses further runs and waits for the one in progress.
+func (c *Coalescer) Stop() {
+	c.mu.Lock()
+	c.stopped, c.again = true, false
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+func (c *Coalescer) loop() {
+	defer c.wg.Done()
+	for {
+		c.Run()
+		c.mu.Lock()
+		if !c.again {
+			c.running = false
+			c.mu.Unlock()
+			return
 		}
-		conn.Close()
-	}, nil
+		c.again = false
+		c.mu.Unlock()
+	}
 }

@@ -210,5 +210,13 @@ CREATE TABLE vault (
 	updated_at TEXT NOT NULL
 ) STRICT;
 `},
+		{version: 12, name: "locks", sql: `
+-- Named locks between the nodes of a fleet (DB.Lock: an OAuth refresh):
+-- a row held FOR UPDATE, which only a role that may write this table can
+-- take (unlike an advisory lock, which any role that connects can).
+CREATE TABLE locks (
+	name TEXT PRIMARY KEY
+) STRICT;
+`},
 	}
 }

@@ -39,6 +39,8 @@ const (
 	// migrationLock is the advisory lock key nodes take while migrating,
 	// so that two nodes starting together do not both apply a migration.
 	migrationLock = 0x61696c65726f6e // "aileron"
+	// migrationWait bounds how long a node waits for another's migration.
+	migrationWait = 30 * time.Second
 )
 
 // pgShared is what a Postgres DB keeps besides its pool: the parsed
@@ -74,7 +76,14 @@ func openPostgres(ctx context.Context, dsn string, migs []migration) (*DB, error
 		cfg.RuntimeParams["application_name"] = pgAppName
 	}
 	name := describePG(cfg)
-	sdb := stdlib.OpenDB(*cfg)
+	// A pooled connection the server closed (a restart) is found out before
+	// it is reused, not by the statement sent on it: the pool opens another.
+	sdb := stdlib.OpenDB(*cfg, stdlib.OptionResetSession(func(_ context.Context, c *pgx.Conn) error {
+		if c.PgConn().CheckConn() != nil {
+			return driver.ErrBadConn
+		}
+		return nil
+	}))
 	sdb.SetMaxOpenConns(pgMaxOpenConns)
 	sdb.SetMaxIdleConns(pgMaxOpenConns)
 	sdb.SetConnMaxIdleTime(5 * time.Minute)
@@ -134,8 +143,27 @@ func (d *DB) lockMigrations(ctx context.Context, tx *Tx) error {
 	if d.backend != Postgres {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(migrationLock))
-	return err
+	deadline := time.Now().Add(migrationWait)
+	for {
+		var got bool
+		if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?)`, int64(migrationLock)).Scan(&got); err != nil || got {
+			return err
+		}
+		if time.Now().After(deadline) {
+			var holder string
+			_ = tx.QueryRowContext(ctx, `SELECT COALESCE(string_agg(a.usename || ' (pid ' || a.pid || ', ' || COALESCE(a.application_name, '') || ')', ', '), 'unknown')
+				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE l.locktype = 'advisory' AND l.granted AND l.objid = ?`, int64(migrationLock&0xffffffff)).Scan(&holder)
+			return fmt.Errorf("%w: waited %s for the schema lock of %s, held by %s; another node migrating takes seconds: "+
+				"if that is not an aileron node, end it (SELECT pg_terminate_backend(PID)) and restrict who may connect (docs/fleet.md)",
+				ErrUnavailable, migrationWait, d.path, holder)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // retryable reports whether err is a Postgres transaction that lost a race
@@ -252,4 +280,14 @@ func pgHint(err error) string {
 		}
 	}
 	return ""
+}
+
+// JSONText is the SQL expression of member (a top-level key) of the JSON
+// text in column, as text: json_extract on SQLite, ->> on Postgres. Both
+// names are the caller's constants, never input.
+func (d *DB) JSONText(column, member string) string {
+	if d.backend == Postgres {
+		return "(" + column + "::jsonb ->> '" + member + "')"
+	}
+	return "json_extract(" + column + ", '$." + member + "')"
 }

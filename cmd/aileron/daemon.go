@@ -623,6 +623,7 @@ func (d *daemon) shutdown(servers []*http.Server, reason string) error {
 	if d.witnesses != nil {
 		d.witnesses.close()
 	}
+	d.sessions.Close()
 	d.leaveFleet()
 	err = errors.Join(err, d.db.Close())
 	_ = os.Remove(filepath.Join(d.cfg.Home, "daemon.json"))

@@ -176,13 +176,23 @@ func (d *daemon) serveHealth(mux *http.ServeMux) {
 	})
 }
 
-// ready checks this node's readiness.
+// ready checks this node. A shared state that does not answer leaves the
+// node ready (it decides from memory what needs no state, and refuses the
+// rest) until its sessions go stale; reasons are short, the details are
+// in the log.
 func (d *daemon) ready(ctx context.Context) admin.Readiness {
 	rd := admin.Readiness{Node: d.cfg.State.Node, State: "ok", Audit: "off"}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := d.db.Ping(ctx); err != nil {
-		rd.State = err.Error()
+		rd.State = "unreachable: what needs the shared state is refused"
+		if !errors.Is(err, state.ErrUnavailable) {
+			rd.State = "failing: what needs the shared state is refused"
+		}
+	}
+	stale := d.sessions.Stale()
+	if stale != nil {
+		rd.State = stale.Error()
 	}
 	if d.fleet() {
 		l := d.db.Listening()
@@ -191,10 +201,10 @@ func (d *daemon) ready(ctx context.Context) admin.Readiness {
 	if d.audit != nil {
 		rd.Audit = "ok"
 		if err := d.audit.Healthy(); err != nil {
-			rd.Audit = err.Error()
+			rd.Audit = "cannot write: nothing is forwarded"
 		}
 	}
-	rd.Ready = rd.State == "ok" && (rd.Audit == "ok" || rd.Audit == "off")
+	rd.Ready = stale == nil && (rd.Audit == "ok" || rd.Audit == "off")
 	return rd
 }
 
@@ -252,13 +262,23 @@ func (d *daemon) leaveFleet() {
 	})
 }
 
-// nodeSeen refreshes this node's seen_at.
+// nodeSeen refreshes this node's seen_at; a name another home took while
+// this node could not reach the state is logged as an error.
 func (d *daemon) nodeSeen(ctx context.Context) {
+	var n int64
 	err := d.db.Write(ctx, func(tx *state.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE fleet_nodes SET seen_at = ? WHERE node = ? AND instance = ?`,
+		res, err := tx.ExecContext(ctx, `UPDATE fleet_nodes SET seen_at = ? WHERE node = ? AND instance = ?`,
 			state.FormatTime(time.Now()), d.cfg.State.Node, d.nodeID)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
 		return err
 	})
+	if err == nil && n == 0 {
+		d.log.Error().Str("event", "fleet.name_taken").Str("node", d.cfg.State.Node).
+			Msg("another home took this node's name while it could not reach the shared state: two nodes now share one audit record; stop one and give it its own state.node")
+		return
+	}
 	if err != nil {
 		d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("could not record that this node is alive; retrying")
 	}

@@ -16,7 +16,7 @@ func cmdHealth(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("health", healthSynopsis, stderr)
 	_, cfgFile := clientFlags(fs)
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the daemon's answer")
-	ready := fs.Bool("ready", false, "also require the node to be ready: its state answers and its audit trail takes lines")
+	ready := fs.Bool("ready", false, "also require the node to be ready: its audit trail takes lines and, in a fleet, its sessions are not stale")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,6 +39,10 @@ func cmdHealth(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 		if !rd.Ready {
 			return fmt.Errorf("node %s is not ready: state: %s; audit: %s", rd.Node, rd.State, rd.Audit)
+		}
+		if rd.State != "ok" {
+			fmt.Fprintf(stdout, "ok: node %s is ready, degraded: state: %s\n", rd.Node, rd.State)
+			return nil
 		}
 		fmt.Fprintf(stdout, "ok: node %s is ready (state and audit trail answer)\n", rd.Node)
 		return nil
