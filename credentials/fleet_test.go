@@ -140,31 +140,30 @@ func TestFleetCredentials(t *testing.T) {
 		t.Fatalf("the rotated refresh token was not stored for the fleet: %v", err)
 	}
 
-	// A node without a vault key is told to copy the fleet's; none is made.
-	missing := filepath.Join(t.TempDir(), "vault.key")
-	db0, err := state.OpenPostgres(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db0.Close()
-	v0 := &Vault{Dir: filepath.Join(t.TempDir(), "vault"), KeyFile: missing, DB: db0}
-	if err := v0.Open(); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "no vault key at") {
-		t.Fatalf("Open without a vault key = %v; want ErrConflict saying to copy the fleet's key", err)
-	}
-	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a vault key was made for a node that must copy the fleet's: %v", err)
-	}
-
-	// A node whose vault key is not the fleet's is refused, saying what to do.
-	other := filepath.Join(t.TempDir(), "vault.key")
-	db, err := state.OpenPostgres(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	v := &Vault{Dir: filepath.Join(t.TempDir(), "vault"), KeyFile: other, DB: db}
-	if err := v.Open(); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "copy the vault key file") {
-		t.Fatalf("Open with another vault key = %v; want ErrConflict saying to copy the fleet's key", err)
+	// A node without a vault key, or with another, is refused and told to
+	// copy the fleet's; no key is made for it.
+	for _, tc := range []struct {
+		name, want string
+		make       bool
+	}{{"no vault key", "no vault key at", false}, {"another vault key", "but this node's vault key", true}} {
+		key := filepath.Join(t.TempDir(), "vault.key")
+		if tc.make {
+			if err := createIdentity(key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db, err := state.OpenPostgres(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		v := &Vault{Dir: filepath.Join(t.TempDir(), "vault"), KeyFile: key, DB: db}
+		if err := v.Open(); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: Open = %v; want ErrConflict saying %q", tc.name, err, tc.want)
+		}
+		if _, err := os.Stat(key); tc.make == errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s: the key file is there: %v; want it as it was", tc.name, err)
+		}
 	}
 }
 
