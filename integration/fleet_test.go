@@ -136,6 +136,16 @@ func fleetAudit(t *testing.T, a, b *daemon) {
 	if _, stderr, err := a.run(t.Context(), "audit", "verify", "--config", conf(a), "--dir", filepath.Join(b.home, "audit"), "--node", "node-x", "--key", "x"); err == nil || !strings.Contains(stderr, "nodes on record: node-a, node-b") {
 		t.Errorf("audit verify --node of an unknown node (err %v): %s", err, stderr)
 	}
+	var status struct {
+		Nodes []struct {
+			Node  string `json:"node"`
+			Alive bool   `json:"alive"`
+		} `json:"nodes"`
+	}
+	if out := a.cli(t, "fleet", "status", "--config", conf(a), "--json"); json.Unmarshal([]byte(out), &status) != nil ||
+		len(status.Nodes) != 2 || !status.Nodes[0].Alive || !status.Nodes[1].Alive || status.Nodes[1].Node != "node-b" {
+		t.Errorf("fleet status = %s; want node-a and node-b, alive", out)
+	}
 	keyB := strings.TrimSpace(b.cli(t, "audit", "key", "--config", conf(b)))
 	dirB := filepath.Join(b.home, "audit")
 	if out := a.cli(t, "audit", "verify", "--config", conf(a), "--dir", dirB, "--node", "node-b", "--key", keyB); !strings.Contains(out, "unchanged") {

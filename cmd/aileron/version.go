@@ -113,6 +113,8 @@ func subcommands(group string) []string {
 		return []string{"print", "defaults"}
 	case "sandbox":
 		return []string{"run", "attach", "list", "close"}
+	case "fleet":
+		return []string{"status"}
 	}
 	return nil
 }
