@@ -24,6 +24,9 @@ import (
 type FleetKey struct {
 	key []byte
 	id  string
+	// Created is set when LoadFleetKey made the key (the fleet's first
+	// node): it must now be backed up and copied to every node.
+	Created bool
 }
 
 // ID is the key's public identifier: hex of HMAC-SHA256(key, "aileron
@@ -77,8 +80,9 @@ func createFleetKey(ctx context.Context, db *DB, path string) (*FleetKey, error)
 		return nil, fmt.Errorf("generating the fleet key: %w", err)
 	}
 	fk := newFleetKey(key)
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
-	os.Remove(tmp)
+	suffix := make([]byte, 6)
+	rand.Read(suffix)
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new-"+hex.EncodeToString(suffix)) // nodes may share the directory
 	if err := CreatePrivateFile(tmp, key, "fleet key"); err != nil {
 		return nil, err
 	}
@@ -89,6 +93,7 @@ func createFleetKey(ctx context.Context, db *DB, path string) (*FleetKey, error)
 	if err := os.Link(tmp, path); err != nil {
 		return nil, fmt.Errorf("saving the fleet key %s (recorded as %s in %s: put the key in place by hand): %w", path, fk.id, db.Path(), err)
 	}
+	fk.Created = true
 	return fk, nil
 }
 

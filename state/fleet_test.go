@@ -17,8 +17,11 @@ func TestFleetKeyOneKeyPerFleet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first node: %v", err)
 	}
-	if fi, err := os.Stat(nodeA); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("fleet key file: %v, %v; want mode 0600", fi, err)
+	if fi, err := os.Stat(nodeA); err != nil || fi.Mode().Perm() != 0o600 || !a.Created {
+		t.Fatalf("fleet key file: %v, %v, created %v; want mode 0600, made by this call", fi, err, a.Created)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(nodeA), ".fleet.key.new-*")); len(left) != 0 {
+		t.Fatalf("temporary key files left: %v", left)
 	}
 	// A node without the file, once the fleet has a key: told to copy it.
 	nodeB := filepath.Join(t.TempDir(), "fleet.key")
@@ -37,7 +40,7 @@ func TestFleetKeyOneKeyPerFleet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node with a copy: %v", err)
 	}
-	if a.ID() != b.ID() || !bytes.Equal(a.Derive("p", "s_1", 32), b.Derive("p", "s_1", 32)) {
+	if a.ID() != b.ID() || b.Created || !bytes.Equal(a.Derive("p", "s_1", 32), b.Derive("p", "s_1", 32)) {
 		t.Fatal("two nodes with one key derive differently")
 	}
 	if bytes.Equal(a.Derive("p", "s_1", 32), a.Derive("p", "s_2", 32)) || bytes.Equal(a.Derive("p", "s_1", 32), a.Derive("q", "s_1", 32)) {

@@ -85,6 +85,10 @@ func (d *daemon) openFleet(ctx context.Context) (*state.FleetKey, error) {
 	if err := d.markFleetHome(); err != nil {
 		return nil, err
 	}
+	if fk.Created {
+		d.log.Warn().Str("event", "fleet.key_created").Str("file", d.cfg.State.FleetKeyFile).Str("fleet_key_id", fk.ID()).
+			Msg("this is the fleet's first node: it made the fleet key; back it up, and copy it (and state.vault_key_file) to every other node (mode 0600)")
+	}
 	d.log.Info().Str("event", "fleet.joined").Str("node", d.cfg.State.Node).Str("state", d.db.Path()).
 		Str("fleet_key_id", fk.ID()).Msg("this daemon is a node of a fleet")
 	return fk, nil
