@@ -99,6 +99,7 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"state: {backend: postgres}", "state.dsn: is empty"},
 		{"state: {dsn: 'postgres://db/aileron'}", "state.backend is sqlite"},
 		{"state: {node: 'Node 1'}", "state.node"},
+		{"state: {fleet_key_file: /etc/aileron/fleet.key}", "state.backend is sqlite, which has no fleet"},
 		{"state: {backend: postgres, dns: x}", `did you mean "state.dsn"?`},
 	} {
 		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})

@@ -291,6 +291,9 @@ func (c *Config) validateState(add func(key, format string, args ...any)) {
 		if c.State.DSN != "" {
 			add("state.dsn", "is set but state.backend is sqlite; set state.backend: postgres to use it, or remove it")
 		}
+		if c.State.FleetKeyFile != "" && c.State.FleetKeyFile != filepath.Join(c.Home, "keys", "fleet.key") {
+			add("state.fleet_key_file", "is set but state.backend is sqlite, which has no fleet; set state.backend: postgres, or remove it")
+		}
 	case "postgres":
 		if strings.TrimSpace(c.State.DSN) == "" {
 			add("state.dsn", "is empty; state.backend postgres needs a connection string such as \"postgres://aileron@db:5432/aileron?sslmode=verify-full\"")

@@ -106,6 +106,16 @@ func TestFleetCredentials(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a.home, "vault", VaultFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a fleet node wrote the vault file: %v", err)
 	}
+	// The shared state holds no secret in the clear: the vault row is sealed.
+	var sealed []byte
+	if err := a.db.QueryRowContext(t.Context(), `SELECT sealed FROM vault`).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{oauthClientSec, oauthRefresh, cred.OAuth.AccessToken} {
+		if strings.Contains(string(sealed), secret) {
+			t.Fatal("the fleet's vault row holds a secret in the clear")
+		}
+	}
 
 	op := linearOp(t, "oauth2")
 	a.inj.HTTPClient, b.inj.HTTPClient = ts.Client(), ts.Client()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"filippo.io/age"
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/state"
 )
@@ -103,11 +104,9 @@ func (v *Vault) Refresh(ctx context.Context) error {
 	if same {
 		return nil
 	}
-	entries := map[string]Credential{}
-	if sealed != nil {
-		if entries, err = openVault(sealed, v.where(), v.KeyFile, id); err != nil {
-			return fmt.Errorf("%w (every node of a fleet holds the same vault key: copy it from a node of the fleet to %s)", err, v.KeyFile)
-		}
+	entries, err := v.unseal(sealed, id)
+	if err != nil {
+		return err
 	}
 	v.mu.Lock()
 	if rev >= v.rev || v.entries == nil {
@@ -115,6 +114,18 @@ func (v *Vault) Refresh(ctx context.Context) error {
 	}
 	v.mu.Unlock()
 	return nil
+}
+
+// unseal decrypts the shared vault (nil: an empty one).
+func (v *Vault) unseal(sealed []byte, id *age.X25519Identity) (map[string]Credential, error) {
+	if sealed == nil {
+		return map[string]Credential{}, nil
+	}
+	entries, err := openVault(sealed, v.where(), v.KeyFile, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w (every node of a fleet holds the same vault key: copy it from a node of the fleet to %s)", err, v.KeyFile)
+	}
+	return entries, nil
 }
 
 // readShared reads the sealed vault and its revision (nil, 0: none yet).
@@ -147,11 +158,9 @@ func (v *Vault) mutateShared(fn func(cur map[string]Credential) (map[string]Cred
 		if err != nil {
 			return err
 		}
-		entries := map[string]Credential{}
-		if sealed != nil {
-			if entries, err = openVault(sealed, v.where(), v.KeyFile, id); err != nil {
-				return err
-			}
+		entries, err := v.unseal(sealed, id)
+		if err != nil {
+			return err
 		}
 		if next, err = fn(entries); err != nil || next == nil {
 			return err

@@ -340,13 +340,13 @@ func (v *Vault) snapshot() (map[string]Credential, error) {
 func (v *Vault) mutate(fn func(cur map[string]Credential) (map[string]Credential, error)) error {
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()
-	if _, err := v.snapshot(); err != nil {
+	cur, err := v.snapshot()
+	if err != nil {
 		return err
 	}
 	if v.shared() {
 		return v.mutateShared(fn)
 	}
-	cur, _ := v.snapshot()
 	next, err := fn(cur)
 	if err != nil || next == nil {
 		return err

@@ -114,6 +114,17 @@ func TestFleetTwoNodes(t *testing.T) {
 	t.Run("each node's trail, verified and merged", func(t *testing.T) {
 		fleetAudit(t, a, b)
 	})
+	t.Run("deleted on A, refused on B", func(t *testing.T) {
+		auth := sess.auth(t)
+		a.cli(t, "session", "delete", sess.ID)
+		waitFor(t, "node B to refuse a CONNECT of the session deleted on node A", 10*time.Second, func() bool {
+			conn, o := rawConnect(t, b.ProxyAddr, "gmail.googleapis.com:443", auth)
+			if conn != nil {
+				conn.Close()
+			}
+			return o.Status == http.StatusProxyAuthRequired
+		})
+	})
 }
 
 // fleetAudit: each node verifies its own trail against its record in the

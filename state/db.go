@@ -129,7 +129,8 @@ func (d *DB) Backend() Backend { return d.backend }
 // QueryContext runs a read-only query outside any transaction. Queries are
 // written with ? placeholders for both backends.
 func (d *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return d.sql.QueryContext(ctx, d.bind(query), args...)
+	rows, err := d.sql.QueryContext(ctx, d.bind(query), args...)
+	return rows, d.Unavailable(err)
 }
 
 // QueryRowContext runs a read-only query for one row outside any
@@ -207,15 +208,15 @@ func (d *DB) write(ctx context.Context, level sql.IsolationLevel, fn func(*Tx) e
 func (d *DB) writeOnce(ctx context.Context, opts *sql.TxOptions, fn func(*Tx) error) error {
 	stx, err := d.sql.BeginTx(ctx, opts)
 	if err != nil {
-		return d.unreachable(fmt.Errorf("starting a transaction on %s: %w", d.path, err))
+		return d.Unavailable(fmt.Errorf("starting a transaction on %s: %w", d.path, err))
 	}
 	tx := &Tx{tx: stx, db: d}
 	if err := fn(tx); err != nil {
 		stx.Rollback()
-		return err
+		return d.Unavailable(err)
 	}
 	if err := stx.Commit(); err != nil {
-		return d.unreachable(fmt.Errorf("committing to %s: %w", d.path, err))
+		return d.Unavailable(fmt.Errorf("committing to %s: %w", d.path, err))
 	}
 	return nil
 }
@@ -277,7 +278,7 @@ func (d *DB) migrate(ctx context.Context, migs []migration) error {
 	})
 	if err != nil {
 		if d.backend == Postgres {
-			return d.unreachable(fmt.Errorf("preparing the schema of %s (state.dsn): %w%s", d.path, err, pgHint(err)))
+			return d.Unavailable(fmt.Errorf("preparing the schema of %s (state.dsn): %w%s", d.path, err, pgHint(err)))
 		}
 		return fmt.Errorf("%w: %s is not a usable SQLite database: %v", ErrCorruptState, d.path, err)
 	}

@@ -203,7 +203,7 @@ func (d *DB) Lock(ctx context.Context, key string) (unlock func(), err error) {
 	}
 	tx, err := d.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, d.unreachable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
+		return nil, d.Unavailable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, key)
 	if err == nil {
@@ -211,7 +211,7 @@ func (d *DB) Lock(ctx context.Context, key string) (unlock func(), err error) {
 	}
 	if err != nil {
 		tx.Rollback()
-		return nil, d.unreachable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
+		return nil, d.Unavailable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
 	}
 	return func() { tx.Rollback() }, nil
 }

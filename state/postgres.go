@@ -66,10 +66,14 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 func openPostgres(ctx context.Context, dsn string, migs []migration) (*DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: state.dsn is not a Postgres connection string (%v); "+
-			"write it like postgres://aileron@db.internal:5432/aileron?sslmode=verify-full", ErrInvalidArgument, redactErr(err, dsn))
+		// pgx's message quotes the string (its password masked only as far
+		// as it can tell one): none of it is repeated here.
+		return nil, fmt.Errorf("%w: state.dsn is not a Postgres connection string: write it like "+
+			"postgres://aileron@db.internal:5432/aileron?sslmode=verify-full (a password's special characters percent-encoded) "+
+			"or as key=value pairs (host=db.internal user=aileron dbname=aileron); `aileron config print` shows it with its password masked",
+			ErrInvalidArgument)
 	}
-	if !strings.Contains(dsn, "connect_timeout") {
+	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = pgConnectTimeout
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
@@ -103,37 +107,6 @@ func describePG(cfg *pgx.ConnConfig) string {
 		host = net.JoinHostPort(host, strconv.Itoa(int(cfg.Port)))
 	}
 	return fmt.Sprintf("postgres://%s@%s/%s", cfg.User, host, cfg.Database)
-}
-
-// redactErr returns err's text with dsn's password, if any, blanked.
-func redactErr(err error, dsn string) string {
-	msg := err.Error()
-	if i := strings.Index(dsn, "password="); i >= 0 {
-		pw, _, _ := strings.Cut(dsn[i+len("password="):], " ")
-		if pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	if u, perr := parseURLPassword(dsn); perr == nil && u != "" {
-		msg = strings.ReplaceAll(msg, u, "xxxxx")
-	}
-	return msg
-}
-
-// parseURLPassword returns the password of a postgres:// URL dsn.
-func parseURLPassword(dsn string) (string, error) {
-	rest, ok := strings.CutPrefix(dsn, "postgres://")
-	if !ok {
-		if rest, ok = strings.CutPrefix(dsn, "postgresql://"); !ok {
-			return "", nil
-		}
-	}
-	userinfo, _, found := strings.Cut(rest, "@")
-	if !found {
-		return "", nil
-	}
-	_, pw, _ := strings.Cut(userinfo, ":")
-	return pw, nil
 }
 
 // lockMigrations makes concurrent migrations of one Postgres database take
@@ -173,11 +146,12 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// unreachable wraps err with ErrUnavailable when it says the database
+// Unavailable wraps err with ErrUnavailable when it says the database
 // server cannot be reached (connection refused or lost, timeout, server
 // shutting down), so callers refuse with "shared state unavailable" rather
-// than a generic failure.
-func (d *DB) unreachable(err error) error {
+// than a generic failure. Write and QueryContext classify their errors
+// themselves; a QueryRowContext's Scan error is the caller's to pass here.
+func (d *DB) Unavailable(err error) error {
 	if d.backend != Postgres || err == nil || errors.Is(err, ErrUnavailable) || !connectionLost(err) {
 		return err
 	}
@@ -198,15 +172,11 @@ func connectionLost(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone)
 }
 
-// Unavailable classifies a failure of a query run outside Write: it wraps
-// err with ErrUnavailable when the database could not be reached.
-func (d *DB) Unavailable(err error) error { return d.unreachable(err) }
-
 // Ping checks that the database answers, within ctx. A Postgres server that
 // cannot be reached wraps ErrUnavailable.
 func (d *DB) Ping(ctx context.Context) error {
 	if err := d.sql.PingContext(ctx); err != nil {
-		return d.unreachable(fmt.Errorf("reaching %s: %w", d.path, err))
+		return d.Unavailable(fmt.Errorf("reaching %s: %w", d.path, err))
 	}
 	return nil
 }

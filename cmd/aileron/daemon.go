@@ -140,14 +140,18 @@ type daemon struct {
 	db        *state.DB
 	nodeID    string          // a fleet node's instance id (keys/node.id)
 	fleetKey  *state.FleetKey // a fleet node's fleet key; nil on a single node
-	approval  *approvals.Store
-	policy    policy.Holder
-	proxy     *dataplane.Proxy
-	catalog   atomic.Pointer[action.Catalog]
-	runner    *actions.Runner
-	mcp       *sandboxapi.MCPHTTPHandler
-	fence     *fence.Manager
-	reloadMu  sync.Mutex
+	// readyMu guards the last ping of the state /readyz reported.
+	readyMu    sync.Mutex
+	readyAt    time.Time
+	readyState string
+	approval   *approvals.Store
+	policy     policy.Holder
+	proxy      *dataplane.Proxy
+	catalog    atomic.Pointer[action.Catalog]
+	runner     *actions.Runner
+	mcp        *sandboxapi.MCPHTTPHandler
+	fence      *fence.Manager
+	reloadMu   sync.Mutex
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.
 	loadConfig func() (*config.Config, error)

@@ -185,15 +185,7 @@ func (d *daemon) serveHealth(mux *http.ServeMux) {
 // rest) until its sessions go stale; reasons are short, the details are
 // in the log.
 func (d *daemon) ready(ctx context.Context) admin.Readiness {
-	rd := admin.Readiness{Node: d.cfg.State.Node, State: "ok", Audit: "off"}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if err := d.db.Ping(ctx); err != nil {
-		rd.State = "unreachable: what needs the shared state is refused"
-		if !errors.Is(err, state.ErrUnavailable) {
-			rd.State = "failing: what needs the shared state is refused"
-		}
-	}
+	rd := admin.Readiness{Node: d.cfg.State.Node, State: d.stateHealth(ctx), Audit: "off"}
 	stale := d.sessions.Stale()
 	if stale != nil {
 		rd.State = stale.Error()
@@ -286,4 +278,29 @@ func (d *daemon) nodeSeen(ctx context.Context) {
 	if err != nil {
 		d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("could not record that this node is alive; retrying")
 	}
+}
+
+// readyPingEvery is how long one ping of the state answers /readyz: a
+// load balancer (or anyone reaching admin.metrics_listen) asking often
+// costs the database one ping a second at most.
+const readyPingEvery = time.Second
+
+// stateHealth is "ok" or, in short words, why the state does not answer.
+func (d *daemon) stateHealth(ctx context.Context) string {
+	d.readyMu.Lock()
+	defer d.readyMu.Unlock()
+	if time.Since(d.readyAt) < readyPingEvery {
+		return d.readyState
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	d.readyState = "ok"
+	if err := d.db.Ping(ctx); err != nil {
+		d.readyState = "unreachable: what needs the shared state is refused"
+		if !errors.Is(err, state.ErrUnavailable) {
+			d.readyState = "failing: what needs the shared state is refused"
+		}
+	}
+	d.readyAt = time.Now()
+	return d.readyState
 }
