@@ -207,8 +207,11 @@ func TestMaskDSN(t *testing.T) {
 		{"host=db user=aileron password=s3cret dbname=aileron", "host=db user=aileron password=xxxxx dbname=aileron"},
 		{"host=db password = 'with space s3cret' dbname=x", "host=db password=xxxxx dbname=x"},
 		{"host=db user=aileron", "host=db user=aileron"},
-		{"postgres://u:s3cret#x@db/aileron", "postgres://xxxxx@db/aileron"},
-		{"postgres://u:s3c%zzret@db/aileron", "postgres://xxxxx@db/aileron"},
+		{"postgres://u:s3cret#x@db/aileron", "postgres://xxxxx"},
+		{"postgres://u:s3c%zzret@db/aileron", "postgres://xxxxx"},
+		{"postgres://u:pw@db:bad/x?password=s3cret", "postgres://xxxxx"},
+		{"user=aileron password=s3cret host=db application_name=a://b", "user=aileron password=xxxxx host=db application_name=a://b"},
+		{"host=db password=s3cret://x dbname=y", "host=db password=xxxxx dbname=y"},
 		{"postgres://u@db/aileron?sslpassword=s3cret", "postgres://u@db/aileron?sslpassword=xxxxx"},
 		{"host=db sslpassword=s3cret", "host=db sslpassword=xxxxx"},
 	} {

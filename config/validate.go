@@ -309,12 +309,11 @@ func (c *Config) validateState(add func(key, format string, args ...any)) {
 // MaskDSN returns dsn with any password replaced by "xxxxx", for showing
 // a configuration (both the URL and the key=value forms).
 func MaskDSN(dsn string) string {
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
+	lower := strings.ToLower(dsn)
+	if strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
+		scheme, _, _ := strings.Cut(dsn, "://")
 		u, err := url.Parse(dsn)
-		if err != nil { // unparsable: blank all of the user part
-			if at := strings.LastIndex(rest, "@"); at >= 0 {
-				return scheme + "://xxxxx@" + rest[at+1:]
-			}
+		if err != nil { // unparsable: nothing of it but the scheme
 			return scheme + "://xxxxx"
 		}
 		if _, has := u.User.Password(); has {

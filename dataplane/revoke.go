@@ -46,6 +46,9 @@ func (s *sessionTunnels) add(conn net.Conn, t *tunnel) func() {
 		s.open[t.sess.ID] = m
 	}
 	m[ot] = struct{}{}
+	// A tunnel opened means the session was live again (a fleet node's
+	// lease renewed): its next cut is a new one, audited again.
+	delete(s.ended, t.sess.ID)
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()

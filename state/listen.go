@@ -201,7 +201,9 @@ func (d *DB) Lock(ctx context.Context, key string) (unlock func(), err error) {
 	if d.backend != Postgres {
 		return func() {}, nil
 	}
-	tx, err := d.sql.BeginTx(ctx, nil)
+	// The transaction is the lock: it must end at unlock, not when ctx
+	// (which bounds only the wait) does.
+	tx, err := d.sql.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		return nil, d.Unavailable(fmt.Errorf("locking %q on %s: %w", key, d.path, err))
 	}

@@ -251,3 +251,29 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 		return zero
 	}
 }
+
+// A lock is held until its unlock, however short the context that bounded
+// the wait for it: another node cannot take it meanwhile.
+func TestPostgresLockOutlivesItsContext(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	a, b := openPG(t, dsn), openPG(t, dsn)
+	short, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	unlock, err := a.Lock(short, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-short.Done()
+	cancel()
+	try, cancelTry := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancelTry()
+	if _, err := b.Lock(try, "k"); err == nil {
+		t.Fatal("a second node took the lock while the first, whose context ended, still holds it")
+	}
+	unlock()
+	unlockB, err := b.Lock(t.Context(), "k")
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	unlockB()
+}

@@ -215,15 +215,17 @@ func auditKey(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var m *audit.Mark
+	if *origin == "" {
+		if m, err = loadMark(cfg); err != nil { // first: a fleet home without its config is refused with the fix
+			return err
+		}
+	}
 	key, err := audit.LoadPublicKey(cfg.Audit.KeyFile)
 	if err != nil {
 		return err
 	}
 	if *origin == "" {
-		m, err := loadMark(cfg)
-		if err != nil {
-			return err
-		}
 		if m == nil {
 			return errors.New("no trail is signed yet: start the daemon once (its first checkpoint names the trail)")
 		}
@@ -366,15 +368,15 @@ func auditNewTrail(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	key, err := audit.LoadOrCreateKey(cfg.Audit.KeyFile)
-	if err != nil {
-		return err
-	}
-	db, err := openState(context.Background(), cfg)
+	db, err := openState(context.Background(), cfg) // first: a fleet home without its config is refused before any key is made
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	key, err := audit.LoadOrCreateKey(cfg.Audit.KeyFile)
+	if err != nil {
+		return err
+	}
 	l := newAuditLog(cfg.Audit.Dir, key, db, markNode(cfg))
 	l.MaxFileBytes = cfg.Audit.MaxFileBytes
 	archive, err := l.NewTrail(*reason)

@@ -13,7 +13,7 @@ import (
 // clientFlags adds the flags every client command shares.
 func clientFlags(fs *pflag.FlagSet) (home, cfgFile *string) {
 	home = fs.String("home", "", "state directory (env AILERON_HOME; default ~/.aileron)")
-	cfgFile = fs.String("config", "", "the daemon's config file: where its admin socket, audit.dir and audit.key_file are")
+	cfgFile = fs.String("config", "", "the daemon's config file: its admin socket, audit.dir, audit.key_file and state.* (needed on a fleet node)")
 	return home, cfgFile
 }
 

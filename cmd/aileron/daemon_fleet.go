@@ -23,6 +23,9 @@ import (
 // index (recompiling the policy only when the index changed).
 const fleetSyncEvery = 5 * time.Second
 
+// fleetSyncTimeout bounds each step of a backstop re-read.
+const fleetSyncTimeout = 10 * time.Second
+
 // fleetMarker is the file a fleet node keeps in its home, so that a
 // command run there without the node's configuration does not quietly use
 // a SQLite state of its own.
@@ -120,15 +123,30 @@ func (d *daemon) syncFleet(ctx context.Context) {
 			return
 		case <-changed:
 		case <-tick.C:
-			d.nodeSeen(ctx)
-			if err := errors.Join(d.sessions.Refresh(ctx), d.vault.Refresh(ctx), d.bindings.Refresh(ctx)); err != nil {
-				d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("could not re-read sessions and credentials; retrying")
-			}
+			d.syncOnce(ctx)
 		}
-		if fp := d.storeFingerprint(ctx); fp != "" && fp != last {
+		step, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
+		fp := d.storeFingerprint(step)
+		cancel()
+		if fp != "" && fp != last {
 			last = fp
 			_ = d.reload()
 		}
+	}
+}
+
+// syncOnce is one backstop re-read, each step bounded: a database that
+// stopped answering (a black-holed network) costs a step its timeout, not
+// the kernel's.
+func (d *daemon) syncOnce(ctx context.Context) {
+	step := func(f func(context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
+		defer cancel()
+		return f(ctx)
+	}
+	_ = step(func(ctx context.Context) error { d.nodeSeen(ctx); return nil })
+	if err := errors.Join(step(d.sessions.Refresh), step(d.vault.Refresh), step(d.bindings.Refresh)); err != nil {
+		d.log.Warn().Str("event", "fleet.sync_failed").Err(err).Msg("could not re-read sessions and credentials; retrying")
 	}
 }
 

@@ -45,7 +45,7 @@ Usage:
   aileron config print [--config FILE]                   the running daemon's configuration, else the effective one
   aileron config defaults                                the embedded defaults, as YAML
   aileron witness --log VKEY... [--listen ADDR]          witness audit trails: cosign only consistent checkpoints
-  aileron fleet status [--json]                          the nodes of a fleet (state.backend postgres) and whether they are alive
+  aileron fleet status [--config FILE] [--json]          the nodes of a fleet (state.backend postgres) and whether they are alive
   aileron health [--ready] [--timeout D]                 exit 0 if the daemon answers (a HEALTHCHECK); --ready: and can decide
   aileron version [--json]                               the build: module version, commit, Go release
   aileron completion bash|zsh|fish                       a shell completion script (source <(aileron completion bash))
