@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -158,6 +159,10 @@ func newEnvUp(t testing.TB, tune func(*Proxy), upstreamH2 bool) *env {
 		}},
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ReadHeaderTimeout: 5 * time.Second,
+		// Dials the proxy abandons (a reset stream, a gone client) end in
+		// thousands of "TLS handshake error … EOF" lines that would bury a
+		// failing test's own output in CI.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	if upstreamH2 {
 		e.upstream.TLSConfig.NextProtos, e.upstream.TLSNextProto = nil, nil // ServeTLS offers h2 and http/1.1
