@@ -404,7 +404,7 @@ func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start tim
 	// one call, and the others return when it ends. Before that call it
 	// yields once, so that writers runnable on this P queue their lines
 	// first and share it: the write call is the audit's main cost (about
-	// 1.6 decision lines per call at 8 clients instead of 1.2, see
+	// 1.6 decision lines per call at 8 clients instead of 1.0, see
 	// bench/README.md); with nothing else runnable the yield returns at
 	// once, so a lone writer waits for nobody.
 	for yielded := false; !b.done; {
