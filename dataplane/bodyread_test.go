@@ -43,7 +43,10 @@ func TestBodyClock(t *testing.T) {
 		want  string
 	}{
 		{"whole body", []string{"hello"}, 0, "ok 5 ctx=<nil> stalled=false"},
-		{"steady", []string{"aaaa", "bbbb", "cccc"}, 100 * time.Millisecond, "ok 12 ctx=<nil> stalled=false"},
+		// 4 bytes every 50 ms: each part comes about 230 ms before the
+		// clock's deadline, so a loaded machine's late wake-up is not a
+		// stall (at 100 ms pauses the margin was 80 ms).
+		{"steady", []string{"aaaa", "bbbb", "cccc"}, 50 * time.Millisecond, "ok 12 ctx=<nil> stalled=false"},
 		{"stops mid-way", []string{"abc"}, 0, "stalled 3"},
 		{"trickles below the rate", []string{"a", "b", "c", "d", "e", "f", "g", "h"}, 200 * time.Millisecond, "stalled "},
 	} {
