@@ -96,18 +96,26 @@ func (r *recorder) Record(ev audit.Event) {
 	}
 }
 
-func (r *recorder) write(ev *audit.Event) error { return r.put(ev, r.audit.Write) }
+func (r *recorder) write(ev *audit.Event) error { return r.put(ev, false) }
 
 // writeOutcome records a line nothing waits on: it reaches the OS with the
 // next decision line or within audit.sync_interval (audit.Log.WriteDeferred).
-func (r *recorder) writeOutcome(ev *audit.Event) error { return r.put(ev, r.audit.WriteDeferred) }
+func (r *recorder) writeOutcome(ev *audit.Event) error { return r.put(ev, true) }
 
-func (r *recorder) put(ev *audit.Event, write func(*audit.Event) error) error {
+// put writes ev, deferred or not. It calls the Log's methods directly
+// rather than through a func value, so that ev (a copy of the request's
+// record) stays on the caller's stack: two fewer heap objects a request.
+func (r *recorder) put(ev *audit.Event, deferred bool) error {
 	if r.audit == nil {
 		return nil // audit.enabled: false
 	}
 	start := time.Now()
-	err := write(ev)
+	var err error
+	if deferred {
+		err = r.audit.WriteDeferred(ev)
+	} else {
+		err = r.audit.Write(ev)
+	}
 	r.metrics.ObserveAuditWrite(time.Since(start), err)
 	if err != nil {
 		r.log.Error().Str("event", "audit.unavailable").Err(err).Msg("the audit trail cannot be written; requests are refused")
