@@ -500,7 +500,10 @@ func (l *Log) flush() error {
 	l.mergeFileNotes()
 	defer l.flushed.Broadcast()
 	if err != nil {
-		n -= l.keepComplete(buf[:kept], sums, b)
+		if k := l.keepComplete(buf[:kept], sums, b); k > 0 {
+			n -= k
+			b.file, b.start = file, start // where its complete lines stay (a checkpoint among them names it)
+		}
 		l.qseq, l.qhash = l.seq, l.hash
 		if l.batch != nil { // chained onto the failed lines: dropped too
 			l.batch.done, l.batch.err = true, err
