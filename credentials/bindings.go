@@ -78,15 +78,7 @@ func (b *Bindings) Open(ctx context.Context) error {
 	b.mu.Lock()
 	b.byFQN = byFQN
 	b.mu.Unlock()
-	refresh := &state.Coalescer{Run: b.refreshQuietly}
-	db.Subscribe(state.ChannelCredentials, state.Subscription{
-		Changed: func(what string) {
-			if what == "bindings" {
-				refresh.Trigger()
-			}
-		},
-		Resync: refresh.Trigger,
-	})
+	db.Follow(state.ChannelCredentials, "bindings", b.Refresh)
 	return nil
 }
 
@@ -107,13 +99,6 @@ func (b *Bindings) Refresh(ctx context.Context) error {
 	b.byFQN = byFQN
 	b.mu.Unlock()
 	return nil
-}
-
-// refreshQuietly is Refresh from a notification.
-func (b *Bindings) refreshQuietly() {
-	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-	defer cancel()
-	_ = b.Refresh(ctx)
 }
 
 // Bind adds bd, replacing the connector's previous binding. It does not

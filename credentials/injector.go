@@ -211,7 +211,7 @@ func (c *Injector) source(cred Credential) *inject.OAuthSource {
 			ev.Msg("OAuth token refresh")
 		},
 	}
-	if c.Vault.shared() { // one node of the fleet refreshes at a time
+	if c.Vault.DB.Shared() { // one node of the fleet refreshes at a time
 		src.Coordinate = func(ctx context.Context) (inject.OAuthToken, func(), error) {
 			return c.Vault.coordinateOAuth(ctx, name, rev)
 		}

@@ -17,10 +17,6 @@ import (
 // sharedTimeout bounds one read or write of the shared vault.
 const sharedTimeout = 10 * time.Second
 
-// shared reports whether the vault lives in a database the nodes of a
-// fleet share.
-func (v *Vault) shared() bool { return v.DB != nil && v.DB.Backend() == state.Postgres }
-
 // where names the shared vault in messages.
 func (v *Vault) where() string { return "the fleet's vault (the vault table of " + v.DB.Path() + ")" }
 
@@ -64,24 +60,8 @@ func (v *Vault) openShared(local map[string]Credential) error {
 	if err := v.Refresh(ctx); err != nil {
 		return err
 	}
-	refresh := &state.Coalescer{Run: v.refreshQuietly}
-	v.DB.Subscribe(state.ChannelCredentials, state.Subscription{
-		Changed: func(what string) {
-			if what == "vault" {
-				refresh.Trigger()
-			}
-		},
-		Resync: refresh.Trigger,
-	})
+	v.DB.Follow(state.ChannelCredentials, "vault", v.Refresh)
 	return nil
-}
-
-// refreshQuietly is Refresh from a notification: a failure leaves the
-// entries as they were until the next one.
-func (v *Vault) refreshQuietly() {
-	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
-	defer cancel()
-	_ = v.Refresh(ctx)
 }
 
 // Refresh reads the shared vault again, taking the changes other nodes
@@ -90,7 +70,7 @@ func (v *Vault) refreshQuietly() {
 // not decrypt with KeyFile (state.ErrCorruptState: this node's vault key is
 // not the fleet's).
 func (v *Vault) Refresh(ctx context.Context) error {
-	if !v.shared() {
+	if !v.DB.Shared() {
 		return nil
 	}
 	sealed, rev, err := v.readShared(ctx, v.DB)
@@ -219,7 +199,7 @@ func (v *Vault) coordinateOAuth(ctx context.Context, name string, rev time.Time)
 // keyMissing refuses to make a new vault key for a node that joins a fleet
 // whose vault already exists: only the fleet's key opens it.
 func (v *Vault) keyMissing() error {
-	if !v.shared() {
+	if !v.DB.Shared() {
 		return nil
 	}
 	if _, err := os.Lstat(v.KeyFile); !errors.Is(err, fs.ErrNotExist) {

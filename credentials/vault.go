@@ -190,7 +190,7 @@ func (v *Vault) Open() error {
 	v.mu.Lock()
 	v.id = id
 	v.mu.Unlock()
-	if v.shared() {
+	if v.DB.Shared() {
 		return v.openShared(entries)
 	}
 	v.mu.Lock()
@@ -344,7 +344,7 @@ func (v *Vault) mutate(fn func(cur map[string]Credential) (map[string]Credential
 	if err != nil {
 		return err
 	}
-	if v.shared() {
+	if v.DB.Shared() {
 		return v.mutateShared(fn)
 	}
 	next, err := fn(cur)

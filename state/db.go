@@ -126,6 +126,11 @@ func (d *DB) Path() string { return d.path }
 // Backend reports which database this is.
 func (d *DB) Backend() Backend { return d.backend }
 
+// Shared reports whether the nodes of a fleet may share this database
+// (Postgres), so that what a store caches can change under it; false for
+// SQLite and for a nil DB.
+func (d *DB) Shared() bool { return d != nil && d.backend == Postgres }
+
 // QueryContext runs a read-only query outside any transaction. Queries are
 // written with ? placeholders for both backends.
 func (d *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {

@@ -65,6 +65,35 @@ func (d *DB) Subscribe(channel Channel, sub Subscription) (cancel func()) {
 	return d.pg.hub.add(channel, sub)
 }
 
+// followTimeout bounds one re-read that Follow runs.
+const followTimeout = 10 * time.Second
+
+// Follow keeps a cache in step with the other nodes: refresh runs (on a
+// goroutine of its own, one run at a time, coalesced, each bounded by
+// followTimeout) whenever channel carries the payload what, and whenever
+// the listener (re)connects. Its errors are dropped: the cache stays as it
+// was until the next notification or the caller's backstop re-read. The
+// returned function stops following. On SQLite it does nothing.
+func (d *DB) Follow(channel Channel, what string, refresh func(context.Context) error) (stop func()) {
+	if !d.Shared() {
+		return func() {}
+	}
+	c := &Coalescer{Run: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), followTimeout)
+		defer cancel()
+		_ = refresh(ctx)
+	}}
+	cancel := d.Subscribe(channel, Subscription{
+		Changed: func(payload string) {
+			if payload == what {
+				c.Trigger()
+			}
+		},
+		Resync: c.Trigger,
+	})
+	return func() { cancel(); c.Stop() }
+}
+
 // Listening reports whether the listening connection is up (always true
 // on SQLite, which needs none).
 func (d *DB) Listening() bool {

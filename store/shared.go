@@ -24,13 +24,10 @@ import (
 // like any other package. A single node (SQLite) keeps packages on disk
 // only.
 
-// shared reports whether packages are kept in the database too.
-func (s *Store) shared() bool { return s.DB != nil && s.DB.Backend() == state.Postgres }
-
 // sharePackage records the package staged at pkg under hash, unless it is
 // recorded already.
 func (s *Store) sharePackage(ctx context.Context, tx *state.Tx, pkg, hash string) error {
-	if !s.shared() {
+	if !s.DB.Shared() {
 		return nil
 	}
 	files, err := scanPackage(pkg)
@@ -55,7 +52,7 @@ func (s *Store) sharePackage(ctx context.Context, tx *state.Tx, pkg, hash string
 
 // unsharePackage forgets the package hash once no version uses it.
 func (s *Store) unsharePackage(ctx context.Context, tx *state.Tx, hash string) error {
-	if !s.shared() {
+	if !s.DB.Shared() {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM store_packages WHERE hash = ?`, hash); err != nil {
@@ -69,7 +66,7 @@ func (s *Store) unsharePackage(ctx context.Context, tx *state.Tx, hash string) e
 // (or packages are not shared). The stream must hash to hash, and every
 // path in it must stay inside the package; failures wrap ErrTampered.
 func (s *Store) fetchPackage(ctx context.Context, hash string) (bool, error) {
-	if !s.shared() || !isHexHash(hash) {
+	if !s.DB.Shared() || !isHexHash(hash) {
 		return false, nil
 	}
 	var stream []byte

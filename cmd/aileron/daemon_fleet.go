@@ -71,7 +71,7 @@ func (d *daemon) fleetTrailHint() string {
 }
 
 // fleet reports whether this daemon is a node of a fleet (Postgres state).
-func (d *daemon) fleet() bool { return d.db != nil && d.db.Backend() == state.Postgres }
+func (d *daemon) fleet() bool { return d.db.Shared() }
 
 // openFleet loads the fleet key of a fleet node (nil on a single node).
 func (d *daemon) openFleet(ctx context.Context) (*state.FleetKey, error) {
