@@ -71,6 +71,8 @@ func classify(err error) Refusal {
 		return stalledRefusal(se)
 	case errors.As(err, &de):
 		return mkRefusal(http.StatusForbidden, ClassCapabilityDenied, de.Reason, de.Message)
+	case errors.Is(err, ErrSessionsUnavailable):
+		return unvouchedRefusal()
 	case errors.Is(err, ErrProxyAuth):
 		return mkRefusal(http.StatusProxyAuthRequired, ClassProxyAuth, policy.ReasonProxyAuth,
 			"this proxy needs the session's credentials: use the proxy_url from `aileron session create` (http://SESSION_ID:TOKEN@host:port)")

@@ -156,6 +156,16 @@ func (p *Proxy) checkLive(w http.ResponseWriter, t *tunnel) error {
 	return &revokedError{err: err}
 }
 
+// unvouchedRefusal is what a request gets while the sessions cannot be
+// checked (ErrSessionsUnavailable): the proxy, not the client, must wait.
+func unvouchedRefusal() Refusal {
+	r := mkRefusal(http.StatusServiceUnavailable, ClassUnavailable, policy.ReasonNotReady,
+		"this proxy node cannot check any session right now (it has not reached the fleet's shared state for a while): "+
+			"nothing is sent until it can; try again shortly, or through another node")
+	r.RetryAfter = 5 * time.Second
+	return r
+}
+
 // hangUpRevoked ends an HTTP/2 tunnel whose request was just refused
 // because its session is no longer live: the refusal is flushed, and the
 // connection closed a moment later (HTTP/2 writes frames after Flush
@@ -179,8 +189,12 @@ type revokedError struct{ err error }
 func (e *revokedError) Error() string { return "session no longer live: " + e.err.Error() }
 func (e *revokedError) Unwrap() error { return e.err }
 
-// revokedRefusal is what a request, or a tunnel, of a revoked session gets.
+// revokedRefusal is what a request, or a tunnel, of a revoked session gets
+// (or of any session, when none can be vouched for).
 func revokedRefusal(why error) Refusal {
+	if errors.Is(why, ErrSessionsUnavailable) {
+		return unvouchedRefusal()
+	}
 	return Refusal{Status: http.StatusForbidden, Class: ClassCapabilityDenied, Reason: policy.ReasonSessionRevoked,
 		Message: "this session was deleted or has expired (" + why.Error() + "); nothing more is sent for it: create a new session"}
 }

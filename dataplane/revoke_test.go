@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -20,8 +21,9 @@ import (
 // open.
 type revocable struct {
 	staticSessions
-	mu   sync.Mutex
-	gone map[string]bool
+	mu    sync.Mutex
+	gone  map[string]bool
+	blind bool // no session can be checked (a fleet node cut off)
 }
 
 func (r *revocable) revoke(id string) {
@@ -33,6 +35,9 @@ func (r *revocable) revoke(id string) {
 func (r *revocable) Live(id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.blind {
+		return fmt.Errorf("%w: %w: cut off from the shared state", ErrProxyAuth, ErrSessionsUnavailable)
+	}
 	if r.gone[id] {
 		return errors.New("deleted")
 	}
@@ -41,7 +46,7 @@ func (r *revocable) Live(id string) error {
 
 func (r *revocable) Authenticate(id, token string) (*Session, error) {
 	if err := r.Live(id); err != nil {
-		return nil, ErrProxyAuth
+		return nil, errors.Join(ErrProxyAuth, err)
 	}
 	return r.staticSessions.Authenticate(id, token)
 }
@@ -187,4 +192,54 @@ func TestRevokedDuringTheHandshake(t *testing.T) {
 		t.Fatal("the tunnel of a session revoked during its handshake stayed open")
 	}
 	waitRecords(t, rec, audit.EventTunnelCut, 1)
+}
+
+// TestUnvouchedSessionsAreUnavailableNotUnauthenticated: while the
+// sessions cannot be checked at all (a fleet node cut off from its shared
+// state), a request on an open tunnel and a new CONNECT with good
+// credentials are refused with 503 not_ready and Retry-After, never 407
+// (which sends the client to check credentials that are fine) nor
+// "session revoked"; nothing reaches the upstream.
+func TestUnvouchedSessionsAreUnavailableNotUnauthenticated(t *testing.T) {
+	var sess *revocable
+	e := newEnv(t, func(p *Proxy) {
+		sess = &revocable{staticSessions: p.Sessions.(staticSessions), gone: map[string]bool{}}
+		p.Sessions, p.RevokeCheck = sess, time.Hour
+	})
+	tc := tunnelTLSTo(t, e, "api.example.com", "api.example.com")
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(tc)
+	get := func() *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(tc, "GET /v1/items/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := get(); resp.StatusCode != 200 {
+		t.Fatalf("before: %d", resp.StatusCode)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	hits := e.hits.Load()
+	sess.mu.Lock()
+	sess.blind = true
+	sess.mu.Unlock()
+	check := func(what string, resp *http.Response) {
+		t.Helper()
+		env := readEnvelope(t, resp.Body)
+		if resp.StatusCode != http.StatusServiceUnavailable || env.Reason != "not_ready" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: %d %+v (Retry-After %q); want 503 not_ready with Retry-After", what, resp.StatusCode, env, resp.Header.Get("Retry-After"))
+		}
+	}
+	check("a request on an open tunnel", get())
+	_, resp := rawConnect(t, e, "api.example.com:443")
+	check("a new CONNECT with good credentials", resp)
+	if e.hits.Load() != hits {
+		t.Fatal("a request reached the upstream while no session could be checked")
+	}
 }

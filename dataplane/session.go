@@ -12,6 +12,14 @@ import (
 // to 407 Proxy Authentication Required and never says which of these it was.
 var ErrProxyAuth = errors.New("proxy authentication failed")
 
+// ErrSessionsUnavailable is wrapped, together with ErrProxyAuth, by an
+// Authenticate or Live failure that says nothing about the session: the
+// implementation cannot tell right now whether any session is live (a
+// fleet node cut off from its shared state). The proxy still refuses and
+// cuts the session's tunnels (it cannot vouch for them), but answers 503
+// not_ready, so the client is not sent to check credentials that are fine.
+var ErrSessionsUnavailable = errors.New("sessions cannot be vouched for right now")
+
 // Session is what the data plane needs to know about an authenticated session.
 // Values are immutable once returned by Sessions.Authenticate.
 type Session struct {
@@ -37,12 +45,13 @@ func (s *Session) MayUse(fqn string) bool {
 // implements it.
 type Sessions interface {
 	// Authenticate returns the live session whose id and token match. Every
-	// failure wraps ErrProxyAuth. Implementations compare tokens in constant
+	// failure wraps ErrProxyAuth (and ErrSessionsUnavailable when no
+	// session can be checked now). Implementations compare tokens in constant
 	// time and never accept an empty token.
 	Authenticate(id, token string) (*Session, error)
 	// Live returns nil while session id may still be used, and an error
 	// wrapping ErrProxyAuth saying why not once it was deleted or has
-	// expired. The proxy calls it on every request and every few hundred
+	// expired (or ErrSessionsUnavailable too, when it cannot tell). The proxy calls it on every request and every few hundred
 	// milliseconds per session with open tunnels: it must read only memory.
 	Live(id string) error
 }

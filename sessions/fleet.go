@@ -44,10 +44,14 @@ const (
 type fleetState struct {
 	misses     map[string]time.Time
 	tombstones map[string]time.Time
-	synced     time.Time       // the last time the sessions were read whole
-	queued     map[string]bool // ids notifications asked to re-read
-	all        bool            // ... or everything
-	worker     *state.Coalescer
+	// undeleted: ids deleted here whose row could not be removed (the
+	// state did not answer): their tombstones never expire, and Refresh
+	// removes the rows once it can.
+	undeleted map[string]bool
+	synced    time.Time       // the last time the sessions were read whole
+	queued    map[string]bool // ids notifications asked to re-read
+	all       bool            // ... or everything
+	worker    *state.Coalescer
 }
 
 // tokenKey returns the key tokens are derived with: from the fleet key,
@@ -207,7 +211,7 @@ func (s *Manager) tombstone(id string) {
 		s.fleet.tombstones = map[string]time.Time{}
 	}
 	for k, t := range s.fleet.tombstones {
-		if now.Sub(t) > tombstoneMemory {
+		if now.Sub(t) > tombstoneMemory && !s.fleet.undeleted[k] {
 			delete(s.fleet.tombstones, k)
 		}
 	}
@@ -217,7 +221,7 @@ func (s *Manager) tombstone(id string) {
 // adopt makes e live unless its id was deleted meanwhile; it returns the
 // live entry. s.mu is held.
 func (s *Manager) adopt(e *sessionEntry) *sessionEntry {
-	if t, gone := s.fleet.tombstones[e.rec.ID]; gone && time.Since(t) <= tombstoneMemory {
+	if t, gone := s.fleet.tombstones[e.rec.ID]; gone && (time.Since(t) <= tombstoneMemory || s.fleet.undeleted[e.rec.ID]) {
 		return nil
 	}
 	if have := s.live[e.rec.ID]; have != nil {
@@ -331,6 +335,9 @@ func (s *Manager) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.finishDeletes(ctx, db); err != nil {
+		return err
+	}
 	read := time.Now() // before the rows: a session made after them is left alone below
 	recs, _, err := sessionRows(ctx, db)
 	if err != nil {
@@ -370,5 +377,39 @@ func (s *Manager) Refresh(ctx context.Context) error {
 		s.adopt(e)
 	}
 	s.fleet.synced = read
+	return nil
+}
+
+// undelete records that session id was deleted on this node but its row
+// could not be removed: it stays refused here, whatever the rows say, until
+// Refresh removes the row. s.mu is held.
+func (s *Manager) undelete(id string) {
+	if s.fleet.undeleted == nil {
+		s.fleet.undeleted = map[string]bool{}
+	}
+	s.fleet.undeleted[id] = true
+}
+
+// finishDeletes removes the rows of the sessions deleted here while the
+// state did not answer (and their directories), so that the other nodes
+// drop them too.
+func (s *Manager) finishDeletes(ctx context.Context, db *state.DB) error {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.fleet.undeleted))
+	for id := range s.fleet.undeleted {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	for _, id := range ids {
+		if _, err := deleteSessionRow(ctx, db, id); err != nil {
+			return err
+		}
+		_ = os.RemoveAll(filepath.Join(s.Dir, id))
+		s.mu.Lock()
+		delete(s.fleet.undeleted, id)
+		s.tombstone(id)
+		s.mu.Unlock()
+		s.log().Info().Str("event", "session.deleted").Str("session", id).Msg("session deleted (its row, once the shared state answered)")
+	}
 	return nil
 }

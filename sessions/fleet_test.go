@@ -176,11 +176,12 @@ func TestFleetStaleNodeRefusesSessions(t *testing.T) {
 	a.mu.Lock()
 	a.fleet.synced = time.Now().Add(-staleAfter - time.Second)
 	a.mu.Unlock()
-	if _, err := a.Authenticate(id, token); !errors.Is(err, dataplane.ErrProxyAuth) || !strings.Contains(err.Error(), "cannot vouch") {
-		t.Fatalf("Authenticate on a stale node = %v; want refused", err)
+	if _, err := a.Authenticate(id, token); !errors.Is(err, dataplane.ErrProxyAuth) || !errors.Is(err, dataplane.ErrSessionsUnavailable) ||
+		!strings.Contains(err.Error(), "cannot vouch") {
+		t.Fatalf("Authenticate on a stale node = %v; want refused as unavailable, not as wrong credentials", err)
 	}
-	if a.Live(id) == nil || a.Stale() == nil {
-		t.Fatal("a stale node calls a session live, or itself not stale")
+	if err := a.Live(id); !errors.Is(err, dataplane.ErrSessionsUnavailable) || a.Stale() == nil {
+		t.Fatalf("a stale node: Live = %v, Stale = %v; want both to say it cannot vouch", err, a.Stale())
 	}
 	if err := a.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
@@ -212,5 +213,50 @@ func TestFleetStaleNodeRefusesSessions(t *testing.T) {
 	}
 	if _, err := b.Authenticate(other, tok); err != nil {
 		t.Fatalf("the right token of a session node B did not know: %v", err)
+	}
+}
+
+// TestFleetDeleteDuringAnOutageIsFinished: a session deleted on node A
+// while Postgres does not answer fails with an error saying so, stays
+// refused on A however old its tombstone grows, and once the database
+// answers A's next Refresh removes the row, so node B drops it too; it is
+// never served again by A.
+func TestFleetDeleteDuringAnOutageIsFinished(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	clock := testkit.NewClock()
+	key := filepath.Join(t.TempDir(), "fleet.key")
+	a, _ := fleetNode(t, dsn, key, clock)
+	b, _ := fleetNode(t, dsn, key, clock)
+	info, err := a.Create(t.Context(), CreateRequest{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, token := testkit.ProxyCreds(t, info.ProxyURL)
+	if _, err := b.Authenticate(id, token); err != nil {
+		t.Fatal(err)
+	}
+	pg.Stop()
+	if err := a.Delete(t.Context(), id); err == nil || !strings.Contains(err.Error(), "removes its row once") {
+		t.Fatalf("Delete while Postgres is down = %v; want a failure saying the deletion finishes later", err)
+	}
+	if _, err := a.Authenticate(id, token); err == nil {
+		t.Fatal("node A still serves the session it deleted")
+	}
+	pg.Start()
+	a.mu.Lock()
+	a.fleet.tombstones[id] = time.Now().Add(-2 * tombstoneMemory) // long past the tombstone's memory
+	a.mu.Unlock()
+	if err := a.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(id, token); err == nil {
+		t.Fatal("node A serves again the session it deleted during the outage")
+	}
+	if err := b.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Authenticate(id, token); err == nil {
+		t.Fatal("node B still serves a session whose deletion A finished")
 	}
 }

@@ -359,6 +359,13 @@ func (s *Manager) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: session %q (see `aileron session list`)", state.ErrNotFound, id)
 	}
 	hadRow, err := deleteSessionRow(ctx, db, id)
+	if err != nil && s.Fleet != nil {
+		s.mu.Lock()
+		s.undelete(id)
+		s.mu.Unlock()
+		return fmt.Errorf("%w; this node refuses session %s from now on and removes its row once the shared state answers, "+
+			"but until then the other nodes may still serve it", err, id)
+	}
 	if err != nil {
 		return err
 	}
@@ -386,8 +393,8 @@ func (s *Manager) Authenticate(id, token string) (*dataplane.Session, error) {
 	e, key := s.live[id], s.key
 	s.mu.RUnlock()
 	if since, stale := s.stale(); stale {
-		return nil, fmt.Errorf("%w: this node has not reached the fleet's shared state for %s, so it cannot vouch for session %s",
-			dataplane.ErrProxyAuth, since.Round(time.Second), id)
+		return nil, fmt.Errorf("%w: %w: this node has not reached the fleet's shared state for %s, so it cannot vouch for session %s",
+			dataplane.ErrProxyAuth, dataplane.ErrSessionsUnavailable, since.Round(time.Second), id)
 	}
 	if e == nil && s.Fleet != nil && key != nil &&
 		subtle.ConstantTimeCompare([]byte(deriveToken(key, id)), []byte(token)) == 1 {
@@ -414,7 +421,8 @@ func (s *Manager) Live(id string) error {
 	e := s.live[id]
 	s.mu.RUnlock()
 	if since, stale := s.stale(); stale {
-		return fmt.Errorf("%w: this node has not reached the fleet's shared state for %s", dataplane.ErrProxyAuth, since.Round(time.Second))
+		return fmt.Errorf("%w: %w: this node has not reached the fleet's shared state for %s",
+			dataplane.ErrProxyAuth, dataplane.ErrSessionsUnavailable, since.Round(time.Second))
 	}
 	switch {
 	case e == nil:
