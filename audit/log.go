@@ -128,15 +128,19 @@ type Log struct {
 	// dirty, lastTS, files), and inflightEnd is where the file will end.
 	flushing    bool
 	inflightEnd int64
-	flushed     sync.Cond // broadcast when a batch ends (L is &l.mu)
-	files       fileNotes // what the file operations of a batch counted, merged into stats after it
-	line        []byte    // the line being built
-	tails       sync.Pool // *[]byte: buffers for the lines' tails, encoded outside l.mu
-	lastTS      time.Time
-	stats       Stats
-	stop        chan struct{}
-	stopped     chan struct{}
-	lock        *os.File // holds the directory's lock while open
+	// sinkErr is the last write call's failure, when no call succeeded
+	// since (at sinkFailedAt): Healthy reports it for a while.
+	sinkErr      error
+	sinkFailedAt time.Time
+	flushed      sync.Cond // broadcast when a batch ends (L is &l.mu)
+	files        fileNotes // what the file operations of a batch counted, merged into stats after it
+	line         []byte    // the line being built
+	tails        sync.Pool // *[]byte: buffers for the lines' tails, encoded outside l.mu
+	lastTS       time.Time
+	stats        Stats
+	stop         chan struct{}
+	stopped      chan struct{}
+	lock         *os.File // holds the directory's lock while open
 
 	// With a Key: the tree over the l.seq written lines (the batch
 	// writer's while flushing, like the file state), its spare, the
@@ -513,10 +517,12 @@ func (l *Log) flush() error {
 		if n > 1 {
 			err = fmt.Errorf("%w (%d queued lines dropped with it)", err, n-1)
 		}
+		l.sinkErr, l.sinkFailedAt = err, time.Now()
 		b.done, b.err = true, err
 		return l.fail(err)
 	}
 	l.seq, l.hash = seq, hash
+	l.sinkErr = nil
 	b.file, b.start = file, start
 	if l.Key != nil {
 		l.tree, l.scratch = l.scratch, l.tree

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // The Log holds its directory (a lock file), and watches the file the
@@ -106,9 +107,17 @@ func statOf(f file) os.FileInfo {
 	return fi
 }
 
-// Healthy reports whether the Log takes lines now: nil when it is open and
-// its live file is still the one it writes, else the error the next write
-// would fail with (for a readiness check; it writes nothing).
+// unhealthyAfterFailure is how long Healthy reports a failed write call
+// that no successful one followed: long enough for a load balancer's check
+// to see it, short enough that a node which can write again (the disk
+// freed) is tried again without any line having to succeed first.
+const unhealthyAfterFailure = 10 * time.Second
+
+// Healthy reports whether the Log takes lines now: nil when it is open,
+// its live file is still the one it writes, and no write call failed in the
+// last unhealthyAfterFailure without one succeeding since; else the error
+// the next write would fail with, or the last one's (for a readiness check;
+// it writes nothing).
 func (l *Log) Healthy() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -117,6 +126,9 @@ func (l *Log) Healthy() error {
 	}
 	if !l.opened || l.closed {
 		return fmt.Errorf("%w: %w: the audit trail is not open", ErrUnavailable, ErrClosed)
+	}
+	if l.sinkErr != nil && time.Since(l.sinkFailedAt) < unhealthyAfterFailure {
+		return l.sinkErr
 	}
 	if l.f == nil {
 		return nil
