@@ -130,7 +130,7 @@ func (s *Store) poll() time.Duration {
 	switch {
 	case s.Poll > 0:
 		return s.Poll
-	case s.DB.Backend() == state.Postgres && s.DB.Listening():
+	case s.DB.Shared() && s.DB.Listening():
 		return listeningApprovalPoll
 	}
 	return defaultApprovalPoll

@@ -214,6 +214,7 @@ func TestMaskDSN(t *testing.T) {
 		{"host=db password=s3cret://x dbname=y", "host=db password=xxxxx dbname=y"},
 		{"postgres://u@db/aileron?sslpassword=s3cret", "postgres://u@db/aileron?sslpassword=xxxxx"},
 		{"host=db sslpassword=s3cret", "host=db sslpassword=xxxxx"},
+		{`host=db password=s3c\ ret\ s3cret dbname=x`, "host=db password=xxxxx dbname=x"}, // an escaped space is part of the value
 	} {
 		if got := MaskDSN(tc.in); got != tc.want || strings.Contains(got, "s3cret") {
 			t.Errorf("MaskDSN(%q) = %q; want %q", tc.in, got, tc.want)

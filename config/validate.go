@@ -328,5 +328,5 @@ func MaskDSN(dsn string) string {
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	return regexp.MustCompile(`(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`).ReplaceAllString(dsn, "${1}password=xxxxx")
+	return regexp.MustCompile(`(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|(?:\\.|\S)+)`).ReplaceAllString(dsn, "${1}password=xxxxx")
 }

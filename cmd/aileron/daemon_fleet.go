@@ -310,7 +310,9 @@ func (d *daemon) stateHealth(ctx context.Context) string {
 	if time.Since(d.readyAt) < readyPingEvery {
 		return d.readyState
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	// Not the asker's context: a client hanging up must not be cached as
+	// a failing state for everyone else.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	d.readyState = "ok"
 	if err := d.db.Ping(ctx); err != nil {
