@@ -39,6 +39,35 @@ func fleetNode(t *testing.T, dsn, keyFile string, clock *testkit.Clock) (*Manage
 	return s, home
 }
 
+// fleetDB is a private Postgres database and one fleet key file for the
+// nodes of a test.
+type fleetDB struct {
+	pg       *testkit.Postgres
+	dsn, key string
+	clock    *testkit.Clock
+}
+
+func newFleetDB(t *testing.T) *fleetDB {
+	pg := testkit.StartPostgres(t)
+	return &fleetDB{pg: pg, dsn: pg.NewDatabase(), key: filepath.Join(t.TempDir(), "fleet.key"), clock: testkit.NewClock()}
+}
+
+// node starts a node on the database.
+func (f *fleetDB) node(t *testing.T) *Manager {
+	m, _ := fleetNode(t, f.dsn, f.key, f.clock)
+	return m
+}
+
+// session creates an hour-long session on m and returns its id and token.
+func session(t *testing.T, m *Manager) (id, token string) {
+	t.Helper()
+	info, err := m.Create(t.Context(), CreateRequest{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testkit.ProxyCreds(t, info.ProxyURL)
+}
+
 // A session created on node A is served by node B at once, with the same
 // token and a byte-identical CA certificate; deleting it on A ends it on B;
 // a node started later loads it with the same CA. No CA private key is
@@ -123,12 +152,8 @@ func TestFleetAnyNodeServesAnySession(t *testing.T) {
 // Refresh, the backstop of notifications, loads what another node created
 // and drops what it deleted.
 func TestFleetRefresh(t *testing.T) {
-	pg := testkit.StartPostgres(t)
-	dsn := pg.NewDatabase()
-	clock := testkit.NewClock()
-	key := filepath.Join(t.TempDir(), "fleet.key")
-	a, _ := fleetNode(t, dsn, key, clock)
-	b, _ := fleetNode(t, dsn, key, clock)
+	f := newFleetDB(t)
+	a, b := f.node(t), f.node(t)
 	info, err := a.Create(t.Context(), CreateRequest{TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +164,7 @@ func TestFleetRefresh(t *testing.T) {
 	if err := b.Live(info.ID); err != nil {
 		t.Fatalf("after Refresh, B does not know A's session: %v", err)
 	}
-	pg.Exec(dbName(dsn), `DELETE FROM sessions`) // deleted without a notification
+	f.pg.Exec(dbName(f.dsn), `DELETE FROM sessions`) // deleted without a notification
 	if err := b.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +188,9 @@ func dbName(dsn string) string {
 // reach it), and serves them again once a Refresh succeeds. A token the
 // fleet key did not make is refused without a lookup.
 func TestFleetStaleNodeRefusesSessions(t *testing.T) {
-	pg := testkit.StartPostgres(t)
-	dsn := pg.NewDatabase()
-	clock := testkit.NewClock()
-	key := filepath.Join(t.TempDir(), "fleet.key")
-	a, _ := fleetNode(t, dsn, key, clock)
-	info, err := a.Create(t.Context(), CreateRequest{TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, token := testkit.ProxyCreds(t, info.ProxyURL)
+	f := newFleetDB(t)
+	a := f.node(t)
+	id, token := session(t, a)
 	a.mu.Lock()
 	a.fleet.synced = time.Now().Add(-staleAfter - time.Second)
 	a.mu.Unlock()
@@ -191,14 +209,14 @@ func TestFleetStaleNodeRefusesSessions(t *testing.T) {
 	}
 	// A row another node wrote without a notification reaching this one:
 	// a wrong token does not make node B read it; the right one does.
-	b, _ := fleetNode(t, dsn, key, clock)
+	b := f.node(t)
 	other, err := newSessionID()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tok := deriveToken(b.key, other)
 	sum := sha256.Sum256([]byte(tok))
-	rec := sessionRecord{ID: other, CreatedAt: clock.Now(), ExpiresAt: clock.Now().Add(time.Hour), TokenSHA256: hex.EncodeToString(sum[:])}
+	rec := sessionRecord{ID: other, CreatedAt: f.clock.Now(), ExpiresAt: f.clock.Now().Add(time.Hour), TokenSHA256: hex.EncodeToString(sum[:])}
 	if err := b.DB.Write(t.Context(), func(tx *state.Tx) error { return insertSession(t.Context(), tx, rec) }); err != nil {
 		t.Fatal(err)
 	}
@@ -222,28 +240,20 @@ func TestFleetStaleNodeRefusesSessions(t *testing.T) {
 // answers A's next Refresh removes the row, so node B drops it too; it is
 // never served again by A.
 func TestFleetDeleteDuringAnOutageIsFinished(t *testing.T) {
-	pg := testkit.StartPostgres(t)
-	dsn := pg.NewDatabase()
-	clock := testkit.NewClock()
-	key := filepath.Join(t.TempDir(), "fleet.key")
-	a, _ := fleetNode(t, dsn, key, clock)
-	b, _ := fleetNode(t, dsn, key, clock)
-	info, err := a.Create(t.Context(), CreateRequest{TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, token := testkit.ProxyCreds(t, info.ProxyURL)
+	f := newFleetDB(t)
+	a, b := f.node(t), f.node(t)
+	id, token := session(t, a)
 	if _, err := b.Authenticate(id, token); err != nil {
 		t.Fatal(err)
 	}
-	pg.Stop()
+	f.pg.Stop()
 	if err := a.Delete(t.Context(), id); err == nil || !strings.Contains(err.Error(), "removes its row once") {
 		t.Fatalf("Delete while Postgres is down = %v; want a failure saying the deletion finishes later", err)
 	}
 	if _, err := a.Authenticate(id, token); err == nil {
 		t.Fatal("node A still serves the session it deleted")
 	}
-	pg.Start()
+	f.pg.Start()
 	a.mu.Lock()
 	a.fleet.tombstones[id] = time.Now().Add(-2 * tombstoneMemory) // long past the tombstone's memory
 	a.mu.Unlock()
