@@ -16,7 +16,7 @@ var allowed = map[string][]string{
 	"ca":        {},
 	"policy":    {"golang.org/x/net/idna"},
 	"inject":    {"policy", "golang.org/x/oauth2", "github.com/aws/"},
-	"audit":     {"github.com/rs/zerolog", "golang.org/x/mod/sumdb/"},
+	"audit":     {"github.com/rs/zerolog", "golang.org/x/mod/sumdb/", "golang.org/x/sys/"},
 	"dataplane": {"ca", "policy", "inject", "audit", "github.com/elazarl/goproxy", "golang.org/x/net/http2", "golang.org/x/net/http/httpguts", "github.com/rs/zerolog"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
 	"metrics":   {"dataplane", "github.com/prometheus/", "github.com/rs/zerolog"},

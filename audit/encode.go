@@ -129,6 +129,10 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plainWord(s[i:i+8]) {
+			i += 8 // most of a line: printable ASCII, eight bytes at a time
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -174,4 +178,18 @@ func appendString(b []byte, s string) []byte {
 		i += size
 	}
 	return append(append(b, s[start:]...), '"')
+}
+
+// plainWord says whether the 8 bytes of s all stand for themselves in a
+// JSON string: printable ASCII other than '"' and '\\' (a byte below 0x20,
+// the two specials or any byte of a multi-byte rune makes it false).
+func plainWord(s string) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	ctl := (w - 0x20*lo) &^ w & hi // some byte < 0x20 (exact while no byte is >= 0x80)
+	quote := w ^ '"'*lo
+	slash := w ^ '\\'*lo
+	special := ((quote-lo)&^quote | (slash-lo)&^slash) & hi // some byte is '"' or '\\'
+	return (w&hi)|ctl|special == 0
 }

@@ -89,3 +89,24 @@ func FuzzEncoderMatchesEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestPlainWordEveryByteEveryPlace puts each byte value at each place of
+// an otherwise plain word: the word is plain exactly when that byte is.
+func TestPlainWordEveryByteEveryPlace(t *testing.T) {
+	for v := 0; v < 256; v++ {
+		want := v >= 0x20 && v < 0x80 && v != '"' && v != '\\'
+		for p := 0; p < 8; p++ {
+			w := []byte("abcdefgh")
+			w[p] = byte(v)
+			if got := plainWord(string(w)); got != want {
+				t.Errorf("plainWord(%q) = %v, want %v", w, got, want)
+			}
+		}
+	}
+	for _, w := range []string{"\x00\x00\x00\x00\x00\x00\x00\x00", "\xff\xff\xff\xff\xff\xff\xff\xff", `""""""""`, `\\\\\\\\`, "~~~~~~~~", "        "} {
+		want := w == "~~~~~~~~" || w == "        "
+		if got := plainWord(w); got != want {
+			t.Errorf("plainWord(%q) = %v, want %v", w, got, want)
+		}
+	}
+}

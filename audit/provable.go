@@ -12,7 +12,7 @@ import (
 
 // Defaults of the zero checkpoint fields of Log.
 const (
-	DefaultCheckpointEvery    = 1000
+	DefaultCheckpointEvery    = 5000
 	DefaultCheckpointInterval = 10 * time.Second
 )
 

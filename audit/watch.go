@@ -44,7 +44,7 @@ func (l *Log) unlockDir() {
 }
 
 // stillThere checks, before each write call, that the open file still
-// has a name (one fstat): a trail deleted under the daemon would otherwise
+// has a name (one statx of the open descriptor, see facts): a trail deleted under the daemon would otherwise
 // take lines nobody will ever read while requests go on. Whether the name
 // is still the file's (not moved away or replaced) costs a stat of the
 // path, so it is checked at each SyncInterval tick (pathCheck), and before
@@ -56,15 +56,15 @@ func (l *Log) stillThere() error {
 	if l.pathSuspect {
 		return l.pathCheck()
 	}
-	fi, err := l.f.Stat()
+	ff, err := facts(l.f)
 	if err != nil {
 		return fmt.Errorf("%w: cannot check %s: %w", ErrUnavailable, l.name, err)
 	}
-	if n, ok := links(fi); ok && n == 0 {
+	if ff.linksKnown && ff.links == 0 {
 		return l.changed("was deleted")
 	}
-	if fi.Mode().IsRegular() && fi.Size() != l.size {
-		return l.changed(fmt.Sprintf("was written to or cut by another process (it holds %d bytes, the daemon wrote %d)", fi.Size(), l.size))
+	if ff.regular && ff.size != l.size {
+		return l.changed(fmt.Sprintf("was written to or cut by another process (it holds %d bytes, the daemon wrote %d)", ff.size, l.size))
 	}
 	return nil
 }

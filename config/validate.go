@@ -84,7 +84,7 @@ func (c *Config) Validate() error {
 		add("audit.max_file_bytes", "%d is too small; use at least 4096 (default 67108864)", c.Audit.MaxFileBytes)
 	}
 	if c.Audit.CheckpointEvery < 2 || c.Audit.CheckpointEvery > 1<<24 {
-		add("audit.checkpoint_every", "%d is out of range; use 2..16777216 lines (default 1000)", c.Audit.CheckpointEvery)
+		add("audit.checkpoint_every", "%d is out of range; use 2..16777216 lines (default 5000)", c.Audit.CheckpointEvery)
 	}
 	for i, w := range c.Audit.Witnesses {
 		u, err := url.Parse(w.URL)
