@@ -390,7 +390,9 @@ func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start tim
 	l.queued++
 	l.qseq++
 	sum := sha256.Sum256(line[:len(line)-1])
-	l.qhash = hex.EncodeToString(sum[:])
+	var hx [2 * sha256.Size]byte
+	hex.Encode(hx[:], sum[:])
+	l.qhash = string(hx[:]) // one allocation (EncodeToString makes two)
 	if l.Key != nil {
 		l.qsums = append(l.qsums, sum) // the tree's leaves, added once written
 	}
