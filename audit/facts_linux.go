@@ -20,17 +20,21 @@ func facts(f file) (fileFacts, error) {
 	if !ok {
 		return statFacts(f)
 	}
+	const want = unix.STATX_TYPE | unix.STATX_NLINK | unix.STATX_SIZE
 	var st unix.Statx_t
-	err := unix.Statx(int(fd.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_NLINK|unix.STATX_SIZE, &st)
+	err := unix.Statx(int(fd.Fd()), "", unix.AT_EMPTY_PATH, want, &st)
 	if errors.Is(err, unix.ENOSYS) {
 		return statFacts(f) // a kernel before statx (4.11)
 	}
 	if err != nil {
 		return fileFacts{}, err
 	}
+	if st.Mask&want != want {
+		return statFacts(f) // a filesystem that did not fill them in
+	}
 	return fileFacts{
 		links:      uint64(st.Nlink),
-		linksKnown: st.Mask&unix.STATX_NLINK != 0,
+		linksKnown: true,
 		regular:    st.Mode&unix.S_IFMT == unix.S_IFREG,
 		size:       int64(st.Size),
 	}, nil

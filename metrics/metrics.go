@@ -64,19 +64,19 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	handler http.Handler
 
-	requests  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	upstream  *prometheus.HistogramVec
-	bytes     *prometheus.CounterVec
-	auditDur  *prometheus.HistogramVec
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	upstream *prometheus.HistogramVec
+	bytes    *prometheus.CounterVec
+	auditDur *prometheus.HistogramVec
 	// auditOK and auditFailed: auditDur's two series, looked up once (a
 	// line is written per decision and per outcome).
 	auditOK, auditFailed prometheus.Observer
-	oauth     *prometheus.CounterVec
-	bytesIn   prometheus.Counter
-	bytesOut  prometheus.Counter
-	reasons   *labelSet
-	connector *labelSet
+	oauth                *prometheus.CounterVec
+	bytesIn              prometheus.Counter
+	bytesOut             prometheus.Counter
+	reasons              *labelSet
+	connector            *labelSet
 }
 
 // New returns Metrics with a fresh registry holding the request, byte,
