@@ -127,11 +127,13 @@ const hexDigits = "0123456789abcdef"
 // U+2028/U+2029 escaped.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
-	start := 0
+	start, fastFrom := 0, 0
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && plainWord(s[i:i+8]) {
-			i += 8 // most of a line: printable ASCII, eight bytes at a time
-			continue
+		if i >= fastFrom { // most of a line: printable ASCII, eight bytes at a time
+			if i = plainPrefix(s, i); i == len(s) {
+				break
+			}
+			fastFrom = i + 8 // the word at i needs a look at each byte
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -180,13 +182,25 @@ func appendString(b []byte, s string) []byte {
 	return append(append(b, s[start:]...), '"')
 }
 
-// plainWord says whether the 8 bytes of s all stand for themselves in a
+// plainPrefix returns where the run of plain 8-byte words of s from i
+// ends (see plainWord): i itself when the word there is not plain or
+// fewer than 8 bytes are left.
+func plainPrefix(s string, i int) int {
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if !plainWord(w) {
+			break
+		}
+	}
+	return i
+}
+
+// plainWord says whether the 8 bytes of w all stand for themselves in a
 // JSON string: printable ASCII other than '"' and '\\' (a byte below 0x20,
 // the two specials or any byte of a multi-byte rune makes it false).
-func plainWord(s string) bool {
+func plainWord(w uint64) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 	ctl := (w - 0x20*lo) &^ w & hi // some byte < 0x20 (exact while no byte is >= 0x80)
 	quote := w ^ '"'*lo
 	slash := w ^ '\\'*lo

@@ -98,14 +98,14 @@ func TestPlainWordEveryByteEveryPlace(t *testing.T) {
 		for p := 0; p < 8; p++ {
 			w := []byte("abcdefgh")
 			w[p] = byte(v)
-			if got := plainWord(string(w)); got != want {
+			if got := plainPrefix(string(w), 0) == 8; got != want {
 				t.Errorf("plainWord(%q) = %v, want %v", w, got, want)
 			}
 		}
 	}
 	for _, w := range []string{"\x00\x00\x00\x00\x00\x00\x00\x00", "\xff\xff\xff\xff\xff\xff\xff\xff", `""""""""`, `\\\\\\\\`, "~~~~~~~~", "        "} {
 		want := w == "~~~~~~~~" || w == "        "
-		if got := plainWord(w); got != want {
+		if got := plainPrefix(w, 0) == 8; got != want {
 			t.Errorf("plainWord(%q) = %v, want %v", w, got, want)
 		}
 	}
