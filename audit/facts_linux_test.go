@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -12,15 +10,7 @@ import (
 // or a seccomp profile that refuses it (EPERM) gets the same facts through
 // Stat; another failure is the check's failure.
 func TestFactsFallBackWhenStatxIsRefused(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write([]byte("line\n")); err != nil {
-		t.Fatal(err)
-	}
+	f, _ := fileOfALine(t)
 	for _, tc := range []struct {
 		errno   unix.Errno
 		wantErr bool

@@ -14,15 +14,7 @@ func TestFactsSeeADeletedOrCutFile(t *testing.T) {
 		read func(file) (fileFacts, error)
 	}{{"facts", facts}, {"stat", statFacts}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "f")
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if _, err := f.Write([]byte("line\n")); err != nil {
-				t.Fatal(err)
-			}
+			f, p := fileOfALine(t)
 			ff, err := tc.read(f)
 			if err != nil || !ff.linksKnown || ff.links != 1 || !ff.regular || ff.size != 5 {
 				t.Fatalf("open file: %+v, %v; want 1 link, regular, 5 bytes", ff, err)
@@ -39,4 +31,20 @@ func TestFactsSeeADeletedOrCutFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fileOfALine is a new file holding "line\n", open for appending (closed
+// at the test's end), and its path.
+func fileOfALine(t *testing.T) (*os.File, string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.Write([]byte("line\n")); err != nil {
+		t.Fatal(err)
+	}
+	return f, p
 }
