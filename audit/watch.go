@@ -44,11 +44,12 @@ func (l *Log) unlockDir() {
 }
 
 // stillThere checks, before each write call, that the open file still
-// has a name (one statx of the open descriptor, see facts): a trail deleted under the daemon would otherwise
-// take lines nobody will ever read while requests go on. Whether the name
-// is still the file's (not moved away or replaced) costs a stat of the
-// path, so it is checked at each SyncInterval tick (pathCheck), and before
-// every write once a tick found it changed.
+// has a name (one statx of the open descriptor, see facts): a trail
+// deleted under the daemon would otherwise take lines nobody will ever
+// read while requests go on. Whether the name is still the file's (not
+// moved away or replaced) costs a stat of the path, so it is checked at
+// each SyncInterval tick (pathCheck), and before every write once a tick
+// found it changed.
 func (l *Log) stillThere() error {
 	if l.fi == nil {
 		return nil // the file could not be statted when opened: nothing to compare

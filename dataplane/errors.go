@@ -60,6 +60,8 @@ func classify(err error) Refusal {
 	var le *limitError
 	var me *misdirectedError
 	switch {
+	case errors.Is(err, ErrSessionsUnavailable): // before revokedError: no session was found dead
+		return unvouchedRefusal()
 	case errors.As(err, &le):
 		return Refusal{Status: http.StatusTooManyRequests, Class: ClassLimited, Reason: policy.ReasonApprovalLimit, Message: le.msg,
 			RetryAfter: 30 * time.Second}
@@ -71,8 +73,6 @@ func classify(err error) Refusal {
 		return stalledRefusal(se)
 	case errors.As(err, &de):
 		return mkRefusal(http.StatusForbidden, ClassCapabilityDenied, de.Reason, de.Message)
-	case errors.Is(err, ErrSessionsUnavailable):
-		return unvouchedRefusal()
 	case errors.Is(err, ErrProxyAuth):
 		return mkRefusal(http.StatusProxyAuthRequired, ClassProxyAuth, policy.ReasonProxyAuth,
 			"this proxy needs the session's credentials: use the proxy_url from `aileron session create` (http://SESSION_ID:TOKEN@host:port)")

@@ -124,7 +124,7 @@ func (p *Proxy) cut(id string, why error, keep *tunnel) {
 	tunnels, before := p.open.take(id)
 	if !before {
 		rec := p.newRecord(nil)
-		rec.refused(revokedRefusal(why))
+		rec.refused(classify(&revokedError{err: why}))
 		rec.Name, rec.Session, rec.Status = audit.EventSessionRevoked, id, 0 // no client was answered
 		p.finish(rec)
 	}
@@ -134,7 +134,7 @@ func (p *Proxy) cut(id string, why error, keep *tunnel) {
 		}
 		_ = ot.conn.Close()
 		rec := p.newRecord(nil)
-		rec.refused(revokedRefusal(why))
+		rec.refused(classify(&revokedError{err: why}))
 		rec.Start = ot.since
 		rec.Name, rec.Session, rec.Client, rec.Status = audit.EventTunnelCut, id, ot.t.client, 0 // closed, not answered
 		rec.Host, rec.Port = ot.t.authority.Host, ot.t.authority.Port
@@ -190,11 +190,9 @@ func (e *revokedError) Error() string { return "session no longer live: " + e.er
 func (e *revokedError) Unwrap() error { return e.err }
 
 // revokedRefusal is what a request, or a tunnel, of a revoked session gets
-// (or of any session, when none can be vouched for).
+// (classify answers unvouchedRefusal instead when no session could be
+// checked).
 func revokedRefusal(why error) Refusal {
-	if errors.Is(why, ErrSessionsUnavailable) {
-		return unvouchedRefusal()
-	}
 	return Refusal{Status: http.StatusForbidden, Class: ClassCapabilityDenied, Reason: policy.ReasonSessionRevoked,
 		Message: "this session was deleted or has expired (" + why.Error() + "); nothing more is sent for it: create a new session"}
 }

@@ -51,7 +51,8 @@ type Sessions interface {
 	Authenticate(id, token string) (*Session, error)
 	// Live returns nil while session id may still be used, and an error
 	// wrapping ErrProxyAuth saying why not once it was deleted or has
-	// expired (or ErrSessionsUnavailable too, when it cannot tell). The proxy calls it on every request and every few hundred
-	// milliseconds per session with open tunnels: it must read only memory.
+	// expired (or ErrSessionsUnavailable too, when it cannot tell). The
+	// proxy calls it on every request and every few hundred milliseconds
+	// per session with open tunnels: it must read only memory.
 	Live(id string) error
 }
