@@ -42,7 +42,7 @@ func (h *headInfo) requestLine(s []byte) string {
 	}
 	h.connect = string(method) == http.MethodConnect
 	h.http10 = version[7] == '0'
-	if scheme, after, ok := bytes.Cut(target, []byte("://")); ok {
+	if scheme, after, ok := absoluteForm(target); ok {
 		end := bytes.IndexAny(after, "/?#")
 		if end < 0 {
 			end = len(after)
@@ -54,6 +54,26 @@ func (h *headInfo) requestLine(s []byte) string {
 	}
 	return ""
 }
+
+// absoluteForm splits an absolute-form request target ("scheme://rest")
+// at its scheme. Only a target that starts with a scheme (RFC 3986: a
+// letter, then letters, digits, "+", "-" or ".") is one: an origin-form
+// target ("/path?next=https://other.example/") that carries a URL in its
+// query is not.
+func absoluteForm(target []byte) (scheme, rest []byte, ok bool) {
+	scheme, rest, ok = bytes.Cut(target, []byte("://"))
+	if !ok || len(scheme) == 0 || !isAlpha(scheme[0]) {
+		return nil, nil, false
+	}
+	for _, c := range scheme[1:] {
+		if !isAlpha(c) && !isDigit(c) && c != '+' && c != '-' && c != '.' {
+			return nil, nil, false
+		}
+	}
+	return scheme, rest, true
+}
+
+func isAlpha(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
 // field checks one header line and records the framing headers.
 func (h *headInfo) field(s []byte) string {

@@ -640,3 +640,29 @@ func BenchmarkFramingGuard(b *testing.B) {
 		}
 	}
 }
+
+// TestAbsoluteForm: only a target that starts with a scheme is
+// absolute-form; "://" later on (a URL in the query) is not.
+func TestAbsoluteForm(t *testing.T) {
+	for _, tc := range []struct {
+		target, scheme string
+		ok             bool
+	}{
+		{"https://api.example.com/x", "https", true},
+		{"HTTP://api.example.com", "HTTP", true},
+		{"git+ssh://h/x", "git+ssh", true},
+		{"/v1/x?next=https://other.example/x", "", false},
+		{"/a://b", "", false},
+		{"*", "", false},
+		{"api.example.com:443", "", false},
+		{"1http://h/", "", false},
+		{"ht tp://h/", "", false},
+		{"://h/", "", false},
+		{"?q=https://h/", "", false},
+	} {
+		scheme, _, ok := absoluteForm([]byte(tc.target))
+		if ok != tc.ok || string(scheme) != tc.scheme {
+			t.Errorf("absoluteForm(%q) = %q, %v; want %q, %v", tc.target, scheme, ok, tc.scheme, tc.ok)
+		}
+	}
+}

@@ -438,6 +438,12 @@ func TestInnerRequestAdversarial(t *testing.T) {
 		{"method override, PHP-rewritten [method query", "POST /v1/items?%5Bmethod=DELETE HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n", 403, "method_override"},
 		{"OPTIONS * is decided, not answered by net/http", "OPTIONS * HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 403, "bad_request"},
 		{"absolute-form same host is fine", "GET https://api.example.com/v1/items/1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
+		// a URL in the query (OAuth's redirect_uri, a webhook's url) is
+		// not an absolute-form target: only a target starting with a scheme is
+		{"URL in the query", "GET /v1/items/1?next=https://other.example.com/x HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
+		{"encoded URL in the query", "GET /v1/items/1?redirect_uri=https%3A%2F%2Fother.example.com%2Fcb HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
+		{"URL in the query of an absolute-form target", "GET https://api.example.com/v1/items/1?url=http://other.example.com:8080/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 200, ""},
+		{"absolute-form to another host, URL in its query", "GET https://other.example.com/v1/items/1?u=https://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 403, "authority_mismatch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.hits.Load()
