@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/policy"
 )
@@ -353,14 +354,36 @@ func TestStalledClientHelloIsReleased(t *testing.T) {
 	}
 }
 
+// TestSNIMustMatchConnectHost: a ClientHello naming another host than the
+// CONNECT (domain fronting) fails the handshake, reaches no upstream, and
+// is on the record: one refusal line naming the SNI it asked for.
 func TestSNIMustMatchConnectHost(t *testing.T) {
-	e := newEnv(t, nil)
+	rec := &listRecorder{}
+	e := newEnv(t, func(p *Proxy) { p.Recorder = rec })
 	tc := tunnelTLS(t, e, "other.example.com")
 	if err := tc.Handshake(); err == nil {
 		t.Fatal("handshake with SNI other.example.com inside a CONNECT to api.example.com succeeded")
 	}
 	if e.hits.Load() != 0 {
 		t.Fatal("upstream was reached")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		rec.mu.Lock()
+		got := append([]Record(nil), rec.completed...)
+		rec.mu.Unlock()
+		if len(got) == 1 {
+			r := got[0]
+			if r.Name != audit.EventRejected || r.Reason != string(policy.ReasonAuthorityMismatch) || r.Session != "s1" ||
+				r.Host != "api.example.com" || r.Port != 443 || r.Details["sni"] != "other.example.com" || r.Status != 0 || r.Client == "" {
+				t.Fatalf("the fronting refusal's line: %+v", r.Event)
+			}
+			return
+		}
+		if len(got) > 1 || time.Now().After(deadline) {
+			t.Fatalf("%d audit lines for one fronted handshake, want 1: %+v", len(got), got)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

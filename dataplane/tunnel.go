@@ -142,6 +142,7 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 		return
 	}
 	var sniErr error
+	var sniSent string
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -149,7 +150,8 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 			if hello.ServerName != "" {
 				sni, err := policy.CanonicalHost(hello.ServerName)
 				if err != nil || sni != t.authority.Host {
-					sniErr = deny(policy.ReasonAuthorityMismatch, "TLS SNI %q does not match the CONNECT host %q", hello.ServerName, t.authority.Host)
+					sniErr = deny(policy.ReasonAuthorityMismatch, "TLS SNI %q does not match the CONNECT host %q", clip(hello.ServerName), t.authority.Host)
+					sniSent = hello.ServerName
 					return nil, sniErr
 				}
 				t.sni = sni
@@ -159,8 +161,12 @@ func (p *Proxy) intercept(c net.Conn, t *tunnel) {
 	}
 	tc := tls.Server(c, cfg)
 	if err := tc.Handshake(); err != nil {
-		p.log.Info().Str("event", "proxy.handshake_failed").Str("session", t.sess.ID).
-			Str("host", t.authority.Host).Str("reason", handshakeReason(sniErr)).Msg(err.Error())
+		if sniErr != nil { // domain fronting: a refusal like any other, on the record
+			p.sniRefused(t, sniSent, sniErr)
+		} else {
+			p.log.Info().Str("event", "proxy.handshake_failed").Str("session", t.sess.ID).
+				Str("host", t.authority.Host).Str("reason", "tls_handshake_failed").Msg(err.Error())
+		}
 		_ = c.Close()
 		return
 	}
@@ -189,11 +195,17 @@ func (p *Proxy) connected(c net.Conn, t *tunnel) error {
 	return err
 }
 
-func handshakeReason(sniErr error) string {
-	if sniErr != nil {
-		return string(policy.ReasonAuthorityMismatch)
-	}
-	return "tls_handshake_failed"
+// sniRefused audits an intercepted tunnel whose TLS ClientHello named
+// another server than the one the tunnel was opened to (CONNECT, or the
+// name a fenced sandbox resolved): the handshake is aborted, so the client
+// gets no HTTP answer (status 0), and the line names what it asked for.
+func (p *Proxy) sniRefused(t *tunnel, sni string, err error) {
+	rec := p.newRecord(nil)
+	rec.Session, rec.Client, rec.Host, rec.Port = t.sess.ID, t.client, t.authority.Host, t.authority.Port
+	rec.refused(classify(err))
+	rec.Status = 0
+	rec.Details = map[string]string{"sni": clip(sni)}
+	p.finish(rec)
 }
 
 // passthrough relays raw bytes between the client and the vetted upstream,
@@ -249,6 +261,9 @@ func (p *Proxy) passthrough(c net.Conn, t *tunnel, rec *Record) {
 		rec.refused(classify(err))
 		rec.Status = 0 // the client had its 200 to the CONNECT; the tunnel is closed, not answered
 		rec.BytesIn = int64(len(hello.raw))
+		if hello.name != "" {
+			rec.Details = map[string]string{"sni": clip(hello.name)}
+		}
 		p.finish(rec)
 		_ = c.Close()
 		_ = up.Close()

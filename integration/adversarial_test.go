@@ -81,6 +81,16 @@ func TestSNIUnlikeConnectHost(t *testing.T) {
 		}
 		assertDenial(t, o.String(), o.Status, o.Body, http.StatusForbidden, "capability_denied", "authority_mismatch")
 	})
+	// Either way the refusal is on the record, naming the SNI it asked for.
+	waitAudit(t, f.d, "the fronting refusal", func(lines []auditLine) bool {
+		for _, l := range lines {
+			if l.str("session") == f.s.ID && l.str("reason") == "authority_mismatch" && l.str("decision") == "deny" &&
+				l.str("host") == f.gmailHost && l.detail("sni") == "api.linear.app" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // TestNonCanonicalPaths: dot segments (raw and encoded), empty segments,
