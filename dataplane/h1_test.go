@@ -3,7 +3,9 @@ package dataplane
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -37,6 +39,52 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the upstream exchange ran %v after the client left", d)
+	}
+}
+
+// TestClientGoneMidAnswer: a client that leaves while the proxy waits on
+// the rest of an answer (the upstream sent part of it, then paused) ended
+// the exchange: the outcome says client_gone with the status it had
+// received, never upstream_cut, over HTTP/1.1 and HTTP/2.
+func TestClientGoneMidAnswer(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("h2 ", h2), func(t *testing.T) {
+			rec := &listRecorder{}
+			e := newEnv(t, func(p *Proxy) { p.Recorder = rec })
+			var body io.ReadCloser
+			var leave func()
+			if h2 {
+				cc := e.h2Client(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, "GET", "https://api.example.com/v1/items/stall", nil)
+				resp, err := cc.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, leave = resp.Body, cancel // RST_STREAM(CANCEL): the stream is gone, the connection stays
+			} else {
+				tc := tunnelTLSTo(t, e, "api.example.com", "api.example.com")
+				if _, err := io.WriteString(tc, "GET /v1/items/stall HTTP/1.1\r\nHost: api.example.com\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, leave = resp.Body, func() { _ = tc.Close() }
+			}
+			if _, err := body.Read(make([]byte, 8)); err != nil {
+				t.Fatalf("the start of the answer: %v", err)
+			}
+			time.Sleep(2 * clientWatchAfter) // the proxy is waiting on the upstream
+			leave()
+			waitRecords(t, rec, audit.EventProxied, 1)
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if got := rec.completed[0]; got.Reason != string(policy.ReasonClientGone) || got.Status != http.StatusOK {
+				t.Errorf("outcome %q status %d, want client_gone and 200: the client ended the exchange", got.Reason, got.Status)
+			}
+		})
 	}
 }
 

@@ -44,6 +44,13 @@ func echoPaths(w http.ResponseWriter, r *http.Request) bool {
 		_, _ = io.WriteString(zw, auth+" accept="+r.Header.Get("Grpc-Accept-Encoding"))
 		_ = zw.Close()
 		_, _ = w.Write(zb.Bytes())
+	case "/v1/items/stall": // part of an answer, then nothing until the request is cancelled (or 10 s)
+		_, _ = io.WriteString(w, "partial answer\n")
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
 	case "/v1/items/slow": // a line every 50 ms for 6 s
 		for i := range 120 {
 			if _, err := fmt.Fprintf(w, "tick %d\n", i); err != nil {

@@ -85,7 +85,9 @@ func (p *Proxy) send(w http.ResponseWriter, x *exchange) ending {
 		rec.Status = cw.status
 	}
 	switch {
-	case broke && cw.err != nil:
+	case broke && (cw.err != nil || x.in.Context().Err() != nil):
+		// the client stopped taking the answer, or left (its request's
+		// context ended, which is what broke the upstream read)
 		rec.Reason, rec.Message = string(policy.ReasonClientGone), "the client stopped reading the answer (for proxy.body_idle_timeout) or went away"
 	case broke:
 		rec.Reason, rec.Message = string(policy.ReasonUpstreamCut), "the upstream cut its response off before the end"
