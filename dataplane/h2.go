@@ -86,7 +86,8 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 	p.trackRaw(raw, true)
 	defer p.trackRaw(raw, false)
 	t.hangup = func() { _ = raw.Close() }
-	p.h2.srv.ServeConn(conn, &http2.ServeConnOpts{
+	hc := &h2Conn{tunnelConn: conn, cs: tc.ConnectionState(), hangup: t.hangup}
+	p.h2.srv.ServeConn(hc, &http2.ServeConnOpts{
 		Context:    context.Background(), // as inner's: Shutdown drains, not cancels
 		BaseConfig: p.inner,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

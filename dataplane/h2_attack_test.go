@@ -250,3 +250,137 @@ func TestWantsH2(t *testing.T) {
 		}
 	}
 }
+
+// TestH2SettingsFloodIsEnded: a client that floods SETTINGS and never
+// reads the acknowledgements, while a stream keeps the connection from
+// idling, has its connection ended at once with GOAWAY ENHANCE_YOUR_CALM,
+// not held until the write stalls for proxy.body_idle_timeout (30 s). A
+// client that changes its settings a few times keeps its connection.
+func TestH2SettingsFloodIsEnded(t *testing.T) {
+	hdr := func(path string) []byte {
+		var b bytes.Buffer
+		enc := hpack.NewEncoder(&b)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.com"}, {":path", path}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		return b.Bytes()
+	}
+	for _, c := range []struct {
+		name     string
+		settings int
+		ended    bool
+	}{{"flood", 200000, true}, {"a few changes", h2SettingsBurst - 4, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, nil) // default timeouts: body_idle 30 s, idle 90 s
+			tc := e.h2Tunnel(t)
+			if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+				t.Fatal(err)
+			}
+			fr := http2.NewFramer(tc, tc)
+			_ = fr.WriteSettings()
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hdr("/v1/items/stall"), EndStream: true, EndHeaders: true})
+			_ = tc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			sent := 0
+			for ; sent < c.settings; sent++ { // never reads
+				if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535 + uint32(sent%2)}); err != nil {
+					break // the proxy stopped reading: it hung up
+				}
+			}
+			_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+			var goAway http2.ErrCode = 1 << 31
+			var rerr error
+			for {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					rerr = err
+					break
+				}
+				if ga, ok := f.(*http2.GoAwayFrame); ok {
+					goAway = ga.ErrCode
+				}
+				if !c.ended {
+					if _, ok := f.(*http2.DataFrame); ok {
+						break // the stream's answer flows: the connection is served
+					}
+				}
+			}
+			if !c.ended {
+				if rerr != nil || goAway != 1<<31 {
+					t.Fatalf("after %d settings changes: read %v, GOAWAY %v; the connection should be served", sent, rerr, goAway)
+				}
+				return
+			}
+			if isTimeout(rerr) {
+				t.Fatalf("the flooding connection (%d SETTINGS sent) was still open 5 s later", sent)
+			}
+			if goAway != http2.ErrCodeEnhanceYourCalm {
+				t.Errorf("GOAWAY %v before the connection ended (%v), want ENHANCE_YOUR_CALM", goAway, rerr)
+			}
+			for deadline := time.Now().Add(5 * time.Second); e.proxy.Stats().TunnelsOpen != 0; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the proxy still serves the flooding tunnel")
+				}
+			}
+		})
+	}
+}
+
+// TestH2PlainSchemeRefused: a stream that says ":scheme http" is refused
+// insecure_scheme, as a plain-HTTP request is over HTTP/1.1; it is never
+// answered over https as if it had said so.
+func TestH2PlainSchemeRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	tc := e.h2Tunnel(t)
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(tc, tc)
+	_ = fr.WriteSettings()
+	_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+	dec := hpack.NewDecoder(4096, nil)
+	for i, scheme := range []string{"http", "https"} {
+		var b bytes.Buffer
+		enc := hpack.NewEncoder(&b)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", scheme}, {":authority", "api.example.com"}, {":path", "/v1/items/1"}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		id := uint32(2*i + 1)
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		status := ""
+		var body bytes.Buffer
+		for done := false; !done; {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf(":scheme %s: %v", scheme, err)
+			}
+			switch f := f.(type) {
+			case *http2.HeadersFrame:
+				if f.StreamID == id && status == "" {
+					fields, _ := dec.DecodeFull(f.HeaderBlockFragment())
+					for _, hf := range fields {
+						if hf.Name == ":status" {
+							status = hf.Value
+						}
+					}
+				}
+				done = f.StreamEnded()
+			case *http2.DataFrame:
+				body.Write(f.Data())
+				done = f.StreamEnded()
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = fr.WriteSettingsAck()
+				}
+			}
+		}
+		want := map[string]string{"http": "403", "https": "200"}[scheme]
+		if status != want || (scheme == "http" && !strings.Contains(body.String(), `"insecure_scheme"`)) {
+			t.Errorf(":scheme %s: status %s, body %s; want %s", scheme, status, body.String(), want)
+		}
+	}
+	if e.hits.Load() != 1 {
+		t.Errorf("the upstream saw %d requests, want 1 (the https one)", e.hits.Load())
+	}
+}

@@ -70,6 +70,9 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 			rest = "/" + rest
 		}
 	}
+	if r.ProtoMajor == 2 && r.TLS == nil { // x/net leaves r.TLS out for a stream whose :scheme is not https
+		return tgt, deny(policy.ReasonInsecureScheme, "the stream says :scheme http; requests through Aileron go to the upstream over https only, so send :scheme https")
+	}
 	if r.Method == http.MethodConnect { // h2's CONNECT (extended or not): a tunnel inside the tunnel
 		return tgt, deny(policy.ReasonBadRequest, "CONNECT inside an intercepted tunnel is not forwarded")
 	}
