@@ -18,7 +18,7 @@ import (
 // roundTrip is the last stage of the request path, run on x's outbound
 // copy: it injects the credential bound to the matched operation, refuses a
 // request that still carries a placeholder, sends it through the guarded,
-// verified transport (upstream1, or h2up for wantsH2), and masks any echo
+// verified transport (upstream1; upstream2 for an HTTP/2 client's), and masks any echo
 // of the secret in the answer. A 1xx answer goes on to the client at once
 // through w, masked.
 func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, error) {
@@ -36,8 +36,8 @@ func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, e
 	interim := &interimRelay{w: w, red: x.red}
 	out = out.WithContext(httptrace.WithClientTrace(out.Context(), &httptrace.ClientTrace{Got1xxResponse: interim.relay}))
 	var tr http.RoundTripper = p.up
-	if wantsH2(out) {
-		tr = p.h2up
+	if out.ProtoMajor == 2 {
+		tr = p.up2 // HTTP/2 upstream where offered (gRPC's trailers need it)
 	}
 	x.sent = time.Now()
 	resp, err := tr.RoundTrip(out)

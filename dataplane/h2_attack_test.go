@@ -79,7 +79,7 @@ func TestH2EchoesMaskedEverywhere(t *testing.T) {
 				req, _ := http.NewRequest("GET", "https://api.example.com"+path, nil)
 				req.Header.Set("Grpc-Accept-Encoding", "gzip")
 				if upH2 {
-					req.Header.Set("Te", "trailers") // what makes the proxy use HTTP/2 upstream (wantsH2)
+					req.Header.Set("Te", "trailers")
 				}
 				resp, err := cc.RoundTrip(req)
 				if err != nil {
@@ -229,25 +229,6 @@ func TestH2TargetBytesAndConnect(t *testing.T) {
 	}
 	if e.hits.Load() != 0 {
 		t.Errorf("the upstream saw %d of these", e.hits.Load())
-	}
-}
-
-// TestWantsH2: only HTTP/2 requests that need trailers end to end (gRPC)
-// go to the upstream over HTTP/2.
-func TestWantsH2(t *testing.T) {
-	for _, c := range []struct {
-		major int
-		hdr   http.Header
-		want  bool
-	}{
-		{2, http.Header{"Content-Type": {"application/grpc+proto"}}, true},
-		{2, http.Header{"Te": {"gzip, trailers"}}, true},
-		{2, http.Header{"Content-Type": {"application/json"}}, false},
-		{1, http.Header{"Te": {"trailers"}}, false},
-	} {
-		if got := wantsH2(&http.Request{ProtoMajor: c.major, Header: c.hdr}); got != c.want {
-			t.Errorf("HTTP/%d %v: wantsH2 = %v", c.major, c.hdr, got)
-		}
 	}
 }
 

@@ -113,7 +113,7 @@ type Proxy struct {
 	inner     *http.Server
 	h1        h1Conns
 	up        *upstream1       // HTTP/1.1 to the upstream
-	h2up      *http.Transport  // HTTP/2 to the upstream, for the requests that need it (wantsH2)
+	up2       *upstream2       // the requests of HTTP/2 clients: HTTP/2 where the upstream offers it, else up
 	buffers   *copyBuffers     // body copy buffers
 	redactors inject.Redactors // one echo redactor per set of injected secrets
 	dates     dates
@@ -186,7 +186,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	p.closeRaw()
 	p.up.pool.sweep(true)
-	p.h2up.CloseIdleConnections()
+	p.up2.sweep(true)
 	p.raw.Wait()
 	return err
 }
@@ -215,7 +215,7 @@ func (p *Proxy) build() error {
 		return err
 	}
 	p.up = &upstream1{p: p, tls: tlsUp}
-	p.h2up = p.newH2Transport(tlsUp)
+	p.up2 = newUpstream2(p, p.up, tlsUp)
 	p.buffers = &copyBuffers{}
 	p.rawConns = make(map[net.Conn]struct{})
 	errLog := log.New(io.Discard, "", 0)
@@ -235,6 +235,7 @@ func (p *Proxy) build() error {
 	}
 	go p.watchRevocations()
 	go p.up.pool.sweepEvery(p.stopping, upIdleTimeout/3)
+	go p.up2.sweepEvery(p.stopping, upIdleTimeout/3)
 	p.outer = &http.Server{
 		Handler:           p.newGoproxy(),
 		ReadHeaderTimeout: p.t.ReadHeader,

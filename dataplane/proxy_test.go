@@ -150,6 +150,8 @@ func newEnvUp(t testing.TB, tune func(*Proxy), upstreamH2 bool) *env {
 			w.Header().Set("X-Echo-Body", string(body))
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
+			w.Header().Set("X-Echo-Proto", r.Proto)
+			w.Header().Set("X-Echo-Remote", r.RemoteAddr)
 			_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "uri": r.RequestURI, "host": r.Host,
 				"authorization": r.Header.Get("Authorization"), "accept_encoding": r.Header.Get("Accept-Encoding")})
 		}),

@@ -70,7 +70,7 @@ func TestInterim101NotRelayed(t *testing.T) {
 			return nil
 		}})
 	req, _ := http.NewRequestWithContext(ctx, "GET", "https://api.example.com/v1/items/1", nil)
-	req.Header.Set("Te", "trailers") // wantsH2: the upstream leg is HTTP/2
+	req.Header.Set("Te", "trailers")
 	resp, err := cc.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)

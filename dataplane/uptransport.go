@@ -130,8 +130,13 @@ func (u *upstream1) dial(ctx context.Context, key string) (*upConn, error) {
 		_ = raw.Close()
 		return nil, err
 	}
+	return newUpConn(key, tc, raw), nil
+}
+
+// newUpConn is an HTTP/1.1 connection to key: tc, verified, over raw.
+func newUpConn(key string, tc *tls.Conn, raw net.Conn) *upConn {
 	lr := &io.LimitedReader{R: tc, N: maxResponseHead}
-	return &upConn{key: key, conn: tc, raw: raw, lr: lr, br: bufio.NewReaderSize(lr, 4<<10), bw: bufio.NewWriterSize(tc, 4<<10)}, nil
+	return &upConn{key: key, conn: tc, raw: raw, lr: lr, br: bufio.NewReaderSize(lr, 4<<10), bw: bufio.NewWriterSize(tc, 4<<10)}
 }
 
 // exchange sends req on uc and reads the answer's head.

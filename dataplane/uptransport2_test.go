@@ -1,0 +1,95 @@
+package dataplane
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/audit"
+)
+
+// TestUpstreamProtocolFollowsTheClient: an HTTP/2 client's requests reach
+// an upstream that offers h2 over HTTP/2, many streams sharing one
+// upstream connection; an upstream that offers only http/1.1 gets
+// HTTP/1.1; an HTTP/1.1 client's requests go over HTTP/1.1 either way.
+// The credential goes on, and the echo of it is masked, on every leg.
+func TestUpstreamProtocolFollowsTheClient(t *testing.T) {
+	const token = "sekrit-token-proto-42"
+	for _, c := range []struct {
+		name        string
+		upH2, cliH2 bool
+		proto       string
+	}{
+		{"h2 client, h2 upstream", true, true, "HTTP/2.0"},
+		{"h2 client, http/1.1 upstream", false, true, "HTTP/1.1"},
+		{"http/1.1 client, h2 upstream", true, false, "HTTP/1.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &listRecorder{}
+			e := newEnvUp(t, func(p *Proxy) { p.Injector = &fixedInjector{token: token}; p.Recorder = rec }, c.upH2)
+			var rt http.RoundTripper
+			if c.cliH2 {
+				rt = e.h2Client(t)
+			} else {
+				rt = e.client(t, url.UserPassword("s1", e.token)).Transport
+			}
+			const n = 20
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			remotes := map[string]bool{}
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com/v1/items/%d", i), nil)
+					resp, err := rt.RoundTrip(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					_ = resp.Body.Close()
+					if got := resp.Header.Get("X-Echo-Proto"); got != c.proto || resp.StatusCode != 200 {
+						t.Errorf("status %d, upstream saw %q, want %q", resp.StatusCode, got, c.proto)
+					}
+					if a := resp.Header.Get("X-Echo-Authorization"); a == "" || strings.Contains(string(body)+a, token) {
+						t.Errorf("the credential was not added, or its echo reached the client: %q %s", a, body)
+					}
+					mu.Lock()
+					remotes[resp.Header.Get("X-Echo-Remote")] = true
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			if c.proto == "HTTP/2.0" && len(remotes) != 1 {
+				t.Errorf("%d streams used %d upstream connections, want 1 (multiplexed)", n, len(remotes))
+			}
+			waitRecords(t, rec, audit.EventProxied, n)
+		})
+	}
+}
+
+// TestH2UpstreamHeaderTimeout: an HTTP/2 upstream that takes longer than
+// proxy's upstream header timeout to answer is given up on (504
+// upstream_timeout), as an HTTP/1.1 one is, for either client protocol.
+func TestH2UpstreamHeaderTimeout(t *testing.T) {
+	for _, upH2 := range []bool{false, true} {
+		t.Run(fmt.Sprint("upstream h2 ", upH2), func(t *testing.T) {
+			e := newEnvUp(t, func(p *Proxy) { p.Timeouts.UpstreamHdr = 300 * time.Millisecond }, upH2)
+			req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/wait", nil) // answers after 10 s
+			resp, err := e.h2Client(t).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := readEnvelope(t, resp.Body); resp.StatusCode != http.StatusGatewayTimeout || got.Reason != "upstream_timeout" {
+				t.Fatalf("status %d, %+v; want 504 upstream_timeout", resp.StatusCode, got)
+			}
+		})
+	}
+}
