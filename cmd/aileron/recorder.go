@@ -34,15 +34,26 @@ type recorder struct {
 // Decided writes the decision line; an error refuses the request.
 func (r *recorder) Decided(rec *dataplane.Record) error {
 	ev := rec.Event
-	ev.Details = nil // control-plane facts only: a proxy record never carries any
+	ev.Details = proxyDetails(rec.Details)
 	return r.write(&ev)
+}
+
+// proxyDetails keeps, of a proxy record's details, only the one the data
+// plane documents: "sni", the server a refused ClientHello asked for
+// (docs/audit.md). Anything else is dropped: details are identifying names,
+// never request data.
+func proxyDetails(d map[string]string) map[string]string {
+	if sni, ok := d["sni"]; ok {
+		return map[string]string{"sni": sni}
+	}
+	return nil
 }
 
 // Completed writes the outcome line and updates the metrics.
 func (r *recorder) Completed(rec *dataplane.Record) {
 	r.metrics.Observe(rec)
 	ev := rec.Event
-	ev.Details = nil
+	ev.Details = proxyDetails(rec.Details)
 	if rec.Decided {
 		ev.Name = ev.Name.Outcome()
 	}

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"maps"
+	"testing"
+)
+
+// TestProxyDetails: a proxy record's audit line carries only the details
+// the data plane documents (sni); any other key is dropped.
+func TestProxyDetails(t *testing.T) {
+	for _, c := range []struct {
+		in, want map[string]string
+	}{
+		{nil, nil},
+		{map[string]string{"sni": "other.example.com"}, map[string]string{"sni": "other.example.com"}},
+		{map[string]string{"sni": "a.example", "body": "secret"}, map[string]string{"sni": "a.example"}},
+		{map[string]string{"authorization": "Bearer x"}, nil},
+	} {
+		if got := proxyDetails(c.in); !maps.Equal(got, c.want) {
+			t.Errorf("proxyDetails(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
