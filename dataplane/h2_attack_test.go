@@ -114,12 +114,7 @@ func TestH2ZeroWindowClientIsCut(t *testing.T) {
 	}
 	fr := http2.NewFramer(tc, tc)
 	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-	var b bytes.Buffer
-	enc := hpack.NewEncoder(&b)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.com"}, {":path", "/v1/items/large"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b.Bytes(), EndStream: true, EndHeaders: true})
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h2Head("https", "/v1/items/large"), EndStream: true, EndHeaders: true})
 	reset := make(chan http2.ErrCode, 1)
 	go func() { // reads every frame, acknowledges settings and pings, never a WINDOW_UPDATE
 		for {
@@ -238,14 +233,6 @@ func TestH2TargetBytesAndConnect(t *testing.T) {
 // not held until the write stalls for proxy.body_idle_timeout (30 s). A
 // client that changes its settings a few times keeps its connection.
 func TestH2SettingsFloodIsEnded(t *testing.T) {
-	hdr := func(path string) []byte {
-		var b bytes.Buffer
-		enc := hpack.NewEncoder(&b)
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.com"}, {":path", path}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
-		return b.Bytes()
-	}
 	for _, c := range []struct {
 		name     string
 		settings int
@@ -259,7 +246,7 @@ func TestH2SettingsFloodIsEnded(t *testing.T) {
 			}
 			fr := http2.NewFramer(tc, tc)
 			_ = fr.WriteSettings()
-			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hdr("/v1/items/stall"), EndStream: true, EndHeaders: true})
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h2Head("https", "/v1/items/stall"), EndStream: true, EndHeaders: true})
 			_ = tc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			sent := 0
 			for ; sent < c.settings; sent++ { // never reads
@@ -320,13 +307,8 @@ func TestH2PlainSchemeRefused(t *testing.T) {
 	_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
 	dec := hpack.NewDecoder(4096, nil)
 	for i, scheme := range []string{"http", "https"} {
-		var b bytes.Buffer
-		enc := hpack.NewEncoder(&b)
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", scheme}, {":authority", "api.example.com"}, {":path", "/v1/items/1"}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
 		id := uint32(2*i + 1)
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h2Head(scheme, "/v1/items/1"), EndStream: true, EndHeaders: true}); err != nil {
 			t.Fatal(err)
 		}
 		status := ""

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -45,6 +46,17 @@ func (e *env) h2Tunnel(t *testing.T) *tls.Conn {
 		t.Fatalf("ALPN chose %q, want h2", p)
 	}
 	return tc
+}
+
+// h2Head is the header block of a GET to api.example.com with the given
+// :scheme and :path, for tests that write frames themselves.
+func h2Head(scheme, path string) []byte {
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", scheme}, {":authority", "api.example.com"}, {":path", path}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	return b.Bytes()
 }
 
 // h2Client is an HTTP/2 client connection over a tunnel of e's.
@@ -194,14 +206,7 @@ func TestH2PriorKnowledgeRefused(t *testing.T) {
 // grown with CONTINUATION frames past the header limit ends the connection
 // and reaches nobody.
 func TestH2StreamAbuseIsBounded(t *testing.T) {
-	hdr := func(path string) []byte {
-		var b strings.Builder
-		enc := hpack.NewEncoder(&b)
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.com"}, {":path", path}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
-		return []byte(b.String())
-	}
+	hdr := func(path string) []byte { return h2Head("https", path) }
 	for _, c := range []struct {
 		name  string
 		abuse func(fr *http2.Framer) error

@@ -234,8 +234,8 @@ func (p *Proxy) build() error {
 		return err
 	}
 	go p.watchRevocations()
-	go p.up.pool.sweepEvery(p.stopping, upIdleTimeout/3)
-	go p.up2.sweepEvery(p.stopping, upIdleTimeout/3)
+	go sweepEvery(p.stopping, upIdleTimeout/3, p.up.pool.sweep)
+	go sweepEvery(p.stopping, upIdleTimeout/3, p.up2.sweep)
 	p.outer = &http.Server{
 		Handler:           p.newGoproxy(),
 		ReadHeaderTimeout: p.t.ReadHeader,

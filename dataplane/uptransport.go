@@ -536,8 +536,9 @@ func (p *upPool) sweep(all bool) {
 	}
 }
 
-// sweepEvery sweeps the pool until ctx ends.
-func (p *upPool) sweepEvery(ctx context.Context, every time.Duration) {
+// sweepEvery runs sweep(false) every period until ctx ends (the upstream
+// pools' idle sweep).
+func sweepEvery(ctx context.Context, every time.Duration, sweep func(all bool)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -545,7 +546,7 @@ func (p *upPool) sweepEvery(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.sweep(false)
+			sweep(false)
 		}
 	}
 }

@@ -255,17 +255,3 @@ func (u *upstream2) sweep(all bool) {
 		}
 	}
 }
-
-// sweepEvery sweeps until ctx ends.
-func (u *upstream2) sweepEvery(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			u.sweep(false)
-		}
-	}
-}
