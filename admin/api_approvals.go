@@ -7,6 +7,7 @@ import (
 
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/state"
 )
 
@@ -115,24 +116,14 @@ func checkDecision(req DecideRequest, deny bool) (by, reason string, err error) 
 	switch {
 	case by == "":
 		return "", "", fmt.Errorf(`%w: "by" is required: name who decides, e.g. "cli:alice"`, state.ErrInvalidArgument)
-	case len(by) > maxDecider || !printable(by):
-		return "", "", fmt.Errorf(`%w: "by" must be at most %d printable characters`, state.ErrInvalidArgument, maxDecider)
+	case len(by) > maxDecider || printable.Line(by) != by:
+		return "", "", fmt.Errorf(`%w: "by" must be at most %d bytes of printable text (no control, invisible or direction-changing character)`, state.ErrInvalidArgument, maxDecider)
 	case deny && reason == "":
 		return "", "", fmt.Errorf(`%w: "reason" is required to deny: say why, the agent is shown it`, state.ErrInvalidArgument)
 	case !deny && reason != "":
 		return "", "", fmt.Errorf(`%w: "reason" is only for denials`, state.ErrInvalidArgument)
-	case len(reason) > maxReason || !printable(reason):
-		return "", "", fmt.Errorf(`%w: "reason" must be at most %d printable characters`, state.ErrInvalidArgument, maxReason)
+	case len(reason) > maxReason || printable.Line(reason) != reason:
+		return "", "", fmt.Errorf(`%w: "reason" must be at most %d bytes of printable text (no control, invisible or direction-changing character)`, state.ErrInvalidArgument, maxReason)
 	}
 	return by, reason, nil
-}
-
-// printable reports whether s holds no control characters.
-func printable(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }

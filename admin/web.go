@@ -24,6 +24,7 @@ import (
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/state"
 	"github.com/rs/zerolog"
 )
@@ -469,11 +470,12 @@ type indexView struct {
 }
 
 // approvalView is one approval as the page shows it: every string from
-// the request made Printable (html/template then escapes it for HTML).
+// the request, and who decided and why, made printable (html/template
+// then escapes it for HTML); DecidedBy and Reason hide the Approval's.
 type approvalView struct {
 	approvals.Approval
 	Method, Target, Summary, Connector, Credential string
-	Undeclared                                     string
+	Tool, Operation, Undeclared, DecidedBy, Reason string
 	Headers                                        []dataplane.PreviewHeader
 	Fields                                         []dataplane.PreviewField
 	Inputs                                         []dataplane.PreviewField
@@ -501,10 +503,11 @@ const (
 // newApprovalView prepares ap for the page.
 func newApprovalView(ap approvals.Approval) approvalView {
 	p := ap.Preview
-	clip := func(s string) string { return dataplane.Clip(s, pageValueLimit) }
-	v := approvalView{Approval: ap, Method: clip(p.Method), Target: dataplane.Printable(p.Target(), false),
+	clip := func(s string) string { return printable.Clip(s, pageValueLimit) }
+	v := approvalView{Approval: ap, Method: clip(p.Method), Target: printable.Line(p.Target()),
 		Summary: clip(p.Summary), Connector: clip(p.Connector + " " + p.Version), Credential: p.Credential,
-		Undeclared: dataplane.Printable(strings.Join(p.Undeclared(), ", "), false),
+		Tool: clip(p.Tool), Operation: clip(p.Operation), DecidedBy: clip(ap.DecidedBy), Reason: clip(ap.Reason),
+		Undeclared: printable.Line(strings.Join(p.Undeclared(), ", ")),
 		Created:    ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339)}
 	for _, h := range p.Headers {
 		v.Headers = append(v.Headers, dataplane.PreviewHeader{Name: clip(h.Name), Value: clip(h.Value)})
@@ -597,7 +600,7 @@ func (wb *Web) decided(w http.ResponseWriter, id, what string, err error) {
 type messageView struct{ Title, Text string }
 
 func (wb *Web) message(w http.ResponseWriter, status int, title, text string) {
-	wb.render(w, status, "message.html", messageView{Title: title, Text: text})
+	wb.render(w, status, "message.html", messageView{Title: printable.Line(title), Text: printable.Text(text)})
 }
 
 // render executes one template into a buffer first, so a template failure

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/state"
 )
 
@@ -18,7 +18,7 @@ func (wb *Web) view(ap approvals.Approval, s webSession) approvalView {
 	v := newApprovalView(ap)
 	v.CSRF, v.Pending = s.csrf, ap.State == dataplane.ApprovalStatePending
 	if wb.SessionName != nil {
-		v.SessionName = dataplane.Clip(wb.SessionName(ap.Session), 200)
+		v.SessionName = printable.Clip(wb.SessionName(ap.Session), 200)
 	}
 	if ap.DecidedAt != nil {
 		v.Decided = ap.DecidedAt.UTC().Format(time.RFC3339)
@@ -87,11 +87,11 @@ func (wb *Web) history(w http.ResponseWriter, r *http.Request, _ string, s webSe
 	}
 	v := historyView{CSRF: s.csrf}
 	for _, d := range decided {
-		row := historyRow{ID: d.ID, State: string(d.State), DecidedBy: dataplane.Clip(d.DecidedBy, 200),
-			Reason: dataplane.Clip(d.Reason, 1024), Method: dataplane.Clip(d.Method, 64),
-			Target: dataplane.Clip(dataplane.Printable(d.Target(), false), 2<<10), Session: d.Session, When: d.When.UTC().Format(time.RFC3339)}
+		row := historyRow{ID: d.ID, State: string(d.State), DecidedBy: printable.Clip(d.DecidedBy, 200),
+			Reason: printable.Clip(d.Reason, 1024), Method: printable.Clip(d.Method, 64),
+			Target: printable.Clip(d.Target(), 2<<10), Session: d.Session, When: d.When.UTC().Format(time.RFC3339)}
 		if wb.SessionName != nil {
-			row.SessionName = dataplane.Clip(wb.SessionName(d.Session), 200)
+			row.SessionName = printable.Clip(wb.SessionName(d.Session), 200)
 		}
 		v.Rows = append(v.Rows, row)
 	}
@@ -111,12 +111,12 @@ func (s webSession) decider() string {
 // dropped, spaces collapsed, valid UTF-8, at most 64 bytes.
 func loginName(raw string) string {
 	clean := strings.Map(func(r rune) rune {
-		if !unicode.IsPrint(r) {
+		if printable.Hidden(r) {
 			return ' '
 		}
 		return r
 	}, strings.ToValidUTF8(raw, ""))
-	return dataplane.Clip(strings.Join(strings.Fields(clean), " "), 64)
+	return printable.Clip(strings.Join(strings.Fields(clean), " "), 64)
 }
 
 // wrappable escapes a path or URL for HTML and lets the browser break the

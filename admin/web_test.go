@@ -310,7 +310,7 @@ func TestWebDecisions(t *testing.T) {
 	if ap := f.state(t, a); ap.State != "approved" || ap.DecidedBy != "web" {
 		t.Errorf("after approve: state %s by %q, want approved by web", ap.State, ap.DecidedBy)
 	}
-	for _, reason := range []string{"", "   ", "bad\x00reason", strings.Repeat("x", 1025)} {
+	for _, reason := range []string{"", "   ", "bad\x00reason", "bad\u202ereason", "bad\u3164reason", strings.Repeat("x", 1025)} {
 		if code, _ := post("/approvals/"+d+"/deny", url.Values{"reason": {reason}}); code != http.StatusBadRequest {
 			t.Errorf("deny with reason %q: %d, want 400", reason, code)
 		}

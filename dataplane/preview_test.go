@@ -142,34 +142,11 @@ func TestPreviewBodyKinds(t *testing.T) {
 	}
 }
 
-func TestPrintable(t *testing.T) {
-	for _, tc := range []struct{ in, one, multi string }{
-		{"plain ascii", "plain ascii", "plain ascii"},
-		{"a\x1b[31mred", `a\x1b[31mred`, `a\x1b[31mred`},
-		{"l1\r\nl2\tx", `l1\r\nl2\tx`, "l1\\r\nl2\tx"},
-		{"\u202eevil\u200b", `\u202eevil\u200b`, `\u202eevil\u200b`},
-		{"bad \xff byte", `bad \xff byte`, `bad \xff byte`},
-		{"del\x7f nul\x00", `del\x7f nul\x00`, `del\x7f nul\x00`},
-		{"c1 \u009b", `c1 \u009b`, `c1 \u009b`},
-		{"émoji 🙂 ok", "émoji 🙂 ok", "émoji 🙂 ok"},
-	} {
-		if got := Printable(tc.in, false); got != tc.one {
-			t.Errorf("Printable(%q, false) = %q, want %q", tc.in, got, tc.one)
-		}
-		if got := Printable(tc.in, true); got != tc.multi {
-			t.Errorf("Printable(%q, true) = %q, want %q", tc.in, got, tc.multi)
-		}
-	}
-}
-
 func TestShowSaysWhatItLeftOut(t *testing.T) {
 	b := &PreviewBody{Kind: BodyText, Raw: []byte(strings.Repeat("é", 100))} // 200 bytes
 	got, more := b.Show(51)
 	if len(got) != 50 || more != 150 {
 		t.Errorf("Show(51) = %d bytes, %d more; want 50 (a whole rune) and 150", len(got), more)
-	}
-	if c := Clip("abcdef", 4); c != "abcd … 2 more bytes" {
-		t.Errorf("Clip = %q", c)
 	}
 }
 

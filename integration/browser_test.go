@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/printable"
 	"github.com/chromedp/chromedp"
 )
 
@@ -83,9 +84,11 @@ func TestBrowserApprovals(t *testing.T) {
 	client := goClient(t, sess)
 	send := "https://gmail.googleapis.com/gmail/v1/users/me/messages/send"
 
-	// Approve: the held request completes upstream.
+	// Approve: the held request completes upstream. Its thread id carries
+	// characters that draw nothing or turn text around: the page shows
+	// them as escapes (invariant 15).
 	raw := "RAW-approve-" + randHex(8)
-	held := startHeld(client, send, `{"raw":"`+raw+`","threadId":"t-browser-approve"}`)
+	held := startHeld(client, send, `{"raw":"`+raw+`","threadId":"t-browser-approve`+"\u3164\u115f\ufe0f\u17b4\u202e\u009b"+`"}`)
 	step("see the held request", chromedp.WaitVisible(chromedp.CSS("article.approval")))
 	page := text("article.approval")
 	for _, want := range []string{"POST", "gmail.googleapis.com", "/gmail/v1/users/me/messages/send", "gmail.messages.send",
@@ -96,6 +99,14 @@ func TestBrowserApprovals(t *testing.T) {
 	}
 	if !strings.Contains(page, raw) {
 		t.Errorf("preview hides the body's raw field (the spec drops it from the audit trail, not from the approver):\n%s", page)
+	}
+	if !strings.Contains(page, `t-browser-approve\u3164\u115f\ufe0f\u17b4\u202e\u009b`) {
+		t.Errorf("preview does not show the thread id's invisible characters as escapes:\n%s", page)
+	}
+	for _, r := range page {
+		if r != '\n' && r != '\t' && printable.Hidden(r) {
+			t.Errorf("the page shows %U as itself:\n%s", r, page)
+		}
 	}
 	shot(t, b, "pending")
 	step("approve", chromedp.Click(chromedp.CSS("article.approval form.approve button")),

@@ -21,6 +21,7 @@ import (
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/notify"
+	"github.com/aileronhq/aileron/printable"
 )
 
 func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -116,8 +117,8 @@ func approvalsList(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 	fmt.Fprintln(tw, "ID\tSTATE\tSESSION\tOPERATION\tREQUEST\tFIELDS\tEXPIRES")
 	for _, ap := range list {
 		p := ap.Preview
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s %s\t%s\t%s\n", ap.ID, ap.State, ap.Session, dataplane.Printable(p.Tool, false),
-			dataplane.Printable(p.Operation, false), dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 120),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s %s\t%s\t%s\n", ap.ID, ap.State, ap.Session, printable.Line(p.Tool),
+			printable.Line(p.Operation), printable.Line(p.Method), printable.Clip(p.Target(), 120),
 			fieldsHint(p), ap.ExpiresAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
@@ -159,7 +160,7 @@ const (
 // ones the spec does not declare marked), and the body.
 func printApproval(w io.Writer, ap approvals.Approval) {
 	p := ap.Preview
-	pr := func(s string) string { return dataplane.Clip(s, showValueLimit) }
+	pr := func(s string) string { return printable.Clip(s, showValueLimit) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
@@ -173,7 +174,7 @@ func printApproval(w io.Writer, ap approvals.Approval) {
 	row("Tool", pr(p.Tool))
 	row("Operation", pr(p.Operation))
 	row("Summary", pr(p.Summary))
-	row("Request", pr(p.Method)+" "+dataplane.Printable(p.Target(), false))
+	row("Request", pr(p.Method)+" "+printable.Line(p.Target()))
 	row("Credential", p.Credential)
 	row("Body", fmt.Sprintf("%d bytes", p.BodyBytes))
 	row("Digest", ap.Digest)
@@ -184,7 +185,7 @@ func printApproval(w io.Writer, ap approvals.Approval) {
 	}
 	row("Reason", pr(ap.Reason))
 	if u := p.Undeclared(); len(u) > 0 {
-		row("NOT DECLARED", dataplane.Printable(strings.Join(u, ", "), false)+" (the connector's spec does not name these: check them)")
+		row("NOT DECLARED", printable.Line(strings.Join(u, ", "))+" (the connector's spec does not name these: check them)")
 	}
 	tw.Flush()
 	printPreviewParts(w, ap.ID, p, pr)
@@ -238,7 +239,7 @@ func approvalsApprove(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "approved %s (%s %s)\n", ap.ID, dataplane.Printable(ap.Preview.Method, false), dataplane.Clip(ap.Preview.Target(), 200))
+	fmt.Fprintf(stdout, "approved %s (%s %s)\n", ap.ID, printable.Line(ap.Preview.Method), printable.Clip(ap.Preview.Target(), 200))
 	return nil
 }
 
@@ -254,8 +255,8 @@ func approvalsDeny(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "denied %s (%s %s): %s\n", ap.ID, dataplane.Printable(ap.Preview.Method, false), dataplane.Clip(ap.Preview.Target(), 200),
-		dataplane.Printable(ap.Reason, false))
+	fmt.Fprintf(stdout, "denied %s (%s %s): %s\n", ap.ID, printable.Line(ap.Preview.Method), printable.Clip(ap.Preview.Target(), 200),
+		printable.Line(ap.Reason))
 	return nil
 }
 
@@ -336,7 +337,7 @@ func approvalsTestWebhooks(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.W
 func fieldsHint(p dataplane.Preview) string {
 	var parts []string
 	for _, f := range p.Fields {
-		parts = append(parts, dataplane.Printable(f.Name, false)+"="+dataplane.Clip(dataplane.Printable(f.Value, false), 24))
+		parts = append(parts, printable.Line(f.Name)+"="+printable.Clip(f.Value, 24))
 		if len(parts) == 3 {
 			break
 		}
@@ -344,5 +345,5 @@ func fieldsHint(p dataplane.Preview) string {
 	if len(parts) == 0 {
 		return "-"
 	}
-	return dataplane.Clip(strings.Join(parts, " "), 80)
+	return printable.Clip(strings.Join(parts, " "), 80)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/printable"
 )
 
 // fakeApprovalsAPI answers the admin API's approval routes on home's admin
@@ -199,5 +200,69 @@ func TestApprovalsShowIsFaithful(t *testing.T) {
 	}
 	if _, _, code := runApprovals(t, home, "show", "ap_test1", "--raw", "--json"); code != 2 {
 		t.Errorf("--raw with --json: exit %d, want 2", code)
+	}
+}
+
+// shownRaw names the first character of s that should have reached the
+// reader escaped.
+func shownRaw(s string) string {
+	for _, r := range s {
+		if r != '\n' && printable.Hidden(r) {
+			return fmt.Sprintf("%U", r)
+		}
+	}
+	return ""
+}
+
+// invisible are characters that draw nothing or change what is around
+// them: the Hangul fillers, a combining grapheme joiner, a variation
+// selector, a Khmer inherent vowel, a zero-width space, a direction
+// override and a C1 control introducer.
+const invisible = "\u3164\u115f\u1160\uffa0\u034f\ufe0f\u17b4\u200b\u202e\u009b"
+
+// TestApprovalsEscapeInvisibleCharacters: in the path, query, a header,
+// form fields, tool and operation, the body, and a reason, every
+// invisible character reaches the terminal as an escape from list, show,
+// show --raw, show --json, watch and deny.
+func TestApprovalsEscapeInvisibleCharacters(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("USER", "alice")
+	f := startFakeApprovalsAPI(t, home)
+	form := "to=bob" + invisible + "&note=hi" + invisible
+	f.mu.Lock()
+	f.ap.Preview = dataplane.Preview{Connector: "local://t/mail", Version: "1.0.0", Tool: "mail" + invisible, Operation: "send" + invisible,
+		Method: "POST", Host: "mail.example:443", Path: "/v1/send" + invisible, Query: "cc=eve" + invisible,
+		Headers: []dataplane.PreviewHeader{{Name: "X-Note" + invisible, Value: "a" + invisible + "b"}},
+		Fields: []dataplane.PreviewField{{Source: "query", Name: "cc", Value: "eve" + invisible},
+			{Source: "body", Name: "to", Value: "bob" + invisible, Declared: true}, {Source: "body", Name: "note" + invisible, Value: "hi" + invisible}},
+		Body:      &dataplane.PreviewBody{Kind: dataplane.BodyForm, ContentType: "application/x-www-form-urlencoded", Raw: []byte(form)},
+		BodyBytes: len(form)}
+	f.ap.Reason = "because" + invisible
+	f.mu.Unlock()
+	for _, args := range [][]string{{"list"}, {"show", "ap_test1"}, {"show", "ap_test1", "--raw"}, {"show", "ap_test1", "--json"},
+		{"list", "--json"}, {"deny", "ap_test1", "--reason", "no"}} {
+		out, errOut, code := runApprovals(t, home, args...)
+		if code != 0 {
+			t.Fatalf("approvals %v: exit %d: %s", args, code, errOut)
+		}
+		if r := shownRaw(out); r != "" {
+			t.Errorf("approvals %v shows %s as itself:\n%s", args, r, out)
+		}
+		if !strings.Contains(out, `\u3164\u115f\u1160\uffa0\u034f\ufe0f\u17b4\u200b\u202e\u009b`) {
+			t.Errorf("approvals %v does not show the escapes:\n%s", args, out)
+		}
+	}
+	out, _, _ := runApprovals(t, home, "show", "ap_test1", "--json")
+	var back approvals.Approval
+	if err := json.Unmarshal([]byte(out), &back); err != nil || back.Preview.Path != "/v1/send"+invisible {
+		t.Errorf("show --json does not keep the value: %v %q", err, back.Preview.Path)
+	}
+	var screen bytes.Buffer
+	w := &watcher{c: &admin.Client{Socket: filepath.Join(home, "admin.sock")}, out: &screen}
+	if err := w.refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := shownRaw(screen.String()); r != "" || !strings.Contains(screen.String(), `/v1/send\u3164`) {
+		t.Errorf("watch shows %s as itself, or no escape:\n%s", r, screen.String())
 	}
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"os"
 
 	"github.com/spf13/pflag"
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/printable"
 )
 
 // clientFlags adds the flags every client command shares.
@@ -27,8 +29,23 @@ func newClient(cfg *config.Config) *admin.Client {
 	return &admin.Client{Socket: cfg.Admin.Socket}
 }
 
+// printJSON writes v as indented JSON, every character a terminal would
+// act on (U+202E, C1 controls, …) as its \u escape: the same JSON value.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(printable.JSON(b), '\n'))
+	return err
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

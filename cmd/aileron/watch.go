@@ -17,6 +17,7 @@ import (
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/printable"
 )
 
 // approvalsWatch is a live list of the pending approvals in the terminal,
@@ -32,12 +33,7 @@ func approvalsWatch(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	w := &watcher{c: newClient(cfg), session: str(fs, "session"), out: stdout}
-	if f, ok := stdout.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			w.tty = true
-		}
-	}
+	w := &watcher{c: newClient(cfg), session: str(fs, "session"), out: stdout, tty: isTerminal(stdout)}
 	lines := make(chan string)
 	go func() { // stdin, a line at a time; closed at its end
 		defer close(lines)
@@ -113,7 +109,7 @@ func (w *watcher) refresh(ctx context.Context) error {
 		p := ap.Preview
 		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s/%s)\n     %s\n", w.num(ap.ID), ap.ID,
 			ap.CreatedAt.Local().Format("15:04:05"), ap.ExpiresAt.Local().Format("15:04"), ap.Session,
-			dataplane.Printable(p.Method, false), dataplane.Clip(p.Target(), 100), dataplane.Printable(p.Tool, false), dataplane.Printable(p.Operation, false),
+			printable.Line(p.Method), printable.Clip(p.Target(), 100), printable.Line(p.Tool), printable.Line(p.Operation),
 			fieldsHint(p))
 	}
 	if len(list) == 0 {
@@ -121,7 +117,7 @@ func (w *watcher) refresh(ctx context.Context) error {
 	}
 	b.WriteString("\na N approve · d N REASON deny · s N show · q quit   (N: the number, or the approval id)\n")
 	if w.note != "" {
-		b.WriteString(w.note + "\n")
+		b.WriteString(printable.Text(w.note) + "\n") // it may quote the daemon's errors
 	}
 	if screen := b.String(); screen != w.drawn {
 		if w.tty {
