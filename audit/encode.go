@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aileronhq/aileron/printable"
 )
 
 // appendTail appends the part of ev's line that follows its chain head
@@ -108,7 +110,8 @@ func appendFloatField(b []byte, k string, f float64) ([]byte, error) {
 }
 
 // appendJSON appends a map field through encoding/json (sorted keys, no
-// HTML escaping), the one part of a line that is not fixed.
+// HTML escaping, Hidden runes escaped as appendString does), the one part
+// of a line that is not fixed.
 func appendJSON(b []byte, k string, v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -117,14 +120,15 @@ func appendJSON(b []byte, k string, v any) ([]byte, error) {
 		return nil, err
 	}
 	b = append(append(append(b, ",\""...), k...), "\":"...)
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+	return append(b, printable.JSON(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))...), nil
 }
 
 const hexDigits = "0123456789abcdef"
 
-// appendString quotes s as encoding/json does with HTML escaping off:
-// '"', '\\' and control bytes escaped, invalid UTF-8 as U+FFFD, and
-// U+2028/U+2029 escaped.
+// appendString quotes s as encoding/json does with HTML escaping off
+// ('"', '\\' and control bytes escaped, invalid UTF-8 as U+FFFD, and
+// U+2028/U+2029 escaped), and every other rune printable.Hidden names
+// escaped too (\u202e): the same JSON value, safe to show as it is.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start, fastFrom := 0, 0
@@ -137,7 +141,7 @@ func appendString(b []byte, s string) []byte {
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && c != 0x7f {
 				i++
 				continue
 			}
@@ -170,9 +174,9 @@ func appendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		if r == '\u2028' || r == '\u2029' {
+		if printable.Hidden(r) { // U+2028 and U+2029 as encoding/json, and U+202E, C1 controls, …
 			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			b = printable.AppendJSONEscape(b, r)
 			i += size
 			start = i
 			continue
@@ -198,12 +202,13 @@ func plainPrefix(s string, i int) int {
 
 // plainWord says whether the 8 bytes of w all stand for themselves in a
 // JSON string: printable ASCII other than '"' and '\\' (a byte below 0x20,
-// the two specials or any byte of a multi-byte rune makes it false).
+// DEL, the two specials or any byte of a multi-byte rune makes it false).
 func plainWord(w uint64) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	ctl := (w - 0x20*lo) &^ w & hi // some byte < 0x20 (exact while no byte is >= 0x80)
 	quote := w ^ '"'*lo
 	slash := w ^ '\\'*lo
-	special := ((quote-lo)&^quote | (slash-lo)&^slash) & hi // some byte is '"' or '\\'
+	del := w ^ 0x7f*lo
+	special := ((quote-lo)&^quote | (slash-lo)&^slash | (del-lo)&^del) & hi // some byte is '"', '\\' or DEL
 	return (w&hi)|ctl|special == 0
 }

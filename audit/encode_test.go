@@ -6,9 +6,12 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/aileronhq/aileron/printable"
 )
 
-// jsonLine is the line encoding/json writes for ev: the reference the
+// jsonLine is the line encoding/json writes for ev, with the runes
+// printable.Hidden names escaped (printable.JSON): the reference the
 // fixed-schema encoder must equal byte for byte.
 func jsonLine(t testing.TB, ev *Event) []byte {
 	t.Helper()
@@ -18,7 +21,7 @@ func jsonLine(t testing.TB, ev *Event) []byte {
 	if err := enc.Encode(ev); err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return printable.JSON(buf.Bytes())
 }
 
 func encodeLine(t testing.TB, ev *Event) []byte {
@@ -48,6 +51,8 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 			DurationMS: 1.25, UpstreamMS: 0.0000005,
 			Fields: map[string]any{"b": 1, "a": "<&>", "c": []any{true, nil}}, Details: map[string]string{"z": "1", "y": "\u2028"}}},
 		{"escapes", Event{Time: ts, Name: "x\"\\\n\r\t\b\f\x00\x1f\x7f", Path: "/\xff\xfe\u2029é<>&"}},
+		{"hidden runes", Event{Time: ts, Name: "n", Host: "a\u202eb\u009b2J", Path: "/\u3164\ufe0f\U000e0041日本🙂",
+			Details: map[string]string{"k\u2066": "\u009d\u200b"}, Fields: map[string]any{"f": "\u115f"}}},
 		{"big floats", Event{Time: ts, Name: "n", DurationMS: 1e21, UpstreamMS: -123456789.125}},
 		{"negative numbers", Event{Time: ts, Name: "n", Port: -1, Status: -5, BytesIn: math.MinInt64}},
 		{"zone and nanos", Event{Time: time.Date(2026, 1, 2, 3, 4, 5, 1, time.FixedZone("x", 3600)), Name: "n"}},
@@ -94,7 +99,7 @@ func FuzzEncoderMatchesEncodingJSON(f *testing.F) {
 // an otherwise plain word: the word is plain exactly when that byte is.
 func TestPlainWordEveryByteEveryPlace(t *testing.T) {
 	for v := 0; v < 256; v++ {
-		want := v >= 0x20 && v < 0x80 && v != '"' && v != '\\'
+		want := v >= 0x20 && v < 0x7f && v != '"' && v != '\\'
 		for p := 0; p < 8; p++ {
 			w := []byte("abcdefgh")
 			w[p] = byte(v)

@@ -42,7 +42,7 @@ func startFakeApprovalsAPI(t *testing.T, home string) *fakeApprovalsAPI {
 	mux.HandleFunc("GET /v1/approvals/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("id") != f.get().ID {
 			w.WriteHeader(http.StatusNotFound)
-			writeTestJSON(w, map[string]any{"error": map[string]string{"class": "not_found", "reason": "not_found", "message": "no such approval"}})
+			writeTestJSON(w, map[string]any{"error": map[string]string{"class": "not_found", "reason": "not_found", "message": "no such approval: " + r.PathValue("id")}})
 			return
 		}
 		writeTestJSON(w, f.get())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/spf13/pflag"
 )
 
@@ -54,7 +55,7 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.Event, "event", "", `only this event ("approval.*" for a family)`)
 	fs.StringVar(&f.Decision, "decision", "", "allow, allow_after_approval, passthrough or deny")
 	since := fs.String("since", "", "only events after this: a duration ago (15m) or an RFC 3339 time")
-	asJSON := fs.Bool("json", false, "print the raw JSON lines")
+	asJSON := fs.Bool("json", false, "print the JSON lines as recorded (a character a terminal would act on as its \\u escape)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,17 +71,20 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	if !*asJSON {
 		fmt.Fprintf(stdout, row, "TIME", "EVENT", "DECISION", "REASON", "SESSION", "STATUS", "REQUEST / DETAILS")
 	}
+	// A line is read back from a file anything may have written to: every
+	// string in it is shown escaped (printable), whatever wrote it.
 	err = tailMany(ctx, trails, *follow, f, func(line []byte, ev *audit.Event) error {
 		if *asJSON {
-			_, err := fmt.Fprintf(stdout, "%s\n", line)
+			_, err := fmt.Fprintf(stdout, "%s\n", printable.JSON(line))
 			return err
 		}
 		name := string(ev.Name)
 		if len(trails) > 1 && ev.Node != "" {
 			name = ev.Node + " " + name
 		}
-		_, err := fmt.Fprintf(stdout, row, ev.Time.Local().Format("15:04:05.000"), name,
-			dash(ev.Decision), dash(ev.Reason), dash(ev.Session), statusOf(ev), requestOf(ev))
+		_, err := fmt.Fprintf(stdout, row, ev.Time.Local().Format("15:04:05.000"), printable.Line(name),
+			printable.Line(dash(ev.Decision)), printable.Line(dash(ev.Reason)), printable.Line(dash(ev.Session)),
+			statusOf(ev), printable.Line(requestOf(ev)))
 		return err
 	})
 	if errors.Is(err, context.Canceled) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/printable"
 )
 
 // auditExport writes the trail for the tools admins already run: plain
@@ -30,20 +32,26 @@ func auditExport(args []string, stdout, stderr io.Writer) error {
 	if *format != "json" && *format != "ocsf" {
 		return usagef("--format %q: want json or ocsf", *format)
 	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
 	f := audit.Filter{FromSeq: *from}
 	trails, ctx, stop, err := trailToRead(fs, *cfgFile, *since, *dirs, &f)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
 	if *from != 0 && len(trails) > 1 {
 		return usagef("--from is a seq of one trail; with several --dir, start with --since")
 	}
 	err = tailMany(ctx, trails, *follow, f, func(line []byte, ev *audit.Event) error {
-		if *format == "ocsf" {
-			return enc.Encode(audit.OCSF(ev))
+		if *format == "ocsf" { // re-encoded: a character a terminal would act on as its \u escape
+			buf.Reset()
+			if err := enc.Encode(audit.OCSF(ev)); err != nil {
+				return err
+			}
+			_, err := stdout.Write(printable.JSON(buf.Bytes()))
+			return err
 		}
 		_, err := fmt.Fprintf(stdout, "%s\n", line)
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/witness"
 	"golang.org/x/mod/sumdb/note"
@@ -112,7 +113,7 @@ func printVerified(w io.Writer, rep audit.Report, o audit.VerifyOptions) {
 	case rep.Checkpoints == 0:
 		fmt.Fprintln(w, "note: no checkpoint yet: nothing of this trail is signed")
 	default:
-		fmt.Fprintf(w, "tree: %d checkpoint(s) verified, trail %s; the last signs %d line(s)", rep.Checkpoints, rep.Origin, rep.Signed)
+		fmt.Fprintf(w, "tree: %d checkpoint(s) verified, trail %s; the last signs %d line(s)", rep.Checkpoints, printable.Line(rep.Origin), rep.Signed)
 		if rest := rep.LastSeq - rep.Signed; rest > 1 {
 			fmt.Fprintf(w, "; %d line(s) after it are not signed yet", rest-1)
 		}
@@ -281,6 +282,10 @@ func auditProve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if isTerminal(stdout) { // to read: the line escaped (a file gets its exact bytes, which the proof needs)
+		_, err = io.WriteString(stdout, printable.Text(string(p.Marshal())))
+		return err
+	}
 	_, err = stdout.Write(p.Marshal())
 	return err
 }
@@ -349,7 +354,8 @@ func auditCheckProof(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 		}
 		cosigned = fmt.Sprintf(", and cosigned by the witness on %s", t.UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(stdout, "ok: line seq %d is in trail %s's tree of %d lines, signed by that key%s\n%s\n", p.Seq, cp.Origin, cp.Size, cosigned, p.Line)
+	fmt.Fprintf(stdout, "ok: line seq %d is in trail %s's tree of %d lines, signed by that key%s\n%s\n", p.Seq, printable.Line(cp.Origin), cp.Size,
+		cosigned, printable.JSON(p.Line))
 	return nil
 }
 

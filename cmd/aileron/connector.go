@@ -11,6 +11,7 @@ import (
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -173,7 +174,7 @@ func connectorVerify(cfg *config.Config, c *admin.Client, asJSON bool, stdout io
 		}
 	} else {
 		for _, p := range probs {
-			fmt.Fprintf(stdout, "%s (sha256:%s): %s\n", p.Ref, p.Hash, p.Err)
+			fmt.Fprintf(stdout, "%s (sha256:%s): %s\n", printable.Line(p.Ref), p.Hash, printable.Line(p.Err))
 		}
 	}
 	if len(probs) > 0 {

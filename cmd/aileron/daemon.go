@@ -36,6 +36,7 @@ import (
 	"github.com/aileronhq/aileron/metrics"
 	"github.com/aileronhq/aileron/notify"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/sandboxapi"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
@@ -77,10 +78,8 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 		return err
 	}
 	d.loadConfig = load
-	if f, ok := stderr.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			d.hints = stderr
-		}
+	if isTerminal(stderr) {
+		d.hints = stderr
 	}
 	return d.run()
 }
@@ -115,12 +114,26 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
+// newLogger logs JSON lines to w at level, each made safe to show
+// (safeLines): a line may quote what a sandbox sent.
 func newLogger(w io.Writer, level string) zerolog.Logger {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+	return zerolog.New(safeLines{w}).Level(lvl).With().Timestamp().Logger()
+}
+
+// safeLines writes each JSON line it is given (zerolog writes one per
+// call) with every character a terminal would act on (U+202E, C1
+// controls, …) as its \u escape: the same JSON value.
+type safeLines struct{ w io.Writer }
+
+func (s safeLines) Write(p []byte) (int, error) {
+	if _, err := s.w.Write(printable.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // daemon is the wired process: control plane, policy and data plane.

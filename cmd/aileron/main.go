@@ -10,6 +10,7 @@ import (
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/spf13/pflag"
 )
@@ -118,10 +119,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, pflag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "aileron %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "aileron %s: %s\n", args[0], printable.Text(err.Error()))
 		return 2
-	default:
-		fmt.Fprintf(stderr, "aileron %s: %v\n", args[0], err)
+	default: // an error may quote what a sandbox sent, or a line of a file
+		fmt.Fprintf(stderr, "aileron %s: %s\n", args[0], printable.Text(err.Error()))
 		if errors.Is(err, admin.ErrDaemonUnreachable) && os.Getenv("SUDO_UID") != "" {
 			fmt.Fprintln(stderr, "hint: sudo resets HOME and drops AILERON_HOME; pass --home DIR, the daemon's home")
 		}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/aileronhq/aileron/sessions"
 )
@@ -106,7 +107,7 @@ func sessionList(args []string, stdout, stderr io.Writer) error {
 		if s.Connectors != nil {
 			conns = strings.Join(s.Connectors, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Name, s.ExpiresAt.Format(time.RFC3339), conns)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, printable.Line(s.Name), s.ExpiresAt.Format(time.RFC3339), printable.Line(conns))
 	}
 	return tw.Flush()
 }

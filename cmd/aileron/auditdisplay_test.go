@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/state"
+)
+
+// hostile is what a refused request's target can carry: C1 controls (CSI
+// and OSC), a direction override, an ESC, and invisible characters.
+const hostile = "/x\u009b2J\u009d0;owned\u0007\u202eevil\x1b[31m\u3164\u200b"
+
+// writeOldTrail writes, as a daemon from before escaping did, a chained
+// trail of three lines whose second carries hostile bytes as themselves,
+// then opens it with the daemon's log (which builds its tree and signs it)
+// and appends n more lines, so the hostile line is in a signed tree.
+func writeOldTrail(t *testing.T, home string, n int) {
+	t.Helper()
+	dir := filepath.Join(home, "audit")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Add(-time.Minute)
+	var b strings.Builder
+	prev := ""
+	for seq := 1; seq <= 3; seq++ {
+		path := fmt.Sprintf("/items/%d", seq)
+		if seq == 2 {
+			path = "/x\u009b2J\u009d0;owned\u0007\u202eevil\u3164\u200b" // JSON holds no raw ESC; the rest as themselves
+		}
+		line, err := json.Marshal(struct { // encoding/json writes U+202E, C1 and U+3164 as themselves
+			Time     time.Time `json:"time"`
+			Seq      int       `json:"seq"`
+			PrevHash string    `json:"prev_hash"`
+			Event    string    `json:"event"`
+			Session  string    `json:"session"`
+			Method   string    `json:"method"`
+			Host     string    `json:"host"`
+			Port     int       `json:"port"`
+			Path     string    `json:"path"`
+			Decision string    `json:"decision"`
+			Reason   string    `json:"reason"`
+			Status   int       `json:"status"`
+		}{now.Add(time.Duration(seq) * time.Millisecond), seq, prev, "connector.proxy.rejected", "s_x\u202e", "GET",
+			"api.example.com", 443, path, "deny", "no_matching_operation\u009b", 403})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(line), "\u202e") {
+			t.Fatalf("the line holds no raw U+202E: %q", line)
+		}
+		sum := sha256.Sum256(line)
+		prev = hex.EncodeToString(sum[:])
+		b.Write(append(line, '\n'))
+	}
+	name := filepath.Join(dir, fmt.Sprintf("audit-%sZ-%020d.jsonl", now.Format("20060102T150405.000000000"), 1))
+	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := audit.LoadOrCreateKey(filepath.Join(home, "audit.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := state.Open(context.Background(), filepath.Join(home, state.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l := newAuditLog(dir, key, db, "")
+	l.CheckpointEvery = 2
+	if err := l.Open(); err != nil {
+		t.Fatalf("Open over the old trail: %v", err)
+	}
+	for i := range n {
+		if err := l.Write(&audit.Event{Name: audit.EventRejected, Method: "GET", Host: "api.example.com", Port: 443,
+			Path: hostile + fmt.Sprint(i), Decision: "deny", Reason: "no_matching_operation", Session: "s_y\u009b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditCommandsShowSandboxBytesEscaped: what a sandbox sent, in the
+// daemon's lines and in lines some other writer left in the file, reaches
+// the terminal escaped from audit tail (table and --json), audit verify,
+// audit prove (on a terminal) and audit check-proof; the JSON keeps its
+// value.
+func TestAuditCommandsShowSandboxBytesEscaped(t *testing.T) {
+	home := t.TempDir()
+	writeOldTrail(t, home, 4)
+	for _, args := range [][]string{
+		{"audit", "tail"},
+		{"audit", "tail", "--json"},
+		{"audit", "tail", "--decision", "deny", "--json"},
+		{"audit", "export", "--format", "ocsf"},
+		{"audit", "verify"},
+	} {
+		code, out, errOut := runCLI(t, home, args...)
+		if code != 0 {
+			t.Fatalf("%v = %d\n%s%s", args, code, out, errOut)
+		}
+		if r := shownRaw(out + errOut); r != "" {
+			t.Errorf("%v shows %s as itself:\n%q", args, r, out)
+		}
+		if args[1] == "tail" && !strings.Contains(out, `\u202e`) {
+			t.Errorf("%v shows no \\u202e escape:\n%s", args, out)
+		}
+	}
+	code, out, _ := runCLI(t, home, "audit", "tail", "--json")
+	if code != 0 || !strings.Contains(out, `"path":"/x\u009b2J\u009d0;owned\u0007\u202eevil\u3164\u200b"`) {
+		t.Errorf("tail --json does not keep the old line's value with its escapes:\n%s", out)
+	}
+	if code, out, _ := runCLI(t, home, "audit", "tail"); code != 0 || !strings.Contains(out, `GET api.example.com:443/x\u009b2J\u009d0;owned\x07\u202eevil\x1b[31m\u3164\u200b0`) {
+		t.Errorf("the table does not show the daemon's line escaped:\n%s", out)
+	}
+
+	code, proof, errOut := runCLI(t, home, "audit", "prove", "2")
+	if code != 0 || !strings.Contains(proof, "\u202e") {
+		t.Fatalf("audit prove 2 (to a file: the line's exact bytes) = %d %q %s", code, proof, errOut)
+	}
+	p := filepath.Join(t.TempDir(), "proof")
+	if err := os.WriteFile(p, []byte(proof), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, vkey, _ := runCLI(t, home, "audit", "key")
+	code, out, errOut = runCLI(t, home, "audit", "check-proof", p, "--key", strings.TrimSpace(vkey))
+	if code != 0 || !strings.Contains(out, "ok: line seq 2") || !strings.Contains(out, `\u202e`) {
+		t.Fatalf("audit check-proof = %d %s%s", code, out, errOut)
+	}
+	if r := shownRaw(out); r != "" {
+		t.Errorf("audit check-proof shows %s as itself:\n%q", r, out)
+	}
+}
+
+// TestDaemonLogIsEscaped: the daemon's log lines (which quote what
+// sandboxes sent) carry every character a terminal would act on as its
+// JSON escape.
+func TestDaemonLogIsEscaped(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, "info")
+	log.Info().Str("path", hostile).Str("host", "a\u3164b").Msg("request \u202e")
+	line := buf.String()
+	if r := shownRaw(line); r != "" || !strings.HasSuffix(line, "\n") || strings.Count(line, "\n") != 1 {
+		t.Fatalf("the log line shows %s as itself, or is not one line:\n%q", r, line)
+	}
+	var v map[string]string
+	if err := json.Unmarshal([]byte(line), &v); err != nil || v["path"] != hostile || v["host"] != "a\u3164b" {
+		t.Fatalf("the log line does not keep its values: %v %q", err, v)
+	}
+}
+
+// TestErrorsAreEscaped: an error that quotes what it was given (here the
+// admin API's answer naming an approval id) reaches stderr escaped.
+func TestErrorsAreEscaped(t *testing.T) {
+	home := t.TempDir()
+	startFakeApprovalsAPI(t, home)
+	_, errOut, code := runApprovals(t, home, "show", "ap_\u202e\u009b2J\u3164")
+	if code != 1 || !strings.Contains(errOut, `ap_\u202e\u009b2J\u3164`) {
+		t.Fatalf("show of an unknown id: exit %d, stderr %q", code, errOut)
+	}
+	if r := shownRaw(errOut); r != "" {
+		t.Errorf("stderr shows %s as itself: %q", r, errOut)
+	}
+}
