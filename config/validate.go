@@ -232,7 +232,7 @@ func (c *Config) validateWebhooks(add func(key, format string, args ...any)) {
 			add(key+".url", "%q sends approvals in clear text; use https:// (http:// only to a loopback address)", h.URL)
 		}
 		if h.SecretFile == "" {
-			add(key+".secret_file", "is required: a file holding the secret that signs each POST (X-Aileron-Signature); e.g. `openssl rand -hex 32 > hook.secret`")
+			add(key+".secret_file", "is required: a file holding the secret that signs each POST (X-Aileron-Signature); e.g. `(umask 077; openssl rand -hex 32 > hook.secret)` (only its owner may read it)")
 		}
 	}
 }
