@@ -47,8 +47,10 @@ FUZZTIME ?= 30s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
-# A complete offline walk-through: demo upstream, daemon, one allowed and
-# one denied curl (see README.md).
+# An offline walk-through on loopback (see README.md): a key added on the
+# wire that the agent never holds, a denial, an approval held and sent
+# once, the audit trail read and verified. Needs only Go;
+# examples/demo/demo_test.go runs it.
 demo: build
 	bash examples/demo/run.sh
 
