@@ -34,8 +34,8 @@ func in(t *testing.T, ns netns.NsHandle, fn func()) {
 }
 
 // TestInsideFenceRejectsAndLogs: in a namespace with the inside fence, a
-// UDP datagram and a TCP connect to an outside address fail at once and
-// are reported through NFLOG with their destination.
+// TCP connect to an outside address fails at once and is reported through
+// NFLOG with its source and destination.
 func TestInsideFenceRejectsAndLogs(t *testing.T) {
 	ns := nstest.New(t)
 	l := link{host4: netip.MustParseAddr("192.0.2.1"), synth4: netip.MustParsePrefix("198.18.0.0/15"),
@@ -65,6 +65,11 @@ func TestInsideFenceRejectsAndLogs(t *testing.T) {
 			return
 		}
 		_ = h.LinkSetUp(d)
+		// the sandbox's own address: the source of what it sends
+		if err := h.AddrAdd(d, &netlink.Addr{IPNet: &net.IPNet{IP: net.IP{192, 0, 2, 2}, Mask: net.CIDRMask(24, 32)}}); err != nil {
+			t.Errorf("address: %v", err)
+			return
+		}
 		if err := h.RouteAdd(&netlink.Route{LinkIndex: d.Attrs().Index, Dst: &net.IPNet{IP: net.IP{203, 0, 113, 0}, Mask: net.CIDRMask(24, 32)}}); err != nil {
 			t.Errorf("route: %v", err)
 			return
@@ -77,7 +82,7 @@ func TestInsideFenceRejectsAndLogs(t *testing.T) {
 	})
 	select {
 	case b := <-got:
-		if b.proto != "tcp" || b.dst.String() != "203.0.113.9" || b.port != 443 {
+		if b.proto != "tcp" || b.src.String() != "192.0.2.2" || b.dst.String() != "203.0.113.9" || b.port != 443 || b.foreign {
 			t.Fatalf("logged %+v", b)
 		}
 	case <-time.After(2 * time.Second):

@@ -45,14 +45,6 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: session %s: %v", ErrBadRequest, session, err)
 	}
-	m.mu.Lock()
-	for _, other := range m.boxes {
-		if other.source.IsValid() && other.source.Overlaps(source) {
-			m.mu.Unlock()
-			return Info{}, fmt.Errorf("%w: %s overlaps gateway %s (%s); close it first", ErrBadRequest, source, other.info.ID, other.source)
-		}
-	}
-	m.mu.Unlock()
 	sb, err := m.reserve(Info{Session: sess.ID})
 	if err != nil {
 		return Info{}, err
@@ -60,7 +52,10 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 	sb.source = source.Masked()
 	sb.link = link{table: "aileron_" + m.Tag + "_g" + strconv.Itoa(sb.idx), iface: iface, host4: listen, synth4: sb.link.synth4, synth6: sb.link.synth6}
 	sb.info.Source, sb.info.DNS, sb.info.Address, sb.info.Address6, sb.info.Link = sb.source.String(), listen.String(), "", "", ""
-	if err = m.startGateway(sb); err == nil {
+	if err = m.claim(sb); err == nil {
+		err = m.startGateway(sb)
+	}
+	if err == nil {
 		if err = m.serve(sb, sess, []netip.Addr{listen}, 0, gatewayGroup(sb.idx)); errors.Is(err, unix.EADDRINUSE) {
 			err = fmt.Errorf("%w: %v: another program holds that port on %s; stop it or listen on another address", ErrBadRequest, err, listen)
 		}
@@ -77,9 +72,33 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 	return sb.info, nil
 }
 
+// claim registers gateway sb from now until its teardown, refusing it
+// when another gateway serves the same interface (a gateway's fence takes
+// the whole interface, both address families, so a second one would
+// refuse what the first serves) or clients that overlap.
+func (m *Manager) claim(sb *sandbox) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, other := range m.gateways {
+		if other.link.iface == sb.link.iface {
+			return fmt.Errorf("%w: gateway %s (clients %s, listen %s) already serves interface %s, and an interface carries one gateway: its fence takes the whole interface, both address families; close it first (aileron sandbox close %s), or attach on another interface",
+				ErrBadRequest, other.info.ID, other.source, other.info.DNS, sb.link.iface, other.info.ID)
+		}
+		if other.source.Overlaps(sb.source) {
+			return fmt.Errorf("%w: %s overlaps gateway %s (%s); close it first", ErrBadRequest, sb.source, other.info.ID, other.source)
+		}
+	}
+	if m.gateways == nil {
+		m.gateways = map[string]*sandbox{}
+	}
+	m.gateways[sb.info.ID] = sb
+	return nil
+}
+
 // checkGateway refuses what Attach cannot fence: families that differ, a
-// listen address the daemon does not have, a synthetic range that would
-// hand out the clients' own addresses or the daemon's. It returns the
+// link-local client range, a listen address the daemon does not have, a
+// synthetic range that would hand out the clients' own addresses or the
+// daemon's. It returns the
 // interface that holds listen.
 func checkGateway(source netip.Prefix, listen netip.Addr, synth4, synth6 netip.Prefix) (string, error) {
 	if !source.IsValid() || !listen.IsValid() || source.Addr().Is4() != listen.Is4() || source.Addr().Is4In6() || listen.Is4In6() {
@@ -87,6 +106,9 @@ func checkGateway(source netip.Prefix, listen netip.Addr, synth4, synth6 netip.P
 	}
 	if source.Contains(listen) && source.Bits() == listen.BitLen() {
 		return "", fmt.Errorf("%w: the source %s is only the listen address", ErrBadRequest, source)
+	}
+	if source.Overlaps(linkLocal6) {
+		return "", fmt.Errorf("%w: the source %s holds link-local addresses (fe80::/10); give the clients' routable range (the gateway answers link-local sources with ICMPv6 errors only, and serves them nothing)", ErrBadRequest, source)
 	}
 	synth := synth4
 	if listen.Is6() {
@@ -139,21 +161,27 @@ const blockedMark = 0xa11e
 
 // gatewayRules, in the daemon's namespace, for what arrives on the listen
 // address's interface (l.iface, given over to the gateway's clients):
+//   - first, before conntrack (gatewaySources): a packet whose source is
+//     not in source, or not routed back out of l.iface, is logged and
+//     dropped unanswered, the other address family's included, unless it
+//     is link-scoped (neighbour discovery, multicast listener reports) or
+//     from an IPv6 link-local address (logged and refused there with an
+//     ICMPv6 error, which leaves by the interface it came in on);
 //   - TCP 443 and 80 from source to the synthetic range of its family go
 //     to the listen address (DNAT; SO_ORIGINAL_DST keeps the original
 //     destination);
 //   - packets to the listen address pass to the input chain, which accepts
 //     only DNS, 443 and 80 from source, replies and neighbour discovery;
-//   - every other flow, whatever its source or family, is logged (its
-//     original destination) and marked, and those of the listen address's
-//     family are sent to it too, where the input chain rejects them at
-//     once (TCP reset, ICMP administratively prohibited; conntrack turns
-//     the answer back into one from the original destination). Without
-//     that detour, a packet for an address the daemon has no route to
-//     would vanish without an answer;
+//   - every other flow of a client is logged (its original destination)
+//     and marked, and sent to the listen address too, where the input
+//     chain rejects it at once (TCP reset, ICMP administratively
+//     prohibited; conntrack turns the answer back into one from the
+//     original destination). Without that detour, a packet for an address
+//     the daemon has no route to would vanish without an answer;
 //   - nothing is forwarded from or to that interface.
 func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.table})
+	gatewaySources(c, t, l, source, group)
 	listen, from, iif := l.host4, saddr(source), ifname(expr.MetaKeyIIFNAME, l.iface)
 	synth, fam := l.synth4, byte(unix.NFPROTO_IPV4)
 	if listen.Is6() {

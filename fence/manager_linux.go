@@ -39,10 +39,11 @@ const (
 // in used from reserve until its link and table are gone, and for good
 // when removing them failed (Sweep at the next start clears them).
 type state struct {
-	mu     sync.Mutex
-	boxes  map[string]*sandbox
-	used   map[int]bool
-	closed bool // Shutdown ran: Open refuses
+	mu       sync.Mutex
+	boxes    map[string]*sandbox
+	used     map[int]bool
+	gateways map[string]*sandbox // from claim to teardown, so two Attach calls never take one interface
+	closed   bool                // Shutdown ran: Open refuses
 }
 
 // sandbox is one fenced sandbox and what serves it.
@@ -317,10 +318,17 @@ func (m *Manager) serve(sb *sandbox, sess *dataplane.Session, addrs []netip.Addr
 	return nil
 }
 
+// blocked audits a packet the fence refused: its source as the client,
+// its destination as the host, and whether it was dropped unanswered for
+// a source the sandbox does not own.
 func (m *Manager) blocked(sb *sandbox, b blocked) {
-	m.record(audit.Event{Name: audit.EventEgressBlocked, Session: sb.info.Session, Host: b.dst.String(), Port: b.port,
-		Decision: policy.Deny.String(), Reason: string(policy.ReasonEgressBlocked),
-		Details: map[string]string{"sandbox": sb.info.ID, "protocol": b.proto}})
+	det := map[string]string{"sandbox": sb.info.ID, "protocol": b.proto}
+	if b.foreign {
+		det["foreign_source"] = "true"
+	}
+	m.record(audit.Event{Name: audit.EventEgressBlocked, Session: sb.info.Session, Client: b.src.String(),
+		Host: b.dst.String(), Port: b.port, Decision: policy.Deny.String(), Reason: string(policy.ReasonEgressBlocked),
+		Details: det})
 }
 
 func (m *Manager) dnsDenied(sb *sandbox, d policydns.Denial) {
@@ -392,6 +400,9 @@ func (m *Manager) teardown(sb *sandbox, audited, keepIndex bool) {
 		m.mu.Lock()
 		if m.boxes[sb.info.ID] == sb {
 			delete(m.boxes, sb.info.ID)
+		}
+		if m.gateways[sb.info.ID] == sb {
+			delete(m.gateways, sb.info.ID)
 		}
 		m.mu.Unlock()
 		for _, l := range sb.listeners {

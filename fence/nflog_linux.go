@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -21,16 +22,20 @@ const (
 	nfulaCfgTimeout  = 3
 	nfulaCfgQThresh  = 4
 	nfulaPayload     = 9
+	nfulaPrefix      = 10
 	nfulnlCmdBind    = 1
 	nfulnlCopyPacket = 2
 	copyRange        = 128 // enough for the IP and transport headers
 )
 
-// blocked is one packet the fence rejected, as NFLOG reported it.
+// blocked is one packet the fence rejected (or, foreign, dropped for its
+// source), as NFLOG reported it.
 type blocked struct {
-	proto string
-	dst   netip.Addr
-	port  int
+	proto   string
+	src     netip.Addr
+	dst     netip.Addr
+	port    int
+	foreign bool
 }
 
 // openNFLOG binds NFLOG group in the namespace nsFD (0: this one).
@@ -96,19 +101,26 @@ func readNFLOG(c *netlink.Conn, fn func(blocked)) {
 			if err != nil {
 				continue
 			}
+			var b blocked
+			ok, foreign := false, false
 			for ad.Next() {
-				if ad.Type() == nfulaPayload {
-					if b, ok := parsePacket(ad.Bytes()); ok {
-						fn(b)
-					}
+				switch ad.Type() {
+				case nfulaPayload:
+					b, ok = parsePacket(ad.Bytes())
+				case nfulaPrefix:
+					foreign = strings.TrimRight(ad.String(), "\x00") == foreignPrefix
 				}
+			}
+			if ok {
+				b.foreign = foreign
+				fn(b)
 			}
 		}
 	}
 }
 
-// parsePacket reads the protocol, destination and destination port of an
-// IPv4 or IPv6 packet (extension headers are not followed).
+// parsePacket reads the protocol, source, destination and destination
+// port of an IPv4 or IPv6 packet (extension headers are not followed).
 func parsePacket(p []byte) (blocked, bool) {
 	if len(p) < 1 {
 		return blocked{}, false
@@ -122,12 +134,12 @@ func parsePacket(p []byte) (blocked, bool) {
 		if len(p) < 20 || ihl < 20 || len(p) < ihl {
 			return blocked{}, false
 		}
-		proto, b.dst, l4 = p[9], netip.AddrFrom4([4]byte(p[16:20])), p[ihl:]
+		proto, b.src, b.dst, l4 = p[9], netip.AddrFrom4([4]byte(p[12:16])), netip.AddrFrom4([4]byte(p[16:20])), p[ihl:]
 	case 6:
 		if len(p) < 40 {
 			return blocked{}, false
 		}
-		proto, b.dst, l4 = p[6], netip.AddrFrom16([16]byte(p[24:40])), p[40:]
+		proto, b.src, b.dst, l4 = p[6], netip.AddrFrom16([16]byte(p[8:24])), netip.AddrFrom16([16]byte(p[24:40])), p[40:]
 	default:
 		return blocked{}, false
 	}

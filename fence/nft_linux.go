@@ -119,15 +119,25 @@ func tooManyNew() rule {
 // routerless: the daemon's end never takes router advertisements from a
 // sandbox), which the link needs to work at all.
 func neighbour(routerless bool) [][]expr.Any {
-	types := []byte{133, 134, 135, 136}
+	types := ndTypes()
 	if routerless {
 		types = types[2:]
 	}
 	var out [][]expr.Any
 	for _, t := range types {
+		out = append(out, join(t, rule{accept()}))
+	}
+	return out
+}
+
+// ndTypes match the four kinds of IPv6 neighbour discovery (ICMPv6 133–136),
+// in that order.
+func ndTypes() []rule {
+	var out []rule
+	for _, t := range []byte{133, 134, 135, 136} {
 		out = append(out, append(l4proto(unix.IPPROTO_ICMPV6),
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}, accept()))
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}))
 	}
 	return out
 }
@@ -187,24 +197,24 @@ func chain(c *nftables.Conn, t *nftables.Table, name string, typ nftables.ChainT
 
 // insideRules is the fence in the sandbox's namespace: out only to
 // Aileron's DNS (gw, port 53) and to ports 443 and 80 of the synthetic
-// ranges; every other packet is logged and rejected. In only what answers
-// those.
+// ranges; a packet whose source is not the sandbox's own is logged and
+// dropped (insideSources); every other packet is logged and rejected. In
+// only what answers those.
 func insideRules(c *nftables.Conn, l link) {
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "aileron_fence"})
 	gw := netip.PrefixFrom(l.host4, 32)
-	out := [][]expr.Any{
-		join(ifname(expr.MetaKeyOIFNAME, "lo"), rule{accept()}),
+	out := [][]expr.Any{join(ifname(expr.MetaKeyOIFNAME, "lo"), rule{accept()})}
+	out = append(out, insideSources(c, t)...)
+	out = append(out, [][]expr.Any{
 		join(established(), rule{accept()}),
 		join(daddr(gw), dport(unix.IPPROTO_UDP, 53), rule{accept()}),
 		join(daddr(gw), dport(unix.IPPROTO_TCP, 53), rule{accept()}),
-	}
+	}...)
 	for _, p := range []netip.Prefix{l.synth4, l.synth6} {
 		for _, port := range []uint16{443, 80} {
 			out = append(out, join(daddr(p), dport(unix.IPPROTO_TCP, port), rule{accept()}))
 		}
 	}
-	out = append(out, neighbour(false)...)
-	out = append(out, quietMLD()...)
 	out = append(out, logBlocked(nflogGroup))
 	out = append(out, rejectNow()...)
 	chain(c, t, "output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, out)
@@ -216,14 +226,17 @@ func insideRules(c *nftables.Conn, l link) {
 	chain(c, t, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainPolicyDrop, in)
 }
 
-// hostRules is the daemon's end: connections to ports 443 and 80 of the
-// synthetic ranges are redirected to the sandbox's transparent listeners
-// (the kernel keeps the original destination for SO_ORIGINAL_DST); from
-// the sandbox's link, and only from the sandbox's own addresses, only DNS
-// and those listeners are accepted; nothing is forwarded anywhere, so the
-// fence holds even if the inside one is gone.
+// hostRules is the daemon's end: what arrives on the sandbox's link from
+// another source than the sandbox's two addresses is dropped before
+// anything can answer it (hostSources); connections to ports 443 and 80 of
+// the synthetic ranges are redirected to the sandbox's transparent
+// listeners (the kernel keeps the original destination for
+// SO_ORIGINAL_DST); from the sandbox's link, and only from the sandbox's
+// own addresses, only DNS and those listeners are accepted; nothing is
+// forwarded anywhere, so the fence holds even if the inside one is gone.
 func hostRules(c *nftables.Conn, l link) {
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.table})
+	hostSources(c, t, l)
 	iif := ifname(expr.MetaKeyIIFNAME, l.hostName)
 	src := map[bool]rule{false: saddr(netip.PrefixFrom(l.sand4, 32)), true: saddr(netip.PrefixFrom(l.sand6, 128))}
 	var nat [][]expr.Any

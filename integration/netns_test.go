@@ -94,6 +94,7 @@ func startCapture(t *testing.T, ns netns.NsHandle) *capture {
 		t.Fatalf("AF_PACKET capture: %v", err)
 	}
 	_ = unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
+	_ = unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) // bursts of hundreds of frames, none lost
 	go c.read()
 	return c
 }
