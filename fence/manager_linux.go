@@ -408,7 +408,7 @@ func (m *Manager) teardown(sb *sandbox, audited, keepIndex bool) {
 		for _, l := range sb.listeners {
 			_ = l.Close()
 		}
-		if sb.dns != nil {
+		if sb.dns != nil { // its Shutdown reports the refusals it held back, before sandbox.stopped below
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = sb.dns.Shutdown(ctx)
 			cancel()

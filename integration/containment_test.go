@@ -276,6 +276,7 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 	checkLauncherKilled(t, w)
 	checkRevocationInSandbox(t, w)
 	checkNewFlowLimit(t, w)
+	checkDNSRefusalsCounted(t, w)
 	w.d.stop()
 	checkCaptures(t, w, capA.stop(), capI.stop())
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -36,7 +35,8 @@ type Denial struct {
 	Reason policy.Reason
 	Client netip.AddrPort
 	// Suppressed counts the denials before this one that were not
-	// reported, because denials came faster than ReportRate.
+	// reported, because denials came faster than ReportRate. Each denial
+	// is in exactly one report: as its subject or in a Suppressed count.
 	Suppressed int64
 }
 
@@ -53,23 +53,39 @@ type Server struct {
 	// query allowance. Nil answers every source.
 	From func(netip.Addr) bool
 	// Denied receives refusals (at most ReportRate a second; the rest are
-	// counted in the next one's Suppressed); nil reports nothing.
+	// held back, and counted in the next report's Suppressed); nil reports
+	// nothing. Refusals held back are reported at the latest FlushEvery
+	// after the first of them, and by Shutdown: the latest of them, with
+	// Suppressed counting the others.
 	Denied func(Denial)
 	// Rate and Burst bound the queries answered per second (100, burst 200);
 	// queries beyond them are refused.
 	Rate  rate.Limit
 	Burst int
-	// ReportRate bounds the Denied calls per second (20, burst 40).
+	// ReportRate bounds the Denied calls per second (20, burst 40), a
+	// flush (FlushEvery) aside.
 	ReportRate rate.Limit
+	// FlushEvery bounds how long a refusal held back by ReportRate waits
+	// to be reported when no later one carries its count (1 s).
+	FlushEvery time.Duration
 	// TTL of answers (300 s: a synthetic address never changes owner).
 	TTL uint32
 
-	once       sync.Once
-	queries    *rate.Limiter
-	reports    *rate.Limiter
-	suppressed atomic.Int64
-	mu         sync.Mutex
-	servers    []*dns.Server
+	once    sync.Once
+	queries *rate.Limiter
+	reports *rate.Limiter
+	mu      sync.Mutex
+	servers []*dns.Server
+	held    heldDenials
+}
+
+// heldDenials are the refusals ReportRate held back.
+type heldDenials struct {
+	mu      sync.Mutex
+	n       int64       // how many
+	last    Denial      // the latest
+	timer   *time.Timer // flushes them; nil when none is set
+	stopped bool        // Shutdown ran: nothing is held back any more
 }
 
 func (s *Server) init() {
@@ -87,6 +103,9 @@ func (s *Server) init() {
 			rr = 20
 		}
 		s.reports = rate.NewLimiter(rr, 2*int(rr)+1)
+		if s.FlushEvery <= 0 {
+			s.FlushEvery = time.Second
+		}
 		if s.TTL == 0 {
 			s.TTL = 300
 		}
@@ -170,14 +189,42 @@ func (s *Server) deny(qname, qtype string, reason policy.Reason, client netip.Ad
 	if s.Denied == nil {
 		return
 	}
-	if !s.reports.Allow() {
-		s.suppressed.Add(1)
-		return
-	}
 	name := strings.ToLower(strings.TrimSuffix(qname, "."))
 	sum := sha256.Sum256([]byte(name))
-	s.Denied(Denial{Name: cut(name), NameHash: hex.EncodeToString(sum[:]), Type: qtype, Reason: reason,
-		Client: client, Suppressed: s.suppressed.Swap(0)})
+	d := Denial{Name: cut(name), NameHash: hex.EncodeToString(sum[:]), Type: qtype, Reason: reason, Client: client}
+	h := &s.held
+	h.mu.Lock()
+	if !h.stopped && !s.reports.Allow() {
+		h.n++
+		h.last = d
+		if h.timer == nil {
+			h.timer = time.AfterFunc(s.FlushEvery, s.flush)
+		}
+		h.mu.Unlock()
+		return
+	}
+	d.Suppressed, h.n = h.n, 0
+	h.mu.Unlock()
+	s.Denied(d)
+}
+
+// flush reports the refusals held back, if any: the latest of them, its
+// Suppressed counting the others. It reports under the lock, so that a
+// flush by the timer has ended when Shutdown's returns.
+func (s *Server) flush() {
+	h := &s.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	if h.n == 0 {
+		return
+	}
+	d := h.last
+	d.Suppressed, h.n, h.last = h.n-1, 0, Denial{}
+	s.Denied(d)
 }
 
 // cut keeps the first MaxAuditName bytes of name, escaping anything
@@ -240,7 +287,9 @@ func accept(dh dns.Header) dns.MsgAcceptAction {
 	return dns.MsgAccept
 }
 
-// Shutdown stops serving and closes the sockets given to Serve.
+// Shutdown stops serving, closes the sockets given to Serve, and then
+// reports the refusals held back, so that every refusal is counted before
+// the sandbox is said to have ended. Refusals after it are each reported.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	servers := s.servers
@@ -252,5 +301,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	s.held.mu.Lock()
+	s.held.stopped = true
+	s.held.mu.Unlock()
+	s.flush()
 	return errors.Join(errs...)
 }

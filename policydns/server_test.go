@@ -35,7 +35,68 @@ func newServer(t *testing.T) (*Server, *denials) {
 	}
 	d := &denials{}
 	allowed := map[string]bool{"api.example.com": true, "aileron.internal": true}
-	return &Server{Map: m, Allowed: func(n string) bool { return allowed[n] }, Denied: d.add}, d
+	s := &Server{Map: m, Allowed: func(n string) bool { return allowed[n] }, Denied: d.add}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) }) // no flush left to fire after the test
+	return s, d
+}
+
+// counted is how many refusals the reports in got account for: each
+// report's own plus its Suppressed.
+func counted(got []Denial) int64 {
+	var n int64
+	for _, x := range got {
+		n += 1 + x.Suppressed
+	}
+	return n
+}
+
+// TestSuppressedCountsAddUp: however many refusals come at once, the
+// reports account for each exactly once once the server shuts down, with
+// no later query to carry the count (a burst just before a sandbox exits).
+func TestSuppressedCountsAddUp(t *testing.T) {
+	for _, n := range []int{1, 41, 42, 256, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s, d := newServer(t)
+			s.FlushEvery = time.Hour // only Shutdown flushes here
+			for i := range n {
+				s.Answer(query(fmt.Sprintf("exfil-%d.example.net.", i), dns.TypeA), netip.AddrPort{})
+			}
+			if err := s.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := d.all()
+			if c := counted(got); c != int64(n) {
+				t.Fatalf("%d refusals, %d reports accounting for %d; want exactly %d", n, len(got), c, n)
+			}
+			if last := got[len(got)-1]; n > 41 && last.Name != fmt.Sprintf("exfil-%d.example.net", n-1) {
+				t.Errorf("the flushed report is %q; want the latest refusal held back", last.Name)
+			}
+		})
+	}
+}
+
+// TestSuppressedFlushedAfterSilence: refusals held back by the report
+// rate are reported within FlushEvery without any further query, and
+// counted once only.
+func TestSuppressedFlushedAfterSilence(t *testing.T) {
+	s, d := newServer(t)
+	s.FlushEvery = 20 * time.Millisecond
+	const n = 100
+	for i := range n {
+		s.Answer(query(fmt.Sprintf("burst-%d.example.net.", i), dns.TypeTXT), netip.AddrPort{})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for counted(d.all()) != n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c := counted(d.all()); c != n {
+		t.Fatalf("after the burst and silence the reports account for %d of %d refusals", c, n)
+	}
+	s.Answer(query("after.example.net.", dns.TypeA), netip.AddrPort{}) // a later refusal carries no old count
+	_ = s.Shutdown(context.Background())
+	if c := counted(d.all()); c != n+1 {
+		t.Fatalf("the reports account for %d refusals, want %d", c, n+1)
+	}
 }
 
 func query(name string, qtype uint16) *dns.Msg {
