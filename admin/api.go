@@ -74,6 +74,11 @@ type API struct {
 	// Sandboxes fences sandboxes (aileron sandbox run); nil answers 503
 	// not_enabled on /v1/sandboxes.
 	Sandboxes Sandboxes
+	// Hidden lists the paths a fenced command must not see, absolute, as
+	// the daemon has them (its home, admin socket, audit directory, key
+	// files); the answer to opening a process's sandbox carries them, so
+	// the launcher never guesses. Nil refuses to open one (503).
+	Hidden func() []string
 
 	storeMu sync.Mutex
 }

@@ -31,6 +31,15 @@ type OpenSandboxRequest struct {
 	Listen  string `json:"listen,omitempty"`
 }
 
+// OpenedSandbox is the answer to opening a process's sandbox: the fence's
+// Info, and Hide, the paths the launcher must hide from the command, as
+// this daemon has them (its home, admin socket, audit directory and key
+// files), whatever the launcher's own configuration says.
+type OpenedSandbox struct {
+	fence.Info
+	Hide []string `json:"hide,omitempty"`
+}
+
 type sandboxList struct {
 	Sandboxes []fence.Info `json:"sandboxes"`
 }
@@ -46,7 +55,7 @@ func sandboxErrors() []dataplane.ErrorRule {
 
 // sandboxRoutes serves the fenced sandboxes (aileron sandbox run):
 //
-//	POST   /v1/sandboxes        OpenSandboxRequest (a process, or a gateway) → 201 fence.Info
+//	POST   /v1/sandboxes        OpenSandboxRequest (a process, or a gateway) → 201 OpenedSandbox
 //	GET    /v1/sandboxes        → {"sandboxes":[fence.Info…]}
 //	DELETE /v1/sandboxes/{id}   → 204
 func (a *API) sandboxRoutes(mux *http.ServeMux) {
@@ -86,24 +95,29 @@ func (a *API) sandboxRoutes(mux *http.ServeMux) {
 	})
 }
 
-// openSandbox fences a process's namespace or attaches a gateway, as req
-// asks.
-func (a *API) openSandbox(ctx context.Context, req OpenSandboxRequest) (fence.Info, error) {
+// openSandbox fences a process's namespace (saying what to hide from it)
+// or attaches a gateway, as req asks.
+func (a *API) openSandbox(ctx context.Context, req OpenSandboxRequest) (OpenedSandbox, error) {
 	const want = `want {"session": ID, "pid": N} or {"session": ID, "source": CIDR, "listen": ADDRESS}`
 	gateway := req.Source != "" || req.Listen != ""
 	if req.Session == "" || gateway == (req.PID > 0) {
-		return fence.Info{}, fmt.Errorf("%w: %s", state.ErrInvalidArgument, want)
+		return OpenedSandbox{}, fmt.Errorf("%w: %s", state.ErrInvalidArgument, want)
 	}
 	if !gateway {
-		return a.Sandboxes.Open(ctx, req.Session, req.PID)
+		if a.Hidden == nil {
+			return OpenedSandbox{}, fmt.Errorf("%w: this daemon cannot say which of its paths a sandbox must not see", fence.ErrUnsupported)
+		}
+		info, err := a.Sandboxes.Open(ctx, req.Session, req.PID)
+		return OpenedSandbox{Info: info, Hide: a.Hidden()}, err
 	}
 	source, err := netip.ParsePrefix(req.Source)
 	if err != nil {
-		return fence.Info{}, fmt.Errorf("%w: source %q: %v; %s", state.ErrInvalidArgument, req.Source, err, want)
+		return OpenedSandbox{}, fmt.Errorf("%w: source %q: %v; %s", state.ErrInvalidArgument, req.Source, err, want)
 	}
 	listen, err := netip.ParseAddr(req.Listen)
 	if err != nil {
-		return fence.Info{}, fmt.Errorf("%w: listen %q: %v; %s", state.ErrInvalidArgument, req.Listen, err, want)
+		return OpenedSandbox{}, fmt.Errorf("%w: listen %q: %v; %s", state.ErrInvalidArgument, req.Listen, err, want)
 	}
-	return a.Sandboxes.Attach(ctx, req.Session, source, listen)
+	info, err := a.Sandboxes.Attach(ctx, req.Session, source, listen)
+	return OpenedSandbox{Info: info}, err
 }

@@ -28,16 +28,20 @@ func (r *recordingSandboxes) Close(string) error { return fence.ErrNotFound }
 func (r *recordingSandboxes) List() []fence.Info { return nil }
 
 // TestOpenSandboxRequests: a process or a gateway, never both, never
-// neither, and malformed addresses refused with what to send.
+// neither, and malformed addresses refused with what to send; a process's
+// answer names what the daemon hides from it.
 func TestOpenSandboxRequests(t *testing.T) {
 	sb := &recordingSandboxes{}
-	h := (&API{Sandboxes: sb}).Handler()
+	h := (&API{Sandboxes: sb, Hidden: func() []string { return []string{"/var/lib/aileron", "/var/log/aileron"} }}).Handler()
 	for _, c := range []struct {
 		body   string
 		status int
 		want   string
 	}{
-		{`{"session":"s_1","pid":42}`, http.StatusCreated, `"pid": 42`},
+		{`{"session":"s_1","pid":42}`, http.StatusCreated, `"hide": [
+    "/var/lib/aileron",
+    "/var/log/aileron"
+  ]`},
 		{`{"session":"s_1","source":"172.30.0.0/24","listen":"172.30.0.2"}`, http.StatusCreated, `"source": "172.30.0.0/24"`},
 		{`{"session":"s_1","pid":42,"source":"172.30.0.0/24","listen":"172.30.0.2"}`, http.StatusBadRequest, `or {\"session\": ID, \"source\"`},
 		{`{"session":"s_1"}`, http.StatusBadRequest, "invalid_argument"},
@@ -53,5 +57,16 @@ func TestOpenSandboxRequests(t *testing.T) {
 	}
 	if len(sb.opened) != 1 || len(sb.attached) != 1 || sb.attached[0] != "s_1 172.30.0.0/24 172.30.0.2" {
 		t.Errorf("opened %q, attached %q", sb.opened, sb.attached)
+	}
+}
+
+// TestOpenSandboxNeedsHidden: a daemon that cannot say what a sandbox must
+// not see opens none (the launcher never guesses), and fences nothing.
+func TestOpenSandboxNeedsHidden(t *testing.T) {
+	sb := &recordingSandboxes{}
+	rec := httptest.NewRecorder()
+	(&API{Sandboxes: sb}).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/sandboxes", strings.NewReader(`{"session":"s_1","pid":42}`)))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "must not see") || len(sb.opened) != 0 {
+		t.Errorf("%d %s, opened %q; want 503 saying why, and nothing opened", rec.Code, rec.Body.String(), sb.opened)
 	}
 }

@@ -229,11 +229,12 @@ func (c *Client) unixClient() *http.Client {
 }
 
 // OpenSandbox asks the daemon to fence the network namespace of process
-// pid for session (aileron sandbox run).
-func (c *Client) OpenSandbox(ctx context.Context, session string, pid int) (fence.Info, error) {
-	var info fence.Info
-	err := c.do(ctx, http.MethodPost, "/v1/sandboxes", OpenSandboxRequest{Session: session, PID: pid}, &info)
-	return info, err
+// pid for session (aileron sandbox run); the answer names what the
+// command must not see.
+func (c *Client) OpenSandbox(ctx context.Context, session string, pid int) (OpenedSandbox, error) {
+	var out OpenedSandbox
+	err := c.do(ctx, http.MethodPost, "/v1/sandboxes", OpenSandboxRequest{Session: session, PID: pid}, &out)
+	return out, err
 }
 
 // AttachGateway makes the daemon the gateway of the clients in source,

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/aileronhq/aileron/sessions"
@@ -18,20 +20,28 @@ const InitArg0 = "aileron-sandbox-init"
 // ErrFence wraps every failure to set up a fenced sandbox.
 var ErrFence = errors.New("fenced sandbox")
 
-// FenceFunc fences the network namespace of process pid and returns the
-// resolver address the sandbox must use, and a function that removes the
-// fence.
-type FenceFunc func(ctx context.Context, pid int) (dns string, remove func(), err error)
+// Fence is a process's fenced network namespace, as FenceFunc set it up.
+type Fence struct {
+	// DNS is the resolver address the sandbox must use.
+	DNS string
+	// Hide lists the paths the command must not see, as the daemon that
+	// fenced it names them (its home, admin socket, audit directory, key
+	// files): a directory is covered by an empty, read-only tmpfs, a file
+	// by /dev/null. RunFenced refuses a fence that names none, or a path
+	// that is not absolute.
+	Hide []string
+	// Remove removes the fence; nil when there is nothing to remove.
+	Remove func()
+}
+
+// FenceFunc fences the network namespace of process pid.
+type FenceFunc func(ctx context.Context, pid int) (Fence, error)
 
 // FencedOptions configure RunFenced. Fence and User are required.
 type FencedOptions struct {
 	Fence FenceFunc
 	// User is who the command runs as (ResolveUser gives the default).
-	User Identity
-	// Hide lists paths the command must not see (the daemon's home and
-	// admin socket): a directory is covered by an empty, read-only tmpfs,
-	// a file by /dev/null.
-	Hide           []string
+	User           Identity
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Environ        []string // nil: os.Environ()
@@ -47,6 +57,20 @@ const (
 	sandboxRun = "/run/aileron"
 	sandboxCA  = sandboxRun + "/ca-bundle.pem"
 )
+
+// checkHide refuses a fence that names nothing to hide, or a path that is
+// not absolute: the launcher never guesses what the daemon keeps where.
+func checkHide(hide []string) error {
+	if len(hide) == 0 {
+		return errors.New("the daemon did not say which of its paths (home, audit directory, keys) the command must not see; run a daemon of this version (aileron version shows it)")
+	}
+	for _, p := range hide {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("the daemon named %q to hide from the command, which is not an absolute path", p)
+		}
+	}
+	return nil
+}
 
 // fencedEnv is env for a fenced command: the session's variables without
 // any proxy variable (there is no proxy to name: every connection is taken

@@ -63,12 +63,17 @@ func RunFenced(ctx context.Context, info sessions.Info, argv []string, opts Fenc
 		_ = cmd.Wait()
 		return -1, fmt.Errorf("%w: %w", ErrFence, err)
 	}
-	dns, remove, err := opts.Fence(ctx, cmd.Process.Pid)
+	f, err := opts.Fence(ctx, cmd.Process.Pid)
 	if err != nil {
 		return abort(err)
 	}
-	defer remove()
-	plan.DNS = dns
+	if f.Remove != nil {
+		defer f.Remove()
+	}
+	if err := checkHide(f.Hide); err != nil {
+		return abort(err)
+	}
+	plan.DNS, plan.Hide = f.DNS, f.Hide
 	if err := json.NewEncoder(pw).Encode(plan); err != nil {
 		return abort(err)
 	}
@@ -85,7 +90,7 @@ func RunFenced(ctx context.Context, info sessions.Info, argv []string, opts Fenc
 }
 
 // fencedPlan checks RunFenced's arguments and gives the helper's plan (all
-// but DNS) and the command's environment.
+// but DNS and Hide, which the fence gives) and the command's environment.
 func fencedPlan(info sessions.Info, argv []string, opts FencedOptions) (initPlan, []string, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return initPlan{}, nil, fmt.Errorf("%w: no command given; name one after --, e.g. aileron sandbox run -- curl https://api.example.com/", ErrLaunch)
@@ -121,5 +126,5 @@ func fencedPlan(info sessions.Info, argv []string, opts FencedOptions) (initPlan
 			return initPlan{}, nil, fmt.Errorf("%w: finding the working directory: %v", ErrLaunch, err)
 		}
 	}
-	return initPlan{Argv: argv, Path: path, Dir: dir, CA: ca, User: opts.User, Hide: opts.Hide}, env, nil
+	return initPlan{Argv: argv, Path: path, Dir: dir, CA: ca, User: opts.User}, env, nil
 }

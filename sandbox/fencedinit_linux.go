@@ -41,9 +41,9 @@ var readOnlyProc = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/p
 //   - covers /run with a private tmpfs (no host sockets: D-Bus, systemd,
 //     container engines), copies the session CA into it and makes
 //     Aileron's DNS the only resolver;
-//   - hides each path in plan.Hide (the daemon's home and its admin
-//     socket): a directory under an empty read-only tmpfs, a file under
-//     /dev/null;
+//   - hides each path in plan.Hide (those the daemon named: its home,
+//     admin socket, audit directory and key files): a directory under an
+//     empty read-only tmpfs, a file under /dev/null;
 //   - starts the command as plan.User, in a session of its own (no
 //     controlling terminal), with no_new_privs and the capabilities in
 //     rootKeeps at most (none unless the user is root), and makes itself

@@ -558,6 +558,8 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 		api.Webhooks = d.notifier
 	}
 	api.Config = d.cfg.YAML
+	hidden := sandboxHidden(d.cfg) // paths a reload never changes
+	api.Hidden = func() []string { return hidden }
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())
 	d.serveHealth(mux)

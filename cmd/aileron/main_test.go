@@ -121,18 +121,32 @@ func TestReadmeCommandsAreTheUsage(t *testing.T) {
 	}
 }
 
-func TestHidePaths(t *testing.T) {
+// TestSandboxHidden: what the daemon tells a launcher to hide is its own
+// home, and outside it its audit directory, key files and admin socket
+// (the socket file alone in a shared directory).
+func TestSandboxHidden(t *testing.T) {
+	const home = "/var/lib/aileron"
+	inHome := config.Config{Home: home, Admin: config.Admin{Socket: home + "/admin.sock"}, Audit: config.Audit{Dir: home + "/audit", KeyFile: home + "/audit.key"},
+		State: config.State{VaultKeyFile: home + "/keys/vault.key", FleetKeyFile: home + "/keys/fleet.key"}}
 	for _, c := range []struct {
-		home, socket, audit string
-		want                []string
+		name string
+		edit func(*config.Config)
+		want []string
 	}{
-		{"/var/lib/aileron", "/var/lib/aileron/admin.sock", "/var/lib/aileron/audit", []string{"/var/lib/aileron"}},
-		{"/var/lib/aileron", "/run/aileron/admin.sock", "", []string{"/var/lib/aileron", "/run/aileron"}},
-		{"/var/lib/aileron", "/tmp/admin.sock", "/var/log/aileron", []string{"/var/lib/aileron", "/var/log/aileron", "/tmp/admin.sock"}},
-		{"/var/lib/aileron", "/var/lib/aileron-other/admin.sock", "", []string{"/var/lib/aileron", "/var/lib/aileron-other"}},
+		{"all in the home", func(*config.Config) {}, []string{home}},
+		{"socket elsewhere", func(c *config.Config) { c.Admin.Socket = "/run/aileron/admin.sock" }, []string{home, "/run/aileron"}},
+		{"socket in /tmp, audit elsewhere", func(c *config.Config) { c.Admin.Socket, c.Audit.Dir = "/tmp/admin.sock", "/var/log/aileron" },
+			[]string{home, "/var/log/aileron", "/tmp/admin.sock"}},
+		{"a home's sibling", func(c *config.Config) { c.Admin.Socket = "/var/lib/aileron-other/admin.sock" }, []string{home, "/var/lib/aileron-other"}},
+		{"keys elsewhere", func(c *config.Config) {
+			c.Audit.KeyFile, c.State.VaultKeyFile, c.Admin.WebTLSKey = "/etc/aileron/audit.key", "/etc/aileron/vault.key", "/etc/aileron/web.key"
+			c.Approval.Webhooks = []config.Webhook{{URL: "https://chat.example/hook", SecretFile: "/etc/aileron/hook.secret"}}
+		}, []string{home, "/etc/aileron/audit.key", "/etc/aileron/vault.key", "/etc/aileron/web.key", "/etc/aileron/hook.secret"}},
 	} {
-		if got := hidePaths(c.home, c.socket, c.audit); !slices.Equal(got, c.want) {
-			t.Errorf("hidePaths(%s, %s) = %q, want %q", c.home, c.socket, got, c.want)
+		cfg := inHome
+		c.edit(&cfg)
+		if got := sandboxHidden(&cfg); !slices.Equal(got, c.want) {
+			t.Errorf("%s: sandboxHidden = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/sandbox"
 )
 
@@ -65,15 +67,18 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cleanup()
-	fenceFn := func(ctx context.Context, pid int) (string, func(), error) {
+	// The daemon that fences the namespace says what the command must not
+	// see: its own home, audit directory and keys, not this launcher's idea
+	// of them (its --config or --home may differ).
+	fenceFn := func(ctx context.Context, pid int) (sandbox.Fence, error) {
 		sb, err := c.OpenSandbox(ctx, info.ID, pid)
 		if err != nil {
-			return "", nil, err
+			return sandbox.Fence{}, err
 		}
-		return sb.DNS, func() { _ = c.CloseSandbox(context.Background(), sb.ID) }, nil
+		return sandbox.Fence{DNS: sb.DNS, Hide: sb.Hide, Remove: func() { _ = c.CloseSandbox(context.Background(), sb.ID) }}, nil
 	}
 	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, User: who,
-		Hide: hidePaths(cfg.Home, cfg.Admin.Socket, cfg.Audit.Dir), Stdin: stdin, Stdout: stdout, Stderr: stderr})
+		Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return err
 	}
@@ -168,25 +173,40 @@ func cmdSandboxClose(args []string, stderr io.Writer) error {
 	return newClient(cfg).CloseSandbox(context.Background(), fs.Arg(0))
 }
 
-// hidePaths are what a fenced command must not see: the daemon's home, and
-// the admin socket's directory when the socket lives elsewhere. A shared
-// directory (/tmp and the like) is not hidden whole: the socket file alone
-// is covered, which holds until the daemon restarts and makes a new one.
-func hidePaths(home, socket, auditDir string) []string {
-	home, socket = absPath(home), absPath(socket)
+// sandboxHidden is what a fenced command must not see, as the daemon with
+// configuration cfg has it (its answer to opening a sandbox): its home;
+// outside the home, its audit directory (which a root command could
+// rewrite) and key files (the audit signing key, the vault and fleet keys,
+// the approvals page's TLS key, webhook secrets); and the admin socket's
+// directory when the socket lives elsewhere. A shared directory (/tmp and
+// the like) is not hidden whole: the socket file alone is covered, which
+// holds until the daemon restarts and makes a new one. Relative paths are
+// made absolute against the daemon's working directory.
+func sandboxHidden(cfg *config.Config) []string {
+	home := absPath(cfg.Home)
 	out := []string{home}
-	if auditDir != "" && !within(home, absPath(auditDir)) { // the audit trail, which a root command could rewrite
-		out = append(out, absPath(auditDir))
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if p = absPath(p); !within(home, p) && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
 	}
-	if within(home, socket) {
-		return out
+	add(cfg.Audit.Dir)
+	for _, p := range []string{cfg.Audit.KeyFile, cfg.State.VaultKeyFile, cfg.State.FleetKeyFile, cfg.Admin.WebTLSKey} {
+		add(p)
 	}
-	switch dir := filepath.Dir(socket); dir {
+	for _, w := range cfg.Approval.Webhooks {
+		add(w.SecretFile)
+	}
+	switch socket := absPath(cfg.Admin.Socket); filepath.Dir(socket) {
 	case "/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/home":
-		return append(out, socket)
+		add(socket)
 	default:
-		return append(out, dir)
+		add(filepath.Dir(socket))
 	}
+	return out
 }
 
 // within reports whether path is dir or under it.
