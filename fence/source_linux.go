@@ -18,10 +18,13 @@ import (
 // a packet whose source the sandbox (or the gateway's client) does not
 // own is logged, with foreignPrefix, and dropped unanswered.
 //
-// What any source may still send on a fenced link: neighbour discovery to
-// a link multicast address or from a link-local one, and multicast
-// listener reports. The kernel answers neighbour discovery on the link it
-// came in on, and nothing answers the reports; neither is ever forwarded.
+// What any source may still send on a fenced link: neighbour
+// solicitations and advertisements to a link multicast address (duplicate
+// address detection's come from ::), neighbour discovery from a link-local
+// address, and multicast listener reports. The kernel answers neighbour
+// discovery on the link it came in on, and nothing answers the reports;
+// neither is ever forwarded. A router solicitation from anywhere else is
+// foreign like any packet: a gateway would refuse it, to its source.
 
 // foreignPrefix is the NFLOG prefix of a packet dropped for its source.
 const foreignPrefix = "foreign"
@@ -70,9 +73,11 @@ func routedBack() rule {
 // fenced link (see above).
 func linkScoped(iif rule) [][]expr.Any {
 	var out [][]expr.Any
-	for _, nd := range ndTypes() {
-		out = append(out, join(iif, daddr(linkMulticast6), nd, rule{accept()}),
-			join(iif, saddr(linkLocal6), nd, rule{accept()}))
+	for i, nd := range ndTypes() {
+		if i >= 2 { // 135 and 136
+			out = append(out, join(iif, daddr(linkMulticast6), nd, rule{accept()}))
+		}
+		out = append(out, join(iif, saddr(linkLocal6), nd, rule{accept()}))
 	}
 	for _, m := range mld(accept()) {
 		out = append(out, join(iif, rule(m)))

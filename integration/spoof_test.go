@@ -31,13 +31,14 @@ var (
 )
 
 // forgedPacket is an IP packet from src to dst: a TCP SYN (sequence
-// number mark), a UDP datagram or an ICMP echo request (carrying mark).
+// number mark), a UDP datagram, an ICMP echo request (carrying mark) or,
+// proto "rs", an IPv6 router solicitation.
 func forgedPacket(t *testing.T, src, dst netip.AddrPort, proto string, mark uint32) []gopacket.SerializableLayer {
 	t.Helper()
 	var ip gopacket.NetworkLayer
 	var ipl gopacket.SerializableLayer
 	l4 := map[string]layers.IPProtocol{"tcp": layers.IPProtocolTCP, "udp": layers.IPProtocolUDP, "icmp": layers.IPProtocolICMPv4}[proto]
-	if src.Addr().Is6() && proto == "icmp" {
+	if src.Addr().Is6() && (proto == "icmp" || proto == "rs") {
 		l4 = layers.IPProtocolICMPv6
 	}
 	if src.Addr().Is4() {
@@ -57,6 +58,11 @@ func forgedPacket(t *testing.T, src, dst netip.AddrPort, proto string, mark uint
 		udp := &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())}
 		_ = udp.SetNetworkLayerForChecksum(ip)
 		return []gopacket.SerializableLayer{ipl, udp, payload}
+	case proto == "rs":
+		ip.(*layers.IPv6).HopLimit = 255
+		ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(133, 0)}
+		_ = ic.SetNetworkLayerForChecksum(ip)
+		return []gopacket.SerializableLayer{ipl, ic, &layers.ICMPv6RouterSolicitation{}, payload}
 	case src.Addr().Is4():
 		return []gopacket.SerializableLayer{ipl, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 7, Seq: 1}, payload}
 	default:
@@ -184,7 +190,9 @@ func probeRefusals(t *testing.T, ns netns.NsHandle, dst netip.Addr) {
 
 // forgedSet is what a client sends with a forged source src (and a real
 // destination of each family): TCP to the far address and to one of the
-// gateway's own ports, UDP, and ICMP echo.
+// gateway's own ports, UDP, ICMP echo and, for IPv6, a router
+// solicitation to all routers (link multicast, yet sent to the gateway's
+// own MAC address).
 func forgedSet(t *testing.T, src netip.Addr, gatewayAddr netip.Addr) [][]gopacket.SerializableLayer {
 	far := far4
 	if src.Is6() {
@@ -199,6 +207,9 @@ func forgedSet(t *testing.T, src netip.Addr, gatewayAddr netip.Addr) [][]gopacke
 			forgedPacket(t, netip.AddrPortFrom(src, port), netip.AddrPortFrom(far, 0), "icmp", 0x5ec0de20+uint32(i)))
 		if gatewayAddr.IsValid() && gatewayAddr.Is4() == src.Is4() {
 			out = append(out, forgedPacket(t, netip.AddrPortFrom(src, port), netip.AddrPortFrom(gatewayAddr, 443), "tcp", 0x5ec0de30+uint32(i)))
+		}
+		if src.Is6() {
+			out = append(out, forgedPacket(t, netip.AddrPortFrom(src, 0), netip.AddrPortFrom(netip.MustParseAddr("ff02::2"), 0), "rs", 0))
 		}
 	}
 	return out
