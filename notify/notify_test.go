@@ -206,14 +206,17 @@ func TestSlowHookDoesNotDelayOthers(t *testing.T) {
 // scheme and host; its path (a chat service's secret) never reaches the log.
 func TestLogsNameHostOnly(t *testing.T) {
 	r := newReceiver(t, 400)
-	var logs strings.Builder
-	log := zerolog.New(&logs)
+	logs := &lockedBuffer{}
+	log := zerolog.New(logs)
 	n := &Notifier{Hooks: []Hook{{URL: r.srv.URL + "/hooks/T0K3N-SECRET", Secret: []byte("k")}}, Log: &log}
 	n.Start()
+	defer n.Close()
 	n.Notify(Event{Event: "approval.requested"})
 	waitDeliveries(t, r, 1)
-	n.Close()
-	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(logs.String(), "notify.refused"); time.Sleep(5 * time.Millisecond) {
+	// The receiver saw the delivery before the notifier read its answer:
+	// wait for the line while the notifier still runs (Close would cut the
+	// read short, and nothing would be logged).
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "notify.refused"); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no notify.refused line: %s", logs.String())
 		}
@@ -221,4 +224,22 @@ func TestLogsNameHostOnly(t *testing.T) {
 	if strings.Contains(logs.String(), "T0K3N-SECRET") || !strings.Contains(logs.String(), r.srv.URL) {
 		t.Fatalf("log: %s", logs.String())
 	}
+}
+
+// lockedBuffer is a log sink read while the notifier writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
