@@ -18,9 +18,10 @@ import (
 // roundTrip is the last stage of the request path, run on x's outbound
 // copy: it injects the credential bound to the matched operation, refuses a
 // request that still carries a placeholder, sends it through the guarded,
-// verified transport (upstream1; upstream2 for an HTTP/2 client's), and masks any echo
-// of the secret in the answer. A 1xx answer goes on to the client at once
-// through w, masked.
+// verified transport (upstream1; upstream2 for an HTTP/2 client's), never
+// twice when its operation needs approval or is not idempotent (sendOnce),
+// and masks any echo of the secret in the answer. A 1xx answer goes on to
+// the client at once through w, masked.
 func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, error) {
 	out := x.out // without Accept-Encoding when a credential goes on it (outboundHeader)
 	if x.op != nil && p.Injector != nil {
@@ -34,7 +35,11 @@ func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, e
 		return nil, deny(policy.ReasonPlaceholder, "the request carries an Aileron placeholder credential where no credential is injected; placeholders only work for operations bound to a credential")
 	}
 	interim := &interimRelay{w: w, red: x.red}
-	out = out.WithContext(httptrace.WithClientTrace(out.Context(), &httptrace.ClientTrace{Got1xxResponse: interim.relay}))
+	ctx := httptrace.WithClientTrace(out.Context(), &httptrace.ClientTrace{Got1xxResponse: interim.relay})
+	if x.op != nil && (x.op.Spec.RequiresApproval() || x.op.Spec.Idempotency == policy.NotIdempotent) {
+		ctx = withSendOnce(ctx)
+	}
+	out = out.WithContext(ctx)
 	var tr http.RoundTripper = p.up
 	if out.ProtoMajor == 2 {
 		tr = p.up2 // HTTP/2 upstream where offered (gRPC's trailers need it)

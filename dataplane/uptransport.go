@@ -85,9 +85,9 @@ func (u *upstream1) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // replayable: a request with no body whose method may be repeated, as
 // net/http's Transport retries on a reused connection that turns out
-// closed.
+// closed, unless it must be sent once (sendOnce).
 func replayable(req *http.Request) bool {
-	if req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0 {
+	if req.Body != nil && req.Body != http.NoBody && req.ContentLength != 0 || sendOnce(req.Context()) {
 		return false
 	}
 	switch req.Method {
@@ -96,6 +96,19 @@ func replayable(req *http.Request) bool {
 	}
 	return false
 }
+
+// sendOnceKey marks, in an outbound request's context, a request no
+// transport may send a second time, whatever its method: a human approved
+// it (exactly what was approved is sent, once), or its operation says
+// not_idempotent. A connection that breaks under it fails it; the upstream
+// may have acted on it already.
+type sendOnceKey struct{}
+
+func withSendOnce(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sendOnceKey{}, true)
+}
+
+func sendOnce(ctx context.Context) bool { return ctx.Value(sendOnceKey{}) != nil }
 
 // connGone: the error of a connection the peer had closed.
 func connGone(err error) bool {
