@@ -68,17 +68,23 @@ func CreatePrivateFile(path string, data []byte, what string) (err error) {
 
 // CheckPrivateFile refuses p unless it is a regular file only its owner may
 // access; the error wraps ErrInsecureFile, names the file as what and says
-// how to fix it.
+// how to fix it. A symbolic link (a Kubernetes secret volume's files are
+// links into its ..data directory) is judged by the file it leads to.
 func CheckPrivateFile(p, what string) error {
-	info, err := os.Lstat(p)
+	info, err := os.Stat(p)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", what, err)
 	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%w: %s %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s)",
-			ErrInsecureFile, what, p, info.Mode(), p)
+	if info.Mode().IsRegular() && info.Mode().Perm()&0o077 == 0 {
+		return nil
 	}
-	return nil
+	target := p
+	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		target = real
+		p += " (a link to " + real + ")"
+	}
+	return fmt.Errorf("%w: %s %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s; "+
+		"for a Kubernetes secret volume, set its defaultMode to 0400)", ErrInsecureFile, what, p, info.Mode(), target)
 }
 
 // WriteFileAtomic replaces p with data: a mode 0600 temporary file in the

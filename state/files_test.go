@@ -61,3 +61,41 @@ func TestRandomIDIsValid(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPrivateFileFollowsLinks: a link is judged by the file it leads
+// to (a Kubernetes secret volume's files are links into ..data): a link to
+// a private file passes, a link to one others can read is refused, naming
+// both and what to chmod; a directory is refused.
+func TestCheckPrivateFileFollowsLinks(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		perm os.FileMode
+		ok   bool
+	}{{"private", 0o400, true}, {"shared", 0o644, false}} {
+		target := filepath.Join(data, c.name)
+		if err := os.WriteFile(target, []byte("s"), c.perm); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Chmod(target, c.perm)
+		link := filepath.Join(dir, c.name+".secret")
+		if err := os.Symlink(filepath.Join("..data", c.name), link); err != nil {
+			t.Fatal(err)
+		}
+		err := CheckPrivateFile(link, "secret_file")
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: a link to a 0%o file was refused: %v", c.name, c.perm, err)
+		case !c.ok && (!errors.Is(err, ErrInsecureFile) || !strings.Contains(err.Error(), "a link to "+target) ||
+			!strings.Contains(err.Error(), "chmod 600 "+target) || !strings.Contains(err.Error(), "defaultMode")):
+			t.Errorf("%s: %v; want ErrInsecureFile naming the link's target and the fix", c.name, err)
+		}
+	}
+	if err := CheckPrivateFile(data, "secret_file"); !errors.Is(err, ErrInsecureFile) {
+		t.Errorf("a directory: %v, want ErrInsecureFile", err)
+	}
+}
