@@ -84,7 +84,7 @@ func CheckPrivateFile(p, what string) error {
 		p += " (a link to " + real + ")"
 	}
 	return fmt.Errorf("%w: %s %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s; "+
-		"for a Kubernetes secret volume, set its defaultMode to 0400)", ErrInsecureFile, what, p, info.Mode(), target)
+		"a Kubernetes secret volume: defaultMode 0400)", ErrInsecureFile, what, p, info.Mode(), target)
 }
 
 // WriteFileAtomic replaces p with data: a mode 0600 temporary file in the
