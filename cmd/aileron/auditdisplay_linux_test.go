@@ -60,3 +60,30 @@ func TestAuditProveOnATerminalShowsTheLineEscaped(t *testing.T) {
 		t.Errorf("audit prove on a terminal shows %s as itself, or no escape:\n%q", r, shown)
 	}
 }
+
+// TestAuditExportOnATerminalShowsLinesEscaped: `audit export` writes the
+// lines as recorded to a file or pipe, and on a terminal writes what a
+// terminal would act on as its JSON escape (a trail of an older daemon,
+// or anything else that reached the file, may hold it raw).
+func TestAuditExportOnATerminalShowsLinesEscaped(t *testing.T) {
+	home := t.TempDir()
+	writeOldTrail(t, home, 4)
+	ptm, tty := openPTY(t)
+	seen := make(chan []byte)
+	go func() {
+		var b bytes.Buffer
+		io.Copy(&b, ptm)
+		seen <- b.Bytes()
+	}()
+	t.Setenv("AILERON_HOME", home)
+	var errb bytes.Buffer
+	code := run([]string{"audit", "export"}, strings.NewReader(""), tty, &errb)
+	tty.Close()
+	shown := string(<-seen)
+	if code != 0 || !strings.Contains(shown, `"seq":2`) {
+		t.Fatalf("audit export on a terminal = %d %q %s", code, shown, errb.String())
+	}
+	if r := shownRaw(strings.ReplaceAll(shown, "\r", "")); r != "" || !strings.Contains(shown, `\u202eevil`) {
+		t.Errorf("audit export on a terminal shows %s as itself, or no escape:\n%q", r, shown)
+	}
+}

@@ -44,6 +44,7 @@ func auditExport(args []string, stdout, stderr io.Writer) error {
 	if *from != 0 && len(trails) > 1 {
 		return usagef("--from is a seq of one trail; with several --dir, start with --since")
 	}
+	tty := isTerminal(stdout)
 	err = tailMany(ctx, trails, *follow, f, func(line []byte, ev *audit.Event) error {
 		if *format == "ocsf" { // re-encoded: a character a terminal would act on as its \u escape
 			buf.Reset()
@@ -52,6 +53,9 @@ func auditExport(args []string, stdout, stderr io.Writer) error {
 			}
 			_, err := stdout.Write(printable.JSON(buf.Bytes()))
 			return err
+		}
+		if tty { // to read: hidden characters as their \u escapes (a file or pipe gets the lines as recorded)
+			line = printable.JSON(line)
 		}
 		_, err := fmt.Fprintf(stdout, "%s\n", line)
 		return err
