@@ -20,5 +20,6 @@
 // names (EventName); the data plane fills an Event and the sink writes it
 // as it stands. It imports the standard library, zerolog (the canonical
 // log line renders an Event) and golang.org/x/mod/sumdb/note and tlog
-// (signed notes, RFC 6962 hashes and proof checks), nothing of Aileron.
+// (signed notes, RFC 6962 hashes and proof checks), and of Aileron only
+// printable (which characters a line writes as escapes).
 package audit

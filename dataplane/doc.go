@@ -13,14 +13,17 @@
 //	       ├─ passthrough → SSRF-safe dial, raw tunnel, audited
 //	       ├─ API host    → the session's sandbox API handler (api.go)
 //	       └─ intercept   → TLS with a session leaf; SNI must equal the CONNECT host;
-//	                        http/1.1: served in one goroutine (h1.go, h1writer.go), or h2: a stream each (h2.go)
+//	                        http/1.1: served in one goroutine (h1.go, h1writer.go), or h2: a stream each (h2.go;
+//	                        SETTINGS floods end the connection, h2guard.go)
 //	  every inner request or stream, and every Execute call (call.go), as an exchange (exchange.go)
 //	  passed to each stage of serveRequest (pipeline.go), which returns how it ended:
 //	       ─▶ target as sent; Host (:authority, else 421), absolute-form target and SNI agree with the CONNECT
 //	       ─▶ policy.Decide ─▶ approval gate (hold.go: Approvals.Await)
 //	       ─▶ audit[] fields ─▶ Recorder.Decided (refused if it cannot be written)
 //	       ─▶ outbound copy (exchange.go) ─▶ Injector on it (forward.go) ─▶ Guard dial, verified TLS,
-//	          a pooled HTTP/1.1 exchange in the request's goroutine (uptransport.go)
+//	          a pooled HTTP/1.1 exchange in the request's goroutine (uptransport.go), or for an h2
+//	          client's request a stream on a pooled HTTP/2 connection where the upstream offers h2
+//	          (uptransport2.go); never sent twice when approved or not idempotent
 //	       ─▶ echoes masked, 1xx passed on (forward.go) ─▶ answer relayed (relay.go)
 //	       ─▶ Recorder.Completed, log line
 //	  plain-HTTP proxy request ─▶ authenticated, then refused (insecure_scheme)
@@ -28,8 +31,8 @@
 // Errors become refusals in one place (errors.go: classify) and refusals
 // become HTTP in one place (refusal.go).
 //
-// It imports ca, policy, inject, audit, goproxy (every default replaced),
-// x/net/http2, x/net/http/httpguts and zerolog, and reaches sessions, credentials, approvals and the
+// It imports ca, policy, inject, audit, printable, goproxy (every default
+// replaced), x/net/http2, x/net/http/httpguts and zerolog, and reaches sessions, credentials, approvals and the
 // audit sink only through the interfaces it declares (Sessions, Injector,
 // Approvals, Recorder); it never imports the control plane.
 package dataplane

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/printable"
 )
 
 // target is an inner request's target exactly as the client sent it.
@@ -111,9 +112,11 @@ func innerTarget(t *tunnel, r *http.Request) (target, error) {
 // controls, space, DEL and anything outside ASCII.
 func unsafeTargetRune(r rune) bool { return r <= ' ' || r >= 0x7f }
 
+// clip cuts s to at most 200 bytes (never inside a UTF-8 sequence), marking
+// the cut with "…": a client-chosen value quoted in a message or a line.
 func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "…"
+	if n := printable.Cut(s, 200); n < len(s) {
+		return s[:n] + "…"
 	}
 	return s
 }
