@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/dataplane"
@@ -116,14 +117,29 @@ func checkDecision(req DecideRequest, deny bool) (by, reason string, err error) 
 	switch {
 	case by == "":
 		return "", "", fmt.Errorf(`%w: "by" is required: name who decides, e.g. "cli:alice"`, state.ErrInvalidArgument)
-	case len(by) > maxDecider || printable.Line(by) != by:
-		return "", "", fmt.Errorf(`%w: "by" must be at most %d bytes of printable text (no control, invisible or direction-changing character)`, state.ErrInvalidArgument, maxDecider)
+	case len(by) > maxDecider:
+		return "", "", fmt.Errorf(`%w: "by" must be at most %d bytes`, state.ErrInvalidArgument, maxDecider)
+	case printable.Line(by) != by:
+		return "", "", fmt.Errorf(`%w: "by" %s`, state.ErrInvalidArgument, whereHidden(by))
 	case deny && reason == "":
 		return "", "", fmt.Errorf(`%w: "reason" is required to deny: say why, the agent is shown it`, state.ErrInvalidArgument)
 	case !deny && reason != "":
 		return "", "", fmt.Errorf(`%w: "reason" is only for denials`, state.ErrInvalidArgument)
-	case len(reason) > maxReason || printable.Line(reason) != reason:
-		return "", "", fmt.Errorf(`%w: "reason" must be at most %d bytes of printable text (no control, invisible or direction-changing character)`, state.ErrInvalidArgument, maxReason)
+	case len(reason) > maxReason:
+		return "", "", fmt.Errorf(`%w: "reason" must be at most %d bytes`, state.ErrInvalidArgument, maxReason)
+	case printable.Line(reason) != reason:
+		return "", "", fmt.Errorf(`%w: "reason" %s`, state.ErrInvalidArgument, whereHidden(reason))
 	}
 	return by, reason, nil
+}
+
+// whereHidden says which character of s a human would not see as itself,
+// and where: s is shown to people, so it must hold none.
+func whereHidden(s string) string {
+	for i, r := range s {
+		if r == utf8.RuneError || r < 0x20 || printable.Hidden(r) {
+			return fmt.Sprintf("holds U+%04X at byte %d, a control, invisible or direction-changing character; type it as plain text", r, i)
+		}
+	}
+	return "is not plain text"
 }

@@ -92,3 +92,26 @@ func TestLoginNameDropsInvisibleCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionSaysWhichCharacter: a decider or denial reason holding a
+// character a human would not see as itself is refused, saying which one
+// and where, so it can be typed again.
+func TestDecisionSaysWhichCharacter(t *testing.T) {
+	for _, c := range []struct {
+		req  DecideRequest
+		deny bool
+		want string
+	}{
+		{DecideRequest{By: "cli:al\u202eice"}, false, `"by" holds U+202E at byte 6`},
+		{DecideRequest{By: "cli:alice", Reason: "not \u3164this"}, true, `"reason" holds U+3164 at byte 4`},
+		{DecideRequest{By: "cli:alice", Reason: "bad\x1b[2J"}, true, `"reason" holds U+001B at byte 3`},
+	} {
+		_, _, err := checkDecision(c.req, c.deny)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("checkDecision(%+q) = %v; want it to say %s", c.req, err, c.want)
+		}
+	}
+	if _, _, err := checkDecision(DecideRequest{By: "cli:alice", Reason: "no ❤ here, 日本語 is fine"}, true); err != nil {
+		t.Errorf("a plain reason in any script was refused: %v", err)
+	}
+}
