@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"time"
 )
@@ -33,6 +36,9 @@ type upstream2 struct {
 	h1only  map[string]time.Time
 	closed  bool // shutdown: nothing more is pooled
 }
+
+// upMaxDials bounds the new connections one request waits for (get).
+const upMaxDials = 3
 
 // upH1Memo is how long an authority that answered ALPN with http/1.1 is
 // sent HTTP/1.1 without asking again.
@@ -88,13 +94,51 @@ func (u *upstream2) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		resp, err := cc.RoundTrip(req)
+		resp, err := u.send(cc, req)
 		if err == nil || fresh || attempt > 0 || !replayable(req) || cc.Err() == nil {
 			return resp, err
 		}
 		// A pooled connection that died under the request: one that may be
 		// sent twice goes once more, on another connection.
 	}
+}
+
+// errNoStream: the upstream gave the request no stream in time.
+var errNoStream = fmt.Errorf("dataplane: the upstream's HTTP/2 connection had no stream free within the upstream header timeout: %w", context.DeadlineExceeded)
+
+// send runs req on cc, a stream reserved. Waiting for the upstream to
+// take the stream (one that allows no more, SETTINGS_MAX_CONCURRENT_STREAMS
+// 0 or every one busy) is bounded like waiting for an answer's head: the
+// clock stops when the request's head is written, where the transport's
+// own header timeout takes over; a request is never held until its client
+// gives up.
+func (u *upstream2) send(cc *http.ClientConn, req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	wait := time.AfterFunc(u.p.t.UpstreamHdr, func() { cancel(errNoStream) })
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wait.Stop() }})
+	resp, err := cc.RoundTrip(req.WithContext(ctx))
+	wait.Stop()
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errNoStream) {
+			err = errNoStream
+		}
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelBody ends its request's context when it is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 func (u *upstream2) prefersH1(key string) bool {
@@ -110,10 +154,16 @@ func (u *upstream2) prefersH1(key string) bool {
 
 // get reserves a stream on a connection to key, dialling one (shared with
 // the requests that arrive meanwhile) when none has room. fresh: the
-// connection was made for this wait.
+// connection was made for this wait. A request that found no room on
+// upMaxDials new connections in turn (an upstream that takes no stream, or
+// a crowd of others claiming each one first) is refused rather than left
+// to dial on.
 func (u *upstream2) get(ctx context.Context, key string) (cc *http.ClientConn, fresh bool, err error) {
 	var waited *h2Dial
-	for {
+	for dials := 0; ; dials++ {
+		if dials == upMaxDials {
+			return nil, false, fmt.Errorf("dataplane: %d new HTTP/2 connections to %s took no stream", dials, key)
+		}
 		u.mu.Lock()
 		if u.closed {
 			u.mu.Unlock()

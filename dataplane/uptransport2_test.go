@@ -1,14 +1,18 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/aileronhq/aileron/audit"
 )
@@ -91,5 +95,41 @@ func TestH2UpstreamHeaderTimeout(t *testing.T) {
 				t.Fatalf("status %d, %+v; want 504 upstream_timeout", resp.StatusCode, got)
 			}
 		})
+	}
+}
+
+// TestH2UpstreamTakingNoStreamIsRefused: an upstream whose HTTP/2
+// connections take no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) gets a few
+// dials from a request, not an endless run of them, and the request is
+// refused instead of waiting for its client to give up: 502 when each new
+// connection's settings came before the request looked for a stream, 504
+// after the upstream header timeout when they came after it had reserved
+// one (it then waits for a stream that never frees).
+func TestH2UpstreamTakingNoStreamIsRefused(t *testing.T) {
+	up := newRawH2Up(t, []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 0}}, func(_ int64, fr *http2.Framer, _ net.Conn) {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		}
+	})
+	e := newEnvUp(t, func(p *Proxy) { up.tune(p); p.Timeouts.UpstreamHdr = time.Second }, false)
+	req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/1", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := e.h2Client(t).RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("the client got no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	if got := readEnvelope(t, resp.Body); resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status %d %+v, want 502 or 504", resp.StatusCode, got)
+	}
+	if n := up.accepts.Load(); n > upMaxDials {
+		t.Errorf("%d connections dialled for one request, want at most %d", n, upMaxDials)
 	}
 }
