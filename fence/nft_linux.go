@@ -114,27 +114,47 @@ func tooManyNew() rule {
 		&expr.Reject{Type: unix.NFT_REJECT_TCP_RST, Code: unix.NFT_REJECT_TCP_RST})
 }
 
-// neighbour matches IPv6 neighbour discovery (ICMPv6 types 133–136, or
-// only solicitations and advertisements of neighbours, 135–136, when
-// routerless: the daemon's end never takes router advertisements from a
-// sandbox), which the link needs to work at all.
+// The ICMPv6 types of neighbour discovery (RFC 4861) and multicast
+// listener discovery (RFC 2710, RFC 3810).
+const (
+	icmp6RouterSolicitation     = 133
+	icmp6RouterAdvertisement    = 134
+	icmp6NeighbourSolicitation  = 135
+	icmp6NeighbourAdvertisement = 136
+	icmp6ListenerQuery          = 130
+	icmp6ListenerReport         = 131 // MLDv1
+	icmp6ListenerDone           = 132 // MLDv1
+	icmp6ListenerReportV2       = 143
+)
+
+// neighbourTypes are the solicitations and advertisements of neighbours;
+// routerTypes those of routers.
+func neighbourTypes() []byte {
+	return []byte{icmp6NeighbourSolicitation, icmp6NeighbourAdvertisement}
+}
+
+func routerTypes() []byte { return []byte{icmp6RouterSolicitation, icmp6RouterAdvertisement} }
+
+// neighbour matches IPv6 neighbour discovery (neighbourTypes and
+// routerTypes, or only neighbourTypes when routerless: the daemon's end
+// never takes router advertisements from a sandbox), which the link needs
+// to work at all.
 func neighbour(routerless bool) [][]expr.Any {
-	types := ndTypes()
-	if routerless {
-		types = types[2:]
+	types := neighbourTypes()
+	if !routerless {
+		types = append(types, routerTypes()...)
 	}
 	var out [][]expr.Any
-	for _, t := range types {
+	for _, t := range icmp6(types...) {
 		out = append(out, join(t, rule{accept()}))
 	}
 	return out
 }
 
-// ndTypes match the four kinds of IPv6 neighbour discovery (ICMPv6 133–136),
-// in that order.
-func ndTypes() []rule {
+// icmp6 matches ICMPv6 messages, one rule for each of types.
+func icmp6(types ...byte) []rule {
 	var out []rule
-	for _, t := range []byte{133, 134, 135, 136} {
+	for _, t := range types {
 		out = append(out, append(l4proto(unix.IPPROTO_ICMPV6),
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}))
@@ -152,10 +172,8 @@ func quietMLD() [][]expr.Any { return mld(drop()) }
 // with verdict v.
 func mld(v expr.Any) [][]expr.Any {
 	var out [][]expr.Any
-	for _, t := range []byte{130, 131, 132, 143} {
-		out = append(out, join(daddr(netip.MustParsePrefix("ff02::/16")), l4proto(unix.IPPROTO_ICMPV6), rule{
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}, v}))
+	for _, t := range icmp6(icmp6ListenerQuery, icmp6ListenerReport, icmp6ListenerDone, icmp6ListenerReportV2) {
+		out = append(out, join(daddr(linkMulticast6), t, rule{v}))
 	}
 	return out
 }

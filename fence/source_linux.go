@@ -73,10 +73,11 @@ func routedBack() rule {
 // fenced link (see above).
 func linkScoped(iif rule) [][]expr.Any {
 	var out [][]expr.Any
-	for i, nd := range ndTypes() {
-		if i >= 2 { // 135 and 136
-			out = append(out, join(iif, daddr(linkMulticast6), nd, rule{accept()}))
-		}
+	for _, nd := range icmp6(neighbourTypes()...) {
+		out = append(out, join(iif, daddr(linkMulticast6), nd, rule{accept()}),
+			join(iif, saddr(linkLocal6), nd, rule{accept()}))
+	}
+	for _, nd := range icmp6(routerTypes()...) {
 		out = append(out, join(iif, saddr(linkLocal6), nd, rule{accept()}))
 	}
 	for _, m := range mld(accept()) {
