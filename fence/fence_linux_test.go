@@ -33,10 +33,11 @@ func in(t *testing.T, ns netns.NsHandle, fn func()) {
 	<-done
 }
 
-// TestInsideFenceRejectsAndLogs: in a namespace with the inside fence, a
-// TCP connect to an outside address fails at once and is reported through
-// NFLOG with its source and destination.
-func TestInsideFenceRejectsAndLogs(t *testing.T) {
+// insideFence makes a namespace with a sandbox's inside fence (its
+// daemon's end at 192.0.2.1) and returns it, the fence's link, and what the
+// fence reports through NFLOG, read until t's cleanup.
+func insideFence(t *testing.T) (netns.NsHandle, link, <-chan blocked) {
+	t.Helper()
 	ns := nstest.New(t)
 	l := link{host4: netip.MustParseAddr("192.0.2.1"), synth4: netip.MustParsePrefix("198.18.0.0/15"),
 		synth6: netip.MustParsePrefix("fd00:a11e:5eed::/64")}
@@ -52,9 +53,22 @@ func TestInsideFenceRejectsAndLogs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NFLOG: %v", err)
 	}
-	got := make(chan blocked, 16)
-	go readNFLOG(nl, func(b blocked) { got <- b })
-	defer nl.Close()
+	got, done := make(chan blocked, 64), make(chan struct{})
+	go readNFLOG(nl, func(b blocked) {
+		select {
+		case got <- b:
+		case <-done:
+		}
+	})
+	t.Cleanup(func() { close(done); _ = nl.Close() })
+	return ns, l, got
+}
+
+// TestInsideFenceRejectsAndLogs: in a namespace with the inside fence, a
+// TCP connect to an outside address fails at once and is reported through
+// NFLOG with its source and destination.
+func TestInsideFenceRejectsAndLogs(t *testing.T) {
+	ns, _, got := insideFence(t)
 	in(t, ns, func() {
 		// a link and route so the packet reaches the output hook
 		h, _ := netlink.NewHandle()

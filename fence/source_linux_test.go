@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/vishvananda/netlink"
@@ -51,25 +50,6 @@ func spoofed(t *testing.T, src, dst netip.AddrPort, tcp bool, mark uint32) []byt
 		t.Fatal(err)
 	}
 	return buf.Bytes()
-}
-
-// sendRaw sends the IP packet p, as built, from the calling thread's
-// network namespace: through the output hook, as a process of a sandbox
-// with a raw socket would.
-func sendRaw(p []byte, dst netip.Addr) error {
-	fam, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Addr: dst.As16()})
-	if dst.Is4() {
-		fam, sa = unix.AF_INET, &unix.SockaddrInet4{Addr: dst.As4()}
-	}
-	fd, err := unix.Socket(fam, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Sendto(fd, p, 0, sa); err != unix.EPERM { // EPERM: the output hook dropped (or rejected) it
-		return err
-	}
-	return nil
 }
 
 // linkCapture records the frames leaving one link, from the thread's
@@ -131,24 +111,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // over IPv4 or IPv6, TCP or UDP. Without the check, the fence's refusal
 // would carry the packet's chosen bytes to that address.
 func TestInsideFenceDropsForeignSources(t *testing.T) {
-	ns := nstest.New(t)
-	l := link{host4: netip.MustParseAddr("192.0.2.1"), synth4: netip.MustParsePrefix("198.18.0.0/15"),
-		synth6: netip.MustParsePrefix("fd00:a11e:5eed::/64")}
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	insideRules(c, l)
-	if err := c.Flush(); err != nil {
-		t.Fatalf("installing the fence (needs nf_tables): %v", err)
-	}
-	nl, err := openNFLOG(int(ns), nflogGroup)
-	if err != nil {
-		t.Fatalf("NFLOG: %v", err)
-	}
-	got := make(chan blocked, 64)
-	go readNFLOG(nl, func(b blocked) { got <- b })
-	defer nl.Close()
+	ns, l, got := insideFence(t)
 	forged4, forged6 := netip.MustParseAddr("203.0.113.78"), netip.MustParseAddr("2001:db8:f::78")
 	far4, far6 := netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("2001:db8:f::9")
 	var frames [][]byte
@@ -172,7 +135,7 @@ func TestInsideFenceDropsForeignSources(t *testing.T) {
 			{netip.AddrPortFrom(forged6, 40004), netip.AddrPortFrom(far6, 53), false},
 			{netip.AddrPortFrom(forged4, 40005), netip.AddrPortFrom(l.host4, 53), true}, // to Aileron's DNS: allowed, were the source its own
 		} {
-			if err := sendRaw(spoofed(t, c.src, c.dst, c.tcp, 0x5ec0de00+uint32(i)), c.dst.Addr()); err != nil {
+			if err := nstest.SendRaw(spoofed(t, c.src, c.dst, c.tcp, 0x5ec0de00+uint32(i))); err != nil {
 				t.Errorf("sending %s → %s: %v", c.src, c.dst, err)
 			}
 		}

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"encoding/json"
-	"net"
 	"net/netip"
 	"os/exec"
 	"testing"
@@ -13,7 +12,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/gopacket/gopacket"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
+
+	"github.com/aileronhq/aileron/internal/nstest"
 )
 
 // TestFencedSandboxNeverAnswersForgedSources is the second half of
@@ -37,16 +37,7 @@ func TestFencedSandboxNeverAnswersForgedSources(t *testing.T) {
 	pkts = append(pkts, forgedSet(t, forged6, netip.Addr{})...)
 	sendRawIn(t, ns, pkts)
 	for _, far := range []netip.Addr{far4, far6} {
-		_ = inNetns(ns, func() error {
-			c, err := net.DialTimeout("tcp", netip.AddrPortFrom(far, 443).String(), 3*time.Second)
-			if err == nil {
-				_ = c.Close()
-			}
-			if !refusedAtOnce(err) {
-				t.Errorf("TCP to %s from the sandbox's own address: %v; want a reset", far, err)
-			}
-			return nil
-		})
+		probeRefusals(t, ns, far) // the sandbox's own addresses
 	}
 	auditNames(t, w.d, w.session, map[netip.Addr]bool{forged4: true, forged6: true,
 		netip.MustParseAddr(sb.Address): false, netip.MustParseAddr(sb.Address6): false})
@@ -110,19 +101,7 @@ func sendRawIn(t *testing.T, ns netns.NsHandle, pkts [][]gopacket.SerializableLa
 	t.Helper()
 	err := inNetns(ns, func() error {
 		for _, p := range pkts {
-			b := serialize(t, p...)
-			dst := decodeIP(b)
-			fam, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Addr: dst.As16()})
-			if dst.Is4() {
-				fam, sa = unix.AF_INET, &unix.SockaddrInet4{Addr: dst.As4()}
-			}
-			fd, err := unix.Socket(fam, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
-			if err != nil {
-				return err
-			}
-			err = unix.Sendto(fd, b, 0, sa)
-			unix.Close(fd)
-			if err != nil && err != unix.EPERM { // EPERM: the fence dropped (or rejected) it
+			if err := nstest.SendRaw(serialize(t, p...)); err != nil {
 				return err
 			}
 		}
@@ -131,14 +110,6 @@ func sendRawIn(t *testing.T, ns netns.NsHandle, pkts [][]gopacket.SerializableLa
 	if err != nil {
 		t.Fatalf("sending from the sandbox's namespace: %v", err)
 	}
-}
-
-// decodeIP is the destination of the IP packet b.
-func decodeIP(b []byte) netip.Addr {
-	if b[0]>>4 == 4 {
-		return netip.AddrFrom4([4]byte(b[16:20]))
-	}
-	return netip.AddrFrom16([16]byte(b[24:40]))
 }
 
 // removeInsideFence deletes the sandbox's own nftables table, as a command

@@ -1,6 +1,7 @@
 // Package nstest creates the network namespaces the containment tests
-// build their closed topologies in. Only tests import it (archtest enforces
-// that); it imports vishvananda/netns and netlink and the standard library.
+// build their closed topologies in, and sends the raw packets those tests
+// forge. Only tests import it (archtest enforces that); it imports
+// vishvananda/netns and netlink, x/sys/unix and the standard library.
 package nstest
 
 import (
