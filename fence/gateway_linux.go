@@ -206,7 +206,7 @@ func gatewayRules(c *nftables.Conn, l link, source netip.Prefix, group uint16) {
 	for _, nd := range neighbour(true) {
 		nat = append(nat, join(iif, rule(nd)))
 	}
-	for _, m := range mld(accept()) { // the clients' kernels announce their multicast groups: not NATed, not logged
+	for _, m := range mldReports(accept()) { // the clients' kernels announce their multicast groups: not NATed, not logged
 		nat = append(nat, join(iif, rule(m)))
 	}
 	nat = append(nat, join(iif, rule(logBlocked(group))),

@@ -121,7 +121,6 @@ const (
 	icmp6RouterAdvertisement    = 134
 	icmp6NeighbourSolicitation  = 135
 	icmp6NeighbourAdvertisement = 136
-	icmp6ListenerQuery          = 130
 	icmp6ListenerReport         = 131 // MLDv1
 	icmp6ListenerDone           = 132 // MLDv1
 	icmp6ListenerReportV2       = 143
@@ -163,16 +162,18 @@ func icmp6(types ...byte) []rule {
 }
 
 // quietMLD drops, without logging, the multicast listener reports the
-// kernel itself sends to ff02::/16 when a link comes up (MLD, ICMPv6
-// 130–132 and 143): they go nowhere past the daemon's end, and an audit
-// line for each would read as an attempt to get out.
-func quietMLD() [][]expr.Any { return mld(drop()) }
+// kernel itself sends to ff02::/16 when a link comes up: they go nowhere
+// past the daemon's end, and an audit line for each would read as an
+// attempt to get out.
+func quietMLD() [][]expr.Any { return mldReports(drop()) }
 
-// mld matches the multicast listener reports and queries to ff02::/16,
-// with verdict v.
-func mld(v expr.Any) [][]expr.Any {
+// mldReports matches the multicast listener reports to ff02::/16 (MLDv1
+// reports and dones, MLDv2 reports), with verdict v. A query is none of
+// them: neither a sandbox nor a gateway's client has any to send, so one
+// is refused, and logged, like any other packet.
+func mldReports(v expr.Any) [][]expr.Any {
 	var out [][]expr.Any
-	for _, t := range icmp6(icmp6ListenerQuery, icmp6ListenerReport, icmp6ListenerDone, icmp6ListenerReportV2) {
+	for _, t := range icmp6(icmp6ListenerReport, icmp6ListenerDone, icmp6ListenerReportV2) {
 		out = append(out, join(daddr(linkMulticast6), t, rule{v}))
 	}
 	return out

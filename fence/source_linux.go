@@ -24,7 +24,9 @@ import (
 // address, and multicast listener reports. The kernel answers neighbour
 // discovery on the link it came in on, and nothing answers the reports;
 // neither is ever forwarded. A router solicitation from anywhere else is
-// foreign like any packet: a gateway would refuse it, to its source.
+// foreign like any packet: a gateway would refuse it, to its source. A
+// multicast listener query passes from no source (no sandbox or client has
+// one to send): it is checked, and refused, like any other packet.
 
 // foreignPrefix is the NFLOG prefix of a packet dropped for its source.
 const foreignPrefix = "foreign"
@@ -80,7 +82,7 @@ func linkScoped(iif rule) [][]expr.Any {
 	for _, nd := range icmp6(routerTypes()...) {
 		out = append(out, join(iif, saddr(linkLocal6), nd, rule{accept()}))
 	}
-	for _, m := range mld(accept()) {
+	for _, m := range mldReports(accept()) {
 		out = append(out, join(iif, rule(m)))
 	}
 	return out

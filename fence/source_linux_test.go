@@ -164,15 +164,90 @@ func TestInsideFenceDropsForeignSources(t *testing.T) {
 	}
 }
 
+// TestInsideFenceLogsListenerQueries: of multicast listener discovery, a
+// sandbox's kernel sends reports, which the inside fence drops without an
+// audit line; a query, which no sandbox has to send, is refused and
+// reported through NFLOG like any other packet, and leaves the link no
+// more than a report does.
+func TestInsideFenceLogsListenerQueries(t *testing.T) {
+	ns, _, got := insideFence(t)
+	own, query := netip.MustParseAddr("fe80::2"), netip.MustParseAddr("ff02::1")
+	var frames [][]byte
+	in(t, ns, func() {
+		v0 := sandboxLink(t)
+		if v0 == nil {
+			return
+		}
+		if err := netlink.AddrAdd(v0, &netlink.Addr{IPNet: &net.IPNet{IP: own.AsSlice(), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+			t.Errorf("link-local address: %v", err)
+			return
+		}
+		capt, err := captureOut(v0.Attrs().Index)
+		if err != nil {
+			t.Errorf("capture: %v", err)
+			return
+		}
+		for _, m := range []struct {
+			dst  string
+			typ  uint8
+			body []byte
+		}{
+			{"ff02::16", icmp6ListenerReportV2, make([]byte, 4)}, // no records
+			{query.String(), 130, make([]byte, 20)},              // a general query
+		} {
+			if err := nstest.SendRaw(listenerMessage(t, own, netip.MustParseAddr(m.dst), m.typ, m.body)); err != nil {
+				t.Errorf("sending ICMPv6 %d: %v", m.typ, err)
+			}
+		}
+		for deadline := time.After(3 * time.Second); ; {
+			select {
+			case b := <-got:
+				if b.proto != "icmpv6" || b.src != own || b.dst != query || b.foreign {
+					t.Errorf("NFLOG reported %s %s → %s (foreign %v); want only the query, from the sandbox's own address", b.proto, b.src, b.dst, b.foreign)
+					continue
+				}
+			case <-deadline:
+				t.Error("NFLOG did not report the multicast listener query")
+			}
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // what leaves, leaves at once
+		frames = capt.stop()
+	})
+	for _, f := range frames {
+		p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+		if nl := p.NetworkLayer(); nl != nil && !linkChatter(p) {
+			t.Errorf("the sandbox's link carried %v → %v", nl.NetworkFlow().Src(), nl.NetworkFlow().Dst())
+		}
+	}
+}
+
+// listenerMessage is an ICMPv6 message of type typ from src to dst, body
+// after its four-byte header.
+func listenerMessage(t *testing.T, src, dst netip.Addr, typ uint8, body []byte) []byte {
+	t.Helper()
+	ip := &layers.IPv6{Version: 6, HopLimit: 1, NextHeader: layers.IPProtocolICMPv6, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+	ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(typ, 0)}
+	if err := ic.SetNetworkLayerForChecksum(ip); err != nil {
+		t.Fatal(err)
+	}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ip, ic, gopacket.Payload(body)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // linkChatter reports whether p is the kernel's own neighbour discovery or
-// multicast listener report, which a link carries whatever the fence does.
+// multicast listener report, which a link carries whatever the fence does
+// (a report only where no fence drops it).
 func linkChatter(p gopacket.Packet) bool {
 	ic, ok := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
 	if !ok {
 		return false
 	}
 	switch ic.TypeCode.Type() {
-	case 130, 131, 132, 133, 134, 135, 136, 143:
+	case 131, 132, 133, 134, 135, 136, 143:
 		return true
 	}
 	return false
