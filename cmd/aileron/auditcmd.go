@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -197,7 +198,28 @@ func requestOf(ev *audit.Event) string {
 		}
 		return dash(strings.Join(parts, " "))
 	}
-	return fmt.Sprintf("%s %s:%d%s", dash(ev.Method), ev.Host, ev.Port, ev.Path)
+	req := fmt.Sprintf("%s %s:%d%s", dash(ev.Method), ev.Host, ev.Port, ev.Path)
+	if ev.Name == audit.EventEgressBlocked {
+		req = blockedOf(ev)
+	}
+	if sni := ev.Details["sni"]; sni != "" { // the server a refused ClientHello asked for
+		req += " sni=" + sni
+	}
+	return req
+}
+
+// blockedOf is what the fence refused: protocol, destination and source,
+// and whether that source was forged (the packet then got no answer).
+func blockedOf(ev *audit.Event) string {
+	dst := ev.Host
+	if ev.Port != 0 {
+		dst = net.JoinHostPort(ev.Host, strconv.Itoa(ev.Port))
+	}
+	s := fmt.Sprintf("%s %s from %s", dash(ev.Details["protocol"]), dst, dash(ev.Client))
+	if ev.Details["foreign_source"] == "true" {
+		s += " (forged source, dropped)"
+	}
+	return s
 }
 
 func statusOf(ev *audit.Event) string {

@@ -68,6 +68,19 @@ func writeOldTrail(t *testing.T, home string, n int) {
 	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	var evs []*audit.Event
+	for i := range n {
+		evs = append(evs, &audit.Event{Name: audit.EventRejected, Method: "GET", Host: "api.example.com", Port: 443,
+			Path: hostile + fmt.Sprint(i), Decision: "deny", Reason: "no_matching_operation", Session: "s_y\u009b"})
+	}
+	appendEvents(t, home, 2, evs...)
+}
+
+// appendEvents opens home's trail with the daemon's log (which builds the
+// tree of what is there and signs it, then a checkpoint every
+// checkpointEvery lines), writes evs and closes it.
+func appendEvents(t *testing.T, home string, checkpointEvery uint64, evs ...*audit.Event) {
+	t.Helper()
 	key, err := audit.LoadOrCreateKey(filepath.Join(home, "audit.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,19 +90,54 @@ func writeOldTrail(t *testing.T, home string, n int) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	l := newAuditLog(dir, key, db, "")
-	l.CheckpointEvery = 2
+	l := newAuditLog(filepath.Join(home, "audit"), key, db, "")
+	l.CheckpointEvery = checkpointEvery
 	if err := l.Open(); err != nil {
-		t.Fatalf("Open over the old trail: %v", err)
+		t.Fatalf("opening the trail: %v", err)
 	}
-	for i := range n {
-		if err := l.Write(&audit.Event{Name: audit.EventRejected, Method: "GET", Host: "api.example.com", Port: 443,
-			Path: hostile + fmt.Sprint(i), Decision: "deny", Reason: "no_matching_operation", Session: "s_y\u009b"}); err != nil {
+	for _, ev := range evs {
+		if err := l.Write(ev); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAuditTailShowsWhatTheFenceSaw: the tail table's row of a blocked
+// packet names its protocol, destination and source, and says when that
+// source was forged (the packet got no answer); the row of a refused
+// ClientHello names the server it asked for. What the sandbox chose (the
+// name) is shown escaped.
+func TestAuditTailShowsWhatTheFenceSaw(t *testing.T) {
+	home := t.TempDir()
+	blocked := func(client, host string, port int, det map[string]string) *audit.Event {
+		return &audit.Event{Name: audit.EventEgressBlocked, Session: "s_1", Client: client, Host: host, Port: port,
+			Decision: "deny", Reason: "egress_blocked", Details: det}
+	}
+	appendEvents(t, home, 0,
+		blocked("10.237.0.2", "203.0.113.10", 53, map[string]string{"protocol": "udp", "sandbox": "sbx-1"}),
+		blocked("203.0.113.78", "203.0.113.9", 443, map[string]string{"protocol": "tcp", "sandbox": "sbx-1", "foreign_source": "true"}),
+		blocked("2001:db8:f::78", "2001:db8:f::9", 0, map[string]string{"protocol": "icmpv6", "sandbox": "sbx-1", "foreign_source": "true"}),
+		&audit.Event{Name: audit.EventRejected, Session: "s_1", Client: "127.0.0.1:50112", Host: "api.example.com", Port: 443,
+			Decision: "deny", Reason: "authority_mismatch", Details: map[string]string{"sni": "other.example\u202e\u200b"}})
+	code, out, errOut := runCLI(t, home, "audit", "tail")
+	if code != 0 {
+		t.Fatalf("audit tail = %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"udp 203.0.113.10:53 from 10.237.0.2\n",
+		"tcp 203.0.113.9:443 from 203.0.113.78 (forged source, dropped)\n",
+		"icmpv6 2001:db8:f::9 from 2001:db8:f::78 (forged source, dropped)\n",
+		`- api.example.com:443 sni=other.example\u202e\u200b` + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table has no row ending %q:\n%s", want, out)
+		}
+	}
+	if r := shownRaw(out); r != "" {
+		t.Errorf("the table shows %s as itself:\n%q", r, out)
 	}
 }
 
