@@ -86,6 +86,9 @@ type heldDenials struct {
 	last    Denial      // the latest
 	timer   *time.Timer // flushes them; nil when none is set
 	stopped bool        // Shutdown ran: nothing is held back any more
+	// flushing is held by a flush over its report (never by a refusal),
+	// so that a flush by the timer has reported when Shutdown's returns.
+	flushing sync.Mutex
 }
 
 func (s *Server) init() {
@@ -209,22 +212,25 @@ func (s *Server) deny(qname, qtype string, reason policy.Reason, client netip.Ad
 }
 
 // flush reports the refusals held back, if any: the latest of them, its
-// Suppressed counting the others. It reports under the lock, so that a
-// flush by the timer has ended when Shutdown's returns.
+// Suppressed counting the others. It takes them under held.mu and reports
+// after releasing it, so that no refusal waits on the report; one flush
+// reports at a time (held.flushing).
 func (s *Server) flush() {
 	h := &s.held
+	h.flushing.Lock()
+	defer h.flushing.Unlock()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.timer != nil {
 		h.timer.Stop()
 		h.timer = nil
 	}
-	if h.n == 0 {
-		return
+	n, d := h.n, h.last
+	h.n, h.last = 0, Denial{}
+	h.mu.Unlock()
+	if n > 0 {
+		d.Suppressed = n - 1
+		s.Denied(d)
 	}
-	d := h.last
-	d.Suppressed, h.n, h.last = h.n-1, 0, Denial{}
-	s.Denied(d)
 }
 
 // cut keeps the first MaxAuditName bytes of name, escaping anything

@@ -99,6 +99,51 @@ func TestSuppressedFlushedAfterSilence(t *testing.T) {
 	}
 }
 
+// TestRefusalsDoNotWaitOnAFlushReport: while a flush's report is being
+// written (the audit trail may be slow), the DNS handlers that refuse go
+// on, holding their refusals back; and the counts still add up.
+func TestRefusalsDoNotWaitOnAFlushReport(t *testing.T) {
+	s, d := newServer(t)
+	s.ReportRate = 0.001 // the first refusal reported, every later one held back
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.Denied = func(x Denial) {
+		if x.Name == "held-9.example.net" { // the latest held back: only a flush reports it
+			close(entered)
+			<-release
+		}
+		d.add(x)
+	}
+	s.FlushEvery = time.Millisecond
+	for i := range 10 {
+		s.Answer(query(fmt.Sprintf("held-%d.example.net.", i), dns.TypeA), netip.AddrPort{})
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flush reported the refusals held back")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 5 {
+			s.Answer(query(fmt.Sprintf("during-%d.example.net.", i), dns.TypeA), netip.AddrPort{})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("a refusal waited on the flush's report")
+	}
+	close(release)
+	<-done
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := counted(d.all()); c != 15 {
+		t.Fatalf("the reports account for %d refusals, want 15", c)
+	}
+}
+
 func query(name string, qtype uint16) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
