@@ -4,8 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/fence"
 )
 
@@ -23,4 +27,55 @@ func (d *daemon) openFence() *fence.Manager {
 		d.log.Warn().Str("event", "sandbox.sweep_failed").Err(err).Msg("could not remove what an earlier run left behind (fenced sandboxes need root)")
 	}
 	return m
+}
+
+// sandboxHidden is what a fenced command must not see, as the daemon with
+// configuration cfg has it (its answer to opening a sandbox): its home;
+// outside the home, its audit directory (which a root command could
+// rewrite) and key files (the audit signing key, the vault and fleet keys,
+// the approvals page's TLS key, webhook secrets); and the admin socket's
+// directory when the socket lives elsewhere. A shared directory (/tmp and
+// the like) is not hidden whole: the socket file alone is covered, which
+// holds until the daemon restarts and makes a new one. Relative paths are
+// made absolute against the daemon's working directory.
+func sandboxHidden(cfg *config.Config) []string {
+	home := absPath(cfg.Home)
+	out := []string{home}
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if p = absPath(p); !within(home, p) && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	add(cfg.Audit.Dir)
+	for _, p := range []string{cfg.Audit.KeyFile, cfg.State.VaultKeyFile, cfg.State.FleetKeyFile, cfg.Admin.WebTLSKey} {
+		add(p)
+	}
+	for _, w := range cfg.Approval.Webhooks {
+		add(w.SecretFile)
+	}
+	switch socket := absPath(cfg.Admin.Socket); filepath.Dir(socket) {
+	case "/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/home":
+		add(socket)
+	default:
+		add(filepath.Dir(socket))
+	}
+	return out
+}
+
+// within reports whether path is dir or under it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// absPath is p made absolute against the working directory (p itself when
+// that fails).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
