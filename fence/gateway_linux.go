@@ -51,7 +51,7 @@ func (m *Manager) Attach(ctx context.Context, session string, source netip.Prefi
 	}
 	sb.source = source.Masked()
 	sb.link = link{table: "aileron_" + m.Tag + "_g" + strconv.Itoa(sb.idx), iface: iface, host4: listen, synth4: sb.link.synth4, synth6: sb.link.synth6}
-	sb.info.Source, sb.info.DNS, sb.info.Address, sb.info.Address6, sb.info.Link = sb.source.String(), listen.String(), "", "", ""
+	sb.info.Source, sb.info.DNS, sb.info.Address, sb.info.Address6, sb.info.Link = sb.source.String(), listen.String(), "", "", iface
 	if err = m.claim(sb); err == nil {
 		err = m.startGateway(sb)
 	}

@@ -65,7 +65,7 @@ type Info struct {
 	// DNS is the resolver address the sandbox must use (its resolv.conf).
 	DNS string `json:"dns"`
 	// Address and Address6 are the sandbox's own addresses; Link the
-	// daemon's end of its veth.
+	// daemon's end of its veth, or the interface a gateway takes.
 	Address  string `json:"address,omitempty"`
 	Address6 string `json:"address6,omitempty"`
 	Link     string `json:"link,omitempty"`

@@ -50,7 +50,7 @@ func TestGatewayNeverAnswersForgedSources(t *testing.T) {
 	sysctl(t, g.aileron, "1", "ipv4/ip_forward", "ipv6/conf/all/forwarding")
 	sysctl(t, g.aileron, "0", "ipv4/conf/all/rp_filter", "ipv4/conf/default/rp_filter", "ipv4/conf/gw0/rp_filter", "ipv4/conf/gw1/rp_filter")
 
-	var v4, v6 struct{ ID, Source, DNS string }
+	var v4, v6 struct{ ID, Source, DNS, Link string }
 	if err := json.Unmarshal([]byte(g.d.cli(t, "sandbox", "attach", "--session", g.session, "--source", gwSource, "--listen", gwListen, "--json")), &v4); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +61,7 @@ func TestGatewayNeverAnswersForgedSources(t *testing.T) {
 	if err := json.Unmarshal([]byte(g.d.cli(t, "sandbox", "attach", "--session", g.session, "--source", gw6Source, "--listen", gw6Listen, "--json")), &v6); err != nil {
 		t.Fatal(err)
 	}
+	checkGatewayLinks(t, g, map[string]string{v4.ID: "gw0", v6.ID: "gw1"}, map[string]string{v4.ID: v4.Link, v6.ID: v6.Link})
 	for _, c := range []struct{ server, qtype string }{{gwListen, "A"}, {gw6Listen, "AAAA"}} {
 		checkGatewayDNS(t, g, c.server, c.qtype)
 	}
@@ -82,6 +83,28 @@ func TestGatewayNeverAnswersForgedSources(t *testing.T) {
 	})
 	checkGatewayOtherFamily(t, g)
 	checkNoAnswerTo(t, len(onGW0)+len(onGW1), capA.stop(), capI.stop())
+}
+
+// checkGatewayLinks: each gateway of want (ID → the interface it takes)
+// names that interface as its link, in attach --json (got) and in the LINK
+// column of sandbox list.
+func checkGatewayLinks(t *testing.T, g *gatewayWorld, want, got map[string]string) {
+	t.Helper()
+	table := g.d.cli(t, "sandbox", "list")
+	for id, iface := range want {
+		if got[id] != iface {
+			t.Errorf("attach --json named %s's link %q; want its interface %s", id, got[id], iface)
+		}
+		shown := false
+		for _, line := range strings.Split(table, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == id {
+				shown = f[len(f)-1] == iface
+			}
+		}
+		if !shown {
+			t.Errorf("sandbox list does not show %s's interface %s in LINK:\n%s", id, iface, table)
+		}
+	}
 }
 
 // checkGatewayDNS: the gateway listening on server answers a query of

@@ -122,7 +122,7 @@ func cmdSandboxAttach(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sandbox attach", "sandbox attach --session ID --source CIDR --listen ADDR [--json]", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "the session the clients act in (required)")
-	source := fs.String("source", "", "the clients' address range, e.g. 172.30.0.0/24 (required)")
+	source := fs.String("source", "", "the clients' address range, e.g. 172.30.0.0/24 (required; a range holding IPv6 link-local addresses, fe80::/10, is refused)")
 	listen := fs.String("listen", "", "the daemon's address on the clients' network: their gateway and DNS server (required; its interface is given over to this gateway, one per interface)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
