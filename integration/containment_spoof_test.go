@@ -23,8 +23,8 @@ import (
 // over IPv4 and IPv6, TCP, UDP and ICMP: the inside fence logs the packet
 // as foreign and drops it. With the inside fence removed, the daemon's
 // end drops it too, even past its new-flow limit (which resets what it
-// refuses). The daemon's namespace routes and has no reverse-path filter.
-// The sandbox's own address is still refused at once, and the audit lines
+// refuses). All this with forwarding on in the daemon's namespace and
+// rp_filter off. The sandbox's own address is refused at once, and the audit lines
 // name each packet's source.
 func TestFencedSandboxNeverAnswersForgedSources(t *testing.T) {
 	w, capA, capI := newFenceWorld(t)

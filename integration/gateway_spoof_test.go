@@ -26,10 +26,10 @@ const (
 // for gateways: a client that puts an address it does not own on its
 // packets (here a fake-internet address the daemon routes to) gets no
 // answer at all, over IPv4 and IPv6, TCP, UDP and ICMP, on an IPv4 gateway
-// and an IPv6 one, in either family on each gateway's interface; the
-// gateway's namespace routes and has no reverse-path filter, so the
-// fence's own rules are all that stands between a forged source and an
-// answer. Its own addresses are still refused at once, and every audit
+// and an IPv6 one, in either family on each gateway's interface, even
+// with forwarding on in the gateway's namespace and rp_filter off, so that
+// the fence's own rules are all that stands between a forged source and
+// an answer. Its own addresses are refused at once, and every audit
 // line names the packet's source. A second gateway on an interface that
 // has one is refused, saying which; the IPv4 and IPv6 gateways on their
 // own interfaces both answer DNS.
