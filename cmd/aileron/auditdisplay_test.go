@@ -73,13 +73,13 @@ func writeOldTrail(t *testing.T, home string, n int) {
 		evs = append(evs, &audit.Event{Name: audit.EventRejected, Method: "GET", Host: "api.example.com", Port: 443,
 			Path: hostile + fmt.Sprint(i), Decision: "deny", Reason: "no_matching_operation", Session: "s_y\u009b"})
 	}
-	appendEvents(t, home, 2, evs...)
+	appendEvents(t, home, func(l *audit.Log) { l.CheckpointEvery = 2 }, evs...)
 }
 
 // appendEvents opens home's trail with the daemon's log (which builds the
-// tree of what is there and signs it, then a checkpoint every
-// checkpointEvery lines), writes evs and closes it.
-func appendEvents(t *testing.T, home string, checkpointEvery uint64, evs ...*audit.Event) {
+// tree of what is there and signs it), set up by setup when set, writes
+// evs and closes it.
+func appendEvents(t *testing.T, home string, setup func(*audit.Log), evs ...*audit.Event) {
 	t.Helper()
 	key, err := audit.LoadOrCreateKey(filepath.Join(home, "audit.key"))
 	if err != nil {
@@ -91,7 +91,9 @@ func appendEvents(t *testing.T, home string, checkpointEvery uint64, evs ...*aud
 	}
 	defer db.Close()
 	l := newAuditLog(filepath.Join(home, "audit"), key, db, "")
-	l.CheckpointEvery = checkpointEvery
+	if setup != nil {
+		setup(l)
+	}
 	if err := l.Open(); err != nil {
 		t.Fatalf("opening the trail: %v", err)
 	}
@@ -116,7 +118,7 @@ func TestAuditTailShowsWhatTheFenceSaw(t *testing.T) {
 		return &audit.Event{Name: audit.EventEgressBlocked, Session: "s_1", Client: client, Host: host, Port: port,
 			Decision: "deny", Reason: "egress_blocked", Details: det}
 	}
-	appendEvents(t, home, 0,
+	appendEvents(t, home, nil,
 		blocked("10.237.0.2", "203.0.113.10", 53, map[string]string{"protocol": "udp", "sandbox": "sbx-1"}),
 		blocked("203.0.113.78", "203.0.113.9", 443, map[string]string{"protocol": "tcp", "sandbox": "sbx-1", "foreign_source": "true"}),
 		blocked("2001:db8:f::78", "2001:db8:f::9", 0, map[string]string{"protocol": "icmpv6", "sandbox": "sbx-1", "foreign_source": "true"}),

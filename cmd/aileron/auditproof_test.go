@@ -25,30 +25,12 @@ import (
 // handed to push (when set).
 func writeTrail(t *testing.T, home string, n int, push func(audit.Signed)) {
 	t.Helper()
-	key, err := audit.LoadOrCreateKey(filepath.Join(home, "audit.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := state.Open(context.Background(), filepath.Join(home, state.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	l := newAuditLog(filepath.Join(home, "audit"), key, db, "")
-	l.CheckpointEvery, l.Checkpointed = 5, push
-	if err := l.Open(); err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	var evs []*audit.Event
 	for i := range n {
-		ev := &audit.Event{Name: audit.EventProxied, Method: "GET", Host: "api.example.com", Port: 443,
-			Path: fmt.Sprintf("/items/%d", i), Decision: "allow", Reason: "matched_operation", Client: "127.0.0.1:5555"}
-		if err := l.Write(ev); err != nil {
-			t.Fatal(err)
-		}
+		evs = append(evs, &audit.Event{Name: audit.EventProxied, Method: "GET", Host: "api.example.com", Port: 443,
+			Path: fmt.Sprintf("/items/%d", i), Decision: "allow", Reason: "matched_operation", Client: "127.0.0.1:5555"})
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	appendEvents(t, home, func(l *audit.Log) { l.CheckpointEvery, l.Checkpointed = 5, push }, evs...)
 }
 
 func TestAuditProofCommands(t *testing.T) {
