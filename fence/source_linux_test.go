@@ -10,6 +10,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/aileronhq/aileron/internal/nstest"
@@ -114,17 +115,7 @@ func TestInsideFenceDropsForeignSources(t *testing.T) {
 	ns, l, got := insideFence(t)
 	forged4, forged6 := netip.MustParseAddr("203.0.113.78"), netip.MustParseAddr("2001:db8:f::78")
 	far4, far6 := netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("2001:db8:f::9")
-	var frames [][]byte
-	in(t, ns, func() {
-		v0 := sandboxLink(t)
-		if v0 == nil {
-			return
-		}
-		capt, err := captureOut(v0.Attrs().Index)
-		if err != nil {
-			t.Errorf("capture: %v", err)
-			return
-		}
+	frames := watchSandboxLink(t, ns, func() {
 		for i, c := range []struct {
 			src, dst netip.AddrPort
 			tcp      bool
@@ -153,15 +144,8 @@ func TestInsideFenceDropsForeignSources(t *testing.T) {
 				want = nil
 			}
 		}
-		time.Sleep(200 * time.Millisecond) // a refusal, were one sent, leaves at once
-		frames = capt.stop()
 	})
-	for _, f := range frames {
-		p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
-		if nl := p.NetworkLayer(); nl != nil && !linkChatter(p) {
-			t.Errorf("the sandbox's link carried %v → %v: a forged source got an answer", nl.NetworkFlow().Src(), nl.NetworkFlow().Dst())
-		}
-	}
+	checkLinkQuiet(t, frames, "a forged source got an answer")
 }
 
 // TestInsideFenceLogsListenerQueries: of multicast listener discovery, a
@@ -172,21 +156,7 @@ func TestInsideFenceDropsForeignSources(t *testing.T) {
 func TestInsideFenceLogsListenerQueries(t *testing.T) {
 	ns, _, got := insideFence(t)
 	own, query := netip.MustParseAddr("fe80::2"), netip.MustParseAddr("ff02::1")
-	var frames [][]byte
-	in(t, ns, func() {
-		v0 := sandboxLink(t)
-		if v0 == nil {
-			return
-		}
-		if err := netlink.AddrAdd(v0, &netlink.Addr{IPNet: &net.IPNet{IP: own.AsSlice(), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
-			t.Errorf("link-local address: %v", err)
-			return
-		}
-		capt, err := captureOut(v0.Attrs().Index)
-		if err != nil {
-			t.Errorf("capture: %v", err)
-			return
-		}
+	frames := watchSandboxLink(t, ns, func() {
 		for _, m := range []struct {
 			dst  string
 			typ  uint8
@@ -211,15 +181,8 @@ func TestInsideFenceLogsListenerQueries(t *testing.T) {
 			}
 			break
 		}
-		time.Sleep(200 * time.Millisecond) // what leaves, leaves at once
-		frames = capt.stop()
 	})
-	for _, f := range frames {
-		p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
-		if nl := p.NetworkLayer(); nl != nil && !linkChatter(p) {
-			t.Errorf("the sandbox's link carried %v → %v", nl.NetworkFlow().Src(), nl.NetworkFlow().Dst())
-		}
-	}
+	checkLinkQuiet(t, frames, "a multicast listener query left the sandbox")
 }
 
 // listenerMessage is an ICMPv6 message of type typ from src to dst, body
@@ -238,6 +201,41 @@ func listenerMessage(t *testing.T, src, dst netip.Addr, typ uint8, body []byte) 
 	return buf.Bytes()
 }
 
+// watchSandboxLink makes, in ns, a sandbox's link (sandboxLink), runs fn
+// there, and returns the frames that left by the link meanwhile and in the
+// 200 ms after (an answer, were one sent, leaves at once).
+func watchSandboxLink(t *testing.T, ns netns.NsHandle, fn func()) [][]byte {
+	t.Helper()
+	var frames [][]byte
+	in(t, ns, func() {
+		v0 := sandboxLink(t)
+		if v0 == nil {
+			return
+		}
+		capt, err := captureOut(v0.Attrs().Index)
+		if err != nil {
+			t.Errorf("capture: %v", err)
+			return
+		}
+		fn()
+		time.Sleep(200 * time.Millisecond)
+		frames = capt.stop()
+	})
+	return frames
+}
+
+// checkLinkQuiet fails t, saying why that matters, for each of frames
+// that is more than the kernel's own link chatter.
+func checkLinkQuiet(t *testing.T, frames [][]byte, why string) {
+	t.Helper()
+	for _, f := range frames {
+		p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+		if nl := p.NetworkLayer(); nl != nil && !linkChatter(p) {
+			t.Errorf("the sandbox's link carried %v → %v: %s", nl.NetworkFlow().Src(), nl.NetworkFlow().Dst(), why)
+		}
+	}
+}
+
 // linkChatter reports whether p is the kernel's own neighbour discovery or
 // multicast listener report, which a link carries whatever the fence does
 // (a report only where no fence drops it).
@@ -254,7 +252,8 @@ func linkChatter(p gopacket.Packet) bool {
 }
 
 // sandboxLink makes, in the thread's namespace, a sandbox's link: veth v0
-// with the sandbox's addresses, routes to the far ranges through a next
+// with the sandbox's addresses (its link-local one fe80::2, without
+// duplicate address detection), routes to the far ranges through a next
 // hop whose neighbour entry is fixed (so an answer would leave at once,
 // without resolution), and returns v0.
 func sandboxLink(t *testing.T) netlink.Link {
@@ -276,7 +275,7 @@ func sandboxLink(t *testing.T) netlink.Link {
 	if err == nil {
 		err = h.LinkSetUp(d)
 	}
-	for _, a := range []string{"192.0.2.2/24", "2001:db8:2::2/64"} {
+	for _, a := range []string{"192.0.2.2/24", "2001:db8:2::2/64", "fe80::2/64"} {
 		p := netip.MustParsePrefix(a)
 		if err == nil {
 			err = h.AddrAdd(d, &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}, Flags: unix.IFA_F_NODAD})
