@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/aileronhq/aileron/internal/testkit"
 )
 
 // receiver is a webhook endpoint that answers with the statuses given, in
@@ -206,7 +208,7 @@ func TestSlowHookDoesNotDelayOthers(t *testing.T) {
 // scheme and host; its path (a chat service's secret) never reaches the log.
 func TestLogsNameHostOnly(t *testing.T) {
 	r := newReceiver(t, 400)
-	logs := &lockedBuffer{}
+	logs := &testkit.Log{}
 	log := zerolog.New(logs)
 	n := &Notifier{Hooks: []Hook{{URL: r.srv.URL + "/hooks/T0K3N-SECRET", Secret: []byte("k")}}, Log: &log}
 	n.Start()
@@ -224,22 +226,4 @@ func TestLogsNameHostOnly(t *testing.T) {
 	if strings.Contains(logs.String(), "T0K3N-SECRET") || !strings.Contains(logs.String(), r.srv.URL) {
 		t.Fatalf("log: %s", logs.String())
 	}
-}
-
-// lockedBuffer is a log sink read while the notifier writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -35,10 +35,11 @@ func openPTY(t *testing.T) (ptm, tty *os.File) {
 	return ptm, tty
 }
 
-// TestAuditProveOnATerminalShowsTheLineEscaped: `audit prove` writes a
-// proof's exact bytes to a file (TestAuditCommandsShowSandboxBytesEscaped
-// checks them), and on a terminal shows the line escaped.
-func TestAuditProveOnATerminalShowsTheLineEscaped(t *testing.T) {
+// onTerminal runs the CLI with args, its standard output a terminal, on a
+// home holding an old trail with hostile lines; it returns the exit code,
+// what the terminal showed (without the \r a terminal adds) and stderr.
+func onTerminal(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
 	home := t.TempDir()
 	writeOldTrail(t, home, 4)
 	ptm, tty := openPTY(t)
@@ -50,13 +51,20 @@ func TestAuditProveOnATerminalShowsTheLineEscaped(t *testing.T) {
 	}()
 	t.Setenv("AILERON_HOME", home)
 	var errb bytes.Buffer
-	code := run([]string{"audit", "prove", "2"}, strings.NewReader(""), tty, &errb)
+	code := run(args, strings.NewReader(""), tty, &errb)
 	tty.Close()
-	shown := string(<-seen)
+	return code, strings.ReplaceAll(string(<-seen), "\r", ""), errb.String()
+}
+
+// TestAuditProveOnATerminalShowsTheLineEscaped: `audit prove` writes a
+// proof's exact bytes to a file (TestAuditCommandsShowSandboxBytesEscaped
+// checks them), and on a terminal shows the line escaped.
+func TestAuditProveOnATerminalShowsTheLineEscaped(t *testing.T) {
+	code, shown, errs := onTerminal(t, "audit", "prove", "2")
 	if code != 0 || !strings.Contains(shown, "line {") {
-		t.Fatalf("audit prove 2 on a terminal = %d %q %s", code, shown, errb.String())
+		t.Fatalf("audit prove 2 on a terminal = %d %q %s", code, shown, errs)
 	}
-	if r := shownRaw(strings.ReplaceAll(shown, "\r", "")); r != "" || !strings.Contains(shown, `\u202eevil`) {
+	if r := shownRaw(shown); r != "" || !strings.Contains(shown, `\u202eevil`) {
 		t.Errorf("audit prove on a terminal shows %s as itself, or no escape:\n%q", r, shown)
 	}
 }
@@ -66,24 +74,11 @@ func TestAuditProveOnATerminalShowsTheLineEscaped(t *testing.T) {
 // terminal would act on as its JSON escape (a trail of an older daemon,
 // or anything else that reached the file, may hold it raw).
 func TestAuditExportOnATerminalShowsLinesEscaped(t *testing.T) {
-	home := t.TempDir()
-	writeOldTrail(t, home, 4)
-	ptm, tty := openPTY(t)
-	seen := make(chan []byte)
-	go func() {
-		var b bytes.Buffer
-		io.Copy(&b, ptm)
-		seen <- b.Bytes()
-	}()
-	t.Setenv("AILERON_HOME", home)
-	var errb bytes.Buffer
-	code := run([]string{"audit", "export"}, strings.NewReader(""), tty, &errb)
-	tty.Close()
-	shown := string(<-seen)
+	code, shown, errs := onTerminal(t, "audit", "export")
 	if code != 0 || !strings.Contains(shown, `"seq":2`) {
-		t.Fatalf("audit export on a terminal = %d %q %s", code, shown, errb.String())
+		t.Fatalf("audit export on a terminal = %d %q %s", code, shown, errs)
 	}
-	if r := shownRaw(strings.ReplaceAll(shown, "\r", "")); r != "" || !strings.Contains(shown, `\u202eevil`) {
+	if r := shownRaw(shown); r != "" || !strings.Contains(shown, `\u202eevil`) {
 		t.Errorf("audit export on a terminal shows %s as itself, or no escape:\n%q", r, shown)
 	}
 }
