@@ -136,10 +136,15 @@ func checkDecision(req DecideRequest, deny bool) (by, reason string, err error) 
 // whereHidden says which character of s a human would not see as itself,
 // and where: s is shown to people, so it must hold none.
 func whereHidden(s string) string {
-	for i, r := range s {
-		if r == utf8.RuneError || r < 0x20 || printable.Hidden(r) {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return fmt.Sprintf("holds the byte 0x%02x at byte %d, which is not UTF-8; type it as plain text", s[i], i)
+		}
+		if r < 0x20 || printable.Hidden(r) {
 			return fmt.Sprintf("holds U+%04X at byte %d, a control, invisible or direction-changing character; type it as plain text", r, i)
 		}
+		i += size
 	}
 	return "is not plain text"
 }

@@ -105,6 +105,8 @@ func TestDecisionSaysWhichCharacter(t *testing.T) {
 		{DecideRequest{By: "cli:al\u202eice"}, false, `"by" holds U+202E at byte 6`},
 		{DecideRequest{By: "cli:alice", Reason: "not \u3164this"}, true, `"reason" holds U+3164 at byte 4`},
 		{DecideRequest{By: "cli:alice", Reason: "bad\x1b[2J"}, true, `"reason" holds U+001B at byte 3`},
+		// U+FFFD typed as itself is a visible symbol: the override after it is named
+		{DecideRequest{By: "cli:alice", Reason: "odd \ufffd then \u202eevil"}, true, `"reason" holds U+202E at byte 13`},
 	} {
 		_, _, err := checkDecision(c.req, c.deny)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

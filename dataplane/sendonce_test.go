@@ -26,7 +26,7 @@ import (
 
 // rawH2Up is an h2 upstream for api.example.com that speaks frames
 // itself: serve runs for each connection after the preface was read and
-// the server's SETTINGS (settings) written.
+// the server's SETTINGS (settings(n), for connection n from 1; nil: none) written.
 type rawH2Up struct {
 	ln      net.Listener
 	roots   *x509.CertPool
@@ -36,7 +36,7 @@ type rawH2Up struct {
 	conns   []net.Conn
 }
 
-func newRawH2Up(t *testing.T, settings []http2.Setting, serve func(n int64, fr *http2.Framer, c net.Conn)) *rawH2Up {
+func newRawH2Up(t *testing.T, settings func(n int64) []http2.Setting, serve func(n int64, fr *http2.Framer, c net.Conn)) *rawH2Up {
 	t.Helper()
 	upCA, err := ca.New(ca.Options{CommonName: "raw upstream root"})
 	if err != nil {
@@ -75,7 +75,11 @@ func newRawH2Up(t *testing.T, settings []http2.Setting, serve func(n int64, fr *
 					return
 				}
 				fr := http2.NewFramer(tc, tc)
-				_ = fr.WriteSettings(settings...)
+				var set []http2.Setting
+				if settings != nil {
+					set = settings(n)
+				}
+				_ = fr.WriteSettings(set...)
 				serve(n, fr, tc)
 			}()
 		}

@@ -29,6 +29,8 @@ type upstream2 struct {
 	// dialTLS); it pools nothing itself.
 	tr  *http.Transport
 	tls *tls.Config // verified; offers h2 and http/1.1
+	// connect makes one connection to key; nil means tr.NewClientConn.
+	connect func(ctx context.Context, key string) (*http.ClientConn, error)
 
 	mu      sync.Mutex
 	conns   map[string][]*h2Up // per authority, oldest first
@@ -161,9 +163,6 @@ func (u *upstream2) prefersH1(key string) bool {
 func (u *upstream2) get(ctx context.Context, key string) (cc *http.ClientConn, fresh bool, err error) {
 	var waited *h2Dial
 	for dials := 0; ; dials++ {
-		if dials == upMaxDials {
-			return nil, false, fmt.Errorf("dataplane: %d new HTTP/2 connections to %s took no stream", dials, key)
-		}
 		u.mu.Lock()
 		if u.closed {
 			u.mu.Unlock()
@@ -172,6 +171,10 @@ func (u *upstream2) get(ctx context.Context, key string) (cc *http.ClientConn, f
 		if cc := u.reserve(key); cc != nil {
 			u.mu.Unlock()
 			return cc, waited != nil && cc == waited.cc, nil
+		}
+		if dials == upMaxDials {
+			u.mu.Unlock()
+			return nil, false, fmt.Errorf("dataplane: %d new HTTP/2 connections to %s took no stream", dials, key)
 		}
 		d := u.dialing[key]
 		if d == nil {
@@ -226,7 +229,13 @@ func (u *upstream2) reserve(key string) *http.ClientConn {
 func (u *upstream2) dial(key string, d *h2Dial) {
 	ctx, cancel := context.WithTimeout(u.p.stopping, u.p.t.UpstreamTLS+u.p.Guard.dialTimeout())
 	defer cancel()
-	cc, err := u.tr.NewClientConn(ctx, "https", key)
+	connect := u.connect
+	if connect == nil {
+		connect = func(ctx context.Context, key string) (*http.ClientConn, error) {
+			return u.tr.NewClientConn(ctx, "https", key)
+		}
+	}
+	cc, err := connect(ctx, key)
 	u.mu.Lock()
 	delete(u.dialing, key)
 	switch {

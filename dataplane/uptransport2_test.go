@@ -106,7 +106,8 @@ func TestH2UpstreamHeaderTimeout(t *testing.T) {
 // after the upstream header timeout when they came after it had reserved
 // one (it then waits for a stream that never frees).
 func TestH2UpstreamTakingNoStreamIsRefused(t *testing.T) {
-	up := newRawH2Up(t, []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 0}}, func(_ int64, fr *http2.Framer, _ net.Conn) {
+	none := func(int64) []http2.Setting { return []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 0}} }
+	up := newRawH2Up(t, none, func(_ int64, fr *http2.Framer, _ net.Conn) {
 		for {
 			f, err := fr.ReadFrame()
 			if err != nil {
@@ -131,5 +132,56 @@ func TestH2UpstreamTakingNoStreamIsRefused(t *testing.T) {
 	}
 	if n := up.accepts.Load(); n > upMaxDials {
 		t.Errorf("%d connections dialled for one request, want at most %d", n, upMaxDials)
+	}
+}
+
+// TestH2LastDialIsTried: a request that found no stream on its first two
+// new connections (SETTINGS_MAX_CONCURRENT_STREAMS 0) is sent on the third,
+// which takes streams, rather than refused after dialling it.
+func TestH2LastDialIsTried(t *testing.T) {
+	noneFirst := func(n int64) []http2.Setting {
+		if n < upMaxDials {
+			return []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 0}}
+		}
+		return nil
+	}
+	up := newRawH2Up(t, noneFirst, func(_ int64, fr *http2.Framer, _ net.Conn) {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		}
+	})
+	e := newEnvUp(t, up.tune, false)
+	if err := e.proxy.init(); err != nil {
+		t.Fatal(err)
+	}
+	base, err := e.proxy.upstreamTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := newUpstream2(e.proxy, e.proxy.up, base)
+	defer u.sweep(true)
+	u.connect = func(ctx context.Context, key string) (*http.ClientConn, error) {
+		cc, err := u.tr.NewClientConn(ctx, "https", key)
+		for deadline := time.Now().Add(5 * time.Second); err == nil && up.accepts.Load() < upMaxDials && cc.Available() != 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) { // the connection's settings are in: it takes no stream
+				t.Error("a connection's SETTINGS_MAX_CONCURRENT_STREAMS 0 never took effect")
+				break
+			}
+		}
+		return cc, err
+	}
+	cc, fresh, err := u.get(context.Background(), "api.example.com:443")
+	if err != nil || cc == nil || !fresh {
+		t.Fatalf("get = %v, fresh %v, %v; want the third connection", cc, fresh, err)
+	}
+	cc.Release()
+	if n := up.accepts.Load(); n != upMaxDials {
+		t.Errorf("%d connections dialled, want %d", n, upMaxDials)
 	}
 }

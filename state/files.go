@@ -66,22 +66,28 @@ func CreatePrivateFile(path string, data []byte, what string) (err error) {
 	return f.Sync()
 }
 
-// CheckPrivateFile refuses p unless it is a regular file only its owner may
-// access; the error wraps ErrInsecureFile, names the file as what and says
-// how to fix it. A symbolic link (a Kubernetes secret volume's files are
-// links into its ..data directory) is judged by the file it leads to.
+// CheckPrivateFile refuses p unless it is a regular file of the user this
+// process runs as that only that user may access; the error wraps
+// ErrInsecureFile, names the file as what and says how to fix it. A
+// symbolic link (a Kubernetes secret volume's files are links into its
+// ..data directory) is judged by the file it leads to.
 func CheckPrivateFile(p, what string) error {
 	info, err := os.Stat(p)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", what, err)
 	}
-	if info.Mode().IsRegular() && info.Mode().Perm()&0o077 == 0 {
+	uid, other := ownedByOther(info)
+	if info.Mode().IsRegular() && info.Mode().Perm()&0o077 == 0 && !other {
 		return nil
 	}
 	target := p
 	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
 		target = real
 		p += " (a link to " + real + ")"
+	}
+	if other && info.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s %s belongs to uid %d, not to the daemon's user (uid %d), who could read or rewrite it; "+
+			"give it to the daemon's user (chown %d %s; chmod 600 %s)", ErrInsecureFile, what, p, uid, os.Geteuid(), os.Geteuid(), target, target)
 	}
 	return fmt.Errorf("%w: %s %s has mode %v; it must be a regular file only its owner can read (chmod 600 %s; "+
 		"a Kubernetes secret volume: defaultMode 0400)", ErrInsecureFile, what, p, info.Mode(), target)
