@@ -107,17 +107,7 @@ func TestH2UpstreamHeaderTimeout(t *testing.T) {
 // one (it then waits for a stream that never frees).
 func TestH2UpstreamTakingNoStreamIsRefused(t *testing.T) {
 	none := func(int64) []http2.Setting { return []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 0}} }
-	up := newRawH2Up(t, none, func(_ int64, fr *http2.Framer, _ net.Conn) {
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
-				_ = fr.WriteSettingsAck()
-			}
-		}
-	})
+	up := newRawH2Up(t, none, ackSettingsOnly)
 	e := newEnvUp(t, func(p *Proxy) { up.tune(p); p.Timeouts.UpstreamHdr = time.Second }, false)
 	req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/1", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -145,17 +135,7 @@ func TestH2LastDialIsTried(t *testing.T) {
 		}
 		return nil
 	}
-	up := newRawH2Up(t, noneFirst, func(_ int64, fr *http2.Framer, _ net.Conn) {
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
-				_ = fr.WriteSettingsAck()
-			}
-		}
-	})
+	up := newRawH2Up(t, noneFirst, ackSettingsOnly)
 	e := newEnvUp(t, up.tune, false)
 	if err := e.proxy.init(); err != nil {
 		t.Fatal(err)
@@ -183,5 +163,19 @@ func TestH2LastDialIsTried(t *testing.T) {
 	cc.Release()
 	if n := up.accepts.Load(); n != upMaxDials {
 		t.Errorf("%d connections dialled, want %d", n, upMaxDials)
+	}
+}
+
+// ackSettingsOnly serves a raw HTTP/2 upstream connection that
+// acknowledges settings and answers nothing else.
+func ackSettingsOnly(_ int64, fr *http2.Framer, _ net.Conn) {
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+			_ = fr.WriteSettingsAck()
+		}
 	}
 }
