@@ -46,12 +46,18 @@ const upMaxDials = 3
 // sent HTTP/1.1 without asking again.
 const upH1Memo = 10 * time.Minute
 
-// h2Up is one pooled HTTP/2 connection; idleSince is when it was last
-// seen with nothing in flight (zero while busy).
+// h2Up is one pooled HTTP/2 connection; born is when it was made, and
+// idleSince when it was last seen with nothing in flight (zero while busy).
 type h2Up struct {
 	cc        *http.ClientConn
+	born      time.Time
 	idleSince time.Time
 }
+
+// upSettle is how long a new HTTP/2 connection's stream limit may still be
+// the client's guess (100) rather than the upstream's SETTINGS: a request
+// on a connection younger than that bounds its wait for a stream (send).
+const upSettle = time.Second
 
 // h2Dial is a dial in progress; done closes when it ended.
 type h2Dial struct {
@@ -89,15 +95,20 @@ func (u *upstream2) RoundTrip(req *http.Request) (*http.Response, error) {
 		if u.prefersH1(key) {
 			return u.h1.RoundTrip(req)
 		}
-		cc, fresh, err := u.get(req.Context(), key)
+		c, fresh, err := u.get(req.Context(), key)
 		if errors.Is(err, errUpstreamH1) {
 			return u.h1.RoundTrip(req) // takes the connection the dial pooled
 		}
 		if err != nil {
 			return nil, err
 		}
-		resp, err := u.send(cc, req)
-		if err == nil || fresh || attempt > 0 || !replayable(req) || cc.Err() == nil {
+		var resp *http.Response
+		if time.Since(c.born) < upSettle {
+			resp, err = u.send(c.cc, req)
+		} else {
+			resp, err = c.cc.RoundTrip(req)
+		}
+		if err == nil || fresh || attempt > 0 || !replayable(req) || c.cc.Err() == nil {
 			return resp, err
 		}
 		// A pooled connection that died under the request: one that may be
@@ -108,12 +119,14 @@ func (u *upstream2) RoundTrip(req *http.Request) (*http.Response, error) {
 // errNoStream: the upstream gave the request no stream in time.
 var errNoStream = fmt.Errorf("dataplane: the upstream's HTTP/2 connection had no stream free within the upstream header timeout: %w", context.DeadlineExceeded)
 
-// send runs req on cc, a stream reserved. Waiting for the upstream to
-// take the stream (one that allows no more, SETTINGS_MAX_CONCURRENT_STREAMS
-// 0 or every one busy) is bounded like waiting for an answer's head: the
-// clock stops when the request's head is written, where the transport's
-// own header timeout takes over; a request is never held until its client
-// gives up.
+// send runs req on cc, a stream reserved on a new connection whose
+// upstream's SETTINGS may not be in yet: had the client reserved on its
+// guess and the upstream then allow fewer streams (none, say), the request
+// would wait for one. That wait is bounded like waiting for an answer's
+// head: the clock stops when the request's head is written, where the
+// transport's own header timeout takes over. (A settled connection's
+// reservation is the upstream's own limit; only an upstream that lowers it
+// later could make a request wait, and then until its client gives up.)
 func (u *upstream2) send(cc *http.ClientConn, req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	wait := time.AfterFunc(u.p.t.UpstreamHdr, func() { cancel(errNoStream) })
@@ -160,7 +173,7 @@ func (u *upstream2) prefersH1(key string) bool {
 // upMaxDials new connections in turn (an upstream that takes no stream, or
 // a crowd of others claiming each one first) is refused rather than left
 // to dial on.
-func (u *upstream2) get(ctx context.Context, key string) (cc *http.ClientConn, fresh bool, err error) {
+func (u *upstream2) get(ctx context.Context, key string) (c *h2Up, fresh bool, err error) {
 	var waited *h2Dial
 	for dials := 0; ; dials++ {
 		u.mu.Lock()
@@ -168,9 +181,9 @@ func (u *upstream2) get(ctx context.Context, key string) (cc *http.ClientConn, f
 			u.mu.Unlock()
 			return nil, false, errors.New("dataplane: the proxy is stopping")
 		}
-		if cc := u.reserve(key); cc != nil {
+		if c := u.reserve(key); c != nil {
 			u.mu.Unlock()
-			return cc, waited != nil && cc == waited.cc, nil
+			return c, waited != nil && c.cc == waited.cc, nil
 		}
 		if dials == upMaxDials {
 			u.mu.Unlock()
@@ -200,10 +213,10 @@ func (u *upstream2) get(ctx context.Context, key string) (cc *http.ClientConn, f
 
 // reserve returns a connection to key with room for one more stream, its
 // slot reserved, dropping the ones that died. u.mu is held.
-func (u *upstream2) reserve(key string) *http.ClientConn {
+func (u *upstream2) reserve(key string) *h2Up {
 	list := u.conns[key]
 	kept := list[:0]
-	var got *http.ClientConn
+	var got *h2Up
 	for _, c := range list {
 		if c.cc.Err() != nil {
 			_ = c.cc.Close()
@@ -211,7 +224,7 @@ func (u *upstream2) reserve(key string) *http.ClientConn {
 		}
 		kept = append(kept, c)
 		if got == nil && c.cc.Reserve() == nil {
-			got, c.idleSince = c.cc, time.Time{}
+			got, c.idleSince = c, time.Time{}
 		}
 	}
 	clear(list[len(kept):])
@@ -245,7 +258,7 @@ func (u *upstream2) dial(key string, d *h2Dial) {
 		_ = cc.Close()
 		err = errors.New("dataplane: the proxy is stopping")
 	case err == nil:
-		u.conns[key] = append(u.conns[key], &h2Up{cc: cc})
+		u.conns[key] = append(u.conns[key], &h2Up{cc: cc, born: time.Now()})
 		d.cc = cc
 	}
 	d.err = err

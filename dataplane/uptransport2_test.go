@@ -156,11 +156,11 @@ func TestH2LastDialIsTried(t *testing.T) {
 		}
 		return cc, err
 	}
-	cc, fresh, err := u.get(context.Background(), "api.example.com:443")
-	if err != nil || cc == nil || !fresh {
-		t.Fatalf("get = %v, fresh %v, %v; want the third connection", cc, fresh, err)
+	c, fresh, err := u.get(context.Background(), "api.example.com:443")
+	if err != nil || c == nil || !fresh {
+		t.Fatalf("get = %v, fresh %v, %v; want the third connection", c, fresh, err)
 	}
-	cc.Release()
+	c.cc.Release()
 	if n := up.accepts.Load(); n != upMaxDials {
 		t.Errorf("%d connections dialled, want %d", n, upMaxDials)
 	}
