@@ -1,6 +1,7 @@
 package printable
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -208,4 +209,28 @@ func FuzzJSONKeepsTheValue(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPrintableWord: the eight-byte check agrees with a byte-wise one for
+// every byte value at every position, among printable neighbours and
+// among bytes just above the high bit.
+func TestPrintableWord(t *testing.T) {
+	for _, fill := range []byte{'a', '~', ' ', 0x80} {
+		for pos := range 8 {
+			for v := range 256 {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(v)
+				want := true
+				for _, c := range b {
+					want = want && c >= 0x20 && c < 0x7f
+				}
+				if got := printableWord(binary.LittleEndian.Uint64(b[:])); got != want {
+					t.Fatalf("printableWord(% x) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
 }
