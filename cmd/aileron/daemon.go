@@ -77,7 +77,7 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	d.loadConfig = load
+	d.loadConfig, d.configFile = load, *cfgFile
 	if isTerminal(stderr) {
 		d.hints = stderr
 	}
@@ -165,6 +165,9 @@ type daemon struct {
 	mcp        *sandboxapi.MCPHTTPHandler
 	fence      *fence.Manager
 	reloadMu   sync.Mutex
+	// configFile is the --config file ("" for none): a fenced command must
+	// not read it (it may hold state.dsn's password or webhook URLs).
+	configFile string
 	// loadConfig re-reads the configuration on SIGHUP; nil means the
 	// running configuration is kept.
 	loadConfig func() (*config.Config, error)
@@ -558,7 +561,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 		api.Webhooks = d.notifier
 	}
 	api.Config = d.cfg.YAML
-	hidden := sandboxHidden(d.cfg) // paths a reload never changes
+	hidden := sandboxHidden(d.cfg, d.configFile) // paths a reload never changes
 	api.Hidden = func() []string { return hidden }
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.metrics.Handler())

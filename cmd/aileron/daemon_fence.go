@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,8 +38,11 @@ func (d *daemon) openFence() *fence.Manager {
 // directory when the socket lives elsewhere. A shared directory (/tmp and
 // the like) is not hidden whole: the socket file alone is covered, which
 // holds until the daemon restarts and makes a new one. Relative paths are
-// made absolute against the daemon's working directory.
-func sandboxHidden(cfg *config.Config) []string {
+// made absolute against the daemon's working directory. Also hidden: the
+// configuration file the daemon was started with (configFile, "" for
+// none), which may hold state.dsn's password, and a Postgres password
+// file named by PGPASSFILE.
+func sandboxHidden(cfg *config.Config, configFile string) []string {
 	home := absPath(cfg.Home)
 	out := []string{home}
 	add := func(p string) {
@@ -56,6 +60,8 @@ func sandboxHidden(cfg *config.Config) []string {
 	for _, w := range cfg.Approval.Webhooks {
 		add(w.SecretFile)
 	}
+	add(configFile)
+	add(os.Getenv("PGPASSFILE"))
 	switch socket := absPath(cfg.Admin.Socket); filepath.Dir(socket) {
 	case "/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/home":
 		add(socket)

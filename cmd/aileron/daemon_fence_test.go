@@ -31,8 +31,25 @@ func TestSandboxHidden(t *testing.T) {
 	} {
 		cfg := inHome
 		c.edit(&cfg)
-		if got := sandboxHidden(&cfg); !slices.Equal(got, c.want) {
+		if got := sandboxHidden(&cfg, ""); !slices.Equal(got, c.want) {
 			t.Errorf("%s: sandboxHidden = %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestSandboxHiddenConfigAndPgpass: the daemon's configuration file (which
+// may hold state.dsn's password) and a PGPASSFILE are hidden too, unless
+// they are in the home already.
+func TestSandboxHiddenConfigAndPgpass(t *testing.T) {
+	const home = "/var/lib/aileron"
+	cfg := config.Config{Home: home, Admin: config.Admin{Socket: home + "/admin.sock"}, Audit: config.Audit{Dir: home + "/audit"}}
+	t.Setenv("PGPASSFILE", "/etc/aileron/pgpass")
+	want := []string{home, "/etc/aileron/aileron.yaml", "/etc/aileron/pgpass"}
+	if got := sandboxHidden(&cfg, "/etc/aileron/aileron.yaml"); !slices.Equal(got, want) {
+		t.Errorf("sandboxHidden = %q, want %q", got, want)
+	}
+	t.Setenv("PGPASSFILE", "")
+	if got := sandboxHidden(&cfg, home+"/aileron.yaml"); !slices.Equal(got, []string{home}) {
+		t.Errorf("a config file in the home: sandboxHidden = %q, want only the home", got)
 	}
 }
