@@ -80,6 +80,7 @@ const (
 	rulePathTemplateMix  = "path_template_mixed"
 	rulePathLength       = "path_length"
 	ruleApproval         = "approval"
+	ruleUsage            = "usage"
 	ruleIdempotency      = "idempotency"
 	ruleWebSocket        = "websocket"
 	ruleCredentialKind   = "credential_kind"

@@ -183,7 +183,7 @@ func specShape() *shape {
 	op := obj(map[string]*shape{
 		"name": str, "summary": str, "description": str, "method": str, "path": str,
 		"hosts": arr(str), "idempotency": str, "approval": str, "credential": cred,
-		"inputs": arr(input), "audit": arr(audit), "websocket": boolean,
+		"inputs": arr(input), "audit": arr(audit), "websocket": boolean, "usage": str,
 	})
 	tool := obj(map[string]*shape{"name": str, "description": str, "operations": arr(op)})
 	return obj(map[string]*shape{

@@ -87,7 +87,19 @@ type OperationSpec struct {
 	// connection to a WebSocket (Upgrade: websocket); without it, any
 	// upgrade is refused. Frames after the switch are not inspected.
 	WebSocket bool `json:"websocket,omitempty"`
+	// Usage names the model API dialect of the operation's requests and
+	// answers (UsageAnthropic, UsageOpenAI or UsageGemini): the proxy reads
+	// the model asked for and the tokens the provider reports from them, for
+	// the audit line, metrics and budgets. Empty: not a model call.
+	Usage string `json:"usage,omitempty"`
 }
+
+// The model API dialects an operation's Usage may name.
+const (
+	UsageAnthropic = "anthropic"
+	UsageOpenAI    = "openai"
+	UsageGemini    = "gemini"
+)
 
 // RequiresApproval reports whether the operation's approval is "required".
 func (o *OperationSpec) RequiresApproval() bool { return o.Approval == ApprovalRequired }

@@ -106,6 +106,11 @@ func validateOperation(op *OperationSpec, path string, seen map[string]string, p
 		p.add(path+".websocket", ruleWebSocket, "an operation that opens a WebSocket cannot need approval: every handshake carries a fresh random "+
 			"Sec-WebSocket-Key, so no retry could match an approval, and the frames after it are not inspected anyway; drop \"approval\": \"required\" or websocket")
 	}
+	switch op.Usage {
+	case "", UsageAnthropic, UsageOpenAI, UsageGemini:
+	default:
+		p.add(path+".usage", ruleUsage, fmt.Sprintf("usage %s is unknown; use \"anthropic\", \"openai\" or \"gemini\" (the model API the operation speaks), or drop it", quote(op.Usage)))
+	}
 	inputs := map[string]string{}
 	for k := range op.Inputs {
 		validateInput(&op.Inputs[k], idx(path+".inputs", k), inputs, p)
