@@ -43,6 +43,11 @@ func run() error {
 		"passthrough.example.org",
 		"ws.example.com",
 		"stream.example.com",
+		// the model providers' hosts (agents_test.go's stand-in provider)
+		"api.anthropic.com",
+		"api.openai.com",
+		"generativelanguage.googleapis.com",
+		"llm.example.com",
 	}
 	serverIPs := []net.IP{net.ParseIP("127.0.0.2")}
 	from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
