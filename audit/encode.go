@@ -45,6 +45,16 @@ func appendTail(b []byte, ev *Event) ([]byte, error) {
 	if b, err = appendFloatField(b, "upstream_ms", ev.UpstreamMS); err != nil {
 		return nil, err
 	}
+	b = appendStringField(b, "model", ev.Model)
+	if ev.Streamed {
+		b = append(b, `,"streamed":true`...)
+	}
+	b = appendIntField(b, "input_tokens", ev.InputTokens)
+	b = appendIntField(b, "output_tokens", ev.OutputTokens)
+	b = appendIntField(b, "cached_tokens", ev.CachedTokens)
+	if b, err = appendFloatField(b, "ttfb_ms", ev.TTFBMS); err != nil {
+		return nil, err
+	}
 	if len(ev.Fields) > 0 {
 		if b, err = appendJSON(b, "fields", ev.Fields); err != nil {
 			return nil, err

@@ -83,6 +83,19 @@ type Event struct {
 	// milliseconds.
 	DurationMS float64 `json:"duration_ms,omitempty"`
 	UpstreamMS float64 `json:"upstream_ms,omitempty"`
+	// Model is the model a call of a model provider's operation asked for
+	// (its operation names a usage dialect); Streamed says the answer was an
+	// event stream (or a WebSocket turn). The token counts are those the
+	// provider reported: input, output, and the part of the input read from
+	// its cache. TTFBMS is the time from sending the request to the first
+	// byte of the answer's body, in milliseconds. Never prompt or
+	// completion text.
+	Model        string  `json:"model,omitempty"`
+	Streamed     bool    `json:"streamed,omitempty"`
+	InputTokens  int64   `json:"input_tokens,omitempty"`
+	OutputTokens int64   `json:"output_tokens,omitempty"`
+	CachedTokens int64   `json:"cached_tokens,omitempty"`
+	TTFBMS       float64 `json:"ttfb_ms,omitempty"`
 	// Fields holds the operation's audit[] values after redaction, as
 	// returned by Extract.
 	Fields map[string]any `json:"fields,omitempty"`

@@ -132,4 +132,8 @@ func (e *Event) MarshalZerologObject(z *zerolog.Event) {
 		Int("status", e.Status).Int("upstream_status", e.UpstreamStatus).
 		Int64("bytes_in", e.BytesIn).Int64("bytes_out", e.BytesOut).
 		Float64("duration_ms", e.DurationMS).Float64("upstream_ms", e.UpstreamMS)
+	if e.Model != "" || e.InputTokens != 0 || e.OutputTokens != 0 { // a model call
+		z.Str("model", e.Model).Bool("streamed", e.Streamed).Int64("input_tokens", e.InputTokens).
+			Int64("output_tokens", e.OutputTokens).Int64("cached_tokens", e.CachedTokens).Float64("ttfb_ms", e.TTFBMS)
+	}
 }
