@@ -65,6 +65,15 @@ const benchSpec = `{
       ]
     },
     {
+      "name": "model",
+      "description": "A model API that streams its answer (the streaming row)",
+      "operations": [
+        {"name": "messages", "summary": "A streaming message call, usage read as it passes", "method": "POST",
+         "path": "/v1/messages", "hosts": [%[1]q], "usage": "anthropic",
+         "credential": {"kind": "api_key", "header": "X-Api-Key", "format": "{key}"}}
+      ]
+    },
+    {
       "name": "grpc",
       "description": "The bench gRPC upstream (grpc-go's interop TestService)",
       "operations": [

@@ -114,8 +114,9 @@ func clientRole(args []string) error {
 	download := fs.Bool("download", false, "instead of GETs for the duration, GET -url once and read it to the end")
 	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured warm-up")
 	grpcKind := fs.String("grpc", "", "instead of GETs, gRPC calls to -url's host: "+grpcUnary+" or "+grpcStream)
-	key := fs.String("key", "", "gRPC: the x-api-key to send (a direct run; the proxy injects it otherwise)")
+	key := fs.String("key", "", "gRPC and -sse: the x-api-key to send (a direct run; the proxy injects it otherwise)")
 	size := fs.Int("size", 1<<10, "gRPC: bytes in each answer message")
+	sse := fs.Bool("sse", false, "instead of GETs, streaming model calls to -url (POST, server-sent events; -key as for gRPC); figures per event")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,6 +138,9 @@ func clientRole(args []string) error {
 		return grpcRole(t, *rawURL, grpcLoad{kind: *grpcKind, key: *key, size: *size, conc: *conc}, *warm, *dur)
 	}
 	c := t.client(*conc, *keepAlive)
+	if *sse {
+		return sseRole(c, *rawURL, *key, *conc, *warm, *dur)
+	}
 	if *h2 {
 		tr := c.Transport.(*http.Transport)
 		tr.ForceAttemptHTTP2, tr.MaxConnsPerHost = true, 1

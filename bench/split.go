@@ -26,6 +26,7 @@ type splitRow struct {
 	keepAlive bool   // false: a new connection (and CONNECT) per request
 	h2        bool   // HTTP/2, all requests on one connection
 	grpc      string // a gRPC row (grpcUnary, grpcStream): one connection, conc calls at a time
+	sse       bool   // the streaming row (sse.go): figures per event, not per request
 }
 
 func splitRows() []splitRow {
@@ -38,6 +39,7 @@ func splitRows() []splitRow {
 		{name: "h2 100 streams 1 KiB", size: 1 << 10, conc: 100, keepAlive: true, h2: true},
 		{name: "gRPC unary 1 KiB c=16", size: 1 << 10, conc: 16, keepAlive: true, grpc: grpcUnary},
 		{name: fmt.Sprintf("gRPC stream %d×1 KiB c=4", grpcStreamMsgs), size: 1 << 10, conc: 4, keepAlive: true, grpc: grpcStream},
+		{name: fmt.Sprintf("SSE %d events c=4", sseEvents), conc: 4, keepAlive: true, sse: true},
 	}
 }
 
@@ -71,7 +73,7 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon), %d rounds of %s each, medians [min–max]:\n", o.rounds, o.splitDur)
-	fmt.Fprintf(stdout, "%-26s %22s %22s %22s\n", "row", "proxy CPU/req ÷ direct", "throughput ÷ direct", "added p50 (c=1)")
+	fmt.Fprintf(stdout, "%-26s %22s %22s %22s\n", "row", "proxy CPU/req ÷ direct", "throughput ÷ direct", "added p50 (c=1; SSE)")
 	ran := 0
 	for _, row := range splitRows() {
 		if !strings.Contains(strings.ToLower(row.name), strings.ToLower(o.rows)) {
@@ -99,6 +101,7 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--rows %q names no row", o.rows)
 	}
 	fmt.Fprintln(stdout, "proxy CPU/req ÷ direct: the daemon's CPU per request over the direct run's client + upstream CPU per request (about 1.0× is the floor for a proxy that terminates TLS both ways).")
+	fmt.Fprintln(stdout, "The SSE row counts events, not requests: CPU per event, events a second, and the added median time an event takes from the upstream to the client (usage read from the stream as it passes).")
 	if o.streamMiB <= 0 {
 		return nil
 	}
@@ -203,7 +206,7 @@ func printSplitRow(w io.Writer, row splitRow, direct, through []splitSample) {
 		lat = append(lat, t.p50-d.p50)
 	}
 	latText := "-"
-	if row.conc == 1 {
+	if row.conc == 1 || row.sse {
 		latText = spread(lat, "%.2f ms")
 	}
 	fmt.Fprintf(w, "%-26s %22s %22s %22s\n", row.name, spread(cpu, "%.2f×"), spread(tput, "%.2f"), latText)
@@ -296,6 +299,11 @@ func (e *splitEnv) sample(ctx context.Context, o options, row splitRow, viaProxy
 	}
 	args = append(args, "-conc", strconv.Itoa(row.conc), "-duration", o.splitDur.String())
 	switch {
+	case row.sse:
+		args = append(args, "-url", "https://"+e.upAddr+"/v1/messages", "-sse")
+		if !viaProxy {
+			args = append(args, "-key", e.apiKey) // through the daemon it is injected
+		}
 	case row.grpc != "":
 		args = append(args, "-url", "https://"+e.grpcAddr, "-grpc", row.grpc, "-size", strconv.Itoa(row.size))
 		if !viaProxy {

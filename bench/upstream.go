@@ -17,7 +17,9 @@ import (
 // GET /v1/items/{id} answers a tiny JSON document; GET /v1/blob streams
 // blobSize (or ?size=N) bytes with a Content-Length; POST /v1/upload reads
 // and discards its body; GET /v1/secure/{id} answers like
-// items when the X-Api-Key header equals apiKey and 401 otherwise.
+// items when the X-Api-Key header equals apiKey and 401 otherwise; POST
+// /v1/messages streams a model's answer as server-sent events (sse.go),
+// behind the same key check.
 type upstream struct {
 	srv      *http.Server
 	addr     string // "127.0.0.2:PORT"
@@ -51,6 +53,7 @@ func startUpstream(ip string, pki *upstreamPKI, blobSize int64, apiKey string) (
 		}
 		serveItem(w, r)
 	})
+	mux.HandleFunc("POST /v1/messages", serveMessages(apiKey, mismatches)) // the streaming row (sse.go)
 	mux.HandleFunc("GET /v1/blob", func(w http.ResponseWriter, r *http.Request) {
 		size := blobSize
 		if n, err := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64); err == nil && n > 0 {
