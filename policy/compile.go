@@ -337,6 +337,7 @@ func cloneSpec(s *Spec) *Spec {
 			op.Hosts = append([]string(nil), op.Hosts...)
 			op.Inputs = append([]Input(nil), op.Inputs...)
 			op.Audit = append([]AuditField(nil), op.Audit...)
+			op.Credential.Alternatives = append([]CredentialPlace(nil), op.Credential.Alternatives...)
 			t.Operations[j] = op
 		}
 		c.Tools[i] = t

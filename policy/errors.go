@@ -89,6 +89,7 @@ const (
 	ruleCredentialFormat = "credential_format"
 	ruleCredentialSvc    = "credential_service"
 	ruleCredentialPlace  = "credential_placement"
+	ruleCredentialAlt    = "credential_alternative"
 	ruleInputType        = "input_type"
 	ruleAuditSource      = "audit_source"
 	ruleAuditPathVar     = "audit_path_variable"

@@ -178,8 +178,9 @@ func specShape() *shape {
 	arr := func(e *shape) *shape { return &shape{kind: shArray, elem: e} }
 	input := obj(map[string]*shape{"name": str, "type": str, "required": boolean, "description": str})
 	audit := obj(map[string]*shape{"name": str, "source": str, "redact": str})
+	place := obj(map[string]*shape{"header": str, "format": str, "query": str})
 	cred := &shape{kind: shStringOrObject, fields: map[string]*shape{
-		"kind": str, "header": str, "format": str, "query": str, "service": str}}
+		"kind": str, "header": str, "format": str, "query": str, "service": str, "alternatives": arr(place)}}
 	op := obj(map[string]*shape{
 		"name": str, "summary": str, "description": str, "method": str, "path": str,
 		"hosts": arr(str), "idempotency": str, "approval": str, "credential": cred,

@@ -106,7 +106,8 @@ func (o *OperationSpec) RequiresApproval() bool { return o.Approval == ApprovalR
 
 // Credential says which credential kind an operation needs and, optionally,
 // where it goes. In JSON it is either the kind alone ("oauth2") or an object
-// {"kind":…, "header":…, "format":…, "query":…, "service":…}.
+// {"kind":…, "header":…, "format":…, "query":…, "service":…,
+// "alternatives":[…]}.
 type Credential struct {
 	// Kind is one of the Credential* constants; empty means no credential.
 	Kind string `json:"kind"`
@@ -118,18 +119,35 @@ type Credential struct {
 	Query string `json:"query,omitempty"`
 	// Service is the AWS service name signed for (aws_sigv4 only).
 	Service string `json:"service,omitempty"`
+	// Alternatives are other places a client may put the credential
+	// (api_key, bearer and oauth2 only). Header, Format and Query above are
+	// the primary place. When a client's request carries its session's
+	// placeholder in one of these places, the real credential goes there
+	// instead, and the client's values in the other places are removed.
+	Alternatives []CredentialPlace `json:"alternatives,omitempty"`
+}
+
+// CredentialPlace is one place a credential may go: a header whose value
+// is rendered from Format, or the query parameter Query.
+type CredentialPlace struct {
+	Header string `json:"header,omitempty"`
+	Format string `json:"format,omitempty"`
+	Query  string `json:"query,omitempty"`
 }
 
 // IsZero reports whether no credential is declared.
-func (c Credential) IsZero() bool { return c == Credential{} }
+func (c Credential) IsZero() bool {
+	return c.Kind == "" && c.Header == "" && c.Format == "" && c.Query == "" && c.Service == "" && len(c.Alternatives) == 0
+}
 
 // credentialObject has Credential's fields without its methods.
 type credentialObject struct {
-	Kind    string `json:"kind"`
-	Header  string `json:"header,omitempty"`
-	Format  string `json:"format,omitempty"`
-	Query   string `json:"query,omitempty"`
-	Service string `json:"service,omitempty"`
+	Kind         string            `json:"kind"`
+	Header       string            `json:"header,omitempty"`
+	Format       string            `json:"format,omitempty"`
+	Query        string            `json:"query,omitempty"`
+	Service      string            `json:"service,omitempty"`
+	Alternatives []CredentialPlace `json:"alternatives,omitempty"`
 }
 
 // UnmarshalJSON accepts a kind string or an object. JSON null leaves c
@@ -159,7 +177,7 @@ func (c *Credential) UnmarshalJSON(data []byte) error {
 
 // MarshalJSON writes the short string form when only Kind is set.
 func (c Credential) MarshalJSON() ([]byte, error) {
-	if c.Header == "" && c.Format == "" && c.Query == "" && c.Service == "" {
+	if c.Header == "" && c.Format == "" && c.Query == "" && c.Service == "" && len(c.Alternatives) == 0 {
 		return json.Marshal(c.Kind)
 	}
 	return json.Marshal(credentialObject(c))

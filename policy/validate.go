@@ -177,6 +177,22 @@ func validateCredential(c Credential, path string, p *problems) {
 		p.add(path, ruleCredentialKind, fmt.Sprintf("credential kind %s is unknown; use %s", quote(c.Kind), credentialKindsList))
 		return
 	}
+	validatePlace(CredentialPlace{Header: c.Header, Format: c.Format, Query: c.Query}, path, p)
+	if c.Kind == CredentialAWSSigV4 {
+		if c.Header != "" || c.Query != "" || c.Format != "" {
+			p.add(path, ruleCredentialPlace, "aws_sigv4 signs the request itself; remove header, query and format")
+		}
+		if c.Service != "" && !validServiceName(c.Service) {
+			p.add(path+".service", ruleCredentialSvc, fmt.Sprintf("AWS service %s must be lower-case letters, digits and dashes, e.g. \"execute-api\"", quote(c.Service)))
+		}
+	} else if c.Service != "" {
+		p.add(path+".service", ruleCredentialSvc, fmt.Sprintf("service is only meaningful for aws_sigv4, not %s; remove it", quote(c.Kind)))
+	}
+	validateAlternatives(c, path, p)
+}
+
+// validatePlace checks one place's header, query and format.
+func validatePlace(c CredentialPlace, path string, p *problems) {
 	if c.Header != "" {
 		if !IsToken(c.Header) {
 			p.add(path+".header", ruleCredentialHeader, fmt.Sprintf("credential header %s is not a valid HTTP header name", quote(c.Header)))
@@ -195,16 +211,48 @@ func validateCredential(c Credential, path string, p *problems) {
 			p.add(path+".format", ruleCredentialFormat, msg)
 		}
 	}
-	if c.Kind == CredentialAWSSigV4 {
-		if c.Header != "" || c.Query != "" || c.Format != "" {
-			p.add(path, ruleCredentialPlace, "aws_sigv4 signs the request itself; remove header, query and format")
-		}
-		if c.Service != "" && !validServiceName(c.Service) {
-			p.add(path+".service", ruleCredentialSvc, fmt.Sprintf("AWS service %s must be lower-case letters, digits and dashes, e.g. \"execute-api\"", quote(c.Service)))
-		}
-	} else if c.Service != "" {
-		p.add(path+".service", ruleCredentialSvc, fmt.Sprintf("service is only meaningful for aws_sigv4, not %s; remove it", quote(c.Kind)))
+}
+
+// validateAlternatives checks a credential's alternative places: only token
+// kinds have them, each names a header or a query parameter, and no two
+// places (the primary one included, which defaults to Authorization) share
+// a header or a query parameter.
+func validateAlternatives(c Credential, path string, p *problems) {
+	if len(c.Alternatives) == 0 {
+		return
 	}
+	if c.Kind == CredentialBasic || c.Kind == CredentialAWSSigV4 {
+		p.add(path+".alternatives", ruleCredentialAlt, fmt.Sprintf("alternatives are for api_key, bearer and oauth2 credentials, not %s; remove them", c.Kind))
+		return
+	}
+	seen := map[string]string{placeKey(CredentialPlace{Header: c.Header, Query: c.Query}): path}
+	for i, alt := range c.Alternatives {
+		ap := idx(path+".alternatives", i)
+		if alt.Header == "" && alt.Query == "" {
+			p.add(ap, ruleCredentialAlt, "an alternative place needs a header or a query parameter")
+			continue
+		}
+		validatePlace(alt, ap, p)
+		k := placeKey(alt)
+		if prev, dup := seen[k]; dup {
+			p.add(ap, ruleCredentialAlt, fmt.Sprintf("this place (%s) is already named at %s; each place may appear once", k, prev))
+			continue
+		}
+		seen[k] = ap
+	}
+}
+
+// placeKey names the location of a place, for duplicate checks: "header
+// NAME" (canonical) or "query NAME"; no header and no query is the default
+// header Authorization.
+func placeKey(c CredentialPlace) string {
+	switch {
+	case c.Query != "" && c.Header == "":
+		return "query " + c.Query
+	case c.Header == "":
+		return "header Authorization"
+	}
+	return "header " + textproto.CanonicalMIMEHeaderKey(c.Header)
 }
 
 // ReservedHeader reports connection-level and framing headers that must

@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -18,11 +19,11 @@ func TestParseSpecTestdata(t *testing.T) {
 	}
 	lin := loadSpec(t, "linear.json")
 	want := Credential{Kind: "api_key", Header: "Authorization", Format: "{key}"}
-	if got := lin.Tools[0].Operations[0].Credential; got != want {
+	if got := lin.Tools[0].Operations[0].Credential; !reflect.DeepEqual(got, want) {
 		t.Errorf("linear credential = %+v, want %+v", got, want)
 	}
 	gm := loadSpec(t, "gmail.json")
-	if got := gm.Tools[0].Operations[0].Credential; got != (Credential{Kind: "oauth2"}) {
+	if got := gm.Tools[0].Operations[0].Credential; !reflect.DeepEqual(got, Credential{Kind: "oauth2"}) {
 		t.Errorf("gmail string credential = %+v", got)
 	}
 }
@@ -202,6 +203,28 @@ func miscCases() []ruleCase {
 		{"credential service on oauth2", set("credential", map[string]any{"kind": "oauth2", "service": "s3"}), op0 + ".credential.service", ruleCredentialSvc},
 		{"credential sigv4 service chars", set("credential", map[string]any{"kind": "aws_sigv4", "service": "S3!"}), op0 + ".credential.service", ruleCredentialSvc},
 		{"credential sigv4 header", set("credential", map[string]any{"kind": "aws_sigv4", "header": "Authorization"}), op0 + ".credential", ruleCredentialPlace},
+		{"credential alternative empty", set("credential", map[string]any{"kind": "api_key", "header": "x-api-key",
+			"alternatives": []any{map[string]any{"format": "{key}"}}}), op0 + ".credential.alternatives[0]", ruleCredentialAlt},
+		{"credential alternative header token", set("credential", map[string]any{"kind": "api_key",
+			"alternatives": []any{map[string]any{"header": "X Key"}}}), op0 + ".credential.alternatives[0].header", ruleCredentialHeader},
+		{"credential alternative header and query", set("credential", map[string]any{"kind": "api_key",
+			"alternatives": []any{map[string]any{"header": "X-Key", "query": "key"}}}), op0 + ".credential.alternatives[0]", ruleCredentialPlace},
+		{"credential alternative format", set("credential", map[string]any{"kind": "api_key",
+			"alternatives": []any{map[string]any{"header": "X-Key", "format": "key"}}}), op0 + ".credential.alternatives[0].format", ruleCredentialFormat},
+		{"credential alternative repeats primary", set("credential", map[string]any{"kind": "api_key", "header": "x-api-key",
+			"alternatives": []any{map[string]any{"header": "X-Api-Key"}}}), op0 + ".credential.alternatives[0]", ruleCredentialAlt},
+		{"credential alternative repeats default header", set("credential", map[string]any{"kind": "bearer",
+			"alternatives": []any{map[string]any{"header": "authorization", "format": "Token {token}"}}}), op0 + ".credential.alternatives[0]", ruleCredentialAlt},
+		{"credential alternative repeats another", set("credential", map[string]any{"kind": "api_key", "header": "x-api-key",
+			"alternatives": []any{map[string]any{"query": "key"}, map[string]any{"query": "key"}}}), op0 + ".credential.alternatives[1]", ruleCredentialAlt},
+		{"credential alternatives on basic", set("credential", map[string]any{"kind": "basic",
+			"alternatives": []any{map[string]any{"header": "X-Key"}}}), op0 + ".credential.alternatives", ruleCredentialAlt},
+		{"credential alternatives on sigv4", set("credential", map[string]any{"kind": "aws_sigv4",
+			"alternatives": []any{map[string]any{"header": "X-Key"}}}), op0 + ".credential.alternatives", ruleCredentialAlt},
+		{"unknown credential alternative field", set("credential", map[string]any{"kind": "api_key",
+			"alternatives": []any{map[string]any{"heade": "X-Key"}}}), op0 + ".credential.alternatives[0].heade", ruleUnknownField},
+		{"credential alternatives not an array", set("credential", map[string]any{"kind": "api_key",
+			"alternatives": map[string]any{"header": "X-Key"}}), op0 + ".credential.alternatives", ruleJSONType},
 		{"operations clash in spec", func(s map[string]any) { op(s, 1)["path"] = "/v1/items/{other}" }, op1, ruleOperationClash},
 		{"operations clash across tools", func(s map[string]any) {
 			t2 := map[string]any{"name": "second", "operations": []any{
@@ -282,6 +305,8 @@ func TestValidSpecVariants(t *testing.T) {
 		{"websocket false on POST", func(s map[string]any) { op(s, 0)["method"] = "POST"; op(s, 0)["websocket"] = false }},
 		{"credential sigv4", set("credential", map[string]any{"kind": "aws_sigv4", "service": "execute-api"})},
 		{"credential basic", set("credential", "basic")},
+		{"credential alternatives", set("credential", map[string]any{"kind": "api_key", "header": "x-api-key",
+			"alternatives": []any{map[string]any{"header": "Authorization", "format": "Bearer {token}"}, map[string]any{"query": "key"}}})},
 		{"credential null", set("credential", nil)},
 		{"literal beats template", func(s map[string]any) { op(s, 1)["path"] = "/v1/items/special" }},
 		{"same path other method", func(s map[string]any) { op(s, 1)["path"] = "/v1/items/{id}"; op(s, 1)["method"] = "DELETE" }},
@@ -369,7 +394,7 @@ func TestCredentialJSONForms(t *testing.T) {
 		if err := c.UnmarshalJSON([]byte(tc.in)); err != nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
-		if c != tc.want {
+		if !reflect.DeepEqual(c, tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.in, c, tc.want)
 		}
 		out, err := c.MarshalJSON()
