@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,8 +15,10 @@ import (
 
 // Binding limits.
 const (
-	// maxEnvName bounds a binding's Env, in bytes.
+	// maxEnvName bounds each name of a binding's Env, in bytes.
 	maxEnvName = 128
+	// maxEnvList bounds a binding's whole Env list, in bytes.
+	maxEnvList = 1024
 	// maxQueryName bounds a binding's Query, in bytes.
 	maxQueryName = 128
 )
@@ -36,10 +39,19 @@ type Binding struct {
 	Format string `json:"format,omitempty"`
 	// Query puts the credential in this query parameter instead.
 	Query string `json:"query,omitempty"`
-	// Env names a sandbox environment variable (e.g. LINEAR_API_KEY) that
-	// receives a placeholder value for SDKs that refuse to start without a
+	// Env names the sandbox environment variables (e.g. LINEAR_API_KEY, or
+	// "GEMINI_API_KEY,GOOGLE_API_KEY": several are comma-separated) that
+	// receive a placeholder value for SDKs that refuse to start without a
 	// key; the proxy puts the real credential on the wire.
 	Env string `json:"env,omitempty"`
+}
+
+// EnvNames returns the variables of Env, in order; nil when there are none.
+func (bd Binding) EnvNames() []string {
+	if bd.Env == "" {
+		return nil
+	}
+	return strings.Split(bd.Env, ",")
 }
 
 // Bindings is the set of bindings, one per connector FQN, kept in the
@@ -112,11 +124,11 @@ func (b *Bindings) Bind(ctx context.Context, bd Binding) error {
 		return err
 	}
 	return b.change(ctx, func(ctx context.Context, tx *state.Tx, cur map[string]Binding) error {
-		if bd.Env != "" {
+		for _, env := range bd.EnvNames() {
 			for _, o := range cur {
-				if o.Env == bd.Env && o.Connector != bd.Connector && o.Credential != bd.Credential {
+				if slices.Contains(o.EnvNames(), env) && o.Connector != bd.Connector && o.Credential != bd.Credential {
 					return fmt.Errorf("%w: env %s already carries the placeholder of credential %s (bound to %s); "+
-						"choose another variable name", state.ErrConflict, bd.Env, o.Credential, o.Connector)
+						"choose another variable name", state.ErrConflict, env, o.Credential, o.Connector)
 				}
 			}
 		}
@@ -207,10 +219,35 @@ func validateBinding(bd Binding) error {
 	if msg := placementProblem(bd); msg != "" {
 		return fmt.Errorf("%w: binding for %s: %s", state.ErrInvalidArgument, bd.Connector, msg)
 	}
-	if msg := envProblem(bd.Env); msg != "" {
+	if msg := envsProblem(bd.Env); msg != "" {
 		return fmt.Errorf("%w: binding for %s: %s", state.ErrInvalidArgument, bd.Connector, msg)
 	}
 	return nil
+}
+
+// envsProblem describes what is wrong with a comma-separated list of Env
+// names, or returns "": each must be valid, and none may repeat.
+func envsProblem(envs string) string {
+	if envs == "" {
+		return ""
+	}
+	if len(envs) > maxEnvList {
+		return fmt.Sprintf("env list is %d bytes; the limit is %d", len(envs), maxEnvList)
+	}
+	seen := map[string]bool{}
+	for env := range strings.SplitSeq(envs, ",") {
+		if env == "" {
+			return fmt.Sprintf("env list %q has an empty name; write names separated by single commas, e.g. GEMINI_API_KEY,GOOGLE_API_KEY", envs)
+		}
+		if msg := envProblem(env); msg != "" {
+			return msg
+		}
+		if seen[env] {
+			return fmt.Sprintf("env %s is named twice", env)
+		}
+		seen[env] = true
+	}
+	return ""
 }
 
 // placementProblem describes what is wrong with bd's Header, Format and

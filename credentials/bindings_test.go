@@ -87,6 +87,13 @@ func TestBindingValidation(t *testing.T) {
 		{"query", with(func(b *Binding) { b.Query = "api_key" }), ""},
 		{"env", with(func(b *Binding) { b.Env = "LINEAR_API_KEY" }), ""},
 		{"env with underscore start", with(func(b *Binding) { b.Env = "_KEY2" }), ""},
+		{"several env", with(func(b *Binding) { b.Env = "GEMINI_API_KEY,GOOGLE_API_KEY" }), ""},
+		{"env list with an empty name", with(func(b *Binding) { b.Env = "GEMINI_API_KEY,,GOOGLE_API_KEY" }), "empty name"},
+		{"env list ending in a comma", with(func(b *Binding) { b.Env = "GEMINI_API_KEY," }), "empty name"},
+		{"env list with a space", with(func(b *Binding) { b.Env = "GEMINI_API_KEY, GOOGLE_API_KEY" }), "[A-Z_][A-Z0-9_]*"},
+		{"env named twice", with(func(b *Binding) { b.Env = "API_KEY,API_KEY" }), "named twice"},
+		{"env list with a reserved name", with(func(b *Binding) { b.Env = "API_KEY,HTTPS_PROXY" }), "set by aileron"},
+		{"env list too long", with(func(b *Binding) { b.Env = strings.Repeat("ABCDEFG,", 200) + "X" }), "limit"},
 		{"bad fqn", with(func(b *Binding) { b.Connector = "linear" }), "no scheme"},
 		{"unknown fqn scheme", with(func(b *Binding) { b.Connector = "ftp://a/b" }), "unknown scheme"},
 		{"empty credential", with(func(b *Binding) { b.Credential = "" }), "credential name"},
@@ -148,6 +155,10 @@ func TestBindingEnvConflicts(t *testing.T) {
 	err := b.Bind(t.Context(), Binding{Connector: testkit.GoogleFQN, Credential: "google_mail", Env: "API_KEY"})
 	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "API_KEY") {
 		t.Errorf("another credential, same env: %v, want state.ErrConflict naming API_KEY", err)
+	}
+	err = b.Bind(t.Context(), Binding{Connector: testkit.GoogleFQN, Credential: "google_mail", Env: "GOOGLE_KEY,API_KEY"})
+	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "API_KEY") {
+		t.Errorf("another credential, a list holding the same env: %v, want state.ErrConflict naming API_KEY", err)
 	}
 	// Rebinding the connector that owns the variable to another credential is fine.
 	if err := b.Bind(t.Context(), Binding{Connector: testkit.LinearFQN, Credential: "linear-2", Env: "OTHER_KEY"}); err != nil {

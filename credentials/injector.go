@@ -76,14 +76,23 @@ func (e *injectFailure) Unwrap() []error { return e.errs }
 // Inject implements dataplane.Injector. An operation whose spec declares no
 // credential gets none: (nil, nil). Otherwise the credential bound to
 // op.FQN is written onto out, replacing whatever the client put in the same
-// place, and every form of it an upstream could echo is returned. Every
+// place, and every form of it an upstream could echo is returned.
+//
+// The place is the spec's primary one, or the alternative place where the
+// client put the session's placeholder (inject.Choose); the client's values
+// in the spec's other places are removed. A binding that names a header,
+// query parameter or format pins one place. A placeholder of another
+// session in any of those places is refused as a *dataplane.DenyError with
+// reason placeholder_misuse.
+//
+// Every other
 // failure (no binding, no vault entry, an entry of a kind the spec cannot
 // use, a target outside op's hosts, a failed OAuth refresh) wraps
 // dataplane.ErrCredentialUnavailable, names the connector and the fix, and
 // never contains secret bytes. Failures before the credential is written
 // leave out untouched; if inject.Apply itself fails, out may be partly
 // modified and must not be sent (the data plane refuses the request).
-func (c *Injector) Inject(ctx context.Context, _ *dataplane.Session, op *policy.Operation, out *http.Request) ([]string, error) {
+func (c *Injector) Inject(ctx context.Context, sess *dataplane.Session, op *policy.Operation, out *http.Request) ([]string, error) {
 	if op == nil || op.Spec == nil || op.Spec.Credential.IsZero() {
 		return nil, nil
 	}
@@ -94,11 +103,18 @@ func (c *Injector) Inject(ctx context.Context, _ *dataplane.Session, op *policy.
 	if err := checkTarget(op, out); err != nil {
 		return nil, err
 	}
+	places := placesFor(op.Spec.Credential, b)
+	at, err := inject.Choose(out, places, c.placeholder(sess, b.Credential))
+	if err != nil {
+		return nil, &dataplane.DenyError{Reason: policy.ReasonPlaceholder, Message: fmt.Sprintf(
+			"%s: %v; a sandbox gets its own session's placeholder from `aileron session env`", opLabel(op), err)}
+	}
 	secret, err := c.secretFor(ctx, op, cred)
 	if err != nil {
 		return nil, err
 	}
-	echoes, err := inject.ApplyWith(out, placementFor(op.Spec.Credential, b), secret, c.now(), &c.forms)
+	inject.ClearOthers(out, places, at)
+	echoes, err := inject.ApplyWith(out, places[at], secret, c.now(), &c.forms)
 	if err != nil {
 		return nil, failure(err, secretValues(cred), "%s: putting credential %s on the request failed", opLabel(op), cred.Name)
 	}
@@ -220,7 +236,7 @@ func (c *Injector) source(cred Credential) *inject.OAuthSource {
 	return src
 }
 
-// Placeholders maps the Env variable of every binding that has one to the
+// Placeholders maps each Env variable of every binding that has one to the
 // placeholder value of its credential for the session sessionID. The
 // sandbox gets these instead of real keys; the proxy puts the real
 // credential on matched operations. Nil when there are none or no
@@ -231,13 +247,12 @@ func (c *Injector) Placeholders(sessionID string) map[string]string {
 	}
 	var out map[string]string
 	for _, b := range c.Bindings.List() {
-		if b.Env == "" {
-			continue
+		for _, env := range b.EnvNames() {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[env] = inject.Placeholder(c.PlaceholderKey, sessionID, b.Credential)
 		}
-		if out == nil {
-			out = map[string]string{}
-		}
-		out[b.Env] = inject.Placeholder(c.PlaceholderKey, sessionID, b.Credential)
 	}
 	return out
 }
@@ -257,6 +272,25 @@ func (c *Injector) log() *zerolog.Logger {
 	}
 	nop := zerolog.Nop()
 	return &nop
+}
+
+// placesFor lists where op's credential may go: the spec's places
+// (inject.PlacesFor), or the one place a binding pins by naming a header,
+// a query parameter or a format (placementFor).
+func placesFor(spec policy.Credential, b Binding) []inject.Placement {
+	if b.Header != "" || b.Query != "" || b.Format != "" {
+		return []inject.Placement{placementFor(spec, b)}
+	}
+	return inject.PlacesFor(spec)
+}
+
+// placeholder is the session's placeholder for credential name, or "" when
+// there are no placeholders.
+func (c *Injector) placeholder(sess *dataplane.Session, name string) string {
+	if sess == nil || len(c.PlaceholderKey) == 0 {
+		return ""
+	}
+	return inject.Placeholder(c.PlaceholderKey, sess.ID, name)
 }
 
 // placementFor is the spec's placement with the binding's overrides: a

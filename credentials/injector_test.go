@@ -411,8 +411,13 @@ func TestPlaceholders(t *testing.T) {
 	c, _ := injectorAt(t, t.TempDir(), nil,
 		Binding{Connector: testkit.LinearFQN, Credential: "linear", Env: "LINEAR_API_KEY"},
 		Binding{Connector: testkit.GoogleFQN, Credential: "google_mail"})
+	if err := c.Bindings.Bind(t.Context(), Binding{Connector: "hub://aileron/gemini", Credential: "gemini", Env: "GEMINI_API_KEY,GOOGLE_API_KEY"}); err != nil {
+		t.Fatal(err)
+	}
 	got := c.Placeholders("s_one")
-	want := map[string]string{"LINEAR_API_KEY": inject.Placeholder(c.PlaceholderKey, "s_one", "linear")}
+	gem := inject.Placeholder(c.PlaceholderKey, "s_one", "gemini")
+	want := map[string]string{"LINEAR_API_KEY": inject.Placeholder(c.PlaceholderKey, "s_one", "linear"),
+		"GEMINI_API_KEY": gem, "GOOGLE_API_KEY": gem}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Placeholders = %v, want %v", got, want)
 	}
@@ -568,4 +573,75 @@ func FuzzParseSecretInput(f *testing.F) {
 			t.Fatalf("ParseSecretInput accepted a secret Set refuses: %v", err)
 		}
 	})
+}
+
+// TestInjectAtTheClientsPlace checks that the real Injector puts the key
+// where the client put its session's placeholder, among the spec's
+// alternatives, removes the client's other copies, refuses another
+// session's placeholder as placeholder_misuse, and that a binding naming a
+// header pins one place.
+func TestInjectAtTheClientsPlace(t *testing.T) {
+	creds := sampleCredentials("https://oauth2.example.com/token")[:1] // "linear", api_key
+	spec := map[string]any{"kind": "api_key", "header": "x-api-key", "alternatives": []any{
+		map[string]any{"header": "Authorization", "format": "Bearer {token}"}, map[string]any{"query": "key"}}}
+	op := linearOp(t, spec)
+	sess := &dataplane.Session{ID: "s_1"}
+	tests := []struct {
+		name          string
+		bind          Binding
+		set           func(r *http.Request, ph, other string)
+		xAPIKey, auth string
+		query         string
+		misuse        bool
+	}{
+		{name: "x-api-key", set: func(r *http.Request, ph, _ string) { r.Header.Set("X-Api-Key", ph) },
+			xAPIKey: apiKeySecret},
+		{name: "bearer", set: func(r *http.Request, ph, _ string) { r.Header.Set("Authorization", "Bearer "+ph) },
+			auth: "Bearer " + apiKeySecret},
+		{name: "query", set: func(r *http.Request, ph, _ string) { r.URL.RawQuery = "key=" + ph },
+			query: "key=" + apiKeySecret},
+		{name: "none: primary, client's bearer removed", set: func(*http.Request, string, string) {},
+			xAPIKey: apiKeySecret},
+		{name: "another session's placeholder", set: func(r *http.Request, _, other string) { r.Header.Set("X-Api-Key", other) },
+			misuse: true},
+		{name: "binding pins the header", bind: Binding{Header: "Authorization", Format: "Bearer {token}"},
+			set: func(r *http.Request, ph, _ string) { r.Header.Set("Authorization", "Bearer "+ph) }, auth: "Bearer " + apiKeySecret},
+		{name: "binding pins: placeholder elsewhere stays", bind: Binding{Header: "Authorization", Format: "Bearer {token}"},
+			set:     func(r *http.Request, ph, _ string) { r.Header.Set("X-Api-Key", ph); r.Header.Del("Authorization") },
+			xAPIKey: "placeholder", auth: "Bearer " + apiKeySecret},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bd := tt.bind
+			bd.Connector, bd.Credential = testkit.LinearFQN, "linear"
+			c, _ := injectorAt(t, t.TempDir(), creds, bd)
+			ph := inject.Placeholder(c.PlaceholderKey, sess.ID, "linear")
+			other := inject.Placeholder(c.PlaceholderKey, "s_2", "linear")
+			out := outbound(t, "https://api.linear.app/graphql")
+			tt.set(out, ph, other)
+			_, err := c.Inject(context.Background(), sess, op, out)
+			if tt.misuse {
+				var de *dataplane.DenyError
+				if !errors.As(err, &de) || de.Reason != policy.ReasonPlaceholder {
+					t.Fatalf("Inject = %v, want a placeholder_misuse refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.xAPIKey == "placeholder" {
+				tt.xAPIKey = ph
+			}
+			if got := out.Header.Get("X-Api-Key"); got != tt.xAPIKey {
+				t.Errorf("X-Api-Key = %q, want %q", got, tt.xAPIKey)
+			}
+			if got := out.Header.Get("Authorization"); got != tt.auth {
+				t.Errorf("Authorization = %q, want %q", got, tt.auth)
+			}
+			if out.URL.RawQuery != tt.query {
+				t.Errorf("query = %q, want %q", out.URL.RawQuery, tt.query)
+			}
+		})
+	}
 }

@@ -21,6 +21,8 @@ type Injector interface {
 	// outbound copy (hop-by-hop headers already removed), replacing whatever
 	// the client put in the same place. It returns every form of the secret
 	// an upstream could echo back (raw, encoded), for the response redactor;
-	// nil when op needs no credential. Failures wrap ErrCredentialUnavailable.
+	// nil when op needs no credential. Failures wrap ErrCredentialUnavailable,
+	// except a request carrying another session's placeholder where the
+	// credential goes: a *DenyError with reason placeholder_misuse.
 	Inject(ctx context.Context, sess *Session, op *policy.Operation, out *http.Request) (secrets []string, err error)
 }

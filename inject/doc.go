@@ -2,7 +2,8 @@
 // credential kind is put on an outbound request (Apply), how OAuth2 access
 // tokens are kept fresh (OAuthSource), how echoes of a secret are masked in
 // what an upstream sends back (Redactor), and the placeholder keys handed to
-// SDKs that refuse to start without one (Placeholder, ContainsPlaceholder).
+// SDKs that refuse to start without one (Placeholder, ContainsPlaceholder),
+// and which of a credential's places a client used (PlacesFor, Choose).
 //
 // The package knows nothing of vaults, sessions or bindings: the control
 // plane loads a Secret and a Placement and calls Apply on the outbound copy
@@ -46,4 +47,8 @@ var (
 	// ErrPersistFailed: an OAuth2 token was refreshed but OAuthSource.Persist
 	// failed; the new token is still returned and used.
 	ErrPersistFailed = errors.New("oauth2 refreshed token not persisted")
+	// ErrForeignPlaceholder: one of a credential's places carries a
+	// placeholder that is not the session's own (another session's, or
+	// altered). The request must be refused as placeholder misuse.
+	ErrForeignPlaceholder = errors.New("placeholder of another session")
 )

@@ -46,7 +46,7 @@ func credentialSynopsis(sub string) string {
 	case "set":
 		return "credential set NAME --kind KIND [--username U] [--service S] [--from-file F]   (secret on stdin)"
 	case "bind":
-		return "credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]"
+		return "credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]"
 	case "delete":
 		return "credential delete NAME"
 	case "unbind":
@@ -67,7 +67,7 @@ func credentialFlags(sub string, fs *pflag.FlagSet) {
 		fs.String("header", "", "header to put the credential in (default: the spec's, else Authorization)")
 		fs.String("format", "", `header value template, e.g. "Bearer {token}" or "{key}" (default: the spec's)`)
 		fs.String("query", "", "query parameter to put the credential in, instead of a header")
-		fs.String("env", "", "sandbox variable that gets a placeholder value, e.g. LINEAR_API_KEY")
+		fs.StringSlice("env", nil, "sandbox variables that get a placeholder value, e.g. LINEAR_API_KEY (comma-separated or repeated)")
 	case "list":
 		fs.Bool("json", false, "print JSON")
 	}
@@ -157,13 +157,19 @@ func credentialBind(fs *pflag.FlagSet, c *admin.Client, _ io.Reader, stdout io.W
 	}
 	b, err := c.Bind(context.Background(), credentials.Binding{
 		Connector: fs.Arg(0), Credential: str(fs, "credential"),
-		Header: str(fs, "header"), Format: str(fs, "format"), Query: str(fs, "query"), Env: str(fs, "env"),
+		Header: str(fs, "header"), Format: str(fs, "format"), Query: str(fs, "query"), Env: envList(fs),
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "bound %s to credential %s\n", b.Connector, b.Credential)
 	return nil
+}
+
+// envList joins the --env values with commas, the binding's list form.
+func envList(fs *pflag.FlagSet) string {
+	v, _ := fs.GetStringSlice("env")
+	return strings.Join(v, ",")
 }
 
 func credentialUnbind(fs *pflag.FlagSet, c *admin.Client, _ io.Reader, stdout io.Writer) error {

@@ -26,7 +26,7 @@ Usage:
   aileron connector install PATH                         a spec file or a package directory
   aileron connector list [--json] | verify | remove FQN@VERSION
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
-  aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR]
+  aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]
   aileron credential list [--json] | delete NAME | unbind FQN
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
