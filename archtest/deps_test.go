@@ -39,7 +39,9 @@ var allowed = map[string][]string{
 	"notify":      {"github.com/rs/zerolog"},
 	"witness":     {"golang.org/x/mod/sumdb/"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},
-	"internal":    {"state", "audit", "github.com/rs/zerolog", "github.com/vishvananda/", "golang.org/x/sys/", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/"},
+	// The shipped model providers: packages and their table.
+	"providers": {"policy"},
+	"internal":  {"state", "audit", "github.com/rs/zerolog", "github.com/vishvananda/", "golang.org/x/sys/", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/"},
 }
 
 // stores are the control-plane packages that each own one job over state.
