@@ -28,6 +28,9 @@ Usage:
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]
   aileron credential list [--json] | delete NAME | unbind FQN
+  aileron provider add anthropic [--subscription] | openai | gemini [--key-file F]   (key on stdin) install, store, bind
+  aileron provider add openai-compatible --name NAME --host HOST[:PORT] [--env VAR]... [--key-file F]
+  aileron provider list [--json]                         the model providers: installed, bound, their variables
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--dir DIR]... [--json]
@@ -138,6 +141,7 @@ func commands() map[string]func([]string, io.Reader, io.Writer, io.Writer) error
 		"connector":  cmdConnector,
 		"config":     cmdConfig,
 		"credential": cmdCredential,
+		"provider":   cmdProvider,
 		"audit":      cmdAudit,
 		"approvals":  cmdApprovals,
 		"launch":     cmdLaunch,

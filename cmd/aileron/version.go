@@ -105,6 +105,8 @@ func subcommands(group string) []string {
 		return []string{"install", "list", "verify", "remove"}
 	case "credential":
 		return []string{"set", "list", "delete", "bind", "unbind"}
+	case "provider":
+		return []string{"add", "list"}
 	case "approvals":
 		return []string{"list", "show", "approve", "deny", "watch", "web-token", "test-webhooks"}
 	case "audit":
