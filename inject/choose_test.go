@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -124,3 +125,32 @@ func TestPlacesForDefaults(t *testing.T) {
 		t.Errorf("basic has %d places, want 1", n)
 	}
 }
+
+// TestEchoesCoverEveryPlace checks that, whichever place the key goes in,
+// the echoes Apply returns mask an upstream echoing that place's rendering
+// (and the raw, URL-encoded and base64 key) in full.
+func TestEchoesCoverEveryPlace(t *testing.T) {
+	const real = "sk-ant-api03-Secret/Key+0123456789="
+	spec := policy.Credential{Kind: KindAPIKey, Header: "x-api-key", Alternatives: []policy.CredentialPlace{
+		{Header: "Authorization", Format: "Bearer {token}"}, {Header: "x-goog-api-key"}, {Query: "key"}, {Header: "X-Token", Format: "Token {key}"}}}
+	for _, pl := range PlacesFor(spec) {
+		r := httptest.NewRequest(http.MethodPost, "https://api.example.com/v1/messages", nil)
+		echoes, err := Apply(r, pl, Secret{Kind: KindAPIKey, Token: real}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := r.Header.Get(pl.Header)
+		if pl.Query != "" {
+			sent = r.URL.RawQuery
+		}
+		red := NewRedactor(echoes...)
+		for _, echo := range []string{sent, render(pl.Format, real), real, "key=" + strings.ReplaceAll(real, "/", "%2F"),
+			base64Of(real), jsonEscape(real)} {
+			if got := red.String("echo: " + echo + " end"); strings.Contains(got, "0123456789") {
+				t.Errorf("%s: the echo %q is not masked: %q", pl.where(), echo, got)
+			}
+		}
+	}
+}
+
+func base64Of(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
