@@ -221,6 +221,8 @@ func miscCases() []ruleCase {
 			"alternatives": []any{map[string]any{"header": "X-Key"}}}), op0 + ".credential.alternatives", ruleCredentialAlt},
 		{"credential alternatives on sigv4", set("credential", map[string]any{"kind": "aws_sigv4",
 			"alternatives": []any{map[string]any{"header": "X-Key"}}}), op0 + ".credential.alternatives", ruleCredentialAlt},
+		{"credential alternative misspelt", set("credential", map[string]any{"kind": "api_key",
+			"alternative": []any{map[string]any{"header": "X-Key"}}}), op0 + ".credential.alternative", ruleUnknownField},
 		{"unknown credential alternative field", set("credential", map[string]any{"kind": "api_key",
 			"alternatives": []any{map[string]any{"heade": "X-Key"}}}), op0 + ".credential.alternatives[0].heade", ruleUnknownField},
 		{"credential alternatives not an array", set("credential", map[string]any{"kind": "api_key",
@@ -445,6 +447,13 @@ func TestUnknownFieldSaysWhatWasMeant(t *testing.T) {
 	_, err := ParseSpec("typo.json", mustJSON(t, s))
 	if err == nil || !strings.Contains(err.Error(), `did you mean "approval"?`) || !strings.Contains(err.Error(), "typo.json") {
 		t.Fatalf("ParseSpec = %v, want an unknown-field error suggesting approval", err)
+	}
+	s = baseSpec()
+	s["tools"].([]any)[0].(map[string]any)["operations"].([]any)[0].(map[string]any)["credential"] = map[string]any{
+		"kind": "api_key", "alternatives": []any{map[string]any{"heder": "X-Key"}}}
+	_, err = ParseSpec("typo.json", mustJSON(t, s))
+	if err == nil || !strings.Contains(err.Error(), `did you mean "header"?`) {
+		t.Fatalf("ParseSpec = %v, want an unknown-field error suggesting header", err)
 	}
 }
 
