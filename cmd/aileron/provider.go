@@ -55,7 +55,7 @@ func cmdProvider(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if sub == "list" {
 		return providerList(fs, newClient(cfg), stdout)
 	}
-	return providerAdd(fs, newClient(cfg), stdin, stdout)
+	return providerAdd(fs, newClient(cfg), cfg.Home, stdin, stdout)
 }
 
 func providerSynopsis(sub string) string {
@@ -145,10 +145,10 @@ func readKey(fs *pflag.FlagSet, stdin io.Reader, p providers.Provider, subscript
 	return key, nil
 }
 
-// providerAdd installs the provider's package through the store's normal
-// install path, stores the key in the vault and binds it with the
+// providerAdd writes the provider's package into a temporary directory of
+// home and installs it through the store's normal install path, stores the key in the vault and binds it with the
 // provider's placeholder variables. Running it again updates the key.
-func providerAdd(fs *pflag.FlagSet, c *admin.Client, stdin io.Reader, stdout io.Writer) error {
+func providerAdd(fs *pflag.FlagSet, c *admin.Client, home string, stdin io.Reader, stdout io.Writer) error {
 	p, err := providerFor(fs)
 	if err != nil {
 		return err
@@ -159,7 +159,10 @@ func providerAdd(fs *pflag.FlagSet, c *admin.Client, stdin io.Reader, stdout io.
 		return err
 	}
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "aileron-provider-")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("writing the %s package: %w", p.Name, err)
+	}
+	dir, err := os.MkdirTemp(home, "provider-") // in the daemon's home, which it reads
 	if err != nil {
 		return fmt.Errorf("writing the %s package: %w", p.Name, err)
 	}
