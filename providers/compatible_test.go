@@ -75,6 +75,9 @@ func TestStatusReady(t *testing.T) {
 	if len(all) != 4 || all[3].Name != "vllm" || !all[3].Installed || all[3].Bound || !all[1].Installed || all[0].Installed {
 		t.Errorf("All = %+v", all)
 	}
+	if err := all[3].Ready(); err == nil || !strings.Contains(err.Error(), "provider add openai-compatible --name vllm --host HOST[:PORT]") {
+		t.Errorf("Ready of an unbound OpenAI-compatible provider: %v", err)
+	}
 	if _, err := Spec(Provider{Name: "nope"}); err == nil || !strings.Contains(err.Error(), "anthropic, openai, gemini") {
 		t.Errorf("Spec of an unknown provider: %v", err)
 	}

@@ -142,7 +142,7 @@ func (f Facts) Status(p Provider) Status {
 func (s Status) Ready() error {
 	add := "aileron provider add " + s.Name
 	if s.Compatible {
-		host := ""
+		host := "HOST[:PORT]"
 		if len(s.Hosts) > 0 {
 			host = s.Hosts[0]
 		}
