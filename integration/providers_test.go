@@ -88,6 +88,15 @@ func TestProviders(t *testing.T) {
 		t.Errorf("provider add openai-compatible does not name its variables: %q", out)
 	}
 	checkProviderList(t, e)
+	_, errOut, err := e.d.runInput(context.Background(), "k\n", "provider", "add", "openai-compatible", "--name", "router",
+		"--host", "router.example.com", "--env", "OPENAI_API_KEY")
+	if err == nil || !strings.Contains(errOut, "OPENAI_API_KEY already carries the placeholder of credential openai") ||
+		!strings.Contains(errOut, "--env") {
+		t.Errorf("provider add with a taken variable: %v, %q; want a refusal naming the variable and the fix", err, errOut)
+	}
+	if strings.Contains(e.d.cli(t, "connector", "list"), "openai-compatible/router") {
+		t.Error("a refused provider add installed its package")
+	}
 
 	s := e.d.newSession(t)
 	vars := sessionVars(t, s)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -159,6 +160,9 @@ func providerAdd(fs *pflag.FlagSet, c *admin.Client, home string, stdin io.Reade
 		return err
 	}
 	ctx := context.Background()
+	if err := checkEnvFree(ctx, c, p); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("writing the %s package: %w", p.Name, err)
 	}
@@ -193,6 +197,31 @@ func providerAdd(fs *pflag.FlagSet, c *admin.Client, home string, stdin io.Reade
 	fmt.Fprintf(stdout, "sandboxes get a placeholder in %s (`aileron session env ID`); the proxy sends the real key\n", strings.Join(p.KeyEnv, ", "))
 	if p.Compatible {
 		fmt.Fprintf(stdout, "point clients at it: %s=%s\n", p.BaseURLEnv, p.BaseURL)
+	}
+	return nil
+}
+
+// checkEnvFree refuses, before anything is installed, key variables that
+// already carry another credential's placeholder (the daemon would refuse
+// the binding).
+func checkEnvFree(ctx context.Context, c *admin.Client, p providers.Provider) error {
+	binds, err := c.ListBindings(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range binds {
+		if b.Connector == p.FQN || b.Credential == p.Credential {
+			continue
+		}
+		for _, env := range b.EnvNames() {
+			if slices.Contains(p.KeyEnv, env) {
+				fix := "free it with `aileron credential unbind " + b.Connector + "`"
+				if p.Compatible {
+					fix += ", or choose other variables with --env"
+				}
+				return fmt.Errorf("%s already carries the placeholder of credential %s (bound to %s); %s", env, b.Credential, b.Connector, fix)
+			}
+		}
 	}
 	return nil
 }
