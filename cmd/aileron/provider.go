@@ -126,6 +126,10 @@ func readKey(fs *pflag.FlagSet, stdin io.Reader, p providers.Provider, subscript
 		from = f
 		in, err = os.ReadFile(f)
 	} else {
+		if f, ok := stdin.(*os.File); ok && isTerminal(f) { // typed, the key would show on the screen
+			return nil, usagef("the key is read from a pipe or a file, not typed: `aileron provider add %s < keyfile`, "+
+				"`pass show %s | aileron provider add %s`, or --key-file FILE", p.Name, p.Name, p.Name)
+		}
 		in, err = io.ReadAll(io.LimitReader(stdin, maxKeyInput+1))
 	}
 	if err != nil {
