@@ -246,6 +246,24 @@ func checkProviderList(t *testing.T, e *credEnv) {
 	if len(want) != 0 {
 		t.Errorf("provider list --json lacks %v installed and bound: %+v", want, got.Providers)
 	}
+	table := e.d.cli(t, "provider", "list")
+	for _, row := range [][]string{{"gemini", "hub://aileron/gemini", "yes", "yes", "GEMINI_API_KEY,GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"},
+		{"vllm", "local://openai-compatible/vllm", "yes", "yes", "VLLM_API_KEY", "OPENAI_BASE_URL"}} {
+		if !containsFields(table, row) {
+			t.Errorf("provider list lacks the row %v:\n%s", row, table)
+		}
+	}
+}
+
+// containsFields reports whether a line of text has exactly the fields
+// want, however they are spaced.
+func containsFields(text string, want []string) bool {
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.Join(strings.Fields(line), " ") == strings.Join(want, " ") {
+			return true
+		}
+	}
+	return false
 }
 
 // providerSubscription rebinds Anthropic to a Claude Code subscription
