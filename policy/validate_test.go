@@ -390,6 +390,8 @@ func TestCredentialJSONForms(t *testing.T) {
 		{`{"kind":"api_key","header":"Authorization","format":"{key}"}`, Credential{Kind: "api_key", Header: "Authorization", Format: "{key}"},
 			`{"kind":"api_key","header":"Authorization","format":"{key}"}`},
 		{`{"kind":"aws_sigv4","service":"s3"}`, Credential{Kind: "aws_sigv4", Service: "s3"}, `{"kind":"aws_sigv4","service":"s3"}`},
+		{`{"kind":"api_key","alternatives":[{"query":"key"}]}`, Credential{Kind: "api_key", Alternatives: []CredentialPlace{{Query: "key"}}},
+			`{"kind":"api_key","alternatives":[{"query":"key"}]}`},
 	}
 	for _, tc := range cases {
 		var c Credential
