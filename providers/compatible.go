@@ -60,11 +60,15 @@ func compatibleNameProblem(name string) string {
 			return "use lower-case letters, digits and '-', starting with a letter, e.g. vllm or local-llm"
 		}
 	}
+	if _, shipped := Lookup(name); shipped || name == "openai-compatible" {
+		return fmt.Sprintf("%s is the name of a shipped provider; choose another, e.g. %s-proxy", name, name)
+	}
 	return ""
 }
 
 // compatibleSpec generates the connector spec of an OpenAI-compatible
-// provider: the OpenAI API's model endpoints (responses, chat completions,
+// provider: one tool named after the provider (tool names are unique across
+// connectors), with the OpenAI API's model endpoints (responses, chat completions,
 // completions, embeddings, models) at its host, the key as
 // Authorization: Bearer.
 func compatibleSpec(p Provider) ([]byte, error) {
@@ -90,7 +94,7 @@ func compatibleSpec(p Provider) ([]byte, error) {
 	spec := map[string]any{
 		"schema_version": policy.SchemaVersion,
 		"connector":      map[string]any{"fqn": p.FQN, "version": "1.0.0"},
-		"tools": []any{map[string]any{"name": "openai-compatible", "operations": ops,
+		"tools": []any{map[string]any{"name": p.Name, "operations": ops,
 			"description": "An OpenAI-compatible model API at " + p.Hosts[0] + ": responses, chat completions, completions, embeddings and models."}},
 	}
 	data, err := json.MarshalIndent(spec, "", "  ")

@@ -24,6 +24,8 @@ func TestCompatible(t *testing.T) {
 		{name: "1llm", host: "llm.example.com", wantErr: "starting with a letter"},
 		{name: "my_llm", host: "llm.example.com", wantErr: "lower-case"},
 		{name: strings.Repeat("a", 41), host: "llm.example.com", wantErr: "1 to 40"},
+		{name: "openai", host: "llm.example.com", wantErr: "shipped provider"},
+		{name: "openai-compatible", host: "llm.example.com", wantErr: "shipped provider"},
 		{name: "vllm", host: "", wantErr: "--host is required"},
 		{name: "vllm", host: "https://llm.example.com", wantErr: "--host"},
 		{name: "vllm", host: "llm.example.com/v1", wantErr: "--host"},

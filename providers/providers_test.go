@@ -137,11 +137,15 @@ func TestShippedPackagesDecide(t *testing.T) {
 func TestPackagesInstall(t *testing.T) {
 	home, db := testkit.HomeDB(t)
 	st := &store.Store{Dir: filepath.Join(home, "store"), DB: db}
-	compat, err := Compatible("vllm", "llm.example.com:8443", nil)
-	if err != nil {
-		t.Fatal(err)
+	var compat []Provider // two of them: their tools must not clash
+	for _, name := range []string{"vllm", "router"} {
+		p, err := Compatible(name, name+".example.com:8443", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compat = append(compat, p)
 	}
-	for _, p := range append(Known(), compat) {
+	for _, p := range append(Known(), compat...) {
 		dir, err := WritePackage(p, filepath.Join(t.TempDir(), p.Name))
 		if err != nil {
 			t.Fatal(err)
