@@ -98,6 +98,7 @@ func TestShippedPackagesDecide(t *testing.T) {
 		{"POST", "https://api.openai.com/v1/responses", "create-response", "openai", false},
 		{"GET", "https://api.openai.com/v1/responses", "response-socket", "openai", true},
 		{"GET", "https://api.openai.com/v1/responses/resp_1", "get-response", "", false},
+		{"POST", "https://api.openai.com/v1/responses/compact", "compact-response", "openai", false},
 		{"POST", "https://api.openai.com/v1/chat/completions", "create-chat-completion", "openai", false},
 		{"POST", "https://api.openai.com/v1/embeddings", "create-embeddings", "openai", false},
 		{"GET", "https://api.openai.com/v1/models", "list-models", "", false},
