@@ -151,8 +151,9 @@ func readKey(fs *pflag.FlagSet, stdin io.Reader, p providers.Provider, subscript
 }
 
 // providerAdd writes the provider's package into a temporary directory of
-// home and installs it through the store's normal install path, stores the key in the vault and binds it with the
-// provider's placeholder variables. Running it again updates the key.
+// home and installs it through the store's normal install path, stores the
+// key in the vault and binds it with the provider's placeholder variables.
+// Running it again updates the key.
 func providerAdd(fs *pflag.FlagSet, c *admin.Client, home string, stdin io.Reader, stdout io.Writer) error {
 	p, err := providerFor(fs)
 	if err != nil {
