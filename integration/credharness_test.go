@@ -31,6 +31,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/gorilla/websocket"
 )
 
 // The credential tests run against their own daemon (bindings and vault
@@ -170,7 +171,7 @@ type seenReq struct {
 }
 
 // credUpstream is the credential tests' far end: it records every request,
-// serves an OAuth2 token endpoint on oauth2.example.com, verifies SigV4 on
+// echoes WebSocket messages after an upgrade, serves an OAuth2 token endpoint on oauth2.example.com, verifies SigV4 on
 // s3.us-east-1.amazonaws.com, reflects credentials back on /reflect/…, and
 // redirects /redirect to other.example.com.
 type credUpstream struct {
@@ -255,6 +256,8 @@ func (u *credUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.reqs = append(u.reqs, seenReq{ID: id, Host: host, Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery, Header: r.Header.Clone()})
 	u.mu.Unlock()
 	switch {
+	case websocket.IsWebSocketUpgrade(r):
+		serveWebSocket(w, r)
 	case host == "oauth2.example.com":
 		u.tok.serve(w, r, body)
 	case host == "s3.us-east-1.amazonaws.com":

@@ -2,12 +2,16 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // providerHosts are the model providers' hosts (the test PKI covers them),
@@ -142,6 +146,7 @@ func TestProviders(t *testing.T) {
 		}
 		t.Run(c.name+"/refused", func(t *testing.T) { providerRefusals(t, e, s, c) })
 	}
+	t.Run("responses_websocket", func(t *testing.T) { providerWebSocket(t, e, s, openaiKey) })
 	t.Run("subscription", func(t *testing.T) { providerSubscription(t, e) })
 }
 
@@ -287,4 +292,27 @@ func providerSubscription(t *testing.T, e *credEnv) {
 		}
 		expectKeyOnlyAt(t, e, pc, id)
 	}
+}
+
+// providerWebSocket opens the Responses WebSocket (GET /v1/responses,
+// upgraded) with the placeholder as Authorization: Bearer: the upstream
+// sees the real key there and nowhere else, and a message goes both ways.
+func providerWebSocket(t *testing.T, e *credEnv, s *session, key string) {
+	dialer := websocket.Dialer{Proxy: http.ProxyURL(s.proxyURL(t)), TLSClientConfig: &tls.Config{RootCAs: s.caPool(t)},
+		HandshakeTimeout: 30 * time.Second}
+	id := rid(t, "ws")
+	h := http.Header{"Authorization": {"Bearer " + sessionVars(t, s)["OPENAI_API_KEY"]}, "X-Test-Req": {id}}
+	conn, resp, err := dialer.Dial("wss://api.openai.com/v1/responses", h)
+	if err != nil {
+		t.Fatalf("Responses WebSocket through the proxy: %v (status %s)", err, statusOf(resp))
+	}
+	defer conn.Close()
+	msg := []byte(`{"type":"response.create","model":"m"}`)
+	if err := conn.WriteMessage(websocket.TextMessage, msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := conn.ReadMessage(); err != nil || string(got) != string(msg) {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	expectKeyOnlyAt(t, e, placed{url: "https://api.openai.com/v1/responses", where: "header Authorization", wantAt: "Bearer " + key, key: key}, id)
 }
