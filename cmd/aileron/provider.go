@@ -282,8 +282,11 @@ func providerList(fs *pflag.FlagSet, c *admin.Client, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROVIDER\tFQN\tINSTALLED\tBOUND\tKEY VARIABLES\tBASE URL VARIABLE")
 	for _, s := range all {
-		env := strings.Join(s.Env, ",")
+		env := strings.Join(s.Env, ",") // what the binding gives; else what provider add would
 		if !s.Bound {
+			env = strings.Join(s.KeyEnv, ",")
+		}
+		if env == "" {
 			env = "-"
 		}
 		base := s.BaseURLEnv
