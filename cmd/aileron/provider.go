@@ -232,8 +232,8 @@ func checkEnvFree(ctx context.Context, c *admin.Client, p providers.Provider) er
 }
 
 // providerFacts reads what the daemon has installed and bound, for
-// providers.Facts.Status: `provider list`, and `launch` to say which
-// provider to add first.
+// providers.Facts: `provider list`, and `launch` to say which provider to
+// add first (providerFacts(ctx, c) then f.Status(p).Ready()).
 func providerFacts(ctx context.Context, c *admin.Client) (providers.Facts, error) {
 	inst, err := c.ListConnectors(ctx)
 	if err != nil {
@@ -253,20 +253,6 @@ func providerFacts(ctx context.Context, c *admin.Client) (providers.Facts, error
 		f.Bound[b.Connector] = b.EnvNames()
 	}
 	return f, nil
-}
-
-// requireProvider returns nil when provider name is installed and bound,
-// or an error saying what to run first.
-func requireProvider(ctx context.Context, c *admin.Client, name string) error {
-	p, ok := providers.Lookup(name)
-	if !ok {
-		return fmt.Errorf("unknown provider %q", name)
-	}
-	f, err := providerFacts(ctx, c)
-	if err != nil {
-		return err
-	}
-	return f.Status(p).Ready()
 }
 
 func providerList(fs *pflag.FlagSet, c *admin.Client, stdout io.Writer) error {
