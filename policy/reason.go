@@ -65,6 +65,12 @@ const (
 	ReasonClientGone            Reason = "client_gone"
 	// ReasonInternal: the proxy or an action step could not run (a bug).
 	ReasonInternal Reason = "internal"
+	// ReasonModelNotAllowed: a model call asks for a model outside the
+	// session's model list (or one the proxy could not read).
+	ReasonModelNotAllowed Reason = "model_not_allowed"
+	// ReasonBudgetExhausted: the session has used up a budget of tokens,
+	// requests or bytes for its current window (or its life).
+	ReasonBudgetExhausted Reason = "budget_exhausted"
 )
 
 // The APIs (admin, sandbox, approvals page) and the clients that read them.
@@ -139,7 +145,7 @@ func Reasons() []Reason {
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
 		ReasonApprovalUnavailable, ReasonApprovalBodyTooLarge, ReasonEncodedBody, ReasonAmbiguousBody, ReasonApprovalLimit, ReasonCredentialUnavailable, ReasonPlaceholder, ReasonAuditUnavailable,
 		ReasonEncodedResponse, ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonUpstreamTLS,
-		ReasonUpstreamCut, ReasonClientGone, ReasonInternal,
+		ReasonUpstreamCut, ReasonClientGone, ReasonInternal, ReasonModelNotAllowed, ReasonBudgetExhausted,
 
 		ReasonInvalidArgument, ReasonInvalidSpec, ReasonInvalidPackage, ReasonConflict, ReasonNotFound,
 		ReasonNoRoute, ReasonMethodNotAllowed, ReasonBodyTooLarge, ReasonNotEnabled, ReasonNotReady,
