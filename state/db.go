@@ -340,3 +340,26 @@ func (d *DB) currentVersion(ctx context.Context, tx *Tx, latest int) (int, error
 	}
 	return int(v.Int64), nil
 }
+
+// WriteRow runs one statement that writes and returns at most one row (an
+// INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING, an UPDATE … RETURNING)
+// on its own, outside Write, and scans the row into dest; found is false
+// when the statement's condition left no row to return. On Postgres it runs
+// at read committed, where a conditional update waits for a concurrent one
+// and checks its condition against the row that one left: counters that
+// many nodes change at once lose no change and need no retry. On SQLite it
+// takes this process's turn among writers, like Write.
+func (d *DB) WriteRow(ctx context.Context, query string, args []any, dest ...any) (found bool, err error) {
+	if d.backend == SQLite {
+		d.wmu.Lock()
+		defer d.wmu.Unlock()
+	}
+	err = d.sql.QueryRowContext(ctx, d.bind(query), args...).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, d.Unavailable(fmt.Errorf("writing to %s: %w", d.path, err))
+	}
+	return true, nil
+}

@@ -218,5 +218,20 @@ CREATE TABLE locks (
 	name TEXT PRIMARY KEY
 ) STRICT;
 `},
+		{version: 13, name: "budgets", sql: `
+-- A session's limits (policy.Limits as JSON; '' for none), kept by
+-- sessions with the rest of its row.
+ALTER TABLE sessions ADD COLUMN limits TEXT NOT NULL DEFAULT '';
+-- What each session with a budget has used in its current window (package
+-- budgets): one row per session, moved to a new window by the statement
+-- that first counts in it. Each change is one conditional upsert.
+CREATE TABLE budget_usage (
+	session  TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+	win      INTEGER NOT NULL CHECK (win >= 0),  -- the window's index since the session's creation (0 for its life)
+	requests INTEGER NOT NULL DEFAULT 0 CHECK (requests >= 0),
+	tokens   INTEGER NOT NULL DEFAULT 0 CHECK (tokens >= 0),
+	bytes    INTEGER NOT NULL DEFAULT 0 CHECK (bytes >= 0)
+) STRICT;
+`},
 	}
 }
