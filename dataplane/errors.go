@@ -59,12 +59,15 @@ func classify(err error) Refusal {
 	var se *stalledError
 	var le *limitError
 	var me *misdirectedError
+	var be *BudgetError
 	switch {
 	case errors.Is(err, ErrSessionsUnavailable): // before revokedError: no session was found dead
 		return unvouchedRefusal()
 	case errors.As(err, &le):
 		return Refusal{Status: http.StatusTooManyRequests, Class: ClassLimited, Reason: policy.ReasonApprovalLimit, Message: le.msg,
 			RetryAfter: 30 * time.Second}
+	case errors.As(err, &be):
+		return budgetRefusal(be)
 	case errors.As(err, &re):
 		return revokedRefusal(re.err)
 	case errors.As(err, &me):

@@ -30,6 +30,9 @@ type exchange struct {
 	red   *inject.Redactor  // masks the injected secret; nil without one
 	sent  time.Time
 	git   *gitPush // a git push the approval gate read: refused in git's terms
+	// admitted: Budgets.Admit counted the request, so what it uses is
+	// charged when it ends.
+	admitted bool
 }
 
 // terms are how an entry point wants its request gated. A proxy client's

@@ -93,6 +93,7 @@ func (p *Proxy) send(w http.ResponseWriter, x *exchange) ending {
 		rec.Reason, rec.Message = string(policy.ReasonUpstreamCut), "the upstream cut its response off before the end"
 	}
 	rec.BytesIn, rec.BytesOut = x.body.bytes(), cw.n
+	p.charge(x)
 	p.finish(rec)
 	// Cut off, or nothing sent (the client left first): the answer must
 	// not end as if complete.
@@ -123,6 +124,9 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 	}
 	if d.Verdict != policy.Deny {
 		if err := checkUpgrade(x.in, d.Op); err != nil {
+			return err
+		}
+		if err := p.admit(x, d); err != nil { // before a human is asked, and before anything is sent
 			return err
 		}
 	}

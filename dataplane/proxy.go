@@ -89,6 +89,10 @@ type Proxy struct {
 	// APIHost is the sandbox API's reserved host name; "" means
 	// DefaultAPIHost. It is answered by the daemon and never dialled.
 	APIHost string
+	// Budgets enforces the limits of sessions that have them (models and
+	// budgets); nil means no budget stage, and a session with limits is
+	// refused rather than served unbounded.
+	Budgets Budgets
 	// Recorder receives one record per decision; nil records nothing beyond
 	// the log line.
 	Recorder Recorder

@@ -3,8 +3,10 @@ package dataplane
 import (
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/aileronhq/aileron/ca"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // ErrProxyAuth is wrapped by every Sessions.Authenticate failure: an unknown,
@@ -32,6 +34,12 @@ type Session struct {
 	// Connectors lists the connector FQNs the session may use. Nil means every
 	// installed connector.
 	Connectors []string
+	// Created is when the session was created (whole seconds): its budget
+	// windows start there.
+	Created time.Time
+	// Limits bounds the session's models and budgets (Proxy.Budgets
+	// enforces them); nil means none.
+	Limits *policy.Limits
 }
 
 // MayUse reports whether the session may use connector fqn: its scope

@@ -1,0 +1,180 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// ledger is a session's budgets kept in memory, as package budgets keeps
+// them in the shared state: a model list, and a bytes budget counted from
+// what the proxy charges. It keeps every admission and charge it saw.
+type ledger struct {
+	mu       sync.Mutex
+	admitted []Admission
+	charged  Usage
+	fail     error // Admit's answer when set: the state cannot be reached
+}
+
+func (l *ledger) Admit(_ context.Context, s *Session, a Admission) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
+	if a.ModelCall && !s.Limits.AllowsModel(a.Model) {
+		return &BudgetError{Reason: policy.ReasonModelNotAllowed, Message: "model " + a.Model + " is not on the session's list"}
+	}
+	if s.Limits.MaxBytes > 0 && l.charged.Bytes >= s.Limits.MaxBytes {
+		return &BudgetError{Reason: policy.ReasonBudgetExhausted, Message: "bytes used up", RetryAfter: 89*time.Second + time.Millisecond}
+	}
+	l.admitted = append(l.admitted, a)
+	return nil
+}
+
+func (l *ledger) Charge(_ context.Context, _ *Session, u Usage) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.charged.Bytes += u.Bytes
+	l.charged.Tokens += u.Tokens
+	return nil
+}
+
+// budgetSpec is testSpec with a model call (usage) beside its operations.
+var budgetSpec = strings.Replace(testSpec, `"operations": [`,
+	`"operations": [{"name": "messages", "method": "POST", "path": "/v1/messages", "hosts": ["api.example.com"], "usage": "anthropic"},`, 1)
+
+// budgetEnv is a proxy whose session s1 has limits l, with budgets b (nil:
+// no budget stage) and approvals ap.
+func budgetEnv(t *testing.T, l policy.Limits, b Budgets, ap Approvals) (*env, *http.Client) {
+	t.Helper()
+	spec, err := policy.ParseSpec("budget.json", []byte(budgetSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, errs := policy.Compile([]policy.Source{{Spec: spec, Hash: "h", Origin: "budget.json"}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var e *env
+	e = newEnv(t, func(p *Proxy) {
+		p.Policy.Store(pol)
+		p.Sessions = staticSessions{"s1": {"tok-" + t.Name(), &Session{ID: "s1", CA: p.Sessions.(staticSessions)["s1"].sess.CA, Limits: &l}}}
+		p.Budgets, p.Approvals = b, ap
+	})
+	return e, e.client(t, url.UserPassword("s1", e.token))
+}
+
+func post(t *testing.T, c *http.Client, method, target, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, target, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// expectRefusal checks resp is the refusal status/reason, with the reason
+// in Proxy-Status too.
+func expectRefusal(t *testing.T, resp *http.Response, status int, reason policy.Reason) Refusal {
+	t.Helper()
+	ref := readEnvelope(t, resp.Body)
+	if resp.StatusCode != status || ref.Reason != reason {
+		t.Fatalf("answer %d %s (%s); want %d %s", resp.StatusCode, ref.Reason, ref.Message, status, reason)
+	}
+	if ps := resp.Header.Get("Proxy-Status"); !strings.Contains(ps, `details="`+string(reason)+": ") {
+		t.Errorf("Proxy-Status %q does not give the reason %s", ps, reason)
+	}
+	return ref
+}
+
+// A model call outside the session's models is refused 403 before
+// anything is sent, also when its model could not be read (the proxy
+// reads none here); a request that is no model call is not.
+func TestModelNotAllowed(t *testing.T) {
+	led := &ledger{}
+	e, c := budgetEnv(t, policy.Limits{Models: []string{"claude-sonnet-*"}}, led, nil)
+	resp := post(t, c, "POST", "https://api.example.com/v1/messages", `{"model":"gpt-4o","max_tokens":5}`)
+	expectRefusal(t, resp, http.StatusForbidden, policy.ReasonModelNotAllowed)
+	if e.hits.Load() != 0 {
+		t.Error("a refused model call reached the upstream")
+	}
+	if resp := post(t, c, "POST", "https://api.example.com/v1/items", `{}`); resp.StatusCode != http.StatusOK {
+		t.Errorf("a request that is no model call: %d; want 200", resp.StatusCode)
+	}
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if len(led.admitted) != 1 || led.admitted[0].ModelCall {
+		t.Errorf("admissions %+v; want the one non-model request", led.admitted)
+	}
+}
+
+// A request that starts under budget is sent whole and charged after, its
+// head and body; the next is refused 429 budget_exhausted with Retry-After
+// (rounded up to seconds) before the approval gate asks anyone and before
+// anything is sent.
+func TestBudgetExhausted(t *testing.T) {
+	led, ap := &ledger{}, &scriptedApprovals{outcome: ApprovalApproved}
+	e, c := budgetEnv(t, policy.Limits{MaxBytes: 100, Window: time.Hour}, led, ap)
+	body := strings.Repeat("b", 1000)
+	resp := post(t, c, "POST", "https://api.example.com/v1/items", body)
+	if resp.StatusCode != http.StatusOK || len(resp.Header.Get("X-Echo-Body")) != len(body) {
+		t.Fatalf("the first request: %d, upstream got %d body bytes; want 200 and all %d", resp.StatusCode, len(resp.Header.Get("X-Echo-Body")), len(body))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	led.mu.Lock()
+	charged := led.charged.Bytes
+	led.mu.Unlock()
+	if charged < int64(len(body)+len("POST /v1/items HTTP/1.1\r\n")) || charged > int64(len(body))+1024 {
+		t.Errorf("charged %d bytes; want the body's %d and the head", charged, len(body))
+	}
+	for _, m := range []string{"POST", "DELETE"} { // DELETE needs approval: refused before anyone is asked
+		target := "https://api.example.com/v1/items"
+		if m == "DELETE" {
+			target += "/9"
+		}
+		resp = post(t, c, m, target, "x")
+		expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
+		if ra := resp.Header.Get("Retry-After"); ra != "90" {
+			t.Errorf("%s: Retry-After %q; want 90", m, ra)
+		}
+	}
+	if e.hits.Load() != 1 {
+		t.Errorf("upstream hits %d; want 1: a refused request was sent", e.hits.Load())
+	}
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if len(ap.asked) != 0 {
+		t.Error("an over-budget request was held for a human's approval")
+	}
+}
+
+// Without a budget stage, or when the stage cannot tell, a session with
+// limits is refused 503: never served unbounded.
+func TestBudgetsFailClosed(t *testing.T) {
+	for name, b := range map[string]Budgets{"no stage": nil, "state unreachable": &ledger{fail: errors.New("connection refused")}} {
+		t.Run(name, func(t *testing.T) {
+			e, c := budgetEnv(t, policy.Limits{MaxRequests: 5}, b, nil)
+			resp := post(t, c, "POST", "https://api.example.com/v1/items", "{}")
+			if ref := readEnvelope(t, resp.Body); resp.StatusCode != http.StatusServiceUnavailable || ref.Reason != policy.ReasonNotReady {
+				t.Errorf("answer %d %s; want 503 not_ready", resp.StatusCode, ref.Reason)
+			}
+			if e.hits.Load() != 0 {
+				t.Error("the request was sent")
+			}
+		})
+	}
+}
