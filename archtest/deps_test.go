@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"sessions":    {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials": {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "github.com/rs/zerolog"},
 	"approvals":   {"state", "audit", "dataplane"},
+	"budgets":     {"state", "policy", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
 	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "printable", "github.com/rs/zerolog"},
@@ -45,7 +46,7 @@ var allowed = map[string][]string{
 }
 
 // stores are the control-plane packages that each own one job over state.
-var stores = []string{"store", "sessions", "credentials", "approvals", "actions"}
+var stores = []string{"store", "sessions", "credentials", "approvals", "actions", "budgets"}
 
 func TestPackageDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}", module+"/...").CombinedOutput()
