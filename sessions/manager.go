@@ -51,18 +51,22 @@ type CreateRequest struct {
 	// Connectors limits the session to these connector FQNs; empty means
 	// every installed connector.
 	Connectors []string
+	// Limits bounds the session's models and budgets (package budgets
+	// enforces them); nil or zero means none.
+	Limits *policy.Limits
 }
 
 // createRequestJSON is CreateRequest's wire form.
 type createRequestJSON struct {
-	Name       string   `json:"name,omitempty"`
-	TTL        string   `json:"ttl,omitempty"`
-	Connectors []string `json:"connectors,omitempty"`
+	Name       string         `json:"name,omitempty"`
+	TTL        string         `json:"ttl,omitempty"`
+	Connectors []string       `json:"connectors,omitempty"`
+	Limits     *policy.Limits `json:"limits,omitempty"`
 }
 
 // MarshalJSON writes TTL as a Go duration string.
 func (r CreateRequest) MarshalJSON() ([]byte, error) {
-	w := createRequestJSON{Name: r.Name, Connectors: r.Connectors}
+	w := createRequestJSON{Name: r.Name, Connectors: r.Connectors, Limits: r.Limits}
 	if r.TTL != 0 {
 		w.TTL = r.TTL.String()
 	}
@@ -86,7 +90,7 @@ func (r *CreateRequest) UnmarshalJSON(data []byte) error {
 		}
 		ttl = d
 	}
-	*r = CreateRequest{Name: w.Name, TTL: ttl, Connectors: w.Connectors}
+	*r = CreateRequest{Name: w.Name, TTL: ttl, Connectors: w.Connectors, Limits: w.Limits}
 	return nil
 }
 
@@ -100,6 +104,8 @@ type Info struct {
 	// Connectors is the session's scope; empty means every installed
 	// connector.
 	Connectors []string `json:"connectors,omitempty"`
+	// Limits are the session's model list and budgets; absent: none.
+	Limits *policy.Limits `json:"limits,omitempty"`
 	// ProxyURL is http://ID:TOKEN@ProxyURLHost.
 	ProxyURL string `json:"proxy_url,omitempty"`
 	// CACertPath is the session CA certificate (PEM).
@@ -188,6 +194,7 @@ type sessionRecord struct {
 	ExpiresAt   time.Time
 	Connectors  []string
 	TokenSHA256 string
+	Limits      *policy.Limits // nil: none
 }
 
 // Open loads the session key (creating it if missing) and loads every
@@ -240,7 +247,7 @@ func (s *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	token := deriveToken(key, id)
 	tokenHash := sha256.Sum256([]byte(token))
 	rec := sessionRecord{ID: id, Name: req.Name, CreatedAt: now, ExpiresAt: now.Add(ttl),
-		Connectors: req.Connectors, TokenSHA256: hex.EncodeToString(tokenHash[:])}
+		Connectors: req.Connectors, TokenSHA256: hex.EncodeToString(tokenHash[:]), Limits: req.Limits}
 	authority, err := s.newCA(rec, ttl)
 	if err != nil {
 		return Info{}, fmt.Errorf("creating session CA: %w", err)
@@ -290,6 +297,16 @@ func (s *Manager) validate(req *CreateRequest) (time.Duration, error) {
 		}
 	}
 	req.Connectors = conns
+	if req.Limits != nil {
+		l, err := req.Limits.Check(ttl)
+		if err != nil {
+			return 0, fmt.Errorf("%w: session limits: %w", state.ErrInvalidArgument, err)
+		}
+		req.Limits = &l
+		if l.IsZero() {
+			req.Limits = nil
+		}
+	}
 	return ttl, nil
 }
 
@@ -492,14 +509,15 @@ func (s *Manager) Sweep(ctx context.Context) int {
 // rec.TokenSHA256.
 func newEntry(rec sessionRecord, tokenHash [sha256.Size]byte, authority *ca.Authority) *sessionEntry {
 	return &sessionEntry{rec: rec, tokenHash: tokenHash, loaded: time.Now(),
-		dp: &dataplane.Session{ID: rec.ID, Name: rec.Name, CA: authority, Connectors: rec.Connectors}}
+		dp: &dataplane.Session{ID: rec.ID, Name: rec.Name, CA: authority, Connectors: rec.Connectors,
+			Created: rec.CreatedAt, Limits: rec.Limits}}
 }
 
 // info renders e; token, when non-empty, goes into ProxyURL.
 func (s *Manager) info(e *sessionEntry, token string) Info {
 	dir := filepath.Join(s.Dir, e.rec.ID)
 	in := Info{ID: e.rec.ID, Name: e.rec.Name, CreatedAt: e.rec.CreatedAt, ExpiresAt: e.rec.ExpiresAt,
-		Connectors: append([]string(nil), e.rec.Connectors...),
+		Connectors: append([]string(nil), e.rec.Connectors...), Limits: e.rec.Limits,
 		CACertPath: filepath.Join(dir, ca.CertFile), CABundlePath: filepath.Join(dir, bundleFile)}
 	if token != "" {
 		u := url.URL{Scheme: "http", User: url.UserPassword(e.rec.ID, token), Host: s.ProxyURLHost}

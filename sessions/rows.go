@@ -10,11 +10,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 )
 
 // sessionColumns are the sessions table's columns, in scanSession's order.
-const sessionColumns = `id, name, token_sha256, connectors, created_at, expires_at`
+const sessionColumns = `id, name, token_sha256, connectors, created_at, expires_at, limits`
 
 // insertSession records rec in the sessions table; an existing row with the
 // same id is left as it is.
@@ -23,9 +24,17 @@ func insertSession(ctx context.Context, tx *state.Tx, rec sessionRecord) error {
 	if err != nil {
 		return fmt.Errorf("encoding the connectors of session %s: %w", rec.ID, err)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?)
+	limits := ""
+	if rec.Limits != nil {
+		b, err := json.Marshal(rec.Limits)
+		if err != nil {
+			return fmt.Errorf("encoding the limits of session %s: %w", rec.ID, err)
+		}
+		limits = string(b)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
-		rec.ID, rec.Name, rec.TokenSHA256, string(conns), state.FormatTime(rec.CreatedAt), state.FormatTime(rec.ExpiresAt))
+		rec.ID, rec.Name, rec.TokenSHA256, string(conns), state.FormatTime(rec.CreatedAt), state.FormatTime(rec.ExpiresAt), limits)
 	if err != nil {
 		return fmt.Errorf("recording session %s: %w", rec.ID, err)
 	}
@@ -52,11 +61,11 @@ func sessionRows(ctx context.Context, db *state.DB) (good []sessionRecord, bad m
 	bad = map[string]error{}
 	for rows.Next() {
 		var rec sessionRecord
-		var conns, created, expires string
-		if err := rows.Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires); err != nil {
+		var conns, created, expires, limits string
+		if err := rows.Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires, &limits); err != nil {
 			return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.Path(), err)
 		}
-		if err := decodeSessionRow(db, &rec, conns, created, expires); err != nil {
+		if err := decodeSessionRow(db, &rec, conns, created, expires, limits); err != nil {
 			bad[rec.ID] = err
 			continue
 		}
@@ -71,20 +80,21 @@ func sessionRows(ctx context.Context, db *state.DB) (good []sessionRecord, bad m
 // sessionRow reads session id's row; a missing one is sql.ErrNoRows.
 func sessionRow(ctx context.Context, db *state.DB, id string) (sessionRecord, error) {
 	var rec sessionRecord
-	var conns, created, expires string
+	var conns, created, expires, limits string
 	err := db.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id).
-		Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires)
+		Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires, &limits)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return rec, err
 		}
 		return rec, db.Unavailable(fmt.Errorf("reading session %s from %s: %w", id, db.Path(), err))
 	}
-	return rec, decodeSessionRow(db, &rec, conns, created, expires)
+	return rec, decodeSessionRow(db, &rec, conns, created, expires, limits)
 }
 
-// decodeSessionRow fills rec's connectors and times from their stored form.
-func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires string) error {
+// decodeSessionRow fills rec's connectors, times and limits from their
+// stored form.
+func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires, limits string) error {
 	var err error
 	if rec.CreatedAt, err = db.ParseTime("session "+rec.ID+" created_at", created); err != nil {
 		return err
@@ -97,6 +107,13 @@ func decodeSessionRow(db *state.DB, rec *sessionRecord, conns, created, expires 
 	}
 	if len(rec.Connectors) == 0 {
 		rec.Connectors = nil
+	}
+	if limits != "" {
+		var l policy.Limits
+		if err := json.Unmarshal([]byte(limits), &l); err != nil {
+			return fmt.Errorf("%w: %s: session %s: limits %q cannot be read: %v", state.ErrCorruptState, db.Path(), rec.ID, limits, err)
+		}
+		rec.Limits = &l
 	}
 	return nil
 }
