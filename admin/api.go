@@ -17,6 +17,7 @@ import (
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/budgets"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/notify"
@@ -43,6 +44,9 @@ type API struct {
 	Store *store.Store
 	// Sessions is the session manager. Required for the /v1/sessions routes.
 	Sessions *sessions.Manager
+	// Budgets reports what sessions with a budget used (GET /v1/sessions,
+	// the approvals page); nil shows no usage.
+	Budgets *budgets.Budgets
 	// OnStoreChange runs after every successful install or removal, normally
 	// to recompile and swap the policy. Its failure is reported to the caller
 	// (the store change itself stays). Nil means no-op.
@@ -100,7 +104,7 @@ type RemoveRequest struct {
 // the arrays in objects leaves room for more fields.
 type (
 	sessionList struct {
-		Sessions []sessions.Info `json:"sessions"`
+		Sessions []SessionView `json:"sessions"`
 	}
 	connectorList struct {
 		Connectors []store.Installed `json:"connectors"`
@@ -118,7 +122,7 @@ type (
 //
 //	GET    /v1/health
 //	POST   /v1/sessions              sessions.CreateRequest → 201 sessions.Info (with proxy_url)
-//	GET    /v1/sessions              → {"sessions":[sessions.Info…]} (no proxy_url)
+//	GET    /v1/sessions              → {"sessions":[SessionView…]} (no proxy_url; usage of budgets)
 //	GET    /v1/sessions/{id}         → sessions.Info (with proxy_url)
 //	DELETE /v1/sessions/{id}         → 204
 //	GET    /v1/connectors            → {"connectors":[Installed…]}
@@ -224,7 +228,12 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	dataplane.WriteJSON(w, http.StatusOK, sessionList{Sessions: list})
+	views, err := a.sessionViews(r.Context(), list)
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	dataplane.WriteJSON(w, http.StatusOK, sessionList{Sessions: views})
 }
 
 func (a *API) getSession(w http.ResponseWriter, r *http.Request) {

@@ -64,8 +64,8 @@ func (c *Client) CreateSession(ctx context.Context, req sessions.CreateRequest) 
 	return info, err
 }
 
-// ListSessions lists live sessions (without ProxyURL).
-func (c *Client) ListSessions(ctx context.Context) ([]sessions.Info, error) {
+// ListSessions lists live sessions (without ProxyURL), with their usage.
+func (c *Client) ListSessions(ctx context.Context) ([]SessionView, error) {
 	var out sessionList
 	err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &out)
 	return out.Sessions, err

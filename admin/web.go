@@ -85,6 +85,9 @@ type Web struct {
 	// SessionName names a session for the page (its --name); nil, or "",
 	// shows the id alone.
 	SessionName func(id string) string
+	// SessionLimits shows a session's limits and what it used of them
+	// (LimitsLine) beside its approvals; nil, or "", shows nothing.
+	SessionLimits func(id string) string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Log receives unexpected failures. Nil discards them.
@@ -486,7 +489,9 @@ type approvalView struct {
 	// the session's name, whether it is still pending, and when it was
 	// decided.
 	CSRF, SessionName, Decided string
-	Pending                    bool
+	// SessionLimits is the session's LimitsLine ("" for none).
+	SessionLimits string
+	Pending       bool
 	// Waiting is how many clients are held on it now (identical requests
 	// share one approval), until WaitingUntil at the latest.
 	Waiting      int

@@ -20,6 +20,9 @@ func (wb *Web) view(ap approvals.Approval, s webSession) approvalView {
 	if wb.SessionName != nil {
 		v.SessionName = printable.Clip(wb.SessionName(ap.Session), 200)
 	}
+	if wb.SessionLimits != nil {
+		v.SessionLimits = printable.Clip(wb.SessionLimits(ap.Session), 400)
+	}
 	if ap.DecidedAt != nil {
 		v.Decided = ap.DecidedAt.UTC().Format(time.RFC3339)
 	}

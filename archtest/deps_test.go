@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"budgets":     {"state", "policy", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
-	"admin":       {"state", "store", "sessions", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "printable", "github.com/rs/zerolog"},
+	"admin":       {"state", "store", "sessions", "budgets", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "printable", "github.com/rs/zerolog"},
 	"notify":      {"github.com/rs/zerolog"},
 	"witness":     {"golang.org/x/mod/sumdb/"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},

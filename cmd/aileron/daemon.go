@@ -29,6 +29,7 @@ import (
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/budgets"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
@@ -142,6 +143,7 @@ type daemon struct {
 	log      *zerolog.Logger
 	store    *store.Store
 	sessions *sessions.Manager
+	budgets  *budgets.Budgets // sessions' usage counters and limit checks
 	vault    *credentials.Vault
 	bindings *credentials.Bindings
 	creds    *credentials.Injector
@@ -248,6 +250,7 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 		DefaultTTL: cfg.Sessions.DefaultTTL,
 		Log:        log,
 	}
+	d.budgets = &budgets.Budgets{DB: d.db}
 	if err := d.reload(); err != nil {
 		return err
 	}
@@ -266,6 +269,7 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 		RootCAs:   roots,
 		Injector:  d.creds,
 		Recorder:  d.rec,
+		Budgets:   d.budgets,
 		Approvals: d.approval, ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
 		ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession,
 		Log: log,
@@ -553,7 +557,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	api := &admin.API{Store: d.store, Sessions: d.sessions, OnStoreChange: d.reload, OnEvent: d.rec.Event,
+	api := &admin.API{Store: d.store, Sessions: d.sessions, Budgets: d.budgets, OnStoreChange: d.reload, OnEvent: d.rec.Event,
 		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Log: d.log}
 	d.fence = d.openFence()
 	api.Sandboxes = d.fence

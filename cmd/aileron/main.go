@@ -19,7 +19,7 @@ const usage = `aileron: the egress appliance for agent sandboxes.
 
 Usage:
   aileron daemon [--config FILE] [--listen ADDR] [--log-level L]   run the proxy and control plane
-  aileron session create [--name N] [--ttl D] [--connector FQN]... [--json]
+  aileron session create [--name N] [--ttl D] [--connector FQN]... [LIMITS] [--json]
   aileron session env ID                                 shell exports for a sandbox
   aileron session list [--json] | delete ID
   aileron session render ID --out DIR [--agent CMD] [--reserve NAME]...   tools.txt and one shim per tool
@@ -38,9 +38,9 @@ Usage:
   aileron audit key | prove SEQ | check-proof FILE --key VKEY   the trail's public key; a line's inclusion proof, checked offline
   aileron audit export [--format json|ocsf] [--from SEQ] [--since 15m] [--dir DIR]... [-f]   the trail for other tools; several --dir: nodes merged by time
   aileron audit new-trail --reason R                      (daemon stopped) start a new trail on purpose, recording the break
-  aileron launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS…
+  aileron launch [--session ID | --new [--name N] [--connector FQN]... [LIMITS]] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
-  aileron sandbox run [--session ID | --new [--name N] [--connector FQN]...] [--user U] -- CMD ARGS…
+  aileron sandbox run [--session ID | --new [--name N] [--connector FQN]... [LIMITS]] [--user U] -- CMD ARGS…
                                                          run CMD fenced: no route but Aileron (Linux, root)
   aileron sandbox attach --session ID --source CIDR --listen ADDR [--json]
                                                          be the gateway of another container's network
@@ -57,6 +57,8 @@ Usage:
 
 Every command but mcp and version takes --home DIR (default $AILERON_HOME, else ~/.aileron).
 Run "aileron COMMAND --help" for a command's flags.
+LIMITS of a new session: --models LIST (names or globs) --max-tokens N --max-requests N --max-bytes N
+  [--budget-window D] (default: the session's life); see docs/agents.md, Budgets.
 `
 
 func main() {

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aileronhq/aileron/sandbox"
+	"github.com/aileronhq/aileron/sessions"
 )
 
 // cmdSandbox runs commands fenced (sandbox run) and lists fenced sandboxes.
@@ -32,12 +33,13 @@ func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 // namespaces whose only link leads to the daemon, which answers its DNS and
 // takes its connections transparently.
 func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]...] [--user U] -- CMD ARGS...", stderr)
+	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--user U] -- CMD ARGS...", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "run in this existing session")
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
 	name := fs.String("name", "sandbox", "label of the session --new creates")
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
+	limits := limitFlags(fs)
 	userSpec := fs.String("user", "", "run the command as this user: NAME, UID or UID:GID (default: the user who ran sudo, else the caller when not root, else nobody; root only when named)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,6 +49,10 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	}
 	if fs.NArg() == 0 {
 		return usagef("name the command after --, e.g. aileron sandbox run -- curl https://api.example.com/")
+	}
+	l, err := sessionLimits(limits, *sessID)
+	if err != nil {
+		return err
 	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
@@ -58,7 +64,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	}
 	ctx := context.Background()
 	c := newClient(cfg)
-	info, cleanup, err := launchSession(ctx, c, *sessID, *name, *conns)
+	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/aileronhq/aileron/sessions"
@@ -33,11 +34,12 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 }
 
 func sessionCreate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("session create", "session create [--name N] [--ttl D] [--connector FQN]... [--json]", stderr)
+	fs := newFlags("session create", "session create [--name N] [--ttl D] [--connector FQN]... "+limitsSynopsis+" [--json]", stderr)
 	_, cfgFile := clientFlags(fs)
 	name := fs.String("name", "", "a label for the session")
 	ttl := fs.Duration("ttl", 0, "lifetime, e.g. 8h (default: config sessions.default_ttl)")
 	conns := fs.StringArray("connector", nil, "connector FQN the session may use (repeatable; default all)")
+	limits := limitFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,11 +47,15 @@ func sessionCreate(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	l, err := limits()
+	if err != nil {
+		return err
+	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
 		return err
 	}
-	info, err := newClient(cfg).CreateSession(context.Background(), sessions.CreateRequest{Name: *name, TTL: *ttl, Connectors: *conns})
+	info, err := newClient(cfg).CreateSession(context.Background(), sessions.CreateRequest{Name: *name, TTL: *ttl, Connectors: *conns, Limits: l})
 	if err != nil {
 		return err
 	}
@@ -101,13 +107,13 @@ func sessionList(args []string, stdout, stderr io.Writer) error {
 		return printJSON(stdout, list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tEXPIRES\tCONNECTORS")
+	fmt.Fprintln(tw, "ID\tNAME\tEXPIRES\tCONNECTORS\tLIMITS (USED/MAX)")
 	for _, s := range list {
 		conns := "all"
 		if s.Connectors != nil {
 			conns = strings.Join(s.Connectors, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, printable.Line(s.Name), s.ExpiresAt.Format(time.RFC3339), printable.Line(conns))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, printable.Line(s.Name), s.ExpiresAt.Format(time.RFC3339), printable.Line(conns), admin.LimitsLine(s))
 	}
 	return tw.Flush()
 }

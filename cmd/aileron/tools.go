@@ -71,12 +71,13 @@ func renderSession(ctx context.Context, c *admin.Client, id, agent string, reser
 
 // cmdLaunch runs a command inside a session's environment.
 func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("launch", "launch [--session ID | --new [--name N] [--connector FQN]...] [--tools] -- CMD ARGS...", stderr)
+	fs := newFlags("launch", "launch [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--tools] -- CMD ARGS...", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "run in this existing session")
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
 	name := fs.String("name", "launch", "label of the session --new creates")
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
+	limits := limitFlags(fs)
 	tools := fs.Bool("tools", false, "render the session's tools.txt and shims into a temporary directory and put its bin/ first in PATH")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,13 +88,17 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return usagef("name the command after --, e.g. aileron launch -- curl https://api.example.com/")
 	}
+	l, err := sessionLimits(limits, *sessID)
+	if err != nil {
+		return err
+	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background() // Launch relays SIGINT/SIGTERM/SIGHUP/SIGQUIT to the command itself
 	c := newClient(cfg)
-	info, cleanup, err := launchSession(ctx, c, *sessID, *name, *conns)
+	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l})
 	if err != nil {
 		return err
 	}
@@ -124,14 +129,14 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// launchSession returns the session to launch in: id's, or a new one that
-// cleanup deletes.
-func launchSession(ctx context.Context, c *admin.Client, id, name string, conns []string) (sessions.Info, func(), error) {
+// launchSession returns the session to launch in: id's, or a new one
+// (req) that cleanup deletes.
+func launchSession(ctx context.Context, c *admin.Client, id string, req sessions.CreateRequest) (sessions.Info, func(), error) {
 	if id != "" {
 		info, err := c.GetSession(ctx, id)
 		return info, func() {}, err
 	}
-	info, err := c.CreateSession(ctx, sessions.CreateRequest{Name: name, Connectors: conns})
+	info, err := c.CreateSession(ctx, req)
 	if err != nil {
 		return info, func() {}, err
 	}
