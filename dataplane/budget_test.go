@@ -101,24 +101,32 @@ func expectRefusal(t *testing.T, resp *http.Response, status int, reason policy.
 	return ref
 }
 
-// A model call outside the session's models is refused 403 before
-// anything is sent, also when its model could not be read (the proxy
-// reads none here); a request that is no model call is not.
+// Budgets learns the model a call asks for: a model call outside the
+// session's models is refused 403 before anything is sent, also when its
+// model cannot be read; one on the list, and a request that is no model
+// call, go on.
 func TestModelNotAllowed(t *testing.T) {
 	led := &ledger{}
 	e, c := budgetEnv(t, policy.Limits{Models: []string{"claude-sonnet-*"}}, led, nil)
-	resp := post(t, c, "POST", "https://api.example.com/v1/messages", `{"model":"gpt-4o","max_tokens":5}`)
-	expectRefusal(t, resp, http.StatusForbidden, policy.ReasonModelNotAllowed)
+	for _, body := range []string{`{"model":"gpt-4o","max_tokens":5}`, `{"max_tokens":5}`} {
+		resp := post(t, c, "POST", "https://api.example.com/v1/messages", body)
+		expectRefusal(t, resp, http.StatusForbidden, policy.ReasonModelNotAllowed)
+	}
 	if e.hits.Load() != 0 {
 		t.Error("a refused model call reached the upstream")
+	}
+	resp := post(t, c, "POST", "https://api.example.com/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Echo-Body") != `{"model":"claude-sonnet-4-5","max_tokens":5}` {
+		t.Errorf("a model call on the list: %d, upstream got %q; want 200 and the whole body", resp.StatusCode, resp.Header.Get("X-Echo-Body"))
 	}
 	if resp := post(t, c, "POST", "https://api.example.com/v1/items", `{}`); resp.StatusCode != http.StatusOK {
 		t.Errorf("a request that is no model call: %d; want 200", resp.StatusCode)
 	}
 	led.mu.Lock()
 	defer led.mu.Unlock()
-	if len(led.admitted) != 1 || led.admitted[0].ModelCall {
-		t.Errorf("admissions %+v; want the one non-model request", led.admitted)
+	want := []Admission{{ModelCall: true, Model: "claude-sonnet-4-5"}, {}}
+	if len(led.admitted) != 2 || led.admitted[0] != want[0] || led.admitted[1] != want[1] {
+		t.Errorf("admissions %+v; want %+v", led.admitted, want)
 	}
 }
 

@@ -88,7 +88,7 @@ func refusedWith(t *testing.T, what string, status int, h http.Header, body []by
 }
 
 // TestBudgetsSurviveRestart: a model call outside the session's models is
-// refused before it is sent; the requests budget over the session's life
+// refused before it is sent, one on the list goes; the requests budget over the session's life
 // refuses the third request (no Retry-After), `session list` shows it, and
 // a restarted daemon still refuses.
 func TestBudgetsSurviveRestart(t *testing.T) {
@@ -109,10 +109,11 @@ func TestBudgetsSurviveRestart(t *testing.T) {
 	if theSuite.up.Hits("llm.example.com", "/v1/messages") != before {
 		t.Error("the refused model call reached the upstream")
 	}
-	for i := range 2 {
-		if st, _, body := goDo(t, c, http.MethodGet, models, ""); st != http.StatusOK {
-			t.Fatalf("request %d under budget: %d %s", i+1, st, body)
-		}
+	if st, _, body := goDo(t, c, http.MethodPost, messages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[]}`); st != http.StatusOK {
+		t.Fatalf("a model call on the list: %d %s", st, body)
+	}
+	if st, _, body := goDo(t, c, http.MethodGet, models, ""); st != http.StatusOK {
+		t.Fatalf("the second request under budget: %d %s", st, body)
 	}
 	st, h, body = goDo(t, c, http.MethodGet, models, "")
 	refusedWith(t, "the third request", st, h, body, http.StatusTooManyRequests, "budget_exhausted", "")
