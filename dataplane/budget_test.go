@@ -33,7 +33,7 @@ func (l *ledger) Admit(_ context.Context, s *Session, a Admission) error {
 	if a.ModelCall && !s.Limits.AllowsModel(a.Model) {
 		return &BudgetError{Reason: policy.ReasonModelNotAllowed, Message: "model " + a.Model + " is not on the session's list"}
 	}
-	if s.Limits.MaxBytes > 0 && l.charged.Bytes >= s.Limits.MaxBytes {
+	if s.Limits.MaxBytes > 0 && l.charged.Bytes >= s.Limits.MaxBytes || s.Limits.MaxTokens > 0 && l.charged.Tokens >= s.Limits.MaxTokens {
 		return &BudgetError{Reason: policy.ReasonBudgetExhausted, Message: "bytes used up", RetryAfter: 89*time.Second + time.Millisecond}
 	}
 	l.admitted = append(l.admitted, a)
@@ -54,7 +54,7 @@ var budgetSpec = strings.Replace(testSpec, `"operations": [`,
 
 // budgetEnv is a proxy whose session s1 has limits l, with budgets b (nil:
 // no budget stage) and approvals ap.
-func budgetEnv(t *testing.T, l policy.Limits, b Budgets, ap Approvals) (*env, *http.Client) {
+func budgetEnv(t *testing.T, l policy.Limits, b Budgets, ap Approvals, more ...func(*Proxy)) (*env, *http.Client) {
 	t.Helper()
 	spec, err := policy.ParseSpec("budget.json", []byte(budgetSpec))
 	if err != nil {
@@ -69,6 +69,9 @@ func budgetEnv(t *testing.T, l policy.Limits, b Budgets, ap Approvals) (*env, *h
 		p.Policy.Store(pol)
 		p.Sessions = staticSessions{"s1": {"tok-" + t.Name(), &Session{ID: "s1", CA: p.Sessions.(staticSessions)["s1"].sess.CA, Limits: &l}}}
 		p.Budgets, p.Approvals = b, ap
+		for _, f := range more {
+			f(p)
+		}
 	})
 	return e, e.client(t, url.UserPassword("s1", e.token))
 }
@@ -184,5 +187,42 @@ func TestBudgetsFailClosed(t *testing.T) {
 				t.Error("the request was sent")
 			}
 		})
+	}
+}
+
+// tokenRecorder stands in for the usage reader: it puts the tokens a
+// provider would report on each model call's record (before the answer
+// ends, as the reader does while the answer passes).
+type tokenRecorder struct{ in, out int64 }
+
+func (r tokenRecorder) Decided(rec *Record) error {
+	if rec.Model != "" {
+		rec.InputTokens, rec.OutputTokens = r.in, r.out
+	}
+	return nil
+}
+
+func (tokenRecorder) Completed(*Record) {}
+
+// A model call that starts under its token budget is sent whole and
+// charged every token it reported, over the budget; the next call is
+// refused.
+func TestTokenBudgetCrossedByOneCall(t *testing.T) {
+	led := &ledger{}
+	e, c := budgetEnv(t, policy.Limits{MaxTokens: 1000}, led, nil, func(p *Proxy) { p.Recorder = tokenRecorder{in: 700, out: 400} })
+	body := `{"model":"claude-sonnet-4-5","max_tokens":400}`
+	if resp := post(t, c, "POST", "https://api.example.com/v1/messages", body); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Echo-Body") != body {
+		t.Fatalf("the first call: %d; want 200 and the whole body sent", resp.StatusCode)
+	}
+	led.mu.Lock()
+	tokens := led.charged.Tokens
+	led.mu.Unlock()
+	if tokens != 1100 {
+		t.Errorf("charged %d tokens; want the 1100 the call reported", tokens)
+	}
+	resp := post(t, c, "POST", "https://api.example.com/v1/messages", body)
+	expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
+	if e.hits.Load() != 1 {
+		t.Errorf("upstream hits %d; want 1", e.hits.Load())
 	}
 }
