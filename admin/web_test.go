@@ -539,10 +539,12 @@ func TestAdminApprovalsOff(t *testing.T) {
 // TestWebDetailHistoryAndNames: a login may give a name, recorded with its
 // decisions; a decision lands on the approval's own page, which confirms
 // it; the history lists decided approvals, newest first, with who, when
-// and why; sessions show their names; and a hostile path stays text.
+// and why; sessions show their names and limits; and a hostile path stays
+// text.
 func TestWebDetailHistoryAndNames(t *testing.T) {
 	f := newWebFixture(t)
 	f.web.SessionName = func(id string) string { return map[string]string{"s_1": "ci-bot <b>"}[id] }
+	f.web.SessionLimits = func(id string) string { return map[string]string{"s_1": "tokens 1200/1000; EXHAUSTED: tokens"}[id] }
 	resp, _ := f.do(t, "POST", "/login", url.Values{"token": {f.token(t)}, "name": {"  Ada\x00 Lovelace  "}}, nil, nil)
 	cookie := resp.Cookies()[0]
 	_, page := f.do(t, "GET", "/", nil, cookie, nil)
@@ -554,6 +556,7 @@ func TestWebDetailHistoryAndNames(t *testing.T) {
 
 	_, page = f.do(t, "GET", "/approvals/"+a, nil, cookie, nil)
 	if !strings.Contains(page, `action="/approvals/`+a+`/approve"`) || !strings.Contains(page, "ci-bot &lt;b&gt;") ||
+		!strings.Contains(page, "<dt>Limits (used/max)</dt><dd>tokens 1200/1000; EXHAUSTED: tokens</dd>") ||
 		strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;") || !strings.Contains(page, "/<wbr>") {
 		t.Fatalf("the pending approval's page:\n%s", page)
 	}
