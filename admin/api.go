@@ -185,8 +185,14 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	a.event(audit.EventSessionCreated, map[string]string{"session": info.ID, "name": info.Name,
-		"expires_at": info.ExpiresAt.UTC().Format(time.RFC3339), "connectors": strings.Join(info.Connectors, ",")})
+	details := map[string]string{"session": info.ID, "name": info.Name,
+		"expires_at": info.ExpiresAt.UTC().Format(time.RFC3339), "connectors": strings.Join(info.Connectors, ",")}
+	if info.Limits != nil {
+		if b, err := json.Marshal(info.Limits); err == nil {
+			details["limits"] = string(b)
+		}
+	}
+	a.event(audit.EventSessionCreated, details)
 	dataplane.WriteJSON(w, http.StatusCreated, info)
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/budgets"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
@@ -17,6 +18,12 @@ import (
 // Bad limits are refused 400 with what to change.
 func TestAdminSessionLimits(t *testing.T) {
 	d := startDaemon(t)
+	var created map[string]string
+	d.admin.OnEvent = func(ev audit.EventName, details map[string]string) {
+		if ev == audit.EventSessionCreated && details["limits"] != "" {
+			created = details
+		}
+	}
 	bg := &budgets.Budgets{DB: d.admin.Sessions.DB, Now: d.admin.Sessions.Now} // the sessions' clock
 	d.admin.Budgets = bg
 	ctx := context.Background()
@@ -24,6 +31,9 @@ func TestAdminSessionLimits(t *testing.T) {
 	info, err := d.client.CreateSession(ctx, sessions.CreateRequest{TTL: 2 * time.Hour, Limits: l})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if created["session"] != info.ID || created["limits"] != `{"models":["claude-*"],"max_requests":1,"window":"1h0m0s"}` {
+		t.Errorf("session.created details %v; want the limits", created)
 	}
 	plain, err := d.client.CreateSession(ctx, sessions.CreateRequest{})
 	if err != nil {
