@@ -128,12 +128,13 @@ func containsString(list []string, s string) bool {
 // AllowsModel reports whether a model call for model may go: Models is
 // nil, or model matches one of its entries (case-sensitively, the whole
 // name). An empty model (one the proxy could not read) never matches a
-// list.
+// list, nor does one of maxModelLen bytes or more: the proxy cuts a longer
+// name to that length, so it could be the start of another.
 func (l Limits) AllowsModel(model string) bool {
 	if l.Models == nil {
 		return true
 	}
-	if model == "" {
+	if model == "" || len(model) >= maxModelLen {
 		return false
 	}
 	for _, pat := range l.Models {

@@ -24,7 +24,9 @@ func TestAllowsModel(t *testing.T) {
 		{"models/gemini-2.5-pro", true},
 		{"models/gemini-10.5-pro", false},
 		{"o4-mini", true},
-		{"", false}, // unread: never matches a list
+		{"", false},                                         // unread: never matches a list
+		{"o4-" + strings.Repeat("x", 120) + "-mini", false}, // 128 bytes: maybe cut, so not known
+		{"o4-" + strings.Repeat("x", 119) + "-mini", true},
 	} {
 		if got := l.AllowsModel(c.model); got != c.want {
 			t.Errorf("AllowsModel(%q) = %v, want %v", c.model, got, c.want)
