@@ -108,7 +108,7 @@ func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.A
 // Charge implements dataplane.Budgets: it adds u's tokens and bytes to
 // the session's current window (moving the row to it first, if it is
 // new).
-func (b *Budgets) Charge(ctx context.Context, s *dataplane.Session, u dataplane.Usage) error {
+func (b *Budgets) Charge(ctx context.Context, s *dataplane.Session, u dataplane.Spent) error {
 	l := s.Limits
 	if l == nil || !l.HasBudget() || (u.Tokens <= 0 && u.Bytes <= 0) {
 		return nil

@@ -123,7 +123,7 @@ func windowed(t *testing.T, db *state.DB) {
 		t.Fatal(err)
 	}
 	// A call that starts under budget is charged all it used, over the budget.
-	if err := bg.Charge(ctx, s, dataplane.Usage{Tokens: 150, Bytes: 10}); err != nil {
+	if err := bg.Charge(ctx, s, dataplane.Spent{Tokens: 150, Bytes: 10}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(20*time.Minute + 500*time.Millisecond)
@@ -162,7 +162,7 @@ func life(t *testing.T, db *state.DB) {
 	if err := bg.Admit(ctx, s, dataplane.Admission{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := bg.Charge(ctx, s, dataplane.Usage{Bytes: 1000}); err != nil {
+	if err := bg.Charge(ctx, s, dataplane.Spent{Bytes: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(40 * time.Hour)
@@ -222,7 +222,7 @@ func concurrent(t *testing.T, a, b *state.DB) {
 			default:
 				t.Error(err)
 			}
-			if err := bg.Charge(ctx, s, dataplane.Usage{Tokens: 3, Bytes: 7}); err != nil {
+			if err := bg.Charge(ctx, s, dataplane.Spent{Tokens: 3, Bytes: 7}); err != nil {
 				t.Error(err)
 			}
 		})

@@ -24,8 +24,9 @@ type Budgets interface {
 	// counted the request, or the error to refuse it with: a *BudgetError,
 	// or any other when it cannot tell (the request is then refused 503).
 	Admit(ctx context.Context, s *Session, a Admission) error
-	// Charge adds what an admitted request used, once its exchange ended.
-	Charge(ctx context.Context, s *Session, u Usage) error
+	// Charge adds what an admitted request used, once its exchange ended
+	// (or a WebSocket turn of it did).
+	Charge(ctx context.Context, s *Session, u Spent) error
 }
 
 // Admission is what Budgets.Admit learns of a request.
@@ -37,8 +38,8 @@ type Admission struct {
 	Model string
 }
 
-// Usage is what an admitted request used.
-type Usage struct {
+// Spent is what an admitted request used.
+type Spent struct {
 	// Tokens: input plus output tokens as the provider reported them.
 	Tokens int64
 	// Bytes: the request's head (as HTTP/1.1 text, the credential
@@ -92,17 +93,22 @@ func (p *Proxy) admit(x *exchange, d policy.Decision) error {
 // may have ended.
 const chargeTimeout = 5 * time.Second
 
-// charge hands what an admitted request used to Budgets; a failure is
-// logged (the request is gone; the next one meets the stage again).
+// charge hands what an admitted request used, once it ended, to Budgets:
+// the tokens on its record and, when it was handed to the upstream, its
+// head and body bytes.
 func (p *Proxy) charge(x *exchange) {
-	if !x.admitted || p.Budgets == nil {
-		return
-	}
-	u := Usage{Tokens: x.rec.InputTokens + x.rec.OutputTokens}
+	u := Spent{Tokens: x.rec.InputTokens + x.rec.OutputTokens}
 	if !x.sent.IsZero() && x.out != nil {
 		u.Bytes = headBytes(x.out) + x.body.bytes()
 	}
-	if u.Tokens <= 0 && u.Bytes <= 0 {
+	p.spend(x, u)
+}
+
+// spend charges u to x's session if Budgets admitted x (a WebSocket's
+// turns are charged with it as each ends). A failure is logged: the
+// request is gone, and the next one meets the stage again.
+func (p *Proxy) spend(x *exchange, u Spent) {
+	if !x.admitted || p.Budgets == nil || (u.Tokens <= 0 && u.Bytes <= 0) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.in.Context()), chargeTimeout)

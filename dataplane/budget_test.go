@@ -20,7 +20,7 @@ import (
 type ledger struct {
 	mu       sync.Mutex
 	admitted []Admission
-	charged  Usage
+	charged  Spent
 	fail     error // Admit's answer when set: the state cannot be reached
 }
 
@@ -40,7 +40,7 @@ func (l *ledger) Admit(_ context.Context, s *Session, a Admission) error {
 	return nil
 }
 
-func (l *ledger) Charge(_ context.Context, _ *Session, u Usage) error {
+func (l *ledger) Charge(_ context.Context, _ *Session, u Spent) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.charged.Bytes += u.Bytes
