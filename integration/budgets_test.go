@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -123,6 +124,16 @@ func TestBudgetsSurviveRestart(t *testing.T) {
 	}
 	if out := d.cli(t, "session", "list"); !strings.Contains(out, "requests 2/2") || !strings.Contains(out, "EXHAUSTED: requests") {
 		t.Errorf("session list does not show the usage:\n%s", out)
+	}
+
+	// launch --new takes the same limits for the session it creates.
+	requireTool(t, "/usr/bin/curl")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	curl := `curl -sS -o /dev/null -w "%{http_code} " ` + models
+	out, errOut, err := d.run(ctx, "launch", "--new", "--max-requests", "1", "--", "sh", "-c", curl+"; "+curl)
+	if err != nil || out != "200 429 " {
+		t.Errorf("launch --new --max-requests 1 with two requests: %v, statuses %q (want 200 429) %s", err, out, errOut)
 	}
 
 	nd := restartDaemon(t, d, nil)
