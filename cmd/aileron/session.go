@@ -62,8 +62,12 @@ func sessionCreate(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return printJSON(stdout, info)
 	}
-	fmt.Fprintf(stdout, "session %s created, expires %s\n\nproxy_url:   %s\nca_cert:     %s\nca_bundle:   %s\n\nIn the sandbox: eval \"$(aileron session env %s)\"\n",
-		info.ID, info.ExpiresAt.Format(time.RFC3339), info.ProxyURL, info.CACertPath, info.CABundlePath, info.ID)
+	shown := ""
+	if info.Limits != nil {
+		shown = "limits:      " + admin.LimitsLine(admin.SessionView{Info: info}) + "\n"
+	}
+	fmt.Fprintf(stdout, "session %s created, expires %s\n\nproxy_url:   %s\nca_cert:     %s\nca_bundle:   %s\n%s\nIn the sandbox: eval \"$(aileron session env %s)\"\n",
+		info.ID, info.ExpiresAt.Format(time.RFC3339), info.ProxyURL, info.CACertPath, info.CABundlePath, shown, info.ID)
 	return nil
 }
 
