@@ -184,8 +184,9 @@ func models(t *testing.T, db *state.DB) {
 		{dataplane.Admission{ModelCall: true, Model: "gpt-4o"}, ""},
 		{dataplane.Admission{ModelCall: true, Model: "gpt-4o-mini"}, policy.ReasonModelNotAllowed},
 		{dataplane.Admission{ModelCall: true, Model: "claude-opus-4"}, policy.ReasonModelNotAllowed},
-		{dataplane.Admission{ModelCall: true}, policy.ReasonModelNotAllowed}, // unread: fail closed
-		{dataplane.Admission{Model: ""}, ""},                                 // not a model call
+		{dataplane.Admission{ModelCall: true}, policy.ReasonModelNotAllowed},       // unread: fail closed
+		{dataplane.Admission{Model: ""}, ""},                                       // not a model call
+		{dataplane.Admission{ModelCall: true, Model: "gpt-4o", Upgrade: true}, ""}, // a WebSocket, no token budget
 	} {
 		err := bg.Admit(ctx, s, c.a)
 		if c.want == "" {
@@ -253,5 +254,21 @@ func TestAdmitFailsClosed(t *testing.T) {
 	var be *dataplane.BudgetError
 	if errors.As(err, &be) {
 		t.Errorf("Admit = %v, a budget refusal; want the database's failure (answered 503)", err)
+	}
+}
+
+// A model API's WebSocket is refused to a session with a token budget:
+// its turns pass ungated, so none could be stopped once the budget is
+// used up.
+func TestTokenBudgetRefusesModelWebSockets(t *testing.T) {
+	_, db := testkit.HomeDB(t)
+	bg := &budgets.Budgets{DB: db}
+	s := newSession(t, db, "s_ws", policy.Limits{MaxTokens: 100})
+	err := bg.Admit(t.Context(), s, dataplane.Admission{ModelCall: true, Upgrade: true})
+	if ref := refusal(t, err); ref.Status != http.StatusForbidden || ref.Reason != policy.ReasonUpgradeRefused {
+		t.Errorf("a model WebSocket under a token budget: %d %s; want 403 upgrade_refused", ref.Status, ref.Reason)
+	}
+	if err := bg.Admit(t.Context(), s, dataplane.Admission{Upgrade: true}); err != nil {
+		t.Errorf("a WebSocket that is no model call: %v", err)
 	}
 }

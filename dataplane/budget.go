@@ -36,6 +36,9 @@ type Admission struct {
 	// Model is the model the call asks for, as the record has it; "" when
 	// it could not be read.
 	Model string
+	// Upgrade: the request opens a WebSocket, whose frames the proxy
+	// passes without gating them.
+	Upgrade bool
 }
 
 // Spent is what an admitted request used.
@@ -77,7 +80,7 @@ func (p *Proxy) admit(x *exchange, d policy.Decision) error {
 	if p.Budgets == nil {
 		return &unavailableError{reason: policy.ReasonNotReady, err: fmt.Errorf("session %s has limits and this proxy has no budget stage", s.ID)}
 	}
-	a := Admission{ModelCall: d.Op != nil && d.Op.Spec.Usage != "", Model: x.rec.Model}
+	a := Admission{ModelCall: d.Op != nil && d.Op.Spec.Usage != "", Model: x.rec.Model, Upgrade: upgradeType(x.in.Header) != ""}
 	if err := p.Budgets.Admit(x.in.Context(), s, a); err != nil {
 		var be *BudgetError
 		if errors.As(err, &be) {

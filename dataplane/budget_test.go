@@ -30,6 +30,9 @@ func (l *ledger) Admit(_ context.Context, s *Session, a Admission) error {
 	if l.fail != nil {
 		return l.fail
 	}
+	if a.ModelCall && a.Upgrade && s.Limits.MaxTokens > 0 {
+		return &BudgetError{Reason: policy.ReasonUpgradeRefused, Message: "no model WebSocket under a token budget"}
+	}
 	if a.ModelCall && !s.Limits.AllowsModel(a.Model) {
 		return &BudgetError{Reason: policy.ReasonModelNotAllowed, Message: "model " + a.Model + " is not on the session's list"}
 	}
@@ -50,7 +53,8 @@ func (l *ledger) Charge(_ context.Context, _ *Session, u Spent) error {
 
 // budgetSpec is testSpec with a model call (usage) beside its operations.
 var budgetSpec = strings.Replace(testSpec, `"operations": [`,
-	`"operations": [{"name": "messages", "method": "POST", "path": "/v1/messages", "hosts": ["api.example.com"], "usage": "anthropic"},`, 1)
+	`"operations": [{"name": "messages", "method": "POST", "path": "/v1/messages", "hosts": ["api.example.com"], "usage": "anthropic"},
+	{"name": "socket", "method": "GET", "path": "/v1/socket", "hosts": ["api.example.com"], "usage": "openai", "websocket": true},`, 1)
 
 // budgetEnv is a proxy whose session s1 has limits l, with budgets b (nil:
 // no budget stage) and approvals ap.
@@ -224,5 +228,29 @@ func TestTokenBudgetCrossedByOneCall(t *testing.T) {
 	expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
 	if e.hits.Load() != 1 {
 		t.Errorf("upstream hits %d; want 1", e.hits.Load())
+	}
+}
+
+// Budgets learns that a model call opens a WebSocket, and refuses it
+// before it is sent.
+func TestModelWebSocketAdmission(t *testing.T) {
+	led := &ledger{}
+	e, c := budgetEnv(t, policy.Limits{MaxTokens: 1000}, led, nil)
+	req, err := http.NewRequest("GET", "https://api.example.com/v1/socket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	expectRefusal(t, resp, http.StatusForbidden, policy.ReasonUpgradeRefused)
+	if e.hits.Load() != 0 {
+		t.Error("the refused WebSocket reached the upstream")
 	}
 }
