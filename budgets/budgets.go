@@ -54,17 +54,17 @@ func windowN(created time.Time, w time.Duration, k int64) Window {
 
 // Used is what a session used in one window.
 type Used struct {
-	Window             int64
-	Requests, Tokens   int64
-	Bytes              int64
-	counted, exhausted bool
+	Window           int64
+	Requests, Tokens int64
+	Bytes            int64
 }
 
 // Admit implements dataplane.Budgets: a model call must name a model of
 // the session's list, and a request of a session with a budget is counted
 // in its current window unless a budget there is used up. Refusals are
-// dataplane.ModelNotAllowed and dataplane.BudgetExhausted; a database
-// that cannot be reached is another error (the request is refused 503).
+// *dataplane.BudgetError (model_not_allowed, budget_exhausted, and
+// upgrade_refused for a model API's WebSocket under a token budget); a
+// database that cannot be reached is another error (refused 503).
 func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.Admission) error {
 	l := s.Limits
 	if l == nil {
