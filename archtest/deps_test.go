@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	// The shipped model providers: packages and their table.
 	"providers": {"policy"},
 	"internal":  {"state", "audit", "github.com/rs/zerolog", "github.com/vishvananda/", "golang.org/x/sys/", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/"},
+	"agents":    {},
 }
 
 // stores are the control-plane packages that each own one job over state.

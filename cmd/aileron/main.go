@@ -40,8 +40,13 @@ Usage:
   aileron audit new-trail --reason R                      (daemon stopped) start a new trail on purpose, recording the break
   aileron launch [--session ID | --new [--name N] [--connector FQN]... [LIMITS]] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
+  aileron launch claude|codex|gemini [--session ID | --new …] [-- AGENT ARGS…]
+                                                         the agent with aileron mcp registered, quiet, keyless
+  aileron launch --list                                  the known agents, installed or not, and their providers
   aileron sandbox run [--session ID | --new [--name N] [--connector FQN]... [LIMITS]] [--user U] -- CMD ARGS…
                                                          run CMD fenced: no route but Aileron (Linux, root)
+  aileron sandbox run --agent claude|codex|gemini [--session ID | --new …] [-- AGENT ARGS…]
+                                                         the same agent, fenced
   aileron sandbox attach --session ID --source CIDR --listen ADDR [--json]
                                                          be the gateway of another container's network
   aileron sandbox list [--json] | close ID

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/aileronhq/aileron/agents"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/aileronhq/aileron/sessions"
 )
@@ -33,13 +34,15 @@ func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 // namespaces whose only link leads to the daemon, which answers its DNS and
 // takes its connections transparently.
 func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--user U] -- CMD ARGS...", stderr)
+	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--user U] -- CMD ARGS...\n"+
+		"       aileron sandbox run --agent claude|codex|gemini [--session ID | --new ...] [--user U] [-- AGENT ARGS...]", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "run in this existing session")
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
 	name := fs.String("name", "sandbox", "label of the session --new creates")
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
 	limits := limitFlags(fs)
+	agentName := fs.String("agent", "", "run this known agent ("+agents.Names()+") with Aileron's MCP server registered, its arguments after --")
 	userSpec := fs.String("user", "", "run the command as this user: NAME, UID or UID:GID (default: the user who ran sudo, else the caller when not root, else nobody; root only when named)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,7 +50,11 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	if *sessID != "" && *fresh {
 		return usagef("--session and --new exclude each other")
 	}
-	if fs.NArg() == 0 {
+	agent, known := agents.Lookup(*agentName)
+	switch {
+	case *agentName != "" && !known:
+		return usagef("--agent %q is not a known agent (%s); to run another command put it after --", *agentName, agents.Names())
+	case fs.NArg() == 0 && !known:
 		return usagef("name the command after --, e.g. aileron sandbox run -- curl https://api.example.com/")
 	}
 	l, err := sessionLimits(limits, *sessID)
@@ -69,6 +76,15 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cleanup()
+	argv, environ := fs.Args(), []string(nil)
+	if known {
+		al, err := prepareAgent(agent, info, fs.Args(), &[2]int{int(who.UID), int(who.GID)})
+		if err != nil {
+			return err
+		}
+		defer al.cleanup()
+		argv, environ = al.argv, al.environ
+	}
 	// The daemon that fences the namespace says what the command must not
 	// see: its own home, audit directory and keys, not this launcher's idea
 	// of them (its --config or --home may differ).
@@ -79,7 +95,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		}
 		return sandbox.Fence{DNS: sb.DNS, Hide: sb.Hide, Remove: func() { _ = c.CloseSandbox(context.Background(), sb.ID) }}, nil
 	}
-	code, err := sandbox.RunFenced(ctx, info, fs.Args(), sandbox.FencedOptions{Fence: fenceFn, User: who,
+	code, err := sandbox.RunFenced(ctx, info, argv, sandbox.FencedOptions{Fence: fenceFn, User: who, Environ: environ,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/aileronhq/aileron/admin"
+	"github.com/aileronhq/aileron/agents"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/aileronhq/aileron/sandboxapi"
@@ -69,9 +70,11 @@ func renderSession(ctx context.Context, c *admin.Client, id, agent string, reser
 	return sandbox.Render(in)
 }
 
-// cmdLaunch runs a command inside a session's environment.
+// cmdLaunch runs a command inside a session's environment, or a known agent
+// (aileron launch claude) with Aileron's MCP server registered.
 func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("launch", "launch [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--tools] -- CMD ARGS...", stderr)
+	fs := newFlags("launch", "launch [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--tools] -- CMD ARGS...\n"+
+		"       aileron launch claude|codex|gemini [--session ID | --new ...] [-- AGENT ARGS...]\n       aileron launch --list", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "run in this existing session")
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
@@ -79,14 +82,20 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
 	limits := limitFlags(fs)
 	tools := fs.Bool("tools", false, "render the session's tools.txt and shims into a temporary directory and put its bin/ first in PATH")
+	list := fs.Bool("list", false, "list the known agents, whether each is installed (on PATH) and whether the providers it calls are ready")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *sessID != "" && *fresh {
+	agent, agentUserArgs, isAgent, err := agentArgs(fs.Args(), fs.ArgsLenAtDash())
+	switch {
+	case err != nil:
+		return err
+	case *sessID != "" && *fresh:
 		return usagef("--session and --new exclude each other")
-	}
-	if fs.NArg() == 0 {
-		return usagef("name the command after --, e.g. aileron launch -- curl https://api.example.com/")
+	case *list && fs.NArg() > 0:
+		return usagef("--list takes no command")
+	case fs.NArg() == 0 && !*list:
+		return usagef("name an agent (%s) or the command after --, e.g. aileron launch claude, aileron launch -- curl https://api.example.com/", agents.Names())
 	}
 	l, err := sessionLimits(limits, *sessID)
 	if err != nil {
@@ -98,19 +107,31 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	ctx := context.Background() // Launch relays SIGINT/SIGTERM/SIGHUP/SIGQUIT to the command itself
 	c := newClient(cfg)
+	if *list {
+		return cmdLaunchList(ctx, c, stdout)
+	}
 	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l})
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	opts := sandbox.LaunchOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	argv := fs.Args()
+	if isAgent {
+		al, err := prepareAgent(agent, info, agentUserArgs, nil)
+		if err != nil {
+			return err
+		}
+		defer al.cleanup()
+		argv, opts.Environ = al.argv, al.environ
+	}
 	if *tools {
 		dir, err := os.MkdirTemp("", "aileron-tools-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		r, err := renderSession(ctx, c, info.ID, filepath.Base(fs.Arg(0)), nil)
+		r, err := renderSession(ctx, c, info.ID, filepath.Base(argv[0]), nil)
 		if err == nil {
 			err = r.WriteDir(dir)
 		}
@@ -119,7 +140,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		opts.PathPrefix = []string{filepath.Join(dir, sandbox.BinDir)}
 	}
-	code, err := sandbox.Launch(ctx, info, nil, fs.Args(), opts)
+	code, err := sandbox.Launch(ctx, info, nil, argv, opts)
 	if err != nil {
 		return err
 	}
