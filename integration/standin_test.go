@@ -45,8 +45,11 @@ type standin struct {
 	seq    int
 }
 
-// Hosts the stand-in answers for, as upstream.resolve keys.
-var standinHosts = []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "llm.example.com"}
+// standinHosts are the hosts the stand-in answers for (those the test
+// PKI's server certificate names).
+func standinHosts() []string {
+	return []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "llm.example.com"}
+}
 
 const (
 	standinAnthropicHost = "api.anthropic.com"
@@ -148,7 +151,7 @@ func (s *standin) Close() {
 // Resolve maps each provider host:443 to the stand-in, for upstream.resolve.
 func (s *standin) Resolve() map[string]string {
 	m := map[string]string{}
-	for _, h := range standinHosts {
+	for _, h := range standinHosts() {
 		m[h+":443"] = s.Addr
 	}
 	return m
