@@ -13,8 +13,8 @@ import (
 
 // npmClients returns the directory holding node_modules with the pinned
 // agents and SDKs of testdata/npm (Claude Code, Codex, Gemini CLI, the
-// Anthropic, OpenAI and Gemini SDKs, and undici, whose fetch takes the
-// proxy the SDKs are given), as scripts/test-deps.sh installs them:
+// Anthropic, OpenAI and Gemini SDKs, and undici, ws and https-proxy-agent,
+// through which the SDKs are given the proxy), as scripts/test-deps.sh installs them:
 // $AILERON_TEST_NPM_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/aileron/test-npm)
 // /<first 16 hex of the lock file's SHA-256>, complete when it holds a file
 // named ok. A missing install fails the test; it never skips it.

@@ -7,7 +7,7 @@
 # unix socket, and stop it). Idempotent: when everything is present it prints one line
 # and exits without touching apt. Then it installs the pinned agents and SDKs
 # from npm (integration/testdata/npm: Claude Code, Codex, Gemini CLI, the
-# Anthropic, OpenAI and Gemini SDKs, undici for their proxy) into a cache keyed by the lock file's
+# Anthropic, OpenAI and Gemini SDKs; undici, ws and https-proxy-agent for their proxy) into a cache keyed by the lock file's
 # hash, once (see install_npm_clients). Run by `make test` before `go test`.
 set -euo pipefail
 
