@@ -95,7 +95,7 @@ func (a Agent) Environ(environ []string, plan Plan) []string {
 // would swallow a prompt that followed it.
 func (a Agent) writeClaude(dir, exe string, plan *Plan) error {
 	mcp := map[string]any{"mcpServers": map[string]any{
-		ServerName: map[string]any{"type": "stdio", "command": exe, "args": []string{"mcp"}},
+		ServerName: map[string]any{"type": "stdio", "command": exe, "args": []string{"mcp"}, "alwaysLoad": true},
 	}}
 	settings := map[string]any{"permissions": map[string]any{"allow": []string{"mcp__" + ServerName}}}
 	mcpPath, setPath := filepath.Join(dir, "claude-mcp.json"), filepath.Join(dir, "claude-settings.json")

@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/agents"
+	"github.com/aileronhq/aileron/providers"
 	"github.com/aileronhq/aileron/sessions"
 )
 
@@ -86,10 +86,9 @@ func chownTree(dir string, uid, gid int) error {
 }
 
 // cmdLaunchList prints the known agents, whether each is on PATH, and the
-// providers each calls with whether they are ready (installed and bound
-// with one of the agent's key variables).
+// providers each calls with whether they are ready (installed and bound).
 func cmdLaunchList(ctx context.Context, c *admin.Client, stdout io.Writer) error {
-	ready, err := boundVars(ctx, c)
+	facts, err := providerFacts(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -103,35 +102,35 @@ func cmdLaunchList(ctx context.Context, c *admin.Client, stdout io.Writer) error
 		var provs []string
 		for _, p := range a.Providers {
 			state := "ready"
-			if !slices.ContainsFunc(p.KeyVars, func(v string) bool { return ready[v] }) {
-				state = "not ready: aileron provider add " + p.Name
+			if err := providerReady(facts, p.Name); err != nil {
+				state = "not ready: " + err.Error()
 			}
 			provs = append(provs, p.Name+" ("+state+")")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, a.Title, installed, strings.Join(provs, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, a.Title, installed, strings.Join(provs, "; "))
 	}
 	return tw.Flush()
 }
 
-// boundVars are the placeholder variables of installed, bound connectors.
-func boundVars(ctx context.Context, c *admin.Client) (map[string]bool, error) {
-	conns, err := c.ListConnectors(ctx)
+// providersReady returns an error naming what to run first when a provider
+// the agent calls is not installed or has no key bound.
+func providersReady(ctx context.Context, c *admin.Client, a agents.Agent) error {
+	facts, err := providerFacts(ctx, c)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	installed := map[string]bool{}
-	for _, in := range conns {
-		installed[in.FQN] = true
-	}
-	bindings, err := c.ListBindings(ctx)
-	if err != nil {
-		return nil, err
-	}
-	vars := map[string]bool{}
-	for _, b := range bindings {
-		if b.Env != "" && installed[b.Connector] {
-			vars[b.Env] = true
+	for _, p := range a.Providers {
+		if err := providerReady(facts, p.Name); err != nil {
+			return fmt.Errorf("%s calls the %s provider: %w", a.Title, p.Name, err)
 		}
 	}
-	return vars, nil
+	return nil
+}
+
+func providerReady(facts providers.Facts, name string) error {
+	p, ok := providers.Lookup(name)
+	if !ok {
+		return fmt.Errorf("no shipped provider is called %q", name)
+	}
+	return facts.Status(p).Ready()
 }

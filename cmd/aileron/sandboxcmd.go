@@ -71,6 +71,11 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	}
 	ctx := context.Background()
 	c := newClient(cfg)
+	if known {
+		if err := providersReady(ctx, c, agent); err != nil {
+			return err
+		}
+	}
 	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l})
 	if err != nil {
 		return err

@@ -110,6 +110,11 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if *list {
 		return cmdLaunchList(ctx, c, stdout)
 	}
+	if isAgent {
+		if err := providersReady(ctx, c, agent); err != nil {
+			return err
+		}
+	}
 	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l})
 	if err != nil {
 		return err
