@@ -32,10 +32,15 @@ type openaiRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	Tools []struct {
+		Type     string `json:"type"`
 		Name     string `json:"name"`
 		Function struct{ Name string }
+		Tools    []struct {
+			Name string `json:"name"`
+		} `json:"tools"` // of a namespace (Codex puts each MCP server's tools in one)
 	} `json:"tools"`
 	Input          json.RawMessage `json:"input"`
+	Generate       *bool           `json:"generate"` // false: a warm-up that answers nothing (Codex)
 	EncodingFormat string          `json:"encoding_format"`
 	Messages       []struct {
 		Role    string          `json:"role"`
@@ -50,10 +55,21 @@ func parseOpenAI(rec *modelRequest, body []byte) openaiRequest {
 		return req
 	}
 	rec.Model, rec.Streamed = req.Model, req.Stream
+	rec.Prewarm = req.Generate != nil && !*req.Generate
 	for _, t := range req.Tools {
 		name := t.Name
 		if name == "" {
 			name = t.Function.Name
+		}
+		if t.Type == "namespace" {
+			if rec.Namespaces == nil {
+				rec.Namespaces = map[string]string{}
+			}
+			for _, nt := range t.Tools {
+				rec.Tools = append(rec.Tools, name+"__"+nt.Name)
+				rec.Namespaces[name+"__"+nt.Name] = name
+			}
+			continue
 		}
 		rec.Tools = append(rec.Tools, name)
 	}
@@ -191,9 +207,13 @@ func responsesEvents(a answer) []map[string]any {
 	if a.Tool != "" {
 		itemID, args := "fc_"+a.ID, a.inputJSON()
 		item = map[string]any{"type": "function_call", "id": itemID, "call_id": a.CallID, "name": a.Tool, "arguments": args, "status": "completed"}
-		add("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{
-			"type": "function_call", "id": itemID, "call_id": a.CallID, "name": a.Tool, "arguments": "", "status": "in_progress",
-		}})
+		added := map[string]any{"type": "function_call", "id": itemID, "call_id": a.CallID, "name": a.Tool, "arguments": "", "status": "in_progress"}
+		if a.Namespace != "" { // a call of a namespace's tool names both
+			for _, it := range []map[string]any{item, added} {
+				it["name"], it["namespace"] = strings.TrimPrefix(a.Tool, a.Namespace+"__"), a.Namespace
+			}
+		}
+		add("response.output_item.added", map[string]any{"output_index": 0, "item": added})
 		add("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": args})
 		add("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": 0, "arguments": args})
 	} else {

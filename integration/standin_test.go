@@ -85,6 +85,11 @@ type modelRequest struct {
 	Tools       []string // tool names the request offered
 	ToolResults []string // tool results it sent back, as text
 	AfterTool   bool     // its last input is a tool result
+	Prewarm     bool     // a warm-up ("generate": false): it plays no turn
+	// Namespaces maps an offered tool that sits in a namespace tool
+	// (Responses; Codex puts each MCP server's tools in one), listed in
+	// Tools as NAMESPACE__NAME, to its namespace.
+	Namespaces map[string]string
 }
 
 // turn is one scripted answer. A turn with Tool calls the offered tool
@@ -109,9 +114,12 @@ type answer struct {
 	Tool   string // the tool's name as the request offered it
 	Input  map[string]any
 	CallID string
-	ID     string // the response's or message's id
-	Model  string
-	Usage  modelUsage
+	// Namespace is the tool's namespace, when the request offered it in
+	// one; Tool is then NAMESPACE__NAME.
+	Namespace string
+	ID        string // the response's or message's id
+	Model     string
+	Usage     modelUsage
 }
 
 // startStandin starts a stand-in on ip (a loopback address, or one in the
@@ -310,7 +318,7 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 	defer s.mu.Unlock()
 	s.seq++
 	a := answer{Text: standinText, Model: rec.Model, Usage: s.usage, ID: fmt.Sprintf("standin%04d", s.seq)}
-	if len(s.script) == 0 {
+	if len(s.script) == 0 || rec.Prewarm {
 		return a
 	}
 	head := s.script[0]
@@ -332,7 +340,7 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 		a.Text = head.Text
 		return a
 	}
-	a.Text, a.Tool, a.Input, a.CallID = "", tool, head.Input, "call_"+a.ID
+	a.Text, a.Tool, a.Input, a.CallID, a.Namespace = "", tool, head.Input, "call_"+a.ID, rec.Namespaces[tool]
 	if a.Input == nil {
 		a.Input = map[string]any{}
 	}
