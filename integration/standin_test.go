@@ -93,7 +93,7 @@ type modelRequest struct {
 }
 
 // turn is one scripted answer. A turn with Tool calls the offered tool
-// named Tool (or ending in "__"+Tool, as agents prefix MCP tools) with
+// named Tool (or prefixed as agents prefix MCP tools, see offeredTool) with
 // Input; otherwise it answers Text. The head of the queue answers the next
 // request it matches: When, or by default, for a tool turn, a request
 // offering the tool and, for a text turn, any request. Requests that do not
@@ -347,14 +347,16 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 	return a
 }
 
-// offeredTool returns the name among offered that is want or ends in
-// "__"+want, or "".
+// offeredTool returns the name among offered that is want, ends in
+// "__"+want (mcp__SERVER__TOOL, Claude Code and Codex) or starts with mcp_
+// and ends in "_"+want (mcp_SERVER_TOOL, Gemini CLI), or "".
 func offeredTool(offered []string, want string) string {
 	if want == "" {
 		return ""
 	}
 	for _, name := range offered {
-		if name == want || strings.HasSuffix(name, "__"+want) {
+		if name == want || strings.HasSuffix(name, "__"+want) ||
+			strings.HasPrefix(name, "mcp_") && strings.HasSuffix(name, "_"+want) { // Gemini CLI: mcp_SERVER_TOOL
 			return name
 		}
 	}
