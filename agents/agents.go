@@ -27,10 +27,11 @@ const (
 	ClaudeFlags Format = "claude-flags"
 	// CodexHome: a config.toml in a CODEX_HOME of launch's own (Codex).
 	CodexHome Format = "codex-home"
-	// GeminiSystemSettings: a settings.json named by
-	// GEMINI_CLI_SYSTEM_SETTINGS_PATH, which overrides the user's and the
-	// workspace's settings (Gemini CLI).
-	GeminiSystemSettings Format = "gemini-system-settings"
+	// GeminiHome: a .gemini/settings.json in a GEMINI_CLI_HOME of
+	// launch's own (Gemini CLI). Its system settings file would override
+	// the workspace's too, but Gemini CLI reads one only when root owns it
+	// and every directory above it.
+	GeminiHome Format = "gemini-home"
 )
 
 // Provider is a model provider an agent calls, as the agent reads it.
@@ -106,16 +107,12 @@ func Known() []Agent {
 			MCPEnv: mcpEnv(),
 		},
 		{
-			Name: "gemini", Title: "Gemini CLI", Binary: "gemini", Format: GeminiSystemSettings,
+			Name: "gemini", Title: "Gemini CLI", Binary: "gemini", Format: GeminiHome,
 			Providers: []Provider{{Name: "gemini", Hosts: []string{"generativelanguage.googleapis.com"},
 				KeyVars: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}}},
 			Clear: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL",
-				"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_CLOUD_ACCESS_TOKEN", "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
-				"GEMINI_CLI_SYSTEM_DEFAULTS_PATH"},
-			Quiet: map[string]string{
-				"GEMINI_TELEMETRY_ENABLED": "false",
-				"GEMINI_CLI_NO_RELAUNCH":   "true",
-			},
+				"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_CLOUD_ACCESS_TOKEN", "GEMINI_CLI_HOME"},
+			Quiet:  map[string]string{"GEMINI_TELEMETRY_ENABLED": "false"},
 			MCPEnv: mcpEnv(),
 		},
 	}

@@ -109,6 +109,7 @@ func TestPrepareCodex(t *testing.T) {
 		CheckForUpdateOnStartup bool `toml:"check_for_update_on_startup"`
 		Analytics               struct{ Enabled bool }
 		Feedback                struct{ Enabled bool }
+		Features                map[string]bool
 		MCPServers              map[string]struct {
 			Command                  string
 			Args                     []string
@@ -131,6 +132,11 @@ func TestPrepareCodex(t *testing.T) {
 	if cfg.CheckForUpdateOnStartup || cfg.Analytics.Enabled || cfg.Feedback.Enabled {
 		t.Errorf("config %+v: want update check, analytics and feedback off", cfg)
 	}
+	for _, f := range []string{"apps", "plugins", "remote_plugin", "in_app_updates", "api_key_model_discovery"} {
+		if on, set := cfg.Features[f]; !set || on {
+			t.Errorf("feature %s: want it set to false, have %v", f, cfg.Features)
+		}
+	}
 	// An own CODEX_API_KEY placeholder is not replaced by the alias.
 	plan, err = a.Prepare(t.TempDir(), exe, map[string]string{"OPENAI_API_KEY": "a", "CODEX_API_KEY": "b"})
 	if err != nil || plan.Env["CODEX_API_KEY"] != "" {
@@ -145,8 +151,8 @@ func TestPrepareGemini(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "gemini-settings.json")
-	if plan.Env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] != path {
+	path := filepath.Join(dir, "gemini-home", ".gemini", "settings.json")
+	if plan.Env["GEMINI_CLI_HOME"] != filepath.Join(dir, "gemini-home") {
 		t.Fatalf("env %v", plan.Env)
 	}
 	var s struct {

@@ -55,7 +55,7 @@ func (a Agent) Prepare(dir, exe string, placeholders map[string]string) (Plan, e
 		err = a.writeClaude(dir, exe, &plan)
 	case CodexHome:
 		err = a.writeCodex(dir, exe, &plan)
-	case GeminiSystemSettings:
+	case GeminiHome:
 		err = a.writeGemini(dir, exe, &plan)
 	default:
 		err = fmt.Errorf("agent %s: unknown registration format %q", a.Name, a.Format)
@@ -122,6 +122,9 @@ func (a Agent) writeCodex(dir, exe string, plan *Plan) error {
 	b.WriteString("check_for_update_on_startup = false\n\n")
 	b.WriteString("[analytics]\nenabled = false\n\n")
 	b.WriteString("[feedback]\nenabled = false\n\n")
+	// apps and plugins reach chatgpt.com and github.com; in_app_updates
+	// checks for releases; api_key_model_discovery refreshes the model list.
+	b.WriteString("[features]\napps = false\nplugins = false\nremote_plugin = false\nin_app_updates = false\napi_key_model_discovery = false\n\n")
 	fmt.Fprintf(&b, "[mcp_servers.%s]\ncommand = %s\nargs = [\"mcp\"]\nenv_vars = %s\ndefault_tools_approval_mode = \"approve\"\n",
 		ServerName, tomlString(exe), tomlStrings(a.MCPEnv))
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(b.String()), 0o600); err != nil {
@@ -131,10 +134,10 @@ func (a Agent) writeCodex(dir, exe string, plan *Plan) error {
 	return nil
 }
 
-// writeGemini writes a system settings file (it overrides the user's and
-// the workspace's): the MCP server, trusted so its tools need no
-// confirmation, with the variables it needs; API-key auth; telemetry, usage
-// statistics and auto update off.
+// writeGemini writes a GEMINI_CLI_HOME whose .gemini/settings.json holds
+// the MCP server, trusted so its tools need no confirmation, with the
+// variables it needs; API-key auth; telemetry, usage statistics and auto
+// update off.
 func (a Agent) writeGemini(dir, exe string, plan *Plan) error {
 	env := map[string]string{}
 	for _, name := range a.MCPEnv {
@@ -149,11 +152,14 @@ func (a Agent) writeGemini(dir, exe string, plan *Plan) error {
 		"telemetry": map[string]any{"enabled": false},
 		"security":  map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}},
 	}
-	path := filepath.Join(dir, "gemini-settings.json")
-	if err := writeJSON(path, settings); err != nil {
+	home := filepath.Join(dir, "gemini-home")
+	if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o700); err != nil {
 		return err
 	}
-	plan.Env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = path
+	if err := writeJSON(filepath.Join(home, ".gemini", "settings.json"), settings); err != nil {
+		return err
+	}
+	plan.Env["GEMINI_CLI_HOME"] = home
 	return nil
 }
 

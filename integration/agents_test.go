@@ -224,6 +224,66 @@ func TestAgentsLaunch(t *testing.T) {
 		}
 		e.untouched(t, ".claude.json", ".claude/settings.json")
 	})
+	t.Run("codex", func(t *testing.T) {
+		// Codex defers MCP tools behind its tool_search for the models its
+		// catalogue knows; a model it does not know sees them at once.
+		e.agentTurns()
+		n := len(readAudit(t, e.d))
+		out, errOut, code := e.launch(t, "launch", "codex", "--", "exec", "--skip-git-repo-check", "-m", "gpt-test",
+			"Look up model gpt-test, then embed hello.")
+		if code != 0 || !strings.Contains(out, "AGENT DONE") {
+			t.Fatalf("aileron launch codex: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		refused := e.checkTurn(t, "openai", "api.openai.com", n)
+		if want := []string{"POST llm.example.com/v1/embeddings"}; !slices.Equal(refused, want) {
+			t.Errorf("refused requests of the launched Codex: %q, want %q", refused, want)
+		}
+		e.untouched(t, ".codex/config.toml")
+	})
+	t.Run("gemini", func(t *testing.T) {
+		// --skip-trust: Gemini CLI runs headless only in a trusted folder,
+		// which is the user's call. -m: with no model named, it first asks
+		// a small model to route the prompt, which the stand-in does not
+		// play.
+		e.agentTurns()
+		n := len(readAudit(t, e.d))
+		out, errOut, code := e.launch(t, "launch", "gemini", "--", "--skip-trust", "-m", "gemini-test", "-p", "Look up model gpt-test, then embed hello.")
+		if code != 0 || !strings.Contains(out, "AGENT DONE") {
+			t.Fatalf("aileron launch gemini: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		refused := e.checkTurn(t, "gemini", "generativelanguage.googleapis.com", n)
+		if want := []string{"POST llm.example.com/v1/embeddings"}; !slices.Equal(refused, want) {
+			t.Errorf("refused requests of the launched Gemini CLI: %q, want %q", refused, want)
+		}
+		e.untouched(t, ".gemini/settings.json")
+	})
+	t.Run("gemini_switches", func(t *testing.T) {
+		// Gemini CLI started bare sends usage statistics to
+		// play.googleapis.com; launched, it does not.
+		n := len(readAudit(t, e.d))
+		if out, errOut, code := e.launch(t, "launch", "--", "env", "-u", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME="+t.TempDir(),
+			"gemini", "--skip-trust", "-m", "gemini-test", "-p", "hi"); code != 0 {
+			t.Fatalf("aileron launch -- gemini: exit %d\n%s%s", code, out, errOut)
+		}
+		waitAudit(t, e.d, "bare Gemini CLI's usage statistics", func(ls []auditLine) bool {
+			return slices.Contains(refusedPaths(ls[n:]), "CONNECT play.googleapis.com")
+		})
+	})
+	t.Run("codex_switches", func(t *testing.T) {
+		// Codex started bare reaches for chatgpt.com and github.com (apps,
+		// plugins, update and model checks); launched, it does not.
+		n := len(readAudit(t, e.d))
+		if out, errOut, code := e.launch(t, "launch", "--", "env", "-u", "OPENAI_BASE_URL", "codex", "exec", "--skip-git-repo-check",
+			"-m", "gpt-test", "hi"); code != 0 {
+			t.Fatalf("aileron launch -- codex: exit %d\n%s%s", code, out, errOut)
+		}
+		bare := refusedPaths(readAudit(t, e.d)[n:])
+		for _, h := range []string{"CONNECT chatgpt.com", "CONNECT github.com"} {
+			if !slices.Contains(bare, h) {
+				t.Errorf("bare Codex did not try %s (refused: %q): the check of the switches sees nothing", h, bare)
+			}
+		}
+	})
 	t.Run("claude_switches", func(t *testing.T) {
 		// The same agent started bare (aileron launch -- claude) calls
 		// telemetry, bootstrap and registry endpoints; launched, it does not.
