@@ -302,6 +302,44 @@ func TestAgentsLaunch(t *testing.T) {
 	})
 }
 
+// TestAgentsFenced runs the real agents with `aileron sandbox run --agent
+// NAME` in a fenced sandbox whose daemon sits in a namespace with nothing
+// but loopback.
+func TestAgentsFenced(t *testing.T) {
+	e := startAgentEnv(t)
+	for _, tc := range []struct {
+		agent, provider, host string
+		args                  []string
+	}{
+		{"claude", "anthropic", "api.anthropic.com", []string{"-p"}},
+		{"codex", "openai", "api.openai.com", []string{"exec", "--skip-git-repo-check", "-m", "gpt-test"}},
+		{"gemini", "gemini", "generativelanguage.googleapis.com", []string{"--skip-trust", "-m", "gemini-test", "-p"}},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			e.agentTurns()
+			n := len(readAudit(t, e.d))
+			// As root: the npm clients sit under root's home, which no
+			// other user may enter.
+			args := append([]string{"sandbox", "run", "--agent", tc.agent, "--user", "root", "--"}, tc.args...)
+			out, errOut, code := e.launch(t, append(args, "Look up model gpt-test, then embed hello.")...)
+			if code != 0 || !strings.Contains(out, "AGENT DONE") {
+				t.Fatalf("aileron sandbox run --agent %s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.agent, code, out, errOut)
+			}
+			lines := readAudit(t, e.d)[n:]
+			if !slices.ContainsFunc(lines, func(l auditLine) bool { return l.str("event") == "sandbox.started" }) {
+				t.Errorf("no sandbox.started line: the agent did not run fenced")
+			}
+			refused := e.checkTurn(t, tc.provider, tc.host, n)
+			for _, r := range refused {
+				if !strings.Contains(r, " "+tc.host+"/") && r != "POST llm.example.com/v1/embeddings" {
+					t.Errorf("fenced %s tried %s", tc.agent, r)
+				}
+			}
+			t.Logf("fenced %s: refused %q", tc.agent, refused)
+		})
+	}
+}
+
 // refusedPaths are "METHOD host/path" of the refused requests among ls.
 func refusedPaths(ls []auditLine) []string {
 	var out []string
