@@ -30,6 +30,7 @@ type agentEnv struct {
 	d     *daemon
 	keys  map[string]string // provider name → real key
 	user  string            // the HOME the agent runs with
+	tmp   string            // the TMPDIR aileron runs with
 	npmPB string            // the npm clients' bin directory
 }
 
@@ -62,7 +63,7 @@ func loopbackNS(t *testing.T) netns.NsHandle {
 
 func startAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
-	e := &agentEnv{ns: loopbackNS(t), keys: map[string]string{}, user: t.TempDir()}
+	e := &agentEnv{ns: loopbackNS(t), keys: map[string]string{}, user: t.TempDir(), tmp: t.TempDir()}
 	e.npmPB = filepath.Dir(npmBin(t, "claude"))
 	if err := inNetns(e.ns, func() error { e.st = startStandin(t, "127.0.0.2"); return nil }); err != nil {
 		t.Fatal(err)
@@ -117,7 +118,8 @@ func (e *agentEnv) launch(t *testing.T, args ...string) (stdout, stderr string, 
 	cmd.Env = append(cleanEnv(e.d.home), "HOME="+e.user, "PATH="+e.npmPB+":/usr/local/bin:/usr/bin:/bin",
 		"ANTHROPIC_API_KEY=sk-ant-user-own", "ANTHROPIC_AUTH_TOKEN=user-own-token", "OPENAI_API_KEY=sk-user-own",
 		"CODEX_API_KEY=sk-user-own", "GEMINI_API_KEY=AIza-user-own", "GOOGLE_API_KEY=AIza-user-own",
-		"ANTHROPIC_BASE_URL=https://elsewhere.example", "OPENAI_BASE_URL=https://elsewhere.example/v1", "GOOGLE_GEMINI_BASE_URL=https://elsewhere.example")
+		"ANTHROPIC_BASE_URL=https://elsewhere.example", "OPENAI_BASE_URL=https://elsewhere.example/v1", "GOOGLE_GEMINI_BASE_URL=https://elsewhere.example",
+		"TMPDIR="+e.tmp)
 	cmd.Dir = e.user
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -132,6 +134,10 @@ func (e *agentEnv) launch(t *testing.T, args ...string) (stdout, stderr string, 
 		code = ee.ExitCode()
 	default:
 		t.Fatalf("aileron %v: %v\n%s", args, err, errOut.String())
+	}
+	// What launch wrote (the agent's registration, the CA bundle) is gone.
+	if left, _ := filepath.Glob(filepath.Join(e.tmp, "aileron-*")); len(left) > 0 {
+		t.Errorf("aileron %v left %q behind", args, left)
 	}
 	return out.String(), errOut.String(), code
 }
@@ -281,6 +287,40 @@ func TestAgentsLaunch(t *testing.T) {
 		for _, h := range []string{"CONNECT chatgpt.com", "CONNECT github.com"} {
 			if !slices.Contains(bare, h) {
 				t.Errorf("bare Codex did not try %s (refused: %q): the check of the switches sees nothing", h, bare)
+			}
+		}
+	})
+	t.Run("provider_not_ready", func(t *testing.T) {
+		// Unbound, the provider is not ready: launch says what to run and
+		// starts nothing; --list says the same.
+		e.d.cli(t, "credential", "unbind", "hub://aileron/gemini")
+		defer e.d.cli(t, "credential", "bind", "hub://aileron/gemini", "--credential", "gemini", "--env", "GEMINI_API_KEY,GOOGLE_API_KEY")
+		before := len(e.st.Requests())
+		out, errOut, code := e.launch(t, "launch", "gemini", "--", "-p", "hi")
+		if code == 0 || !strings.Contains(errOut, "run `aileron provider add gemini`") {
+			t.Errorf("launch gemini with its provider unbound: exit %d\n%s%s", code, out, errOut)
+		}
+		out, errOut, code = e.launch(t, "sandbox", "run", "--agent", "gemini", "--user", "root", "--", "-p", "hi")
+		if code == 0 || !strings.Contains(errOut, "run `aileron provider add gemini`") {
+			t.Errorf("sandbox run --agent gemini with its provider unbound: exit %d\n%s%s", code, out, errOut)
+		}
+		// A session that may not use the provider cannot serve the agent.
+		out, errOut, code = e.launch(t, "launch", "claude", "--new", "--connector", "github://acme/aileron-connector-models", "--", "-p", "hi")
+		if code == 0 || !strings.Contains(errOut, "Claude Code calls the anthropic provider, which session s_") {
+			t.Errorf("launch claude in a session without anthropic: exit %d\n%s%s", code, out, errOut)
+		}
+		if got := len(e.st.Requests()) - before; got != 0 {
+			t.Errorf("the refused launches reached the provider %d times", got)
+		}
+		out, errOut, code = e.launch(t, "launch", "--list")
+		want := []string{
+			"claude  Claude Code  " + filepath.Join(e.npmPB, "claude") + "  anthropic (ready)",
+			"codex   Codex        " + filepath.Join(e.npmPB, "codex") + "   openai (ready)",
+			"gemini  Gemini CLI   " + filepath.Join(e.npmPB, "gemini") + "  gemini (not ready: provider gemini is installed but has no key bound; run `aileron provider add gemini` (the key on stdin))",
+		}
+		for _, w := range want {
+			if code != 0 || !strings.Contains(out, w) {
+				t.Errorf("launch --list lacks %q: exit %d\n%s%s", w, code, out, errOut)
 			}
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -48,6 +49,9 @@ type agentLaunch struct {
 // directory (owned by uid:gid when chown is set, for a fenced command that
 // runs as another user) and returns how to start it.
 func prepareAgent(a agents.Agent, info sessions.Info, userArgs []string, chown *[2]int) (agentLaunch, error) {
+	if err := sessionServes(info, a); err != nil {
+		return agentLaunch{}, err
+	}
 	if err := a.Ready(func(name string) bool { _, ok := info.Placeholders[name]; return ok }); err != nil {
 		return agentLaunch{}, err
 	}
@@ -73,6 +77,22 @@ func prepareAgent(a agents.Agent, info sessions.Info, userArgs []string, chown *
 	}
 	argv := append(append([]string{a.Binary}, plan.Args...), userArgs...)
 	return agentLaunch{argv: argv, environ: a.Environ(os.Environ(), plan), cleanup: cleanup}, nil
+}
+
+// sessionServes refuses a session whose connector scope leaves out a
+// provider the agent calls.
+func sessionServes(info sessions.Info, a agents.Agent) error {
+	if len(info.Connectors) == 0 {
+		return nil // every installed connector
+	}
+	for _, p := range a.Providers {
+		pr, ok := providers.Lookup(p.Name)
+		if ok && !slices.Contains(info.Connectors, pr.FQN) {
+			return fmt.Errorf("%s calls the %s provider, which session %s may not use (its connectors: %s); add --connector %s to the session, or launch with --new",
+				a.Title, p.Name, info.ID, strings.Join(info.Connectors, ", "), pr.FQN)
+		}
+	}
+	return nil
 }
 
 // chownTree gives dir and everything in it to uid:gid.

@@ -2,7 +2,11 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/aileronhq/aileron/agents"
+	"github.com/aileronhq/aileron/sessions"
 )
 
 // TestAgentArgs: a known agent's name first, not after --, starts that
@@ -25,6 +29,26 @@ func TestAgentArgs(t *testing.T) {
 		a, args, ok, err := agentArgs(tc.pos, tc.dashAt)
 		if (err != nil) != tc.wantErr || ok != (tc.wantAgent != "") || a.Name != tc.wantAgent || ok && !slices.Equal(args, tc.wantArgs) {
 			t.Errorf("agentArgs(%q, %d) = %q %q %v %v, want %q %q", tc.pos, tc.dashAt, a.Name, args, ok, err, tc.wantAgent, tc.wantArgs)
+		}
+	}
+}
+
+// TestSessionServes: a session whose connector scope leaves out the
+// agent's provider cannot serve it; an unscoped one can.
+func TestSessionServes(t *testing.T) {
+	claude, _ := agents.Lookup("claude")
+	for _, tc := range []struct {
+		conns []string
+		ok    bool
+	}{
+		{nil, true},
+		{[]string{"hub://aileron/anthropic"}, true},
+		{[]string{"github://acme/aileron-connector-models", "hub://aileron/anthropic"}, true},
+		{[]string{"github://acme/aileron-connector-models"}, false},
+	} {
+		err := sessionServes(sessions.Info{ID: "s_x", Connectors: tc.conns}, claude)
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "--connector hub://aileron/anthropic") {
+			t.Errorf("sessionServes(%q) = %v, want ok %v", tc.conns, err, tc.ok)
 		}
 	}
 }
