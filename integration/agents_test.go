@@ -196,14 +196,43 @@ func (e *agentEnv) checkTurn(t *testing.T, provider, host string, from int) []st
 	return slices.Compact(refused)
 }
 
-// untouched fails t when the user's own configuration of the agent exists
-// after launch or holds Aileron's registration.
-func (e *agentEnv) untouched(t *testing.T, paths ...string) {
+// userConfig are the user's own agent configuration files (under HOME)
+// with what they hold before any launch.
+func userConfig() map[string]string {
+	return map[string]string{
+		".claude.json":          `{"mcpServers":{}}`,
+		".claude/settings.json": `{"permissions":{"deny":["WebFetch"]}}`,
+		".codex/config.toml":    "model_reasoning_effort = \"low\"\n",
+		".gemini/settings.json": `{"general":{"vimMode":true}}`,
+	}
+}
+
+func (e *agentEnv) writeUserConfig(t *testing.T) {
 	t.Helper()
-	for _, p := range paths {
+	for p, v := range userConfig() {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.user, p)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.user, p), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// untouched fails t when launch changed the user's own configuration
+// files. Claude Code rewrites ~/.claude.json itself on every run (its
+// start count, its caches): that one must only not name Aileron.
+func (e *agentEnv) untouched(t *testing.T) {
+	t.Helper()
+	for p, v := range userConfig() {
 		b, err := os.ReadFile(filepath.Join(e.user, p))
-		if err == nil && bytes.Contains(b, []byte("aileron")) {
-			t.Errorf("launch wrote into the user's %s:\n%s", p, b)
+		switch {
+		case err != nil:
+			t.Errorf("the user's %s: %v", p, err)
+		case p == ".claude.json" && bytes.Contains(b, []byte("aileron")):
+			t.Errorf("the user's %s names aileron:\n%s", p, b)
+		case p != ".claude.json" && string(b) != v:
+			t.Errorf("the user's %s changed:\n%s", p, b)
 		}
 	}
 }
@@ -213,10 +242,8 @@ func (e *agentEnv) untouched(t *testing.T, paths ...string) {
 // nothing but loopback.
 func TestAgentsLaunch(t *testing.T) {
 	e := startAgentEnv(t)
+	e.writeUserConfig(t)
 	t.Run("claude", func(t *testing.T) {
-		if err := os.WriteFile(filepath.Join(e.user, ".claude.json"), []byte(`{"mcpServers":{}}`), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		e.agentTurns()
 		out, errOut, code := e.launch(t, "launch", "claude", "--", "-p", "Look up model gpt-test, then embed hello.")
 		if code != 0 || !strings.Contains(out, "AGENT DONE") {
@@ -228,7 +255,7 @@ func TestAgentsLaunch(t *testing.T) {
 		if !slices.Equal(refused, want) {
 			t.Errorf("refused requests of the launched Claude Code: %q, want %q", refused, want)
 		}
-		e.untouched(t, ".claude.json", ".claude/settings.json")
+		e.untouched(t)
 	})
 	t.Run("codex", func(t *testing.T) {
 		// Codex defers MCP tools behind its tool_search for the models its
@@ -244,7 +271,7 @@ func TestAgentsLaunch(t *testing.T) {
 		if want := []string{"POST llm.example.com/v1/embeddings"}; !slices.Equal(refused, want) {
 			t.Errorf("refused requests of the launched Codex: %q, want %q", refused, want)
 		}
-		e.untouched(t, ".codex/config.toml")
+		e.untouched(t)
 	})
 	t.Run("gemini", func(t *testing.T) {
 		// --skip-trust: Gemini CLI runs headless only in a trusted folder,
@@ -261,7 +288,7 @@ func TestAgentsLaunch(t *testing.T) {
 		if want := []string{"POST llm.example.com/v1/embeddings"}; !slices.Equal(refused, want) {
 			t.Errorf("refused requests of the launched Gemini CLI: %q, want %q", refused, want)
 		}
-		e.untouched(t, ".gemini/settings.json")
+		e.untouched(t)
 	})
 	t.Run("gemini_switches", func(t *testing.T) {
 		// Gemini CLI started bare sends usage statistics to
