@@ -1,8 +1,11 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/aileronhq/aileron/agents"
@@ -49,6 +52,33 @@ func TestSessionServes(t *testing.T) {
 		err := sessionServes(sessions.Info{ID: "s_x", Connectors: tc.conns}, claude)
 		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "--connector hub://aileron/anthropic") {
 			t.Errorf("sessionServes(%q) = %v, want ok %v", tc.conns, err, tc.ok)
+		}
+	}
+}
+
+// TestChownTree: a fenced agent that runs as another user owns what
+// launch wrote for it, directories and files.
+func TestChownTree(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("TestChownTree gives files to another user, which needs root; run the tests as root")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "codex-home"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "codex-home", "config.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := chownTree(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "codex-home"), filepath.Join(dir, "codex-home", "config.toml")} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 65534 || sys.Gid != 65534 {
+			t.Errorf("%s is owned by %d:%d, want 65534:65534", p, sys.Uid, sys.Gid)
 		}
 	}
 }
