@@ -20,6 +20,12 @@ type anthropicRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
+	// Structured outputs: output_config.format (and the beta's
+	// output_format) of type json_schema.
+	OutputFormat struct{ Schema json.RawMessage } `json:"output_format"`
+	OutputConfig struct {
+		Format struct{ Schema json.RawMessage }
+	} `json:"output_config"`
 }
 
 // parseAnthropic fills rec's model, stream, tools and tool results.
@@ -29,6 +35,10 @@ func parseAnthropic(rec *modelRequest) {
 		return
 	}
 	rec.Model, rec.Streamed = req.Model, req.Stream
+	rec.Schema = req.OutputConfig.Format.Schema
+	if rec.Schema == nil {
+		rec.Schema = req.OutputFormat.Schema
+	}
 	for _, t := range req.Tools {
 		rec.Tools = append(rec.Tools, t.Name)
 	}

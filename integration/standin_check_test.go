@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -256,5 +257,31 @@ func TestStandinRefusesOtherKeys(t *testing.T) {
 	}
 	if got := len(s.Carrying("sk-placeholder")); got != 3 {
 		t.Errorf("Carrying(placeholder) found %d requests, want 3", got)
+	}
+}
+
+// TestStandinStructuredOutput: a request that asks for JSON following a
+// schema gets an instance of it as its plain answer, in each provider's
+// place for the schema (Gemini CLI's router, for one, asks so and retries
+// anything else).
+func TestStandinStructuredOutput(t *testing.T) {
+	s := startStandin(t, "127.0.0.2")
+	c := standinClient(t, s)
+	const schema = `{"type":"OBJECT","properties":{"reason":{"type":"STRING"},"score":{"type":"INTEGER","minimum":5},` +
+		`"pick":{"type":"string","enum":["flash","pro"]},"extra":{"type":"boolean"}},"required":["reason","score","pick"]}`
+	const want = `{"pick":"flash","reason":"stand-in","score":5}`
+	for _, tc := range []struct{ name, url, body string }{
+		{"anthropic", "https://api.anthropic.com/v1/messages", `{"model":"m","messages":[],"output_config":{"format":{"type":"json_schema","schema":` + schema + `}}}`},
+		{"responses", "https://api.openai.com/v1/responses", `{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":` + schema + `}}}`},
+		{"chat", "https://api.openai.com/v1/chat/completions", `{"model":"m","messages":[],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":` + schema + `}}}`},
+		{"gemini", "https://generativelanguage.googleapis.com/v1beta/models/g:generateContent", `{"contents":[],"generationConfig":{"responseMimeType":"application/json","responseJsonSchema":` + schema + `}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := standinPost(t, c, tc.url, "x-api-key", "k", tc.body)
+			quoted, _ := json.Marshal(want)
+			if status != http.StatusOK || !strings.Contains(body, string(quoted[1:len(quoted)-1])) {
+				t.Errorf("answer %d %s lacks the schema's instance %s", status, body, want)
+			}
+		})
 	}
 }

@@ -25,6 +25,11 @@ type geminiRequest struct {
 	Tools []struct {
 		FunctionDeclarations []struct{ Name string } `json:"functionDeclarations"`
 	} `json:"tools"`
+	GenerationConfig struct {
+		ResponseMimeType   string          `json:"responseMimeType"`
+		ResponseJSONSchema json.RawMessage `json:"responseJsonSchema"`
+		ResponseSchema     json.RawMessage `json:"responseSchema"`
+	} `json:"generationConfig"`
 }
 
 // parseGemini fills rec's tools and tool results from the body.
@@ -32,6 +37,12 @@ func parseGemini(rec *modelRequest) {
 	var req geminiRequest
 	if json.Unmarshal(rec.Body, &req) != nil {
 		return
+	}
+	if gc := req.GenerationConfig; gc.ResponseMimeType == "application/json" {
+		rec.Schema = gc.ResponseJSONSchema
+		if rec.Schema == nil {
+			rec.Schema = gc.ResponseSchema
+		}
 	}
 	for _, t := range req.Tools {
 		for _, f := range t.FunctionDeclarations {

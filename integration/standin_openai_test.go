@@ -39,6 +39,14 @@ type openaiRequest struct {
 			Name string `json:"name"`
 		} `json:"tools"` // of a namespace (Codex puts each MCP server's tools in one)
 	} `json:"tools"`
+	// Structured outputs: Responses' text.format and Chat Completions'
+	// response_format, of type json_schema.
+	Text struct {
+		Format struct{ Schema json.RawMessage }
+	} `json:"text"`
+	ResponseFormat struct {
+		JSONSchema struct{ Schema json.RawMessage } `json:"json_schema"`
+	} `json:"response_format"`
 	Input          json.RawMessage `json:"input"`
 	Generate       *bool           `json:"generate"` // false: a warm-up that answers nothing (Codex)
 	EncodingFormat string          `json:"encoding_format"`
@@ -56,6 +64,10 @@ func parseOpenAI(rec *modelRequest, body []byte) openaiRequest {
 	}
 	rec.Model, rec.Streamed = req.Model, req.Stream
 	rec.Prewarm = req.Generate != nil && !*req.Generate
+	rec.Schema = req.Text.Format.Schema
+	if rec.Schema == nil {
+		rec.Schema = req.ResponseFormat.JSONSchema.Schema
+	}
 	for _, t := range req.Tools {
 		name := t.Name
 		if name == "" {

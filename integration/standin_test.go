@@ -90,6 +90,9 @@ type modelRequest struct {
 	// (Responses; Codex puts each MCP server's tools in one), listed in
 	// Tools as NAMESPACE__NAME, to its namespace.
 	Namespaces map[string]string
+	// Schema is the JSON schema a structured-output request asked its
+	// answer to follow; the plain answer is then an instance of it.
+	Schema json.RawMessage
 }
 
 // turn is one scripted answer. A turn with Tool calls the offered tool
@@ -318,6 +321,9 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 	defer s.mu.Unlock()
 	s.seq++
 	a := answer{Text: standinText, Model: rec.Model, Usage: s.usage, ID: fmt.Sprintf("standin%04d", s.seq)}
+	if len(rec.Schema) > 0 {
+		a.Text = schemaExample(rec.Schema)
+	}
 	if len(s.script) == 0 || rec.Prewarm {
 		return a
 	}
@@ -347,6 +353,71 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 	return a
 }
 
+// schemaExample returns a JSON instance of a JSON schema (or of the
+// Gemini API's upper-case variant): each required property (every one,
+// when none is marked), an enum's first value, the first of anyOf or oneOf,
+// an empty array, "stand-in" for a string, a number's minimum or 1.
+func schemaExample(raw json.RawMessage) string {
+	var schema map[string]any
+	if json.Unmarshal(raw, &schema) != nil {
+		return "{}"
+	}
+	out, _ := json.Marshal(exampleOf(schema, 0))
+	return string(out)
+}
+
+func exampleOf(schema map[string]any, depth int) any {
+	if enum, ok := schema["enum"].([]any); ok && len(enum) > 0 {
+		return enum[0]
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if alts, ok := schema[k].([]any); ok && len(alts) > 0 {
+			if alt, ok := alts[0].(map[string]any); ok {
+				return exampleOf(alt, depth+1)
+			}
+		}
+	}
+	typ, _ := schema["type"].(string)
+	if types, ok := schema["type"].([]any); ok && len(types) > 0 {
+		typ, _ = types[0].(string)
+	}
+	switch strings.ToLower(typ) {
+	case "string":
+		return "stand-in"
+	case "integer", "number":
+		if m, ok := schema["minimum"].(float64); ok {
+			return m
+		}
+		return 1
+	case "boolean":
+		return false
+	case "array":
+		return []any{}
+	case "null":
+		return nil
+	}
+	obj := map[string]any{}
+	props, _ := schema["properties"].(map[string]any)
+	if depth > 16 {
+		return obj
+	}
+	required, _ := schema["required"].([]any)
+	if len(required) == 0 {
+		for name := range props {
+			required = append(required, name)
+		}
+	}
+	for _, name := range required {
+		n, _ := name.(string)
+		if p, ok := props[n].(map[string]any); ok {
+			obj[n] = exampleOf(p, depth+1)
+		}
+	}
+	return obj
+}
+
+// offeredTool returns the name among offered that is want or ends in
+// "__"+want, or "".
 // offeredTool returns the name among offered that is want, ends in
 // "__"+want (mcp__SERVER__TOOL, Claude Code and Codex) or starts with mcp_
 // and ends in "_"+want (mcp_SERVER_TOOL, Gemini CLI), or "".
