@@ -185,8 +185,9 @@ func TestStandinScript(t *testing.T) {
 	}
 }
 
-// TestStandinResponsesWebSocket sends two response.create messages on one
-// Responses WebSocket and reads each turn's events to response.completed.
+// TestStandinResponsesWebSocket sends a prewarm ("generate": false) and two
+// response.create messages on one Responses WebSocket and reads each
+// turn's events to response.completed.
 func TestStandinResponsesWebSocket(t *testing.T) {
 	s := startStandin(t, "127.0.0.2")
 	s.SetUsage(modelUsage{Input: 40, Output: 2})
@@ -203,8 +204,20 @@ func TestStandinResponsesWebSocket(t *testing.T) {
 	}
 	resp.Body.Close()
 	defer conn.Close()
-	for _, want := range []string{"first turn", standinText} {
-		if err := conn.WriteJSON(map[string]any{"type": "response.create", "model": "gpt-ws", "input": "hi"}); err != nil {
+	for i, step := range []struct {
+		generate        bool
+		want            string
+		output, pending int
+	}{
+		{false, "", 0, 1}, // Codex's prewarm: no output, the queued turn kept
+		{true, "first turn", 2, 0},
+		{true, standinText, 2, 0},
+	} {
+		msg := map[string]any{"type": "response.create", "model": "gpt-ws", "input": "hi"}
+		if !step.generate {
+			msg["generate"] = false
+		}
+		if err := conn.WriteJSON(msg); err != nil {
 			t.Fatal(err)
 		}
 		var types []string
@@ -214,26 +227,28 @@ func TestStandinResponsesWebSocket(t *testing.T) {
 				Type     string
 				Delta    string
 				Response struct {
-					Usage struct {
-						InputTokens int `json:"input_tokens"`
+					Output []any
+					Usage  struct {
+						InputTokens  int `json:"input_tokens"`
+						OutputTokens int `json:"output_tokens"`
 					}
 				}
 			}
 			if err := conn.ReadJSON(&ev); err != nil {
-				t.Fatalf("read event after %v: %v", types, err)
+				t.Fatalf("turn %d: read event after %v: %v", i, types, err)
 			}
 			types, text = append(types, ev.Type), text+ev.Delta
-			if ev.Type == "response.completed" && ev.Response.Usage.InputTokens != 40 {
-				t.Errorf("response.completed usage input_tokens %d, want 40", ev.Response.Usage.InputTokens)
+			if u := ev.Response.Usage; ev.Type == "response.completed" && (u.InputTokens != 40 || u.OutputTokens != step.output || (len(ev.Response.Output) == 0) != (step.want == "")) {
+				t.Errorf("turn %d: response.completed has usage %+v and %d output items, want 40 in, %d out", i, u, len(ev.Response.Output), step.output)
 			}
 		}
-		if types[0] != "response.created" || text != want {
-			t.Errorf("events %v carried text %q, want response.created first and %q", types, text, want)
+		if types[0] != "response.created" || text != step.want || s.Pending() != step.pending {
+			t.Errorf("turn %d: events %v carried text %q with %d turns pending, want response.created first, %q, %d pending", i, types, text, s.Pending(), step.want, step.pending)
 		}
 	}
 	reqs := s.Requests()
-	if len(reqs) != 3 || reqs[0].Method != http.MethodGet || reqs[1].Method != "WS" || reqs[2].Model != "gpt-ws" || !reqs[2].WebSocket || reqs[2].Keys["authorization"] != "sk-ws" {
-		t.Errorf("recorded %+v, want the upgrade then two WS turns of gpt-ws with the Bearer key", reqs)
+	if len(reqs) != 4 || reqs[0].Method != http.MethodGet || !reqs[1].Prewarm || reqs[2].Method != "WS" || reqs[2].Prewarm || reqs[3].Model != "gpt-ws" || !reqs[3].WebSocket || reqs[3].Keys["authorization"] != "sk-ws" {
+		t.Errorf("recorded %s, want the upgrade, a prewarm, then two WS turns of gpt-ws with the Bearer key", summary(reqs))
 	}
 }
 

@@ -206,7 +206,7 @@ func responseObject(a answer, status string, output []any, usage any) map[string
 
 // responsesEvents are the events of a streamed response, each with its
 // sequence_number; the last is response.completed, whose response is the
-// whole answer (the JSON answer too).
+// whole answer (the JSON answer too). A prewarm's has no output.
 func responsesEvents(a answer) []map[string]any {
 	var evs []map[string]any
 	add := func(typ string, kv map[string]any) {
@@ -215,6 +215,15 @@ func responsesEvents(a answer) []map[string]any {
 	}
 	add("response.created", map[string]any{"response": responseObject(a, "in_progress", []any{}, nil)})
 	add("response.in_progress", map[string]any{"response": responseObject(a, "in_progress", []any{}, nil)})
+	usage := map[string]any{
+		"input_tokens": a.Usage.Input, "input_tokens_details": map[string]any{"cached_tokens": a.Usage.Cached},
+		"output_tokens": a.Usage.Output, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
+		"total_tokens": a.Usage.Input + a.Usage.Output,
+	}
+	if a.Prewarm {
+		add("response.completed", map[string]any{"response": responseObject(a, "completed", []any{}, usage)})
+		return evs
+	}
 	var item map[string]any
 	if a.Tool != "" {
 		itemID, args := "fc_"+a.ID, a.inputJSON()
@@ -250,11 +259,6 @@ func responsesEvents(a answer) []map[string]any {
 		add("response.content_part.done", with(map[string]any{"part": part}))
 	}
 	add("response.output_item.done", map[string]any{"output_index": 0, "item": item})
-	usage := map[string]any{
-		"input_tokens": a.Usage.Input, "input_tokens_details": map[string]any{"cached_tokens": a.Usage.Cached},
-		"output_tokens": a.Usage.Output, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
-		"total_tokens": a.Usage.Input + a.Usage.Output,
-	}
 	add("response.completed", map[string]any{"response": responseObject(a, "completed", []any{item}, usage)})
 	return evs
 }

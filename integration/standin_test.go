@@ -85,7 +85,10 @@ type modelRequest struct {
 	Tools       []string // tool names the request offered
 	ToolResults []string // tool results it sent back, as text
 	AfterTool   bool     // its last input is a tool result
-	Prewarm     bool     // a warm-up ("generate": false): it plays no turn
+	// Prewarm marks a Responses request with "generate": false (Codex's
+	// prewarm): answered with no output and no output tokens, and never
+	// given a queued turn.
+	Prewarm bool
 	// Namespaces maps an offered tool that sits in a namespace tool
 	// (Responses; Codex puts each MCP server's tools in one), listed in
 	// Tools as NAMESPACE__NAME, to its namespace.
@@ -123,6 +126,8 @@ type answer struct {
 	ID        string // the response's or message's id
 	Model     string
 	Usage     modelUsage
+	// Prewarm: no output (see modelRequest.Prewarm).
+	Prewarm bool
 }
 
 // startStandin starts a stand-in on ip (a loopback address, or one in the
@@ -256,6 +261,15 @@ func (s *standin) Carrying(text string) []modelRequest {
 	return out
 }
 
+// summary lists requests as "METHOD host/path" for messages.
+func summary(reqs []modelRequest) string {
+	var out []string
+	for _, r := range reqs {
+		out = append(out, r.Method+" "+r.Host+r.Path)
+	}
+	return strings.Join(out, ", ")
+}
+
 // ServeHTTP records the request and hands it to its provider's handler.
 func (s *standin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
@@ -321,10 +335,14 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 	defer s.mu.Unlock()
 	s.seq++
 	a := answer{Text: standinText, Model: rec.Model, Usage: s.usage, ID: fmt.Sprintf("standin%04d", s.seq)}
+	if rec.Prewarm {
+		a.Text, a.Prewarm, a.Usage.Output = "", true, 0
+		return a
+	}
 	if len(rec.Schema) > 0 {
 		a.Text = schemaExample(rec.Schema)
 	}
-	if len(s.script) == 0 || rec.Prewarm {
+	if len(s.script) == 0 {
 		return a
 	}
 	head := s.script[0]
