@@ -31,14 +31,7 @@ type openaiRequest struct {
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Tools []struct {
-		Type     string `json:"type"`
-		Name     string `json:"name"`
-		Function struct{ Name string }
-		Tools    []struct {
-			Name string `json:"name"`
-		} `json:"tools"` // of a namespace (Codex puts each MCP server's tools in one)
-	} `json:"tools"`
+	Tools []openaiTool `json:"tools"`
 	// Structured outputs: Responses' text.format and Chat Completions'
 	// response_format, of type json_schema.
 	Text struct {
@@ -56,6 +49,46 @@ type openaiRequest struct {
 	} `json:"messages"`
 }
 
+// openaiTool is a tool a request offers: a function (Chat Completions
+// nests its name in function), a custom (freeform) tool, or a namespace of
+// tools.
+type openaiTool struct {
+	Type        string `json:"type"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Function    struct{ Name string }
+	Tools       []openaiTool `json:"tools"`
+}
+
+// addOpenAITools records the names of tools, a namespace's as
+// NAMESPACE__NAME in rec.Namespaces too (Codex puts each MCP server's tools
+// in one), and whether Codex's code-mode exec tool is among them: Codex then
+// offers its nested tools (MCP tools included) only as functions of the
+// JavaScript that exec runs, listed in its ALL_TOOLS.
+func (rec *modelRequest) addOpenAITools(tools []openaiTool, namespace string) {
+	for _, t := range tools {
+		name := t.Name
+		if name == "" {
+			name = t.Function.Name
+		}
+		if t.Type == "namespace" {
+			rec.addOpenAITools(t.Tools, name)
+			continue
+		}
+		if t.Type == "custom" && t.Name == "exec" && strings.Contains(t.Description, "ALL_TOOLS") {
+			rec.CodeMode = true
+		}
+		if namespace != "" {
+			if rec.Namespaces == nil {
+				rec.Namespaces = map[string]string{}
+			}
+			name = namespace + "__" + name
+			rec.Namespaces[name] = namespace
+		}
+		rec.Tools = append(rec.Tools, name)
+	}
+}
+
 // parseOpenAI fills rec from body and returns what it read.
 func parseOpenAI(rec *modelRequest, body []byte) openaiRequest {
 	var req openaiRequest
@@ -68,29 +101,15 @@ func parseOpenAI(rec *modelRequest, body []byte) openaiRequest {
 	if rec.Schema == nil {
 		rec.Schema = req.ResponseFormat.JSONSchema.Schema
 	}
-	for _, t := range req.Tools {
-		name := t.Name
-		if name == "" {
-			name = t.Function.Name
-		}
-		if t.Type == "namespace" {
-			if rec.Namespaces == nil {
-				rec.Namespaces = map[string]string{}
-			}
-			for _, nt := range t.Tools {
-				rec.Tools = append(rec.Tools, name+"__"+nt.Name)
-				rec.Namespaces[name+"__"+nt.Name] = name
-			}
-			continue
-		}
-		rec.Tools = append(rec.Tools, name)
-	}
+	rec.addOpenAITools(req.Tools, "")
 	var items []struct {
 		Type   string          `json:"type"`
 		Output json.RawMessage `json:"output"`
+		Tools  []openaiTool    `json:"tools"` // of an additional_tools item (Codex)
 	}
 	if json.Unmarshal(req.Input, &items) == nil {
 		for i, it := range items {
+			rec.addOpenAITools(it.Tools, "")
 			if it.Type == "function_call_output" || it.Type == "custom_tool_call_output" {
 				rec.ToolResults = append(rec.ToolResults, textOf(it.Output))
 				rec.AfterTool = i == len(items)-1
@@ -225,7 +244,15 @@ func responsesEvents(a answer) []map[string]any {
 		return evs
 	}
 	var item map[string]any
-	if a.Tool != "" {
+	if a.Code != "" {
+		itemID := "ctc_" + a.ID
+		item = map[string]any{"type": "custom_tool_call", "id": itemID, "call_id": a.CallID, "name": a.Tool, "input": a.Code, "status": "completed"}
+		add("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{
+			"type": "custom_tool_call", "id": itemID, "call_id": a.CallID, "name": a.Tool, "input": "", "status": "in_progress",
+		}})
+		add("response.custom_tool_call_input.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": a.Code})
+		add("response.custom_tool_call_input.done", map[string]any{"item_id": itemID, "output_index": 0, "input": a.Code})
+	} else if a.Tool != "" {
 		itemID, args := "fc_"+a.ID, a.inputJSON()
 		item = map[string]any{"type": "function_call", "id": itemID, "call_id": a.CallID, "name": a.Tool, "arguments": args, "status": "completed"}
 		added := map[string]any{"type": "function_call", "id": itemID, "call_id": a.CallID, "name": a.Tool, "arguments": "", "status": "in_progress"}

@@ -80,9 +80,12 @@ type modelRequest struct {
 	// "authorization" (the Bearer token), "x-goog-api-key", "query:key".
 	Keys map[string]string
 
-	Model       string
-	Streamed    bool
-	Tools       []string // tool names the request offered
+	Model    string
+	Streamed bool
+	Tools    []string // tool names the request offered
+	// CodeMode: the request offers Codex's code-mode exec tool, so a tool
+	// it does not offer directly is called from exec's JavaScript.
+	CodeMode    bool
 	ToolResults []string // tool results it sent back, as text
 	AfterTool   bool     // its last input is a tool result
 	// Prewarm marks a Responses request with "generate": false (Codex's
@@ -116,9 +119,12 @@ func afterToolResult(r *modelRequest) bool { return r.AfterTool }
 
 // answer is a turn resolved for one request.
 type answer struct {
-	Text   string
-	Tool   string // the tool's name as the request offered it
-	Input  map[string]any
+	Text  string
+	Tool  string // the tool's name as the request offered it
+	Input map[string]any
+	// Code is the JavaScript of a call to Codex's code-mode exec tool
+	// (Tool "exec") that calls the turn's tool with Input.
+	Code   string
 	CallID string
 	// Namespace is the tool's namespace, when the request offered it in
 	// one; Tool is then NAMESPACE__NAME.
@@ -347,6 +353,10 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 	}
 	head := s.script[0]
 	tool := offeredTool(rec.Tools, head.Tool)
+	code := tool == "" && head.Tool != "" && rec.CodeMode
+	if code {
+		tool = "exec"
+	}
 	var ok bool
 	switch {
 	case head.When != nil:
@@ -367,6 +377,9 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 	a.Text, a.Tool, a.Input, a.CallID, a.Namespace = "", tool, head.Input, "call_"+a.ID, rec.Namespaces[tool]
 	if a.Input == nil {
 		a.Input = map[string]any{}
+	}
+	if code {
+		a.Code = codeModeCall(head.Tool, a.inputJSON())
 	}
 	return a
 }
@@ -432,6 +445,19 @@ func exampleOf(schema map[string]any, depth int) any {
 		}
 	}
 	return obj
+}
+
+// codeModeCall is the JavaScript for Codex's exec tool that finds the
+// tool named want (or ending in "__"+want) in ALL_TOOLS, calls it with the
+// JSON input, and returns its result as text; a missing tool throws an
+// error naming the tools there are.
+func codeModeCall(want, input string) string {
+	w, _ := json.Marshal(want)
+	return "const want = " + string(w) + ";\n" +
+		"const names = ALL_TOOLS.map((t) => t.name);\n" +
+		"const name = names.find((n) => n === want || n.endsWith('__' + want));\n" +
+		"if (!name) throw new Error(`no tool ${want} among ${names.join(', ')}`);\n" +
+		"text(JSON.stringify(await tools[name](" + input + ")));\n"
 }
 
 // offeredTool returns the name among offered that is want or ends in
