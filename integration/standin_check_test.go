@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -253,6 +256,13 @@ func TestStandinResponsesWebSocket(t *testing.T) {
 	reqs := s.Requests()
 	if len(reqs) != 4 || reqs[0].Method != http.MethodGet || !reqs[1].Prewarm || reqs[2].Method != "WS" || reqs[2].Prewarm || reqs[3].Model != "gpt-ws" || !reqs[3].WebSocket || reqs[3].Keys["authorization"] != "sk-ws" {
 		t.Errorf("recorded %s, want the upgrade, a prewarm, then two WS turns of gpt-ws with the Bearer key", summary(reqs))
+	}
+	// Close ends the open WebSocket too (http.Server.Close leaves hijacked
+	// connections alone).
+	s.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // hang guard only
+	if _, _, err := conn.ReadMessage(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("after Close the WebSocket read %v, want it closed", err)
 	}
 }
 

@@ -180,6 +180,10 @@ func (s *standin) serveResponsesWS(w http.ResponseWriter, r *http.Request, up *m
 		return
 	}
 	defer c.Close()
+	if !s.trackWS(c.NetConn()) {
+		return
+	}
+	defer s.untrackWS(c.NetConn())
 	for {
 		typ, msg, err := c.ReadMessage()
 		if err != nil {

@@ -43,6 +43,10 @@ type standin struct {
 	usage  modelUsage
 	keys   map[string]bool // accepted keys; empty accepts any
 	seq    int
+	// ws are the open Responses WebSockets, which http.Server.Close does
+	// not close (they are hijacked); wsDone counts their handlers.
+	ws     map[net.Conn]bool
+	wsDone sync.WaitGroup
 }
 
 // standinHosts are the hosts the stand-in answers for (those the test
@@ -168,6 +172,37 @@ func startStandin(t *testing.T, ip string) *standin {
 func (s *standin) Close() {
 	_ = s.srv.Close()
 	<-s.done
+	s.mu.Lock()
+	for c := range s.ws {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.wsDone.Wait()
+}
+
+// trackWS registers an open WebSocket's connection for Close, and reports
+// false (the caller closes it) when the stand-in is already closed.
+func (s *standin) trackWS(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	if s.ws == nil {
+		s.ws = map[net.Conn]bool{}
+	}
+	s.ws[c] = true
+	s.wsDone.Add(1)
+	return true
+}
+
+func (s *standin) untrackWS(c net.Conn) {
+	s.mu.Lock()
+	delete(s.ws, c)
+	s.mu.Unlock()
+	s.wsDone.Done()
 }
 
 // Resolve maps each provider host:443 to the stand-in, for upstream.resolve.
