@@ -24,23 +24,24 @@ type sdkCase struct {
 	in, out           string
 }
 
-// sdkProvider is a provider the SDK test binds, with the calls its
-// official SDK makes.
+// sdkProvider is a provider the SDK test binds with `aileron provider add
+// ARGS…` (default: its name), with the calls its official SDK makes.
 type sdkProvider struct {
 	name, host string
+	args       []string
 	cases      []sdkCase
 }
 
 func sdkProviders() []sdkProvider {
 	return []sdkProvider{
-		{"anthropic", "api.anthropic.com", []sdkCase{
+		{"anthropic", "api.anthropic.com", nil, []sdkCase{
 			{"anthropic-json", "authorization", "/v1/messages", false, "input_tokens", "output_tokens"},
 			{"anthropic-stream", "authorization", "/v1/messages", true, "input_tokens", "output_tokens"},
 			{"anthropic-x-api-key-json", "x-api-key", "/v1/messages", false, "input_tokens", "output_tokens"},
 			{"anthropic-x-api-key-stream", "x-api-key", "/v1/messages", true, "input_tokens", "output_tokens"},
 			{"anthropic-count-tokens", "authorization", "/v1/messages/count_tokens", false, "input_tokens", ""},
 		}},
-		{"openai", "api.openai.com", []sdkCase{
+		{"openai", "api.openai.com", nil, []sdkCase{
 			{"openai-responses-json", "authorization", "/v1/responses", false, "input_tokens", "output_tokens"},
 			{"openai-responses-stream", "authorization", "/v1/responses", true, "input_tokens", "output_tokens"},
 			{"openai-responses-ws", "authorization", "/v1/responses", true, "input_tokens", "output_tokens"},
@@ -48,10 +49,16 @@ func sdkProviders() []sdkProvider {
 			{"openai-chat-stream", "authorization", "/v1/chat/completions", true, "prompt_tokens", "completion_tokens"},
 			{"openai-embeddings", "authorization", "/v1/embeddings", false, "prompt_tokens", ""},
 		}},
-		{"gemini", "generativelanguage.googleapis.com", []sdkCase{
+		{"gemini", "generativelanguage.googleapis.com", nil, []sdkCase{
 			{"gemini-json", "x-goog-api-key", "/v1beta/models/gemini-2.5-flash:generateContent", false, "promptTokenCount", "candidatesTokenCount"},
 			{"gemini-count-tokens", "x-goog-api-key", "/v1beta/models/gemini-2.5-flash:countTokens", false, "totalTokens", ""},
 			{"gemini-stream", "x-goog-api-key", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", true, "promptTokenCount", "candidatesTokenCount"},
+		}},
+		// The OpenAI SDK at an OpenAI-compatible host, its key in LLM_API_KEY.
+		{"llm", "llm.example.com", []string{"openai-compatible", "--name", "llm", "--host", "llm.example.com"}, []sdkCase{
+			{"compatible-chat-json", "authorization", "/v1/chat/completions", false, "prompt_tokens", "completion_tokens"},
+			{"compatible-chat-stream", "authorization", "/v1/chat/completions", true, "prompt_tokens", "completion_tokens"},
+			{"compatible-responses-stream", "authorization", "/v1/responses", true, "input_tokens", "output_tokens"},
 		}},
 	}
 }
@@ -61,7 +68,8 @@ func sdkProviders() []sdkProvider {
 // proxy, in a session whose environment is only what `aileron session env`
 // gives, against the stand-in provider. Each provider has one binding made
 // by `aileron provider add` with the key on stdin; every SDK call (JSON,
-// SSE, OpenAI's Responses WebSocket; token counts, embeddings), wherever
+// SSE, OpenAI's Responses WebSocket; token counts, embeddings; the OpenAI
+// SDK at an OpenAI-compatible host too), wherever
 // the SDK puts its key, gets its answer and usage, and the stand-in sees
 // the real key in that place and nothing of the session's. The Anthropic
 // SDK 1.x sends ANTHROPIC_API_KEY as Authorization: Bearer; x-api-key (as
@@ -80,12 +88,16 @@ func TestSDKs(t *testing.T) {
 	for _, p := range sdkProviders() {
 		keys[p.name] = "sk-" + p.name + "-real-" + randomHex(t)
 		theSuite.secrets.add(p.name+" key of the SDK test", keys[p.name])
-		providerAdd(t, d, p.name, keys[p.name])
+		args := p.args
+		if args == nil {
+			args = []string{p.name}
+		}
+		providerAdd(t, d, keys[p.name], args...)
 	}
-	st.AcceptKeys(keys["anthropic"], keys["openai"], keys["gemini"])
+	st.AcceptKeys(keys["anthropic"], keys["openai"], keys["gemini"], keys["llm"])
 	s := d.newSession(t, "--name", "sdks")
 	vars := sessionVars(t, s)
-	for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"} {
+	for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "LLM_API_KEY"} {
 		if !strings.HasPrefix(vars[k], "aileron-placeholder-") {
 			t.Fatalf("session env gives %s=%q, want a placeholder", k, vars[k])
 		}
@@ -143,12 +155,12 @@ func checkSDK(t *testing.T, st *standin, npm string, vars map[string]string, p s
 	}
 }
 
-// providerAdd runs `aileron provider add name` on d with key on stdin.
-func providerAdd(t *testing.T, d *daemon, name, key string) {
+// providerAdd runs `aileron provider add ARGS…` on d with key on stdin.
+func providerAdd(t *testing.T, d *daemon, key string, args ...string) {
 	t.Helper()
-	out, errOut, err := d.runInput(context.Background(), key+"\n", "provider", "add", name)
+	out, errOut, err := d.runInput(context.Background(), key+"\n", append([]string{"provider", "add"}, args...)...)
 	if err != nil {
-		t.Fatalf("aileron provider add %s: %v\nstdout: %s\nstderr: %s", name, err, out, errOut)
+		t.Fatalf("aileron provider add %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
 	}
 }
 

@@ -37,6 +37,8 @@ const prompt = 'Say hello.';
 const anthropic = (opts) => new Anthropic({ ...stainless, ...opts });
 const xAPIKey = () => ({ apiKey: null, defaultHeaders: { 'X-Api-Key': process.env.ANTHROPIC_API_KEY, Authorization: null } });
 const openai = () => new OpenAI(stainless);
+// An OpenAI-compatible provider named llm at llm.example.com.
+const compatible = () => new OpenAI({ ...stainless, apiKey: process.env.LLM_API_KEY, baseURL: 'https://llm.example.com/v1' });
 const gemini = () => new GoogleGenAI({ httpOptions: { fetch: proxied } });
 
 // Each case makes exactly one model request (the WebSocket's upgrade aside).
@@ -56,14 +58,7 @@ const cases = {
     const r = await openai().responses.create({ model: 'gpt-5-mini', input: prompt });
     return { text: r.output_text, usage: r.usage };
   },
-  'openai-responses-stream': async () => {
-    const stream = openai().responses.stream({ model: 'gpt-5-mini', input: prompt });
-    let text = '';
-    for await (const ev of stream) if (ev.type === 'response.output_text.delta') text += ev.delta;
-    const r = await stream.finalResponse();
-    if (r.output_text !== text) throw new Error(`streamed ${JSON.stringify(text)} but the final response says ${JSON.stringify(r.output_text)}`);
-    return { text, usage: r.usage };
-  },
+  'openai-responses-stream': () => responsesStream(openai()),
   // The Responses WebSocket: the SDK's ResponsesWS takes ws's options,
   // whose agent carries the proxy.
   'openai-responses-ws': async () => {
@@ -81,21 +76,12 @@ const cases = {
       rws.close();
     }
   },
-  'openai-chat-json': async () => {
-    const r = await openai().chat.completions.create({ model: 'gpt-5-mini', messages: [{ role: 'user', content: prompt }] });
-    return { text: r.choices[0].message.content, usage: r.usage };
-  },
-  'openai-chat-stream': async () => {
-    const stream = await openai().chat.completions.create({
-      model: 'gpt-5-mini', messages: [{ role: 'user', content: prompt }], stream: true, stream_options: { include_usage: true },
-    });
-    let text = '', usage;
-    for await (const c of stream) {
-      if (c.choices[0]?.delta?.content) text += c.choices[0].delta.content;
-      if (c.usage) usage = c.usage;
-    }
-    return { text, usage };
-  },
+  'openai-chat-json': () => chatJSON(openai()),
+  'openai-chat-stream': () => chatStream(openai()),
+  // The OpenAI SDK at an OpenAI-compatible host (provider llm).
+  'compatible-chat-json': () => chatJSON(compatible()),
+  'compatible-chat-stream': () => chatStream(compatible()),
+  'compatible-responses-stream': () => responsesStream(compatible()),
   // The SDK asks for base64 and decodes it into numbers.
   'openai-embeddings': async () => {
     const r = await openai().embeddings.create({ model: 'text-embedding-3-small', input: [prompt, prompt] });
@@ -121,6 +107,32 @@ const cases = {
     return { text: '', usage: r };
   },
 };
+
+async function responsesStream(client) {
+  const stream = client.responses.stream({ model: 'gpt-5-mini', input: prompt });
+  let text = '';
+  for await (const ev of stream) if (ev.type === 'response.output_text.delta') text += ev.delta;
+  const r = await stream.finalResponse();
+  if (r.output_text !== text) throw new Error(`streamed ${JSON.stringify(text)} but the final response says ${JSON.stringify(r.output_text)}`);
+  return { text, usage: r.usage };
+}
+
+async function chatJSON(client) {
+  const r = await client.chat.completions.create({ model: 'gpt-5-mini', messages: [{ role: 'user', content: prompt }] });
+  return { text: r.choices[0].message.content, usage: r.usage };
+}
+
+async function chatStream(client) {
+  const stream = await client.chat.completions.create({
+    model: 'gpt-5-mini', messages: [{ role: 'user', content: prompt }], stream: true, stream_options: { include_usage: true },
+  });
+  let text = '', usage;
+  for await (const c of stream) {
+    if (c.choices[0]?.delta?.content) text += c.choices[0].delta.content;
+    if (c.usage) usage = c.usage;
+  }
+  return { text, usage };
+}
 
 async function anthropicJSON(client) {
   const m = await client.messages.create({ model: 'claude-haiku-4-5', max_tokens: 64, messages: [{ role: 'user', content: prompt }] });
