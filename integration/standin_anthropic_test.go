@@ -42,7 +42,10 @@ func parseAnthropic(rec *modelRequest) {
 	for _, t := range req.Tools {
 		rec.Tools = append(rec.Tools, t.Name)
 	}
-	for i, m := range req.Messages {
+	for _, m := range req.Messages {
+		if m.Role == "user" || m.Role == "assistant" { // not a system message between
+			rec.AfterTool = false
+		}
 		var blocks []struct {
 			Type    string          `json:"type"`
 			Content json.RawMessage `json:"content"`
@@ -53,7 +56,7 @@ func parseAnthropic(rec *modelRequest) {
 		for _, b := range blocks {
 			if b.Type == "tool_result" {
 				rec.ToolResults = append(rec.ToolResults, textOf(b.Content))
-				rec.AfterTool = i == len(req.Messages)-1
+				rec.AfterTool = m.Role == "user"
 			}
 		}
 	}

@@ -314,3 +314,38 @@ func TestStandinStructuredOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestStandinToolSearch: Claude Code defers MCP tools behind ToolSearch. A
+// queued call of such a tool is answered first with one ToolSearch call
+// that loads it (the turn stays queued), then with the call itself once
+// offered; a system message after a tool result still counts as after it.
+func TestStandinToolSearch(t *testing.T) {
+	s := startStandin(t, "127.0.0.2")
+	c := standinClient(t, s)
+	const url = "https://api.anthropic.com/v1/messages"
+	s.Queue(turn{Tool: "check", Input: map[string]any{"id": "ap-1"}}, turn{Text: "Checked.", When: afterToolResult})
+	const sys = `{"role":"system","content":"deferred tools: mcp__aileron__check"}`
+	result := func(text string) string {
+		return `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"` + text + `"}]}`
+	}
+	for i, step := range []struct {
+		tools, messages string
+		want            []string
+		pending         int
+	}{
+		{`[{"name":"ToolSearch"}]`, `[{"role":"user","content":"go"},` + sys + `]`, []string{`"name":"ToolSearch"`, `"input":{"max_results":5,"query":"check"}`}, 2},
+		{`[{"name":"ToolSearch"}]`, `[{"role":"user","content":"go"}]`, []string{standinText}, 2}, // searched once only
+		{`[{"name":"ToolSearch"},{"name":"mcp__aileron__check"}]`, `[{"role":"user","content":"go"},` + result("loaded") + `,` + sys + `]`, []string{`"name":"mcp__aileron__check"`, `"input":{"id":"ap-1"}`}, 1},
+		{`[{"name":"ToolSearch"},{"name":"mcp__aileron__check"}]`, `[` + result("loaded") + `,` + result("pending ap-1") + `,` + sys + `]`, []string{`"text":"Checked."`}, 0},
+	} {
+		_, body := standinPost(t, c, url, "x-api-key", "k", `{"model":"m","tools":`+step.tools+`,"messages":`+step.messages+`}`)
+		for _, w := range step.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("step %d: answer lacks %s: %s", i, w, body)
+			}
+		}
+		if s.Pending() != step.pending {
+			t.Errorf("step %d: %d turns pending, want %d", i, s.Pending(), step.pending)
+		}
+	}
+}

@@ -49,11 +49,12 @@ func parseGemini(rec *modelRequest) {
 			rec.Tools = append(rec.Tools, f.Name)
 		}
 	}
-	for i, c := range req.Contents {
+	for _, c := range req.Contents {
+		rec.AfterTool = false
 		for _, p := range c.Parts {
 			if p.FunctionResponse != nil {
 				rec.ToolResults = append(rec.ToolResults, string(p.FunctionResponse.Response))
-				rec.AfterTool = i == len(req.Contents)-1
+				rec.AfterTool = true
 			}
 		}
 	}

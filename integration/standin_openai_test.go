@@ -104,22 +104,29 @@ func parseOpenAI(rec *modelRequest, body []byte) openaiRequest {
 	rec.addOpenAITools(req.Tools, "")
 	var items []struct {
 		Type   string          `json:"type"`
+		Role   string          `json:"role"`
 		Output json.RawMessage `json:"output"`
 		Tools  []openaiTool    `json:"tools"` // of an additional_tools item (Codex)
 	}
 	if json.Unmarshal(req.Input, &items) == nil {
-		for i, it := range items {
+		for _, it := range items {
 			rec.addOpenAITools(it.Tools, "")
-			if it.Type == "function_call_output" || it.Type == "custom_tool_call_output" {
+			switch {
+			case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
 				rec.ToolResults = append(rec.ToolResults, textOf(it.Output))
-				rec.AfterTool = i == len(items)-1
+				rec.AfterTool = true
+			case it.Role == "user" || it.Role == "assistant": // not a developer message between
+				rec.AfterTool = false
 			}
 		}
 	}
-	for i, m := range req.Messages {
-		if m.Role == "tool" {
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "tool":
 			rec.ToolResults = append(rec.ToolResults, textOf(m.Content))
-			rec.AfterTool = i == len(req.Messages)-1
+			rec.AfterTool = true
+		case "user", "assistant":
+			rec.AfterTool = false
 		}
 	}
 	return req

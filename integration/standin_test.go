@@ -43,6 +43,8 @@ type standin struct {
 	usage  modelUsage
 	keys   map[string]bool // accepted keys; empty accepts any
 	seq    int
+	// searched are the queued tools a ToolSearch call was answered for.
+	searched map[string]bool
 	// ws are the open Responses WebSockets, which http.Server.Close does
 	// not close (they are hijacked); wsDone counts their handlers.
 	ws     map[net.Conn]bool
@@ -91,7 +93,7 @@ type modelRequest struct {
 	// it does not offer directly is called from exec's JavaScript.
 	CodeMode    bool
 	ToolResults []string // tool results it sent back, as text
-	AfterTool   bool     // its last input is a tool result
+	AfterTool   bool     // its last user input (system and developer messages aside) is a tool result
 	// Prewarm marks a Responses request with "generate": false (Codex's
 	// prewarm): answered with no output and no output tokens, and never
 	// given a queued turn.
@@ -107,7 +109,8 @@ type modelRequest struct {
 
 // turn is one scripted answer. A turn with Tool calls the offered tool
 // named Tool (or prefixed as agents prefix MCP tools, see offeredTool) with
-// Input; otherwise it answers Text. The head of the queue answers the next
+// Input, also when the agent offers it only through Codex's code-mode exec
+// or Claude Code's ToolSearch (see callTool); otherwise it answers Text. The head of the queue answers the next
 // request it matches: When, or by default, for a tool turn, a request
 // offering the tool and, for a text turn, any request. Requests that do not
 // match the head get standinText.
@@ -387,35 +390,49 @@ func (s *standin) answerFor(rec *modelRequest) answer {
 		return a
 	}
 	head := s.script[0]
-	tool := offeredTool(rec.Tools, head.Tool)
-	code := tool == "" && head.Tool != "" && rec.CodeMode
-	if code {
-		tool = "exec"
-	}
-	var ok bool
-	switch {
-	case head.When != nil:
-		ok = head.When(rec) && (head.Tool == "" || tool != "")
-	case head.Tool != "":
-		ok = tool != ""
-	default:
-		ok = true
-	}
-	if !ok {
+	if head.When != nil && !head.When(rec) {
 		return a
 	}
-	s.script = s.script[1:]
 	if head.Tool == "" {
+		s.script = s.script[1:]
 		a.Text = head.Text
 		return a
 	}
-	a.Text, a.Tool, a.Input, a.CallID, a.Namespace = "", tool, head.Input, "call_"+a.ID, rec.Namespaces[tool]
+	return s.callTool(rec, head, a)
+}
+
+// callTool answers rec with a call of head's tool: directly when rec
+// offers it, else through Codex's code-mode exec tool. When Claude Code
+// defers the tool behind its ToolSearch tool (as it does MCP tools), the
+// answer is first a ToolSearch call that loads it, once, and the turn stays
+// queued. Otherwise a keeps the plain answer and the turn stays queued.
+func (s *standin) callTool(rec *modelRequest, head turn, a answer) answer {
+	a.Input, a.CallID = head.Input, "call_"+a.ID
 	if a.Input == nil {
 		a.Input = map[string]any{}
 	}
-	if code {
-		a.Code = codeModeCall(head.Tool, a.inputJSON())
+	switch tool := offeredTool(rec.Tools, head.Tool); {
+	case tool != "":
+		a.Tool, a.Namespace = tool, rec.Namespaces[tool]
+	case rec.CodeMode:
+		a.Tool, a.Code = "exec", codeModeCall(head.Tool, a.inputJSON())
+	case offeredTool(rec.Tools, "ToolSearch") != "" && !s.searched[head.Tool]:
+		if s.searched == nil {
+			s.searched = map[string]bool{}
+		}
+		s.searched[head.Tool] = true
+		query := head.Tool // keywords, unless the full name is known
+		if strings.Contains(head.Tool, "__") {
+			query = "select:" + head.Tool
+		}
+		a.Text, a.Tool, a.Input = "", "ToolSearch", map[string]any{"query": query, "max_results": 5}
+		return a
+	default:
+		return a
 	}
+	s.script = s.script[1:]
+	delete(s.searched, head.Tool)
+	a.Text = ""
 	return a
 }
 
