@@ -169,9 +169,9 @@ func TestStandinScript(t *testing.T) {
 			`{"model":"m","messages":[{"role":"user","content":"go"},{"role":"tool","tool_call_id":"c","content":"pending ap-1"}]}`,
 			[]string{`"tool_calls":[{`, `"name":"send"`, `"finish_reason":"tool_calls"`}},
 		{"gemini", "https://generativelanguage.googleapis.com/v1beta/models/g:generateContent",
-			`{"tools":[{"functionDeclarations":[{"name":"send"}]}],"contents":[]}`,
+			`{"tools":[{"functionDeclarations":[{"name":"mcp_aileron_send"}]}],"contents":[]}`,
 			`{"contents":[{"role":"user","parts":[{"text":"go"}]},{"role":"user","parts":[{"functionResponse":{"name":"send","response":{"r":"pending ap-1"}}}]}]}`,
-			[]string{`"functionCall":{`, `"args":{"to":"x"}`, `"name":"send"`}},
+			[]string{`"functionCall":{`, `"args":{"to":"x"}`, `"name":"mcp_aileron_send"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s.Queue(turn{Tool: "send", Input: map[string]any{"to": "x"}}, turn{Text: "Done: pending.", When: afterToolResult})

@@ -108,12 +108,13 @@ type modelRequest struct {
 }
 
 // turn is one scripted answer. A turn with Tool calls the offered tool
-// named Tool (or prefixed as agents prefix MCP tools, see offeredTool) with
-// Input, also when the agent offers it only through Codex's code-mode exec
-// or Claude Code's ToolSearch (see callTool); otherwise it answers Text. The head of the queue answers the next
-// request it matches: When, or by default, for a tool turn, a request
-// offering the tool and, for a text turn, any request. Requests that do not
-// match the head get standinText.
+// named Tool (or the agent's name for an MCP tool Tool, see offeredTool)
+// with Input, also when the agent offers it only through Codex's code-mode
+// exec or Claude Code's ToolSearch (see callTool); otherwise it answers
+// Text. The head of the queue answers the next request it matches: When,
+// or by default, for a tool turn, a request offering the tool and, for a
+// text turn, any request. Requests that do not match the head get
+// standinText.
 type turn struct {
 	Tool  string
 	Input map[string]any
@@ -512,11 +513,9 @@ func codeModeCall(want, input string) string {
 		"text(JSON.stringify(await tools[name](" + input + ")));\n"
 }
 
-// offeredTool returns the name among offered that is want or ends in
-// "__"+want, or "".
-// offeredTool returns the name among offered that is want, ends in
-// "__"+want (mcp__SERVER__TOOL, Claude Code and Codex) or starts with mcp_
-// and ends in "_"+want (mcp_SERVER_TOOL, Gemini CLI), or "".
+// offeredTool returns the name among offered that is want or an MCP
+// tool's name for it: mcp__SERVER__want (Claude Code, Codex) or
+// mcp_SERVER_want (Gemini CLI); else "".
 func offeredTool(offered []string, want string) string {
 	if want == "" {
 		return ""
