@@ -17,6 +17,7 @@ var allowed = map[string][]string{
 	"policy":    {"golang.org/x/net/idna"},
 	"inject":    {"policy", "golang.org/x/oauth2", "github.com/aws/"},
 	"printable": {},
+	"usage":     {},
 	"audit":     {"printable", "github.com/rs/zerolog", "golang.org/x/mod/sumdb/", "golang.org/x/sys/"},
 	"dataplane": {"ca", "policy", "inject", "audit", "printable", "github.com/elazarl/goproxy", "golang.org/x/net/http2", "golang.org/x/net/http/httpguts", "github.com/rs/zerolog"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
