@@ -14,6 +14,11 @@ const (
 	EventProxied EventName = "connector.proxy.proxied"
 	// EventCompleted: the exchange of an EventProxied request ended.
 	EventCompleted EventName = "connector.proxy.completed"
+	// EventTurn: a turn on a model API's WebSocket ended (an OpenAI
+	// Responses response.create and its final event); one line per turn,
+	// with the audit_id of the connection's own lines, the model and the
+	// tokens.
+	EventTurn EventName = "connector.proxy.turn"
 	// EventRejected: a request was refused, or its upstream leg failed.
 	EventRejected EventName = "connector.proxy.rejected"
 	// EventPassthrough: a passthrough tunnel was allowed and opened.
@@ -90,7 +95,7 @@ const (
 // EventNames returns every event name the daemon writes.
 func EventNames() []EventName {
 	return []EventName{
-		EventProxied, EventCompleted, EventRejected, EventPassthrough, EventPassthroughClosed,
+		EventProxied, EventCompleted, EventTurn, EventRejected, EventPassthrough, EventPassthroughClosed,
 		EventTunnelCut, EventSessionRevoked,
 		EventApprovalRequested, EventApprovalApproved, EventApprovalDenied, EventApprovalExpired,
 		EventActionPending, EventActionCompleted, EventActionFailed, EventActionDenied,

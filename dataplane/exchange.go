@@ -92,7 +92,9 @@ func (x *exchange) outbound() *http.Request {
 // nothing of the sandbox) and X-Aileron-Audit-Id; "TE: trailers" and the
 // upgrade the gate allowed (a WebSocket) are put back. For an operation
 // bound to a credential the headers asking for a compressed answer go too:
-// a compressed echo of the secret would slip past the redactor. The
+// a compressed echo of the secret would slip past the redactor; for a
+// model API's WebSocket, Sec-WebSocket-Extensions goes (its frames stay
+// uncompressed, so its turns can be read). The
 // approval preview lists exactly these headers, so a human approves what
 // is sent.
 func outboundHeader(in http.Header, op *policy.Operation) http.Header {
@@ -116,6 +118,11 @@ func outboundHeader(in http.Header, op *policy.Operation) http.Header {
 	}
 	if up := upgradeType(in); up != "" {
 		h["Connection"], h["Upgrade"] = []string{"Upgrade"}, []string{up}
+		if op != nil && op.Spec.Usage != "" {
+			// A model API's frames are read for its turns' usage: no
+			// permessage-deflate, which would compress them out of reach.
+			delete(h, "Sec-Websocket-Extensions")
+		}
 	}
 	return h
 }

@@ -54,6 +54,9 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	x.op = d.Op
 	rec.operation(d.Op)
 	rec.Model = requestModel(r, d.Op, tgt.path)
+	if d.Op != nil {
+		rec.API = d.Op.Spec.Usage
+	}
 	if err := p.gate(x, d); err != nil {
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)

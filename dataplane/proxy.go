@@ -96,6 +96,9 @@ type Proxy struct {
 	// Recorder receives one record per decision; nil records nothing beyond
 	// the log line.
 	Recorder Recorder
+	// Usage reads the tokens model calls report (dataplane/usage.go); nil
+	// reads none, and a model call's record still names its model.
+	Usage Usage
 	// Log receives the canonical line per request and errors; nil discards.
 	Log *zerolog.Logger
 	// Timeouts bound client-side waits.

@@ -28,6 +28,10 @@ type Record struct {
 	// Decided is set once Recorder.Decided accepted the record, before
 	// forwarding; Completed then reports the outcome of the same decision.
 	Decided bool
+	// API is the usage dialect of a model call's operation
+	// (policy.OperationSpec.Usage: "anthropic", "openai", "gemini"); ""
+	// for any other request.
+	API string
 }
 
 // Recorder receives decisions. Decided runs before an allowed request is

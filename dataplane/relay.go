@@ -48,7 +48,9 @@ func (p *Proxy) relay(w *countingWriter, x *exchange) (ref *Refusal, broke bool)
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	w.WriteHeader(resp.StatusCode)
-	if err := p.copyAnswer(w, resp.Body, streamed(resp)); err != nil {
+	tap := p.newAnswerTap(x, resp)
+	defer tap.done()
+	if err := p.copyAnswer(w, resp.Body, streamed(resp), tap); err != nil {
 		_ = resp.Body.Close()
 		p.log.Debug().Str("event", "proxy.forward_error").Str("audit_id", x.rec.AuditID).Msg(x.red.String(err.Error()))
 		return nil, true
@@ -86,13 +88,15 @@ func streamed(resp *http.Response) bool {
 }
 
 // copyAnswer copies body to w with a pooled buffer, flushing after each
-// piece when flush is set. The error is the read's or the write's.
-func (p *Proxy) copyAnswer(w *countingWriter, body io.Reader, flush bool) error {
+// piece when flush is set; tap (nil but for a model call) sees each piece
+// after it was written and flushed. The error is the read's or the write's.
+func (p *Proxy) copyAnswer(w *countingWriter, body io.Reader, flush bool, tap *answerTap) error {
 	buf := p.buffers.get()
 	defer p.buffers.put(buf)
 	for {
 		n, rerr := body.Read(*buf)
 		if n > 0 {
+			tap.arrived()
 			if _, err := w.Write((*buf)[:n]); err != nil {
 				return err
 			}
@@ -101,6 +105,7 @@ func (p *Proxy) copyAnswer(w *countingWriter, body io.Reader, flush bool) error 
 					return err
 				}
 			}
+			tap.saw((*buf)[:n])
 		}
 		switch {
 		case rerr == io.EOF:
@@ -114,7 +119,9 @@ func (p *Proxy) copyAnswer(w *countingWriter, body io.Reader, flush bool) error 
 // switchProtocols completes an allowed upgrade the upstream accepted (a
 // WebSocket: the gate allows no other): the 101 goes to the client, and
 // the two connections are spliced until either side ends. Frames are not
-// inspected; the upstream side idles out after proxy.tunnel_idle_timeout.
+// altered; those of a model API's operation are read as they pass, for a
+// line per turn (socketUsage). The upstream side idles out after
+// proxy.tunnel_idle_timeout.
 func (p *Proxy) switchProtocols(w *countingWriter, x *exchange, resp *http.Response) (*Refusal, bool) {
 	asked, got := upgradeType(x.out.Header), upgradeType(resp.Header)
 	back, ok := resp.Body.(io.ReadWriteCloser)
@@ -149,9 +156,14 @@ func (p *Proxy) switchProtocols(w *countingWriter, x *exchange, resp *http.Respo
 		_, _ = io.Copy(dst, src)
 		done <- struct{}{}
 	}
+	toUp, toClient := io.Writer(back), io.Writer(conn)
+	if su := p.socketUsage(x); su != nil { // a model API's turns: read as they pass, after each write
+		defer su.Close()
+		toUp, toClient = tapWriter{dst: back, see: su.FromClient}, tapWriter{dst: conn, see: su.FromUpstream}
+	}
 	wg.Add(2)
-	go splice(back, conn)
-	go splice(conn, back)
+	go splice(toUp, conn)
+	go splice(toClient, back)
 	<-done // either side ended: close both, which ends the other copy
 	_ = conn.Close()
 	_ = back.Close()

@@ -45,6 +45,7 @@ type Turn struct {
 // each turn once it ends. Safe for the two directions' goroutines.
 type Socket struct {
 	mu       sync.Mutex
+	calls    sync.Mutex // held while done runs: never two calls at once
 	client   frames
 	upstream frames
 	cs, us   *scanner
@@ -94,6 +95,11 @@ func (s *Socket) report() {
 	ended := s.ended
 	s.ended = nil
 	s.mu.Unlock()
+	if len(ended) == 0 {
+		return
+	}
+	s.calls.Lock()
+	defer s.calls.Unlock()
 	for _, t := range ended {
 		s.done(t)
 	}

@@ -270,6 +270,7 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 		Injector:  d.creds,
 		Recorder:  d.rec,
 		Budgets:   d.budgets,
+		Usage:     usageReader{},
 		Approvals: d.approval, ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
 		ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession,
 		Log: log,

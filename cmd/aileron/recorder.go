@@ -39,12 +39,15 @@ func (r *recorder) Decided(rec *dataplane.Record) error {
 }
 
 // proxyDetails keeps, of a proxy record's details, only the one the data
-// plane documents: "sni", the server a refused ClientHello asked for
-// (docs/audit.md). Anything else is dropped: details are identifying names,
+// plane documents: "sni", the server a refused ClientHello asked for, and
+// "end", how a WebSocket turn ended (docs/audit.md). Anything else is dropped: details are identifying names,
 // never request data.
 func proxyDetails(d map[string]string) map[string]string {
 	if sni, ok := d["sni"]; ok {
 		return map[string]string{"sni": sni}
+	}
+	if end, ok := d["end"]; ok {
+		return map[string]string{"end": end} // how a WebSocket turn ended (connector.proxy.turn)
 	}
 	return nil
 }
