@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"audit":     {"printable", "github.com/rs/zerolog", "golang.org/x/mod/sumdb/", "golang.org/x/sys/"},
 	"dataplane": {"ca", "policy", "inject", "audit", "printable", "github.com/elazarl/goproxy", "golang.org/x/net/http2", "golang.org/x/net/http/httpguts", "github.com/rs/zerolog"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
-	"metrics":   {"dataplane", "github.com/prometheus/", "github.com/rs/zerolog"},
+	"metrics":   {"dataplane", "audit", "github.com/prometheus/", "github.com/rs/zerolog"},
 	"config":    {"policy", "github.com/knadh/koanf/", "github.com/spf13/pflag"},
 	// Containment: the policy DNS, and the fence that wires sandboxes.
 	"policydns": {"policy", "github.com/miekg/dns", "golang.org/x/time/rate"},

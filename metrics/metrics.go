@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 )
 
@@ -29,6 +30,10 @@ const (
 const (
 	MaxReasons    = 64
 	MaxConnectors = 512
+	// MaxModels bounds the model names (which a sandbox chooses) kept as
+	// labels; each is first cut to MaxModelLabel bytes.
+	MaxModels     = 64
+	MaxModelLabel = 64
 )
 
 // latencyBuckets spans 0.1 ms to 30 s for request and upstream durations.
@@ -77,6 +82,8 @@ type Metrics struct {
 	bytesOut             prometheus.Counter
 	reasons              *labelSet
 	connector            *labelSet
+	tokens               *prometheus.CounterVec
+	models               *labelSet
 }
 
 // New returns Metrics with a fresh registry holding the request, byte,
@@ -87,6 +94,7 @@ func New() *Metrics {
 		reg:       prometheus.NewRegistry(),
 		reasons:   newLabelSet(MaxReasons),
 		connector: newLabelSet(MaxConnectors),
+		models:    newLabelSet(MaxModels),
 	}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aileron_proxy_requests_total",
@@ -115,6 +123,10 @@ func New() *Metrics {
 		Name: "aileron_oauth_refreshes_total",
 		Help: "OAuth2 token refreshes by result (ok or failed).",
 	}, []string{"result"})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aileron_model_tokens_total",
+		Help: "Tokens model providers reported, by provider (the operation's usage dialect), model asked for and direction (input, output or cached).",
+	}, []string{"provider", "model", "direction"})
 	m.bytesIn = m.bytes.WithLabelValues("in")
 	m.bytesOut = m.bytes.WithLabelValues("out")
 	m.auditOK, m.auditFailed = m.auditDur.WithLabelValues("ok"), m.auditDur.WithLabelValues("failed")
@@ -124,7 +136,7 @@ func New() *Metrics {
 	// Distinct names on a fresh registry: Register cannot fail here (and
 	// TestNewRegistersEverything proves each family is exposed).
 	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.bytes,
-		m.auditDur, m.oauth, collectors.NewGoCollector(),
+		m.auditDur, m.oauth, m.tokens, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		_ = m.reg.Register(c)
 	}
@@ -151,6 +163,10 @@ func (m *Metrics) Observe(r *dataplane.Record) {
 	if r == nil {
 		return
 	}
+	m.observeTokens(r)
+	if r.Name == audit.EventTurn {
+		return // a turn of a WebSocket whose request is counted once, when it ends
+	}
 	decision := decisionLabel(r.Decision)
 	connector := m.connector.admit(r.Connector)
 	m.requests.WithLabelValues(decision, m.reasons.admit(r.Reason), connector).Inc()
@@ -164,6 +180,43 @@ func (m *Metrics) Observe(r *dataplane.Record) {
 	if r.BytesOut > 0 {
 		m.bytesOut.Add(float64(r.BytesOut))
 	}
+}
+
+// observeTokens counts a model call's (or WebSocket turn's) reported
+// tokens under its provider, model (cut to MaxModelLabel bytes, at most
+// MaxModels distinct, then LabelOther) and direction.
+func (m *Metrics) observeTokens(r *dataplane.Record) {
+	if r.InputTokens <= 0 && r.OutputTokens <= 0 && r.CachedTokens <= 0 {
+		return
+	}
+	provider := providerLabel(r.API)
+	model := m.models.admit(clipLabel(r.Model, MaxModelLabel))
+	for _, d := range []struct {
+		dir string
+		n   int64
+	}{{"input", r.InputTokens}, {"output", r.OutputTokens}, {"cached", r.CachedTokens}} {
+		if d.n > 0 {
+			m.tokens.WithLabelValues(provider, model, d.dir).Add(float64(d.n))
+		}
+	}
+}
+
+// providerLabel maps a usage dialect to the closed set of provider labels.
+func providerLabel(api string) string {
+	switch api {
+	case "anthropic", "openai", "gemini":
+		return api
+	}
+	return LabelOther
+}
+
+// clipLabel cuts v to n bytes (a model label; wellFormed then refuses what
+// is not ASCII).
+func clipLabel(v string, n int) string {
+	if len(v) > n {
+		return v[:n]
+	}
+	return v
 }
 
 // ObserveAuditWrite records the duration of one audit line write in

@@ -463,3 +463,53 @@ func TestAuditTrailFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestModelTokens: a model call's reported tokens are counted per provider,
+// model and direction; a WebSocket turn adds tokens but no request; model
+// labels are cut, capped and kept well-formed.
+func TestModelTokens(t *testing.T) {
+	m := New()
+	call := func(name audit.EventName, api, model string, in, out, cached int64) *dataplane.Record {
+		return &dataplane.Record{API: api, Event: audit.Event{Name: name, Decision: "allow", Reason: "operation_matched",
+			Model: model, InputTokens: in, OutputTokens: out, CachedTokens: cached}}
+	}
+	m.Observe(call(audit.EventCompleted, "anthropic", "claude-sonnet-4-5", 100, 20, 64))
+	m.Observe(call(audit.EventCompleted, "anthropic", "claude-sonnet-4-5", 1, 2, 0))
+	m.Observe(call(audit.EventTurn, "openai", "gpt-5-codex", 7, 3, 0))
+	m.Observe(call(audit.EventCompleted, "weird", "claude\u202e", 5, 0, 0))
+	m.Observe(call(audit.EventCompleted, "gemini", strings.Repeat("g", 100), 9, 0, 0))
+	for i := range MaxModels + 5 {
+		m.Observe(call(audit.EventCompleted, "openai", fmt.Sprintf("m-%d", i), 1, 0, 0))
+	}
+	fams := scrape(t, m)
+	const name = "aileron_model_tokens_total"
+	for _, tc := range []struct {
+		provider, model, dir string
+		want                 float64
+	}{
+		{"anthropic", "claude-sonnet-4-5", "input", 101},
+		{"anthropic", "claude-sonnet-4-5", "output", 22},
+		{"anthropic", "claude-sonnet-4-5", "cached", 64},
+		{"openai", "gpt-5-codex", "output", 3},
+		{"other", "other", "input", 5},
+		{"gemini", strings.Repeat("g", MaxModelLabel), "input", 9},
+	} {
+		if got := value(t, fams, name, lbl("provider", tc.provider, "model", tc.model, "direction", tc.dir)); got != tc.want {
+			t.Errorf("%s/%s/%s = %v, want %v", tc.provider, tc.model, tc.dir, got, tc.want)
+		}
+	}
+	models := map[string]bool{}
+	for _, mm := range fams[name].GetMetric() {
+		for _, l := range mm.GetLabel() {
+			if l.GetName() == "model" {
+				models[l.GetValue()] = true
+			}
+		}
+	}
+	if len(models) > MaxModels+1 || !models[LabelOther] {
+		t.Errorf("%d distinct model labels, want at most %d and %q", len(models), MaxModels+1, LabelOther)
+	}
+	if got := value(t, fams, "aileron_proxy_requests_total", lbl("decision", "allow", "reason", "operation_matched", "connector", LabelNone)); got != float64(4+MaxModels+5) {
+		t.Errorf("requests counted %v: a turn is not a request", got)
+	}
+}

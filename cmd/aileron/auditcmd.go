@@ -205,7 +205,30 @@ func requestOf(ev *audit.Event) string {
 	if sni := ev.Details["sni"]; sni != "" { // the server a refused ClientHello asked for
 		req += " sni=" + sni
 	}
-	return req
+	return req + modelCallOf(ev)
+}
+
+// modelCallOf is what a model call's row adds: the model asked for, the
+// tokens the provider reported, whether it streamed, its time to first
+// byte and how a WebSocket turn ended; "" for any other line.
+func modelCallOf(ev *audit.Event) string {
+	if ev.Model == "" && ev.InputTokens == 0 && ev.OutputTokens == 0 && ev.CachedTokens == 0 {
+		return ""
+	}
+	s := " model=" + dash(ev.Model)
+	if ev.InputTokens != 0 || ev.OutputTokens != 0 || ev.CachedTokens != 0 {
+		s += fmt.Sprintf(" tokens in=%d out=%d cached=%d", ev.InputTokens, ev.OutputTokens, ev.CachedTokens)
+	}
+	if ev.Streamed {
+		s += " streamed"
+	}
+	if ev.TTFBMS > 0 {
+		s += " ttfb=" + strconv.FormatFloat(ev.TTFBMS, 'f', -1, 64) + "ms"
+	}
+	if end := ev.Details["end"]; end != "" {
+		s += " end=" + end
+	}
+	return s
 }
 
 // blockedOf is what the fence refused: protocol, destination and source,

@@ -143,6 +143,40 @@ func TestAuditTailShowsWhatTheFenceSaw(t *testing.T) {
 	}
 }
 
+// TestAuditTailShowsModelCalls: a model call's rows name the model and the
+// tokens the provider reported (a turn also how it ended); the model, which
+// the sandbox chose, is shown escaped.
+func TestAuditTailShowsModelCalls(t *testing.T) {
+	home := t.TempDir()
+	call := func(name audit.EventName, model string, in, out, cached int64, det map[string]string) *audit.Event {
+		return &audit.Event{Name: name, Session: "s_1", Method: "POST", Host: "api.anthropic.com", Port: 443, Path: "/v1/messages",
+			Decision: "allow", Reason: "operation_matched", Model: model, Streamed: in != 0, InputTokens: in, OutputTokens: out,
+			CachedTokens: cached, TTFBMS: float64(in) / 10, Details: det}
+	}
+	appendEvents(t, home, nil,
+		call(audit.EventProxied, "claude-sonnet-4-5\u202e\x1b[31m", 0, 0, 0, nil),
+		call(audit.EventCompleted, "claude-sonnet-4-5", 2095, 503, 1024, nil),
+		call(audit.EventTurn, "gpt-5-codex", 1200, 34, 0, map[string]string{"end": "completed"}),
+		&audit.Event{Name: audit.EventCompleted, Session: "s_1", Method: "GET", Host: "api.example.com", Port: 443, Path: "/x", Decision: "allow", Reason: "operation_matched"})
+	code, out, errOut := runCLI(t, home, "audit", "tail")
+	if code != 0 {
+		t.Fatalf("audit tail = %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"POST api.anthropic.com:443/v1/messages model=claude-sonnet-4-5\\u202e\\x1b[31m\n",
+		"POST api.anthropic.com:443/v1/messages model=claude-sonnet-4-5 tokens in=2095 out=503 cached=1024 streamed ttfb=209.5ms\n",
+		"model=gpt-5-codex tokens in=1200 out=34 cached=0 streamed ttfb=120ms end=completed\n",
+		"GET api.example.com:443/x\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table has no row ending %q:\n%s", want, out)
+		}
+	}
+	if r := shownRaw(out); r != "" {
+		t.Errorf("the table shows %s as itself:\n%q", r, out)
+	}
+}
+
 // TestAuditCommandsShowSandboxBytesEscaped: what a sandbox sent, in the
 // daemon's lines and in lines some other writer left in the file, reaches
 // the terminal escaped from audit tail (table and --json), audit verify,
