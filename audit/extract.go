@@ -47,13 +47,51 @@ type Field struct {
 // not name is ever returned.
 func Extract(fields []Field, pathParams map[string]string, rawQuery string, jsonBody []byte) map[string]any {
 	var (
-		out       map[string]any
-		query     url.Values
-		body      any
-		bodyOK    bool
-		parsedQ   bool
-		parsedB   bool
-		queryText = rawQuery
+		body    any
+		bodyOK  bool
+		decoded bool
+	)
+	return extract(fields, pathParams, rawQuery, func(name string) (any, bool) {
+		if !decoded {
+			body, bodyOK = decodeBody(jsonBody)
+			decoded = true
+		}
+		if !bodyOK {
+			return nil, false
+		}
+		return lookup(body, name)
+	})
+}
+
+// ExtractFound is Extract for a body whose values the caller already
+// found: body maps the path of each "body." source (without "body.") to
+// its value as encoding/json decodes it with UseNumber; a source it lacks
+// is absent. It lets a caller read a body of any size as a stream and
+// keep only the named values.
+func ExtractFound(fields []Field, pathParams map[string]string, rawQuery string, body map[string]any) map[string]any {
+	return extract(fields, pathParams, rawQuery, func(name string) (any, bool) {
+		v, ok := body[name]
+		return v, ok
+	})
+}
+
+// BodyPaths returns the paths of the fields' "body." sources (without
+// "body."), for ExtractFound.
+func BodyPaths(fields []Field) []string {
+	var out []string
+	for _, f := range fields {
+		if name, ok := strings.CutPrefix(f.Source, "body."); ok && name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func extract(fields []Field, pathParams map[string]string, rawQuery string, bodyValue func(string) (any, bool)) map[string]any {
+	var (
+		out     map[string]any
+		query   url.Values
+		parsedQ bool
 	)
 	for _, f := range fields {
 		where, name, ok := strings.Cut(f.Source, ".")
@@ -67,20 +105,14 @@ func Extract(fields []Field, pathParams map[string]string, rawQuery string, json
 			v, found = pathParams[name]
 		case "query":
 			if !parsedQ {
-				query, _ = url.ParseQuery(queryText) // keeps the pairs that parse
+				query, _ = url.ParseQuery(rawQuery) // keeps the pairs that parse
 				parsedQ = true
 			}
 			if vs := query[name]; len(vs) > 0 {
 				v, found = vs[0], true
 			}
 		case "body":
-			if !parsedB {
-				body, bodyOK = decodeBody(jsonBody)
-				parsedB = true
-			}
-			if bodyOK {
-				v, found = lookup(body, name)
-			}
+			v, found = bodyValue(name)
 		}
 		if !found {
 			continue

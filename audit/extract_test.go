@@ -95,3 +95,23 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// TestExtractFound: values a caller found in a body (by the path of each
+// body source) are redacted as Extract redacts them, and a path the caller
+// did not find is absent.
+func TestExtractFound(t *testing.T) {
+	fields := []Field{
+		{Name: "to", Source: "body.to", Redact: RedactHash},
+		{Name: "id", Source: "body.items[1].id", Redact: RedactKeep},
+		{Name: "gone", Source: "body.cut", Redact: RedactKeep},
+		{Name: "q", Source: "query.q", Redact: RedactKeep},
+	}
+	if got := BodyPaths(fields); !reflect.DeepEqual(got, []string{"to", "items[1].id", "cut"}) {
+		t.Fatalf("BodyPaths = %q", got)
+	}
+	got := ExtractFound(fields, nil, "q=1", map[string]any{"to": "a@b.c", "items[1].id": json.Number("7")})
+	want := map[string]any{"to": sha("a@b.c"), "id": json.Number("7"), "q": "1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ExtractFound = %v, want %v", got, want)
+	}
+}

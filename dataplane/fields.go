@@ -1,47 +1,55 @@
 package dataplane
 
 import (
-	"bytes"
-	"io"
 	"net/http"
-	"strings"
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/policy"
 )
 
-// maxAuditBody bounds how much of a request body is read, before
-// forwarding, to extract body.* audit fields. A longer body is forwarded
-// whole, but its body fields are not recorded.
-const maxAuditBody = 64 << 10
-
-// auditFields extracts the matched operation's audit[] values, already
-// redacted by each field's rule, from the path variables, the raw query and
-// (only when a field names the body) the first maxAuditBody bytes of a JSON
-// body, which are put back in front of the rest for forwarding.
-func auditFields(r *http.Request, d policy.Decision, rawQuery string) map[string]any {
-	if d.Op == nil || len(d.Op.Spec.Audit) == 0 {
-		return nil
+// peekRequest reads, before the approval gate and before anything is
+// sent, what the record needs from the start of r's body in one pass (see
+// peekBody: at most maxBodyPrefix bytes, parsed as a stream, put back in
+// front of the rest): the model a model call asks for (requestModel) and
+// the values of the operation's body.* audit fields.
+func peekRequest(r *http.Request, op *policy.Operation, path string) (model string, body map[string]any) {
+	if op == nil {
+		return "", nil
 	}
-	fields := make([]audit.Field, len(d.Op.Spec.Audit))
-	needBody := false
-	for i, f := range d.Op.Spec.Audit {
-		fields[i] = audit.Field{Name: f.Name, Source: f.Source, Redact: f.Redact}
-		needBody = needBody || strings.HasPrefix(f.Source, "body.")
+	paths := audit.BodyPaths(auditSpec(op))
+	readModel := op.Spec.Usage == policy.UsageAnthropic || op.Spec.Usage == policy.UsageOpenAI
+	if readModel {
+		paths = append(paths, "model")
 	}
-	var body []byte
-	if needBody && r.Body != nil && r.Body != http.NoBody {
-		buf, err := io.ReadAll(io.LimitReader(r.Body, maxAuditBody+1))
-		r.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), r.Body), Closer: r.Body}
-		if err == nil && len(buf) <= maxAuditBody {
-			body = buf
-		}
+	body = peekBody(r, paths)
+	switch {
+	case op.Spec.Usage == policy.UsageGemini:
+		model = geminiModel(path)
+	case readModel:
+		model, _ = body["model"].(string)
 	}
-	return audit.Extract(fields, d.Params, rawQuery, body)
+	return clipModel(model), body
 }
 
-// prefixedBody replays bytes already read in front of the rest of a body.
-type prefixedBody struct {
-	io.Reader
-	io.Closer
+// auditSpec is op's audit[] entries in audit's terms.
+func auditSpec(op *policy.Operation) []audit.Field {
+	if op == nil || len(op.Spec.Audit) == 0 {
+		return nil
+	}
+	fields := make([]audit.Field, len(op.Spec.Audit))
+	for i, f := range op.Spec.Audit {
+		fields[i] = audit.Field{Name: f.Name, Source: f.Source, Redact: f.Redact}
+	}
+	return fields
+}
+
+// auditFields extracts the matched operation's audit[] values, already
+// redacted by each field's rule, from the path variables, the raw query
+// and the body values peekRequest found.
+func auditFields(d policy.Decision, rawQuery string, body map[string]any) map[string]any {
+	fields := auditSpec(d.Op)
+	if fields == nil {
+		return nil
+	}
+	return audit.ExtractFound(fields, d.Params, rawQuery, body)
 }

@@ -162,3 +162,52 @@ func TestModelIsOnAHeldCall(t *testing.T) {
 		t.Fatalf("refusal %s, record model %q", env.Reason, got[0].Model)
 	}
 }
+
+// TestAuditFieldsFromTheStartOfALongBody: body.* audit fields are read from
+// the start of a body of any size (a value complete in the first
+// maxBodyPrefix bytes is found, however long the body), the body still
+// reaches the upstream whole, and the model and fields come from one read.
+func TestAuditFieldsFromTheStartOfALongBody(t *testing.T) {
+	rec := &listRecorder{}
+	e := newModelEnv(t, echoBody, func(p *Proxy) { p.Recorder = rec })
+	c := e.client(t, url.UserPassword("s1", e.token))
+	pad := func(n int) string { return `"pad":"` + strings.Repeat("p", n) + `"` }
+	for _, tc := range []struct {
+		name, path, body string
+		want             map[string]any
+		model            string
+	}{
+		{"small", "/v1/plain", `{"to":"bob","items":[{"n":1},{"n":2}]}`, map[string]any{"to": "bob", "n": json.Number("2")}, ""},
+		{"74 KiB (Codex)", "/v1/responses", `{"model":"gpt-5-codex","reasoning":{"effort":"high"},` + pad(74<<10) + `}`, map[string]any{"effort": "high"}, "gpt-5-codex"},
+		{"fields before the cut of a 3 MiB body", "/v1/plain", `{"to":"carol",` + pad(3<<20) + `,"items":[{"n":1},{"n":2}]}`, map[string]any{"to": "carol"}, ""},
+		{"field after a long value", "/v1/plain", `{` + pad(200<<10) + `,"items":[{"n":1},{"n":{"deep":[1,2]}}],"to":"dan"}`, map[string]any{"to": "dan", "n": json.RawMessage(`{"deep":[1,2]}`)}, ""},
+		{"model after the fields", "/v1/responses", `{"reasoning":{"effort":"low","summary":"auto"},"input":[` + strings.Repeat(`{"x":"y"},`, 10000) + `{}],"model":"gpt-5"}`, map[string]any{"effort": "low"}, "gpt-5"},
+		{"not JSON", "/v1/plain", `to=bob`, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec.mu.Lock()
+			rec.decided = nil
+			rec.mu.Unlock()
+			resp, err := c.Post("https://api.example.com"+tc.path, "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if len(got) != len(tc.body) || string(got) != tc.body {
+				t.Fatalf("the upstream got %d bytes, want the body whole (%d)", len(got), len(tc.body))
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			d := rec.decided[0]
+			wantJSON, _ := json.Marshal(tc.want)
+			gotJSON, _ := json.Marshal(d.Fields)
+			if len(tc.want) == 0 {
+				wantJSON = []byte("null")
+			}
+			if string(gotJSON) != string(wantJSON) || d.Model != tc.model {
+				t.Fatalf("fields %s model %q; want %s %q", gotJSON, d.Model, wantJSON, tc.model)
+			}
+		})
+	}
+}

@@ -51,6 +51,12 @@ type jsonWalk struct {
 	found map[string]any
 }
 
+// prefixedBody replays bytes already read in front of the rest of a body.
+type prefixedBody struct {
+	io.Reader
+	io.Closer
+}
+
 // errWalkDone ends a walk once every wanted path is found.
 var errWalkDone = io.EOF
 

@@ -53,7 +53,8 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	})
 	x.op = d.Op
 	rec.operation(d.Op)
-	rec.Model = requestModel(r, d.Op, tgt.path)
+	var body map[string]any // the body's audit[] values, found with the model
+	rec.Model, body = peekRequest(r, d.Op, tgt.path)
 	if d.Op != nil {
 		rec.API = d.Op.Spec.Usage
 	}
@@ -67,7 +68,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 		return refuse(err)
 	}
 	rec.allowed(d)
-	rec.Fields = auditFields(r, d, tgt.query)
+	rec.Fields = auditFields(d, tgt.query, body)
 	if err := p.decided(rec); err != nil {
 		return refuse(err)
 	}
