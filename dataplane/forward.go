@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -117,7 +118,11 @@ func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) 
 	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
 		return maskSmall(resp, red)
 	}
-	resp.Body = &trailerMask{ReadCloser: red.Body(resp.Body), red: red, resp: resp}
+	body := red.Body(resp.Body)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		body = red.EventStream(resp.Body) // also a secret spread over events
+	}
+	resp.Body = &trailerMask{ReadCloser: body, red: red, resp: resp}
 	resp.ContentLength = -1 // a masked echo changes the length
 	resp.Header.Del("Content-Length")
 	return resp, nil

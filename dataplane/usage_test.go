@@ -209,30 +209,33 @@ func TestPlainCallHasNoUsageFields(t *testing.T) {
 	}
 }
 
-// splitEchoSSE echoes the Authorization it received inside the text of a
-// stream: the secret is cut in two, across two TCP writes (the client is
-// sent the first event and half of the second before the upstream waits
-// for it to have seen the first).
+// splitEchoSSE echoes the Authorization it received in the text of a
+// stream, cut in two: the first half ends one event and the second starts
+// the next, in two TCP writes; the upstream sends the second only once the
+// client has seen the event before the first half.
 func splitEchoSSE(seen <-chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		w.Header().Set("Content-Type", "text/event-stream")
 		half := len(auth) / 2
-		_, _ = io.WriteString(w, "data: {\"text\":\"first\"}\n\ndata: {\"text\":\"echo "+auth[:half])
+		ev := func(text string) string {
+			return `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + text + `"}}` + "\n\n"
+		}
+		_, _ = io.WriteString(w, ev("first")+ev("echo "+auth[:half]))
 		_ = http.NewResponseController(w).Flush()
 		select {
 		case <-seen:
 		case <-time.After(10 * time.Second):
 			return
 		}
-		_, _ = io.WriteString(w, auth[half:]+" done\"}\n\n")
+		_, _ = io.WriteString(w, ev(auth[half:]+" done"))
 	}
 }
 
-// TestEchoSplitAcrossWritesIsMasked: an echo of the injected key cut across
-// two TCP writes of a stream is masked, and the event before it is not
-// held back.
-func TestEchoSplitAcrossWritesIsMasked(t *testing.T) {
+// TestEchoSplitAcrossEventsIsMasked: an echo of the injected key spread
+// over two events and two TCP writes is masked, and the event before it
+// is not held back.
+func TestEchoSplitAcrossEventsIsMasked(t *testing.T) {
 	const secret = "sk-ant-sekrit-0123456789"
 	seen := make(chan struct{})
 	e := newModelEnv(t, splitEchoSSE(seen), func(p *Proxy) {
@@ -244,13 +247,20 @@ func TestEchoSplitAcrossWritesIsMasked(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	br := bufio.NewReader(resp.Body)
-	first, err := br.ReadString('\n')
-	if err != nil || first != "data: {\"text\":\"first\"}\n" {
-		t.Fatalf("first event %q: %v", first, err)
+	var first strings.Builder
+	for !strings.HasSuffix(first.String(), "\n\n") {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the first event: %v", err)
+		}
+		first.WriteString(line)
+	}
+	if !strings.Contains(first.String(), `"text":"first"`) {
+		t.Fatalf("first event %q", first.String())
 	}
 	close(seen)
 	rest, _ := io.ReadAll(br)
-	if strings.Contains(string(rest), "sekrit") || !strings.Contains(string(rest), "echo "+"[REDACTED]"+" done") {
+	if strings.Contains(string(rest), "sekrit") || !strings.Contains(string(rest), `"text":"echo [REDACTED]"`) || !strings.Contains(string(rest), `"text":" done"`) {
 		t.Fatalf("rest of the stream %q", rest)
 	}
 }

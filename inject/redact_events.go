@@ -1,0 +1,307 @@
+package inject
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"slices"
+)
+
+// Bounds of EventStream.
+const (
+	// maxEventBytes: a longer event is masked and released in pieces as
+	// it arrives, like Body does, without its joins across events.
+	maxEventBytes = 64 << 10
+	// maxHeldBytes bounds the events held while their text may be the
+	// start of a secret continued in the next; past it the oldest go out.
+	maxHeldBytes = 256 << 10
+)
+
+// EventStream is Body for a server-sent event stream (text/event-stream):
+// it also masks a secret whose bytes an upstream spreads over consecutive
+// events, in the string values of one JSON key ("text", "content",
+// "delta", …) as a model streams its output a few characters an event.
+// Each event is released once it is complete (its blank line arrived:
+// nothing a client could act on sooner), masked, unless the text of one of
+// its keys, joined with the same key's text in the events before, ends
+// with at least MinRedactLen bytes that begin a secret: then it is held
+// until a later event shows whether the secret goes on. Where a secret is
+// completed, its pieces are cut from every event still held (the first
+// becomes Redacted); a piece already released (at most MinRedactLen-1
+// bytes, or past maxHeldBytes) stays sent. A nil or empty Redactor
+// returns rc itself.
+func (r *Redactor) EventStream(rc io.ReadCloser) io.ReadCloser {
+	if r.Empty() || rc == nil || rc == http.NoBody {
+		return rc
+	}
+	return &eventRedact{r: r, src: rc, runs: map[string]*run{}, next: make([]int, len(r.pats))}
+}
+
+// eventRedact is the reader behind EventStream.
+type eventRedact struct {
+	r       *Redactor
+	src     io.ReadCloser
+	pending []byte       // the event being received
+	held    []*heldEvent // complete events not yet released, oldest first
+	base    int          // sequence number of held[0]
+	heldN   int          // bytes held
+	runs    map[string]*run
+	out     []byte
+	off     int
+	next    []int
+	err     error
+	buf     [16 << 10]byte
+}
+
+// heldEvent is a complete, masked event and the cuts still to make in it.
+type heldEvent struct {
+	b    []byte
+	cuts []cut
+}
+
+type cut struct {
+	from, to int
+	with     string
+}
+
+// run is one key's text joined across events: only its tail that may
+// still begin a secret, and where each of its bytes sits.
+type run struct {
+	text   []byte
+	pieces []piece
+}
+
+// piece is a stretch of a run's text: in event seq, bytes [from, to).
+type piece struct{ seq, from, to int }
+
+func (e *eventRedact) Read(p []byte) (int, error) {
+	for e.off == len(e.out) {
+		e.out, e.off = e.out[:0], 0
+		if e.err != nil {
+			return 0, e.err
+		}
+		e.fill()
+	}
+	n := copy(p, e.out[e.off:])
+	e.off += n
+	return n, nil
+}
+
+// fill reads once from the source and releases what it can.
+func (e *eventRedact) fill() {
+	n, err := e.src.Read(e.buf[:])
+	e.pending = append(e.pending, e.buf[:n]...)
+	for {
+		end := eventEnd(e.pending)
+		if end < 0 {
+			break
+		}
+		e.event(e.pending[:end])
+		e.pending = e.pending[:copy(e.pending, e.pending[end:])]
+	}
+	if len(e.pending) > maxEventBytes { // not an event's size: mask it as Body would
+		var used int
+		e.releaseAll()
+		e.out, used = e.r.process(e.out, e.pending, false, e.next)
+		e.pending = e.pending[:copy(e.pending, e.pending[used:])]
+	}
+	switch {
+	case err == io.EOF:
+		if len(e.pending) > 0 {
+			e.event(e.pending)
+			e.pending = e.pending[:0]
+		}
+		e.releaseAll()
+		e.err = io.EOF
+	case err != nil:
+		e.err = err // held events and a partial one are dropped: they may hold the start of a secret
+	}
+}
+
+// eventEnd is the length of the first complete event in b (through its
+// blank line), or -1.
+func eventEnd(b []byte) int {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\n' && b[i] != '\r' {
+			continue
+		}
+		j := i + 1
+		if b[i] == '\r' && j < len(b) && b[j] == '\n' {
+			j++
+		}
+		if j < len(b) && (b[j] == '\n' || b[j] == '\r') {
+			if b[j] == '\r' && j+1 < len(b) && b[j+1] == '\n' {
+				return j + 2
+			}
+			if b[j] == '\r' && j+1 == len(b) {
+				return -1 // a CR that may be the start of a CRLF
+			}
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// event takes one complete event: masks it, joins its string values to
+// their keys' runs, and releases what no run still needs.
+func (e *eventRedact) event(raw []byte) {
+	masked, _ := e.r.process(nil, raw, true, e.next)
+	seq := e.base + len(e.held)
+	e.held = append(e.held, &heldEvent{b: masked})
+	e.heldN += len(masked)
+	for _, s := range jsonStrings(masked) {
+		e.join(s.key, piece{seq: seq, from: s.from, to: s.to}, masked[s.from:s.to])
+	}
+	oldest := seq + 1
+	for _, ru := range e.runs {
+		if len(ru.text) >= MinRedactLen && len(ru.pieces) > 0 {
+			oldest = min(oldest, ru.pieces[0].seq)
+		}
+	}
+	for len(e.held) > 0 && (e.base < oldest || e.heldN > maxHeldBytes) {
+		e.release()
+	}
+}
+
+// join appends a string value to its key's run, cuts a secret the run
+// now completes, and keeps only the tail that may begin a secret.
+func (e *eventRedact) join(key string, pc piece, text []byte) {
+	ru := e.runs[key]
+	if ru == nil {
+		if len(e.runs) >= 64 {
+			return // a stream of many keys: join only the first 64
+		}
+		ru = &run{}
+		e.runs[key] = ru
+	}
+	start := len(ru.text)
+	ru.text = append(ru.text, text...)
+	ru.pieces = append(ru.pieces, pc)
+	for {
+		at, pi := e.r.earliest(ru.text, 0, resetNext(e.next))
+		if at < 0 || at+len(e.r.pats[pi]) <= start {
+			break // none, or one inside earlier pieces: masked already
+		}
+		end := at + len(e.r.pats[pi])
+		e.cutSpan(ru, at, end)
+		start = max(0, start-end)
+	}
+	keep := len(ru.text) - e.r.holdFrom(ru.text, 0)
+	drop := len(ru.text) - keep
+	ru.text = ru.text[:copy(ru.text, ru.text[drop:])]
+	ru.pieces = trimPieces(ru.pieces, drop)
+}
+
+func resetNext(next []int) []int {
+	for i := range next {
+		next[i] = -1
+	}
+	return next
+}
+
+// cutSpan cuts the run's bytes [a, b) from the held events that carry them
+// (the first piece becomes Redacted) and from the run.
+func (e *eventRedact) cutSpan(ru *run, a, b int) {
+	pos, first := 0, true
+	for _, pc := range ru.pieces {
+		n := pc.to - pc.from
+		lo, hi := max(a, pos), min(b, pos+n)
+		if lo < hi {
+			if i := pc.seq - e.base; i >= 0 && i < len(e.held) {
+				with := ""
+				if first {
+					with = Redacted
+				}
+				first = false
+				h := e.held[i]
+				h.cuts = append(h.cuts, cut{from: pc.from + lo - pos, to: pc.from + hi - pos, with: with})
+			}
+		}
+		pos += n
+	}
+	ru.text = ru.text[:copy(ru.text, ru.text[b:])] // what follows the secret starts a new run
+	ru.pieces = trimPieces(ru.pieces, b)
+}
+
+// trimPieces drops the first n bytes of a run's pieces.
+func trimPieces(ps []piece, n int) []piece {
+	for len(ps) > 0 && n > 0 {
+		l := ps[0].to - ps[0].from
+		if l > n {
+			ps[0].from += n
+			break
+		}
+		n -= l
+		ps = ps[1:]
+	}
+	return slices.Clip(ps)
+}
+
+// release sends the oldest held event, with its cuts made.
+func (e *eventRedact) release() {
+	h := e.held[0]
+	e.held = e.held[1:]
+	e.base++
+	e.heldN -= len(h.b)
+	slices.SortFunc(h.cuts, func(x, y cut) int { return x.from - y.from })
+	at := 0
+	for _, c := range h.cuts {
+		if c.from < at {
+			continue // overlapping cuts: the first stands
+		}
+		e.out = append(e.out, h.b[at:c.from]...)
+		e.out = append(e.out, c.with...)
+		at = c.to
+	}
+	e.out = append(e.out, h.b[at:]...)
+}
+
+func (e *eventRedact) releaseAll() {
+	for len(e.held) > 0 {
+		e.release()
+	}
+	clear(e.runs)
+}
+
+func (e *eventRedact) Close() error { return e.src.Close() }
+
+// jsonString is a string value in an event: its key and its raw bytes
+// (between the quotes, escapes as sent).
+type jsonString struct {
+	key      string
+	from, to int
+}
+
+// jsonStrings finds the string values of the JSON text in b and the key
+// each belongs to (the last object key before it); at most 64.
+func jsonStrings(b []byte) []jsonString {
+	var out []jsonString
+	key := ""
+	for i := 0; i < len(b) && len(out) < 64; i++ {
+		if b[i] != '"' {
+			continue
+		}
+		start := i + 1
+		j := start
+		for j < len(b) && b[j] != '"' {
+			if b[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(b) {
+			break
+		}
+		k := j + 1
+		for k < len(b) && (b[k] == ' ' || b[k] == '\t') {
+			k++
+		}
+		if k < len(b) && b[k] == ':' {
+			key = string(b[start:j])
+		} else if !bytes.ContainsAny(b[start:j], "\n\r") {
+			out = append(out, jsonString{key: key, from: start, to: j})
+		}
+		i = j
+	}
+	return out
+}
