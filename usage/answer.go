@@ -1,6 +1,9 @@
 package usage
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // Reader makes the observers of model calls. Its zero value is ready.
 type Reader struct{}
@@ -85,7 +88,24 @@ type sse struct {
 }
 
 func (s *sse) write(p []byte, sc *scanner, event func()) {
-	for _, c := range p {
+	for i := 0; i < len(p); i++ {
+		if s.inValue && !s.skipSP && !s.lastCR { // the rest of the line's value at once
+			j := bytes.IndexAny(p[i:], "\r\n")
+			if j < 0 {
+				j = len(p) - i
+			}
+			if j > 0 {
+				if s.isData {
+					sc.write(p[i : i+j])
+				}
+				s.other = true
+				i += j
+				if i == len(p) {
+					return
+				}
+			}
+		}
+		c := p[i]
 		if s.lastCR {
 			s.lastCR = false
 			if c == '\n' {

@@ -1,5 +1,7 @@
 package usage
 
+import "bytes"
+
 // maxCapture bounds one captured value (a usage object, a type or model
 // string): a larger one is dropped, never buffered whole.
 const maxCapture = 8 << 10
@@ -65,10 +67,18 @@ func (s *scanner) get(i int) []byte {
 	return s.captured[i]
 }
 
-// write scans p.
+// write scans p. Inside a string that is neither a key nor captured, it
+// skips to the next quote or backslash at once: most of an answer is text.
 func (s *scanner) write(p []byte) {
-	for _, c := range p {
-		s.byte(c)
+	for i := 0; i < len(p); i++ {
+		if s.inStr && !s.esc && !s.isKey && s.capIdx < 0 {
+			j := bytes.IndexAny(p[i:], "\"\\")
+			if j < 0 {
+				return
+			}
+			i += j
+		}
+		s.byte(p[i])
 	}
 }
 

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"time"
@@ -160,8 +161,11 @@ func (s *Socket) upstreamMessage() {
 // str decodes a captured JSON string, cut to MaxModel bytes; "" when raw
 // is not a string.
 func str(raw []byte) string {
-	if len(raw) == 0 || raw[0] != '"' {
+	if len(raw) < 2 || raw[0] != '"' {
 		return ""
+	}
+	if !bytes.ContainsAny(raw[1:len(raw)-1], "\\\"") { // no escapes: as written
+		return Clip(string(raw[1:len(raw)-1]), MaxModel)
 	}
 	var v string
 	if json.Unmarshal(raw, &v) != nil {

@@ -77,6 +77,8 @@ func TestSocketReportsEachTurn(t *testing.T) {
 		{"two turns, one failed", cat(clientText(wsCreate), clientText(strings.Replace(wsCreate, "gpt-5-codex", "gpt-5", 1))),
 			cat(text(wsCompleted), text(wsFailed)),
 			[]Turn{{Model: "gpt-5-codex", Tokens: Tokens{1200, 34, 1024}, Reported: true, End: EndCompleted}, {Model: "gpt-5", End: EndFailed}}},
+		{"an escaped model name", clientText(`{"type":"response.create","model":"gpt\u002d5"}`), text(wsFailed),
+			[]Turn{{Model: "gpt-5", End: EndFailed}}},
 		{"closed before the end", clientText(wsCreate), text(wsCreated), []Turn{{Model: "gpt-5-codex", End: EndClosed}}},
 		{"unread create: the model of the answer", frame(true, true, opText, []byte("compressed"), key), text(wsCompleted),
 			[]Turn{{Model: "gpt-5-codex-2026", Tokens: Tokens{1200, 34, 1024}, Reported: true, End: EndCompleted}}},
