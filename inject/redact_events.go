@@ -46,6 +46,7 @@ type eventRedact struct {
 	base    int          // sequence number of held[0]
 	heldN   int          // bytes held
 	runs    map[string]*run
+	cur     []cut // cuts in the event being taken
 	out     []byte
 	off     int
 	next    []int
@@ -142,22 +143,31 @@ func eventEnd(b []byte) int {
 	return -1
 }
 
-// event takes one complete event: masks it, joins its string values to
-// their keys' runs, and releases what no run still needs.
+// event takes one complete event: masks it into the output, joins its
+// string values to their keys' runs, and holds it (and what follows) while
+// a run may still be the start of a secret.
 func (e *eventRedact) event(raw []byte) {
-	masked, _ := e.r.process(nil, raw, true, e.next)
+	o := len(e.out)
+	e.out, _ = e.r.process(e.out, raw, true, e.next)
+	masked := e.out[o:]
 	seq := e.base + len(e.held)
-	e.held = append(e.held, &heldEvent{b: masked})
-	e.heldN += len(masked)
-	for _, s := range jsonStrings(masked) {
-		e.join(s.key, piece{seq: seq, from: s.from, to: s.to}, masked[s.from:s.to])
-	}
+	e.cur = e.cur[:0]
+	eachString(masked, func(key []byte, from, to int) {
+		e.join(key, piece{seq: seq, from: from, to: to}, masked[from:to])
+	})
 	oldest := seq + 1
 	for _, ru := range e.runs {
 		if len(ru.text) >= MinRedactLen && len(ru.pieces) > 0 {
 			oldest = min(oldest, ru.pieces[0].seq)
 		}
 	}
+	if len(e.held) == 0 && oldest > seq && len(e.cur) == 0 {
+		e.base++ // out as it is, already in the output
+		return
+	}
+	e.held = append(e.held, &heldEvent{b: bytes.Clone(masked), cuts: slices.Clone(e.cur)})
+	e.heldN += len(masked)
+	e.out = e.out[:o]
 	for len(e.held) > 0 && (e.base < oldest || e.heldN > maxHeldBytes) {
 		e.release()
 	}
@@ -165,14 +175,22 @@ func (e *eventRedact) event(raw []byte) {
 
 // join appends a string value to its key's run, cuts a secret the run
 // now completes, and keeps only the tail that may begin a secret.
-func (e *eventRedact) join(key string, pc piece, text []byte) {
-	ru := e.runs[key]
-	if ru == nil {
-		if len(e.runs) >= 64 {
-			return // a stream of many keys: join only the first 64
+func (e *eventRedact) join(key []byte, pc piece, text []byte) {
+	ru := e.runs[string(key)]
+	if ru == nil || len(ru.text) == 0 {
+		if e.r.holdFrom(text, 0) == len(text) {
+			if ru != nil {
+				ru.pieces = ru.pieces[:0]
+			}
+			return // nothing in it may begin a secret (a whole one was masked already)
 		}
-		ru = &run{}
-		e.runs[key] = ru
+		if ru == nil {
+			if len(e.runs) >= 64 {
+				return // a stream of many keys: join only the first 64
+			}
+			ru = &run{}
+			e.runs[string(key)] = ru
+		}
 	}
 	start := len(ru.text)
 	ru.text = append(ru.text, text...)
@@ -186,8 +204,7 @@ func (e *eventRedact) join(key string, pc piece, text []byte) {
 		e.cutSpan(ru, at, end)
 		start = max(0, start-end)
 	}
-	keep := len(ru.text) - e.r.holdFrom(ru.text, 0)
-	drop := len(ru.text) - keep
+	drop := e.r.holdFrom(ru.text, 0)
 	ru.text = ru.text[:copy(ru.text, ru.text[drop:])]
 	ru.pieces = trimPieces(ru.pieces, drop)
 }
@@ -207,14 +224,16 @@ func (e *eventRedact) cutSpan(ru *run, a, b int) {
 		n := pc.to - pc.from
 		lo, hi := max(a, pos), min(b, pos+n)
 		if lo < hi {
-			if i := pc.seq - e.base; i >= 0 && i < len(e.held) {
-				with := ""
+			c := cut{from: pc.from + lo - pos, to: pc.from + hi - pos}
+			if i := pc.seq - e.base; i >= 0 && i <= len(e.held) { // not released yet
 				if first {
-					with = Redacted
+					c.with, first = Redacted, false
 				}
-				first = false
-				h := e.held[i]
-				h.cuts = append(h.cuts, cut{from: pc.from + lo - pos, to: pc.from + hi - pos, with: with})
+				if i == len(e.held) { // the event being taken
+					e.cur = append(e.cur, c)
+				} else {
+					e.held[i].cuts = append(e.held[i].cuts, c)
+				}
 			}
 		}
 		pos += n
@@ -265,23 +284,17 @@ func (e *eventRedact) releaseAll() {
 
 func (e *eventRedact) Close() error { return e.src.Close() }
 
-// jsonString is a string value in an event: its key and its raw bytes
-// (between the quotes, escapes as sent).
-type jsonString struct {
-	key      string
-	from, to int
-}
-
-// jsonStrings finds the string values of the JSON text in b and the key
-// each belongs to (the last object key before it); at most 64.
-func jsonStrings(b []byte) []jsonString {
-	var out []jsonString
-	key := ""
-	for i := 0; i < len(b) && len(out) < 64; i++ {
-		if b[i] != '"' {
-			continue
+// eachString calls f with each string value of the JSON text in b (its
+// raw bytes between the quotes, escapes as sent) and the key it belongs
+// to (the last object key before it); at most 64.
+func eachString(b []byte, f func(key []byte, from, to int)) {
+	var key []byte
+	for i, n := 0, 0; i < len(b) && n < 64; i++ {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return
 		}
-		start := i + 1
+		start := i + q + 1
 		j := start
 		for j < len(b) && b[j] != '"' {
 			if b[j] == '\\' {
@@ -290,18 +303,18 @@ func jsonStrings(b []byte) []jsonString {
 			j++
 		}
 		if j >= len(b) {
-			break
+			return
 		}
 		k := j + 1
 		for k < len(b) && (b[k] == ' ' || b[k] == '\t') {
 			k++
 		}
 		if k < len(b) && b[k] == ':' {
-			key = string(b[start:j])
+			key = b[start:j]
 		} else if !bytes.ContainsAny(b[start:j], "\n\r") {
-			out = append(out, jsonString{key: key, from: start, to: j})
+			f(key, start, j)
+			n++
 		}
 		i = j
 	}
-	return out
 }
