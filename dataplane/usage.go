@@ -116,8 +116,9 @@ func (t *answerTap) done() {
 // Tokens is the reader's count.
 func (t *answerTap) Tokens() (Tokens, bool) { return t.read.Tokens() }
 
-// socketUsage reads a model API's WebSocket and writes one line per turn of a model API's WebSocket:
-// connector.proxy.turn, with the connection's audit id, model and tokens.
+// socketUsage reads a model API's WebSocket and, as each turn ends, writes
+// its line (connector.proxy.turn, with the connection's audit id, model
+// and tokens) and charges its tokens to the session's budgets.
 func (p *Proxy) socketUsage(x *exchange) SocketUsage {
 	if p.Usage == nil || x.op == nil || x.op.Spec.Usage == "" {
 		return nil
@@ -141,6 +142,7 @@ func (p *Proxy) socketUsage(x *exchange) SocketUsage {
 		rec.Details = map[string]string{"end": t.End}
 		rec.Message = "a turn of the WebSocket ended: " + t.End
 		p.finish(rec)
+		p.spend(x, Spent{Tokens: t.Tokens.Input + t.Tokens.Output}) // charged to the session's budgets as each turn ends
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/usage"
 )
 
@@ -330,11 +331,15 @@ func wsUpstream(t *testing.T) http.HandlerFunc {
 
 // TestWebSocketTurnsAreRecorded: each turn of a Responses WebSocket gets
 // its own line (connector.proxy.turn, the connection's audit id) with the
-// model, tokens and time to first byte; the frames reach each side
-// unchanged; the opening is sent without Sec-WebSocket-Extensions.
+// model, tokens and time to first byte, and its tokens are charged to the
+// session's budgets; the frames reach each side unchanged; the opening is
+// sent without Sec-WebSocket-Extensions.
 func TestWebSocketTurnsAreRecorded(t *testing.T) {
-	rec := &listRecorder{}
-	e := newModelEnv(t, wsUpstream(t), func(p *Proxy) { p.Recorder, p.Usage = rec, usageReader{} })
+	rec, led := &listRecorder{}, &ledger{}
+	e := newModelEnv(t, wsUpstream(t), func(p *Proxy) {
+		p.Recorder, p.Usage, p.Budgets = rec, usageReader{}, led
+		p.Sessions.(staticSessions)["s1"].sess.Limits = &policy.Limits{MaxBytes: 1 << 30} // counted, with room
+	})
 	tc := tunnelTLS(t, e, "api.example.com")
 	defer tc.Close()
 	br := bufio.NewReader(tc)
@@ -375,5 +380,10 @@ func TestWebSocketTurnsAreRecorded(t *testing.T) {
 	all := waitCompleted(t, rec, 3)
 	if all[2].Name != audit.EventProxied || all[2].InputTokens != 0 {
 		t.Fatalf("the connection's outcome: %+v", all[2].Event)
+	}
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if led.charged.Tokens != 2*320 {
+		t.Fatalf("the session was charged %d tokens for two turns of 300 in and 20 out", led.charged.Tokens)
 	}
 }
