@@ -157,9 +157,13 @@ func (p *Proxy) switchProtocols(w *countingWriter, x *exchange, resp *http.Respo
 		done <- struct{}{}
 	}
 	toUp, toClient := io.Writer(back), io.Writer(conn)
-	if su := p.socketUsage(x); su != nil { // a model API's turns: read as they pass, after each write
+	if su := p.socketUsage(x); su != nil { // a model API's turns: read as they pass
 		defer su.Close()
-		toUp, toClient = tapWriter{dst: back, see: su.FromClient}, tapWriter{dst: conn, see: su.FromUpstream}
+		// The client's frames are read before they go on, so that a turn
+		// is open before the upstream can answer it; the upstream's after
+		// they reached the client, so that no event waits for the reading.
+		toUp = tapWriter{dst: back, see: su.FromClient, first: true}
+		toClient = tapWriter{dst: conn, see: su.FromUpstream}
 	}
 	wg.Add(2)
 	go splice(toUp, conn)

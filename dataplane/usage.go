@@ -36,7 +36,10 @@ type AnswerUsage interface {
 }
 
 // SocketUsage reads the two directions of a WebSocket connection as they
-// pass; Close reports the turns still open.
+// pass: FromClient is given the client's bytes just before they go on to
+// the upstream (so a turn is open before its answer can come), FromUpstream
+// the upstream's once they reached the client. Close reports the turns
+// still open.
 type SocketUsage interface {
 	FromClient(p []byte)
 	FromUpstream(p []byte)
@@ -146,13 +149,19 @@ func (p *Proxy) socketUsage(x *exchange) SocketUsage {
 	})
 }
 
-// tapWriter hands what was written to dst on to see, after the write.
+// tapWriter hands what is written to dst on to see: after the write, or
+// before it when first is set.
 type tapWriter struct {
-	dst io.Writer
-	see func([]byte)
+	dst   io.Writer
+	see   func([]byte)
+	first bool
 }
 
 func (w tapWriter) Write(b []byte) (int, error) {
+	if w.first {
+		w.see(b)
+		return w.dst.Write(b)
+	}
 	n, err := w.dst.Write(b)
 	w.see(b[:n])
 	return n, err

@@ -68,7 +68,8 @@ func (Reader) Socket(api string, done func(Turn)) *Socket {
 	return s
 }
 
-// FromClient reads bytes the client sent, after they were forwarded.
+// FromClient reads bytes the client sent (the proxy calls it before
+// forwarding them, so that a turn is open before its answer can arrive).
 func (s *Socket) FromClient(p []byte) { s.feed(&s.client, p) }
 
 // FromUpstream reads bytes the upstream sent, after they were forwarded.
