@@ -84,7 +84,7 @@ func OCSF(ev *Event) map[string]any {
 
 func ocsfClass(ev *Event) (class, activity int, name string) {
 	switch ev.Name {
-	case EventProxied, EventCompleted, EventRejected:
+	case EventProxied, EventCompleted, EventRejected, EventTurn:
 		m := strings.ToUpper(ev.Method)
 		if id, ok := ocsfHTTPActivities[m]; ok {
 			return ocsfHTTPActivity, id, strings.ToUpper(m[:1]) + strings.ToLower(m[1:])
@@ -165,6 +165,18 @@ func ocsfUnmapped(ev *Event) map[string]any {
 	}
 	if ev.UpstreamMS != 0 {
 		u["upstream_ms"] = ev.UpstreamMS
+	}
+	put("model", ev.Model)
+	if ev.Streamed {
+		u["streamed"] = true
+	}
+	for k, n := range map[string]int64{"input_tokens": ev.InputTokens, "output_tokens": ev.OutputTokens, "cached_tokens": ev.CachedTokens} {
+		if n != 0 {
+			u[k] = n
+		}
+	}
+	if ev.TTFBMS != 0 {
+		u["ttfb_ms"] = ev.TTFBMS
 	}
 	if len(ev.Fields) > 0 {
 		u["fields"] = ev.Fields
