@@ -138,6 +138,9 @@ func ocsfEndpoint(addr string) map[string]any {
 }
 
 func ocsfUID(ev *Event) string {
+	if ev.AuditID != "" && ev.Name == EventTurn { // a connection has a line per turn
+		return ev.AuditID + "/" + string(ev.Name) + "/" + strconv.FormatUint(ev.Seq, 10)
+	}
 	if ev.AuditID != "" {
 		return ev.AuditID + "/" + string(ev.Name)
 	}

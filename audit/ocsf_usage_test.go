@@ -24,3 +24,15 @@ func TestOCSFCarriesModelCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestOCSFTurnsHaveTheirOwnUID: the turns of one connection share its
+// audit id, and each still gets a uid of its own.
+func TestOCSFTurnsHaveTheirOwnUID(t *testing.T) {
+	uid := func(seq uint64) any {
+		m, _ := OCSF(&Event{Name: EventTurn, AuditID: "a_1", Seq: seq})["metadata"].(map[string]any)
+		return m["uid"]
+	}
+	if uid(7) == uid(8) || uid(7) != "a_1/connector.proxy.turn/7" {
+		t.Fatalf("turn uids %v %v", uid(7), uid(8))
+	}
+}
