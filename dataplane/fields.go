@@ -10,22 +10,27 @@ import (
 // peekRequest reads, before the approval gate and before anything is
 // sent, what the record needs from the start of r's body in one pass (see
 // peekBody: at most maxBodyPrefix bytes, parsed as a stream, put back in
-// front of the rest): the model a model call asks for (requestModel) and
-// the values of the operation's body.* audit fields.
-func peekRequest(r *http.Request, op *policy.Operation, path string) (model string, body map[string]any) {
+// front of the rest): the model a model call asks for and the values of
+// the operation's body.* audit fields. When checked (the session limits
+// the models), the model is read from the whole body instead
+// (checkedModel), so that no later or differently cased "model" key can
+// send another model than the one checked.
+func peekRequest(r *http.Request, op *policy.Operation, path string, checked bool) (model string, body map[string]any) {
 	if op == nil {
 		return "", nil
 	}
 	paths := audit.BodyPaths(auditSpec(op))
 	readModel := op.Spec.Usage == policy.UsageAnthropic || op.Spec.Usage == policy.UsageOpenAI
-	if readModel {
+	if readModel && checked {
+		model = checkedModel(r)
+	} else if readModel {
 		paths = append(paths, "model")
 	}
 	body = peekBody(r, paths)
 	switch {
 	case op.Spec.Usage == policy.UsageGemini:
 		model = geminiModel(path)
-	case readModel:
+	case readModel && !checked:
 		model, _ = body["model"].(string)
 	}
 	return clipModel(model), body

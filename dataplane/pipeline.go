@@ -54,7 +54,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	x.op = d.Op
 	rec.operation(d.Op)
 	var body map[string]any // the body's audit[] values, found with the model
-	rec.Model, body = peekRequest(r, d.Op, tgt.path)
+	rec.Model, body = peekRequest(r, d.Op, tgt.path, t.sess.Limits != nil && len(t.sess.Limits.Models) > 0)
 	if d.Op != nil {
 		rec.API = d.Op.Spec.Usage
 	}

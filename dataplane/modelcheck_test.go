@@ -1,0 +1,75 @@
+package dataplane
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+// onlyModel reads a model only from a body every upstream parser reads
+// the same way: one JSON object with exactly one top-level key that reads
+// as "model" in any case.
+func TestOnlyModel(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"claude-ok","max_tokens":5}`, "claude-ok"},
+		{` {"messages":[{"model":"inner"}],"model":"claude-ok"} `, "claude-ok"},
+		{`{"model":"claude-ok","model":"gpt-other"}`, ""},      // the last key wins in most parsers
+		{`{"model":"claude-ok","Model":"gpt-other"}`, ""},      // Go's encoding/json matches keys in any case
+		{`{"MODEL":"claude-ok"}`, ""},                          // only the exact key is read
+		{`{"mod\u0065l":"claude-ok","model":"gpt-other"}`, ""}, // an escaped key is the same key
+		{`{"model":"claude-ok"}{"model":"gpt-other"}`, ""},     // a second value after the object
+		{`{"model":"claude-ok"} x`, ""},                        // trailing garbage
+		{`{"model":"claude-ok",`, ""},                          // cut short
+		{`{"model":7}`, ""},                                    // not a string
+		{`["model","claude-ok"]`, ""},                          // not an object
+		{`{"max_tokens":5}`, ""},                               // none
+		{``, ""},
+	} {
+		if got := onlyModel([]byte(tc.body)); got != tc.want {
+			t.Errorf("onlyModel(%s) = %q; want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// checkedModel reads the whole body, however long, puts it back whole,
+// and counts a model key past any prefix; a body over the bound is unread.
+func TestCheckedModelWholeBody(t *testing.T) {
+	pad := strings.Repeat("x", 3<<20)
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"claude-ok","pad":"` + pad + `"}`, "claude-ok"},
+		{`{"model":"claude-ok","pad":"` + pad + `","model":"gpt-other"}`, ""}, // a second key after 3 MiB
+		{`{"model":"claude-ok","pad":"` + strings.Repeat("x", maxCheckedBody) + `"}`, ""},
+	} {
+		r, _ := http.NewRequest("POST", "https://api.example.com/v1/messages", strings.NewReader(tc.body))
+		if got := checkedModel(r); got != tc.want {
+			t.Errorf("checkedModel(%d bytes) = %q; want %q", len(tc.body), got, tc.want)
+		}
+		if b, err := io.ReadAll(r.Body); err != nil || !bytes.Equal(b, []byte(tc.body)) {
+			t.Errorf("the body put back is %d bytes (%v); want the %d sent", len(b), err, len(tc.body))
+		}
+	}
+}
+
+// A session that limits its models is not fooled by a body that names an
+// allowed model first and another after it (or in another case, or past
+// the first MiB): the call is refused model_not_allowed and nothing is
+// sent.
+func TestModelListNotFooledByASecondKey(t *testing.T) {
+	e, c := budgetEnv(t, policy.Limits{Models: []string{"claude-ok"}}, &ledger{}, nil)
+	pad := strings.Repeat("x", 2<<20)
+	for _, body := range []string{
+		`{"model":"claude-ok","model":"gpt-other","max_tokens":5}`,
+		`{"model":"claude-ok","Model":"gpt-other","max_tokens":5}`,
+		`{"model":"claude-ok","pad":"` + pad + `","model":"gpt-other"}`,
+	} {
+		resp := post(t, c, "POST", "https://api.example.com/v1/messages", body)
+		expectRefusal(t, resp, http.StatusForbidden, policy.ReasonModelNotAllowed)
+	}
+	if n := e.hits.Load(); n != 0 {
+		t.Errorf("%d refused model calls reached the upstream", n)
+	}
+}
