@@ -159,6 +159,11 @@ func (r Refusal) header(h http.Header, n int) {
 	}
 	if r.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(int(r.RetryAfter.Seconds())))
+	} else if r.Reason == policy.ReasonBudgetExhausted {
+		// A budget for the session's life never frees: the model SDKs
+		// (and the agents built on them) read this header and stop
+		// retrying a 429 they would otherwise retry for minutes.
+		h.Set("X-Should-Retry", "false")
 	}
 	h.Set(HeaderMessage, HeaderLine(r.Message))
 	if v := r.proxyStatus(); v != "" {

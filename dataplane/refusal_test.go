@@ -113,3 +113,25 @@ func TestProxyStatus(t *testing.T) {
 		t.Errorf("a long message is not cut: %d bytes", len(got))
 	}
 }
+
+// A budget that only the session's end frees is answered with
+// X-Should-Retry: false, which the model SDKs read, instead of a
+// Retry-After; one a window frees gets Retry-After and may be retried.
+func TestBudgetRefusalRetryHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		after             time.Duration
+		retryAfter, retry string
+	}{
+		{0, "", "false"},
+		{90 * time.Second, "90", ""},
+	} {
+		w := httptest.NewRecorder()
+		WriteRefusal(w, budgetRefusal(&BudgetError{Reason: policy.ReasonBudgetExhausted, Message: "used up", RetryAfter: tc.after}))
+		if got := w.Header().Get("Retry-After"); got != tc.retryAfter {
+			t.Errorf("after %v: Retry-After %q; want %q", tc.after, got, tc.retryAfter)
+		}
+		if got := w.Header().Get("X-Should-Retry"); got != tc.retry {
+			t.Errorf("after %v: X-Should-Retry %q; want %q", tc.after, got, tc.retry)
+		}
+	}
+}
