@@ -73,10 +73,10 @@ func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.A
 	if a.ModelCall && !l.AllowsModel(a.Model) {
 		return &dataplane.BudgetError{Reason: policy.ReasonModelNotAllowed, Message: modelMessage(s.ID, l.Models, a.Model)}
 	}
-	if a.ModelCall && a.Upgrade && l.MaxTokens > 0 {
-		return &dataplane.BudgetError{Reason: policy.ReasonUpgradeRefused, Message: fmt.Sprintf("session %s has a token budget, "+
-			"and the turns of a model API's WebSocket pass ungated, so one could not be stopped when the budget is used up; "+
-			"use the API over HTTPS (Codex falls back to it by itself)", s.ID)}
+	if a.Upgrade && (l.MaxBytes > 0 || a.ModelCall && (l.MaxTokens > 0 || l.MaxRequests > 0)) {
+		return &dataplane.BudgetError{Reason: policy.ReasonUpgradeRefused, Message: fmt.Sprintf("session %s has a budget "+
+			"(tokens, requests or bytes), and what passes over a WebSocket once it is open (a model API's turns, its bytes) is not "+
+			"gated, so it could not be stopped when the budget is used up; use the API over HTTPS (Codex falls back to it by itself)", s.ID)}
 	}
 	if !l.HasBudget() {
 		return nil

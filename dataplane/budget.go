@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -99,8 +100,18 @@ const chargeTimeout = 5 * time.Second
 // charge hands what an admitted request used, once it ended, to Budgets:
 // the tokens on its record and, when it was handed to the upstream, its
 // head and body bytes.
+//
+// A model call whose successful answer reported no usage (a stream asked
+// without usage, a batch or background job, a client that left before
+// the final event) cannot be counted; under a token budget it is charged
+// the whole budget, so the budget fails closed rather than open.
 func (p *Proxy) charge(x *exchange) {
-	u := Spent{Tokens: x.rec.InputTokens + x.rec.OutputTokens}
+	u := Spent{Tokens: satAdd(x.rec.InputTokens, x.rec.OutputTokens)}
+	if x.unreported && x.t.sess.Limits != nil && x.t.sess.Limits.MaxTokens > 0 {
+		u.Tokens = x.t.sess.Limits.MaxTokens
+		p.log.Warn().Str("event", "proxy.usage_unreported").Str("audit_id", x.rec.AuditID).Str("session", x.t.sess.ID).
+			Msg("a model call's answer reported no usage; its session's whole token budget is charged")
+	}
 	if !x.sent.IsZero() && x.out != nil {
 		u.Bytes = headBytes(x.out) + x.body.bytes()
 	}
@@ -135,4 +146,14 @@ func headBytes(out *http.Request) int64 {
 		n += len("Content-Length: \r\n") + len(strconv.FormatInt(out.ContentLength, 10))
 	}
 	return int64(n)
+}
+
+// satAdd adds two token counts, saturating instead of wrapping (counts
+// come from the upstream).
+func satAdd(a, b int64) int64 {
+	a, b = max(a, 0), max(b, 0)
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

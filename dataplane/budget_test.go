@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -194,29 +195,28 @@ func TestBudgetsFailClosed(t *testing.T) {
 	}
 }
 
-// tokenRecorder stands in for the usage reader: it puts the tokens a
-// provider would report on each model call's record (before the answer
-// ends, as the reader does while the answer passes).
-type tokenRecorder struct{ in, out int64 }
-
-func (r tokenRecorder) Decided(rec *Record) error {
-	if rec.Model != "" {
-		rec.InputTokens, rec.OutputTokens = r.in, r.out
-	}
-	return nil
+// tokenEnv is a model upstream answering h, read by the usage reader,
+// for session s1 with limits l and budgets led.
+func tokenEnv(t *testing.T, h http.Handler, l policy.Limits, led *ledger) (*env, *http.Client) {
+	t.Helper()
+	var e *env
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.hits.Add(1); h.ServeHTTP(w, r) })
+	e = newModelEnv(t, counted, func(p *Proxy) {
+		p.Sessions = staticSessions{"s1": {"tok-" + t.Name(), &Session{ID: "s1", CA: p.Sessions.(staticSessions)["s1"].sess.CA, Limits: &l}}}
+		p.Budgets, p.Usage = led, usageReader{}
+	})
+	return e, e.client(t, url.UserPassword("s1", e.token))
 }
-
-func (tokenRecorder) Completed(*Record) {}
 
 // A model call that starts under its token budget is sent whole and
 // charged every token it reported, over the budget; the next call is
 // refused.
 func TestTokenBudgetCrossedByOneCall(t *testing.T) {
 	led := &ledger{}
-	e, c := budgetEnv(t, policy.Limits{MaxTokens: 1000}, led, nil, func(p *Proxy) { p.Recorder = tokenRecorder{in: 700, out: 400} })
+	e, c := tokenEnv(t, jsonAnswer(`{"type":"message","usage":{"input_tokens":700,"output_tokens":400}}`, true), policy.Limits{MaxTokens: 1000}, led)
 	body := `{"model":"claude-sonnet-4-5","max_tokens":400}`
-	if resp := post(t, c, "POST", "https://api.example.com/v1/messages", body); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Echo-Body") != body {
-		t.Fatalf("the first call: %d; want 200 and the whole body sent", resp.StatusCode)
+	if resp := post(t, c, "POST", "https://api.example.com/v1/messages", body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first call: %d; want 200", resp.StatusCode)
 	}
 	led.mu.Lock()
 	tokens := led.charged.Tokens
@@ -228,6 +228,55 @@ func TestTokenBudgetCrossedByOneCall(t *testing.T) {
 	expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
 	if e.hits.Load() != 1 {
 		t.Errorf("upstream hits %d; want 1", e.hits.Load())
+	}
+}
+
+// A model call whose successful answer reports no usage (a chat stream
+// asked without include_usage, a batch, a client that leaves before the
+// last event) cannot be counted, so under a token budget it is charged
+// the whole budget: the next call is refused. A call that costs nothing
+// (Gemini's countTokens) and an error answer are not charged.
+func TestTokenBudgetUnreportedUsage(t *testing.T) {
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch {
+		case strings.HasSuffix(r.URL.Path, ":countTokens"):
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"totalTokens":12}`)
+		case r.URL.Path == "/v1/responses":
+			http.Error(w, `{"error":{"type":"invalid_request_error"}}`, http.StatusBadRequest)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 3 {
+				fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
+			}
+			_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		}
+	})
+	led := &ledger{}
+	e, c := tokenEnv(t, stream, policy.Limits{MaxTokens: 10000}, led)
+	free := post(t, c, "POST", "https://api.example.com/v1beta/models/gemini-2.5-flash:countTokens", `{"contents":[]}`)
+	bad := post(t, c, "POST", "https://api.example.com/v1/responses", `{"model":"gpt-5","input":"x"}`)
+	_, _ = io.Copy(io.Discard, free.Body)
+	_, _ = io.Copy(io.Discard, bad.Body)
+	led.mu.Lock()
+	if led.charged.Tokens != 0 {
+		t.Errorf("countTokens and an error answer were charged %d tokens; want 0", led.charged.Tokens)
+	}
+	led.mu.Unlock()
+	resp := post(t, c, "POST", "https://api.example.com/v1/chat/completions", `{"model":"gpt-4o","stream":true,"messages":[]}`)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the stream: %d %v; want 200", resp.StatusCode, err)
+	}
+	led.mu.Lock()
+	if led.charged.Tokens != 10000 {
+		t.Errorf("a stream that reported no usage was charged %d tokens; want the whole budget, 10000", led.charged.Tokens)
+	}
+	led.mu.Unlock()
+	resp = post(t, c, "POST", "https://api.example.com/v1/chat/completions", `{"model":"gpt-4o","stream":true,"messages":[]}`)
+	expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
+	if n := e.hits.Load(); n != 3 {
+		t.Errorf("upstream hits %d; want 3", n)
 	}
 }
 

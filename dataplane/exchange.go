@@ -33,6 +33,10 @@ type exchange struct {
 	// admitted: Budgets.Admit counted the request, so what it uses is
 	// charged when it ends.
 	admitted bool
+	// unreported: the answer to this model call ended without a usage
+	// report (set by the answer's tap), so under a token budget it is
+	// charged the whole budget (charge).
+	unreported bool
 }
 
 // terms are how an entry point wants its request gated. A proxy client's

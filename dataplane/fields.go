@@ -11,18 +11,19 @@ import (
 // sent, what the record needs from the start of r's body in one pass (see
 // peekBody: at most maxBodyPrefix bytes, parsed as a stream, put back in
 // front of the rest): the model a model call asks for and the values of
-// the operation's body.* audit fields. When checked (the session limits
-// the models), the model is read from the whole body instead
-// (checkedModel), so that no later or differently cased "model" key can
-// send another model than the one checked.
-func peekRequest(r *http.Request, op *policy.Operation, path string, checked bool) (model string, body map[string]any) {
+// the operation's body.* audit fields. When whole is not nil (the session
+// limits the models, and readWhole read the body), the model is read from
+// the whole body instead (onlyModel), so that no later or differently
+// cased "model" key can send another model than the one checked.
+func peekRequest(r *http.Request, op *policy.Operation, path string, whole []byte) (model string, body map[string]any) {
 	if op == nil {
 		return "", nil
 	}
 	paths := audit.BodyPaths(auditSpec(op))
 	readModel := op.Spec.Usage == policy.UsageAnthropic || op.Spec.Usage == policy.UsageOpenAI
+	checked := whole != nil
 	if readModel && checked {
-		model = checkedModel(r)
+		model = onlyModel(whole)
 	} else if readModel {
 		paths = append(paths, "model")
 	}

@@ -3,11 +3,14 @@ package dataplane
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aileronhq/aileron/policy"
 )
 
 // maxModelName bounds the model name put on the record: it comes from the
@@ -17,22 +20,42 @@ const maxModelName = 128
 // geminiModel is the {model} of a Gemini path ".../models/{model}:method"
 // (tuned models too: ".../tunedModels/{model}:method"), unescaped.
 func geminiModel(path string) string {
+	model, _ := geminiCall(path)
+	return model
+}
+
+// geminiCall splits a Gemini path's last segment, unescaped, into its
+// model and method; both are "" unless the segment holds exactly one
+// colon (google.api.http takes the method after the last colon, so a name
+// with another colon in it could name one model here and another there).
+func geminiCall(path string) (model, method string) {
 	i := strings.LastIndex(path, "/")
 	if i < 0 {
-		return ""
+		return "", ""
 	}
 	parent, last := path[:i], path[i+1:]
 	if !strings.HasSuffix(parent, "/models") && !strings.HasSuffix(parent, "/tunedModels") {
-		return ""
+		return "", ""
 	}
-	name, _, ok := strings.Cut(last, ":")
-	if !ok {
-		return ""
+	if u, err := url.PathUnescape(last); err == nil {
+		last = u
 	}
-	if u, err := url.PathUnescape(name); err == nil {
-		name = u
+	if strings.Count(last, ":") != 1 {
+		return "", ""
 	}
-	return name
+	model, method, _ = strings.Cut(last, ":")
+	return model, method
+}
+
+// freeCall reports whether a model call costs no tokens, so an answer
+// without a usage report is expected (Gemini's countTokens, which the
+// generic model-method operation covers).
+func freeCall(api, path string) bool {
+	if api != policy.UsageGemini {
+		return false
+	}
+	_, method := geminiCall(path)
+	return method == "countTokens"
 }
 
 // clipModel cuts a model name to maxModelName bytes at a UTF-8 boundary.
@@ -47,31 +70,65 @@ func clipModel(s string) string {
 	return s[:n]
 }
 
-// maxCheckedBody bounds the body of a model call that is read whole, before
-// anything is sent, to check the model it asks for against the session's
-// list (checkedModel). A longer body's model counts as unread, so the call
-// is refused, never sent unchecked.
-const maxCheckedBody = 16 << 20
+// Bounds of the bodies read whole to check a model call's model against
+// the session's list (readWhole): each body, and the memory all such
+// bodies may hold at once, in all and per session, so that one session's
+// stalled calls cannot take the proxy's memory.
+const (
+	maxCheckedBody       = 8 << 20
+	maxCheckedTotal      = 96 << 20
+	maxCheckedPerSession = 24 << 20
+)
 
-// checkedModel reads r's whole body (at most maxCheckedBody bytes), puts
-// it back in front of the rest for forwarding, and returns the string of
-// its top-level "model" key. It returns "" (unread) unless the body is one
-// JSON object, complete within the bound, with exactly one top-level key
-// that reads as "model" in any case: an upstream parser that takes the
-// last of two keys, or matches keys case-insensitively, must never act on
-// another model than the one checked. Used when the session limits the
-// models; otherwise the model is read from the body's start (peekBody),
-// for the record only.
-func checkedModel(r *http.Request) string {
+// readWhole reads r's whole body into memory before anything is sent, so
+// that its model can be checked (onlyModel), and puts it back for
+// forwarding; release gives its memory back once the exchange is over.
+// whole is empty (the model then counts as unread, and the call is
+// refused) when the body is longer than maxCheckedBody or could not be
+// read; err (503 not_ready) when the memory for such bodies is in use.
+func (p *Proxy) readWhole(r *http.Request, session string) (whole []byte, release func(), err error) {
+	release = func() {}
 	if r.Body == nil || r.Body == http.NoBody {
-		return ""
+		return []byte{}, release, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, maxCheckedBody+1))
-	r.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), r.Body), Closer: r.Body}
-	if err != nil || len(buf) > maxCheckedBody {
-		return ""
+	var buf []byte
+	if r.ContentLength > 0 && r.ContentLength <= maxCheckedBody {
+		buf = make([]byte, 0, r.ContentLength)
 	}
-	return onlyModel(buf)
+	var booked int64
+	chunk := p.buffers.get()
+	defer p.buffers.put(chunk)
+	putBack := func(tail []byte) {
+		r.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(append(buf, tail...)), r.Body), Closer: r.Body}
+	}
+	for {
+		n, rerr := r.Body.Read(*chunk)
+		if n > 0 {
+			if len(buf)+n > maxCheckedBody {
+				putBack((*chunk)[:n])
+				p.checking.give(session, booked)
+				return []byte{}, release, nil
+			}
+			if full := p.checking.take(session, int64(n), maxCheckedTotal, maxCheckedPerSession); full != "" {
+				p.checking.give(session, booked)
+				return nil, release, &unavailableError{reason: policy.ReasonNotReady, err: fmt.Errorf(
+					"the proxy's memory for checking model calls' bodies against the session's model list is in use (%d MiB in all, %d MiB a session); retry when this session's other calls are done",
+					maxCheckedTotal>>20, maxCheckedPerSession>>20)}
+			}
+			booked += int64(n)
+			buf = append(buf, (*chunk)[:n]...)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			putBack(nil)
+			p.checking.give(session, booked)
+			return []byte{}, release, nil
+		}
+	}
+	r.Body = &prefixedBody{Reader: bytes.NewReader(buf), Closer: r.Body}
+	return buf, func() { p.checking.give(session, booked) }, nil
 }
 
 // onlyModel is the string value of the one top-level key of the JSON
@@ -92,7 +149,7 @@ func onlyModel(b []byte) string {
 		if err := dec.Decode(&v); err != nil {
 			return ""
 		}
-		if !strings.EqualFold(key, "model") {
+		if !strings.EqualFold(strings.Map(dropControl, key), "model") {
 			continue
 		}
 		if seen++; key != "model" || json.Unmarshal(v, &model) != nil {
@@ -106,4 +163,21 @@ func onlyModel(b []byte) string {
 		return ""
 	}
 	return model
+}
+
+// dropControl drops control characters (a parser that cuts a key at NUL
+// would read "model\x00" as "model").
+func dropControl(r rune) rune {
+	if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+		return -1
+	}
+	return r
+}
+
+// checksModel reports whether op's requests are read whole for their model
+// in session s: an Anthropic or OpenAI model call of a session that limits
+// its models (Gemini names the model in the path).
+func checksModel(s *Session, op *policy.Operation) bool {
+	return s.Limits != nil && len(s.Limits.Models) > 0 && op != nil &&
+		(op.Spec.Usage == policy.UsageAnthropic || op.Spec.Usage == policy.UsageOpenAI)
 }

@@ -35,9 +35,11 @@ func TestOnlyModel(t *testing.T) {
 	}
 }
 
-// checkedModel reads the whole body, however long, puts it back whole,
-// and counts a model key past any prefix; a body over the bound is unread.
-func TestCheckedModelWholeBody(t *testing.T) {
+// readWhole reads the whole body, however long, puts it back whole, and
+// counts a model key past any prefix; a body over the bound is unread; the
+// memory it books is given back.
+func TestReadWholeBody(t *testing.T) {
+	p := &Proxy{buffers: &copyBuffers{}}
 	pad := strings.Repeat("x", 3<<20)
 	for _, tc := range []struct{ body, want string }{
 		{`{"model":"claude-ok","pad":"` + pad + `"}`, "claude-ok"},
@@ -45,12 +47,51 @@ func TestCheckedModelWholeBody(t *testing.T) {
 		{`{"model":"claude-ok","pad":"` + strings.Repeat("x", maxCheckedBody) + `"}`, ""},
 	} {
 		r, _ := http.NewRequest("POST", "https://api.example.com/v1/messages", strings.NewReader(tc.body))
-		if got := checkedModel(r); got != tc.want {
-			t.Errorf("checkedModel(%d bytes) = %q; want %q", len(tc.body), got, tc.want)
+		whole, release, err := p.readWhole(r, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := onlyModel(whole); got != tc.want {
+			t.Errorf("the model of %d bytes = %q; want %q", len(tc.body), got, tc.want)
 		}
 		if b, err := io.ReadAll(r.Body); err != nil || !bytes.Equal(b, []byte(tc.body)) {
 			t.Errorf("the body put back is %d bytes (%v); want the %d sent", len(b), err, len(tc.body))
 		}
+		release()
+	}
+	if p.checking.total != 0 || len(p.checking.bySession) != 0 {
+		t.Errorf("%d bytes still booked after release", p.checking.total)
+	}
+}
+
+// One session's model calls cannot book more than their share of the
+// memory for bodies read whole: the one past it is refused 503, and the
+// share frees when the others end.
+func TestReadWholeMemoryBound(t *testing.T) {
+	p := &Proxy{buffers: &copyBuffers{}}
+	body := `{"model":"m","pad":"` + strings.Repeat("x", 7<<20) + `"}`
+	var releases []func()
+	for i := 0; ; i++ {
+		r, _ := http.NewRequest("POST", "https://api.example.com/v1/messages", strings.NewReader(body))
+		_, release, err := p.readWhole(r, "s1")
+		if err != nil {
+			if ref := classify(err); ref.Status != http.StatusServiceUnavailable || i != maxCheckedPerSession/(7<<20) {
+				t.Fatalf("call %d refused %d %s; want 503 after %d", i, ref.Status, ref.Reason, maxCheckedPerSession/(7<<20))
+			}
+			break
+		}
+		releases = append(releases, release)
+	}
+	r, _ := http.NewRequest("POST", "https://api.example.com/v1/messages", strings.NewReader(body))
+	if _, _, err := p.readWhole(r, "s2"); err != nil {
+		t.Errorf("another session is refused too: %v", err)
+	}
+	for _, f := range releases {
+		f()
+	}
+	r, _ = http.NewRequest("POST", "https://api.example.com/v1/messages", strings.NewReader(body))
+	if _, _, err := p.readWhole(r, "s1"); err != nil {
+		t.Errorf("after the others ended: %v", err)
 	}
 }
 

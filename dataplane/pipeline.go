@@ -54,7 +54,16 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	x.op = d.Op
 	rec.operation(d.Op)
 	var body map[string]any // the body's audit[] values, found with the model
-	rec.Model, body = peekRequest(r, d.Op, tgt.path, t.sess.Limits != nil && len(t.sess.Limits.Models) > 0)
+	var whole []byte        // under a model list, a model call's whole body
+	if checksModel(t.sess, d.Op) {
+		var release func()
+		whole, release, err = p.readWhole(r, t.sess.ID)
+		defer release()
+		if err != nil {
+			return refuse(err)
+		}
+	}
+	rec.Model, body = peekRequest(r, d.Op, tgt.path, whole)
 	if d.Op != nil {
 		rec.API = d.Op.Spec.Usage
 	}

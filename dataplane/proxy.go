@@ -137,6 +137,7 @@ type Proxy struct {
 	stop        context.CancelFunc     // ends stopping
 	limits      atomic.Pointer[Limits] // set by SetLimits
 	held        heldBudget             // bytes of held bodies in memory (readHeld)
+	checking    heldBudget             // bytes of model calls' bodies read whole to check their model (readWhole)
 	connsOpen   atomic.Int64           // client connections to the proxy port
 	tunnelsOpen atomic.Int64           // intercepted tunnels being served, plus passthrough tunnels
 }

@@ -68,6 +68,7 @@ type Turn struct {
 // answerTap is what the relay learns of a model call's answer as it
 // copies it: the first byte's time, and the tokens.
 type answerTap struct {
+	x     *exchange
 	rec   *Record
 	sent  time.Time
 	read  AnswerUsage // nil: no tokens read
@@ -83,7 +84,7 @@ func (p *Proxy) newAnswerTap(x *exchange, resp *http.Response) *answerTap {
 	ct := resp.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	x.rec.Streamed = mt == "text/event-stream"
-	tap := &answerTap{rec: x.rec, sent: x.sent}
+	tap := &answerTap{x: x, rec: x.rec, sent: x.sent}
 	if p.Usage != nil {
 		tap.read = p.Usage.Answer(x.op.Spec.Usage, ct)
 	}
@@ -106,14 +107,20 @@ func (t *answerTap) saw(b []byte) {
 	}
 }
 
-// done puts the tokens on the record once the answer ended.
+// done puts the tokens on the record once the answer ended, or notes
+// that a successful answer reported none.
 func (t *answerTap) done() {
-	if t == nil || t.read == nil {
+	if t == nil {
 		return
 	}
-	if n, ok := t.Tokens(); ok {
-		t.rec.InputTokens, t.rec.OutputTokens, t.rec.CachedTokens = n.Input, n.Output, n.Cached
+	if t.read != nil {
+		if n, ok := t.Tokens(); ok {
+			t.rec.InputTokens, t.rec.OutputTokens, t.rec.CachedTokens = n.Input, n.Output, n.Cached
+			return
+		}
 	}
+	ok := t.rec.UpstreamStatus >= 200 && t.rec.UpstreamStatus < 300
+	t.x.unreported = ok && !freeCall(t.x.op.Spec.Usage, t.x.tgt.path)
 }
 
 // Tokens is the reader's count.

@@ -137,6 +137,11 @@ func (l Limits) AllowsModel(model string) bool {
 	if model == "" || len(model) >= maxModelLen {
 		return false
 	}
+	for i := 0; i < len(model); i++ { // a name a glob could match only by its wildcards
+		if c := model[i]; !modelByte(c) || c == '*' || c == '?' {
+			return false
+		}
+	}
 	for _, pat := range l.Models {
 		if globMatch(pat, model) {
 			return true

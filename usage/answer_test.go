@@ -54,6 +54,8 @@ func TestAnswerReadsTheReportedTokens(t *testing.T) {
 		{"error answer", Anthropic, "application/json", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, Tokens{}, false},
 		{"last event without blank line", Anthropic, "text/event-stream", "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":3}}", Tokens{0, 3, 0}, true},
 		{"multi-line data", Anthropic, "text/event-stream", "data: {\"type\":\"message_delta\",\ndata: \"usage\":{\"output_tokens\":4}}\n\n", Tokens{0, 4, 0}, true},
+		{"absurd counts saturate", Anthropic, "application/json", `{"usage":{"input_tokens":9223372036854775807,"output_tokens":5}}`, Tokens{maxCount, 5, 0}, true},
+		{"gemini output sum saturates", Gemini, "application/json", `{"usageMetadata":{"candidatesTokenCount":9223372036854775807,"thoughtsTokenCount":9223372036854775807}}`, Tokens{0, maxCount, 0}, true},
 		{"comments and other fields", OpenAI, "text/event-stream", ": keep-alive\nid: 1\nretry: 10\ndata:{\"usage\":{\"prompt_tokens\":2}}\n\n", Tokens{2, 0, 0}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

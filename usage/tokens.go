@@ -56,6 +56,11 @@ type cached struct {
 // merge applies one usage object (raw JSON) of dialect api onto t: each
 // count it reports replaces t's. It reports whether raw was a usage
 // object at all.
+// maxCount bounds each count an answer reports (2^53, the largest a
+// budget may be): an upstream's absurd number saturates, and sums of two
+// never wrap.
+const maxCount = int64(1) << 53
+
 func (t *Tokens) merge(api string, raw []byte) bool {
 	var c counts
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &c) != nil {
@@ -63,7 +68,7 @@ func (t *Tokens) merge(api string, raw []byte) bool {
 	}
 	set := func(dst *int64, v *int64) {
 		if v != nil && *v >= 0 {
-			*dst = *v
+			*dst = min(*v, maxCount)
 		}
 	}
 	switch api {
@@ -88,10 +93,10 @@ func (t *Tokens) merge(api string, raw []byte) bool {
 			var out int64
 			for _, v := range []*int64{c.CandidatesCount, c.ThoughtsCount} {
 				if v != nil && *v > 0 {
-					out += *v
+					out += min(*v, maxCount)
 				}
 			}
-			t.Output = out
+			t.Output = min(out, maxCount)
 		}
 		set(&t.Cached, c.CachedCount)
 	}
