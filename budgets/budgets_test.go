@@ -2,6 +2,7 @@ package budgets_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -257,18 +258,34 @@ func TestAdmitFailsClosed(t *testing.T) {
 	}
 }
 
-// A model API's WebSocket is refused to a session with a token budget:
-// its turns pass ungated, so none could be stopped once the budget is
-// used up.
-func TestTokenBudgetRefusesModelWebSockets(t *testing.T) {
+// A WebSocket whose frames a budget would have to count is refused: a
+// model API's under a token or request budget (its turns pass ungated),
+// any under a byte budget (its frames' bytes do).
+func TestBudgetsRefuseUncountedWebSockets(t *testing.T) {
 	_, db := testkit.HomeDB(t)
 	bg := &budgets.Budgets{DB: db}
-	s := newSession(t, db, "s_ws", policy.Limits{MaxTokens: 100})
-	err := bg.Admit(t.Context(), s, dataplane.Admission{ModelCall: true, Upgrade: true})
-	if ref := refusal(t, err); ref.Status != http.StatusForbidden || ref.Reason != policy.ReasonUpgradeRefused {
-		t.Errorf("a model WebSocket under a token budget: %d %s; want 403 upgrade_refused", ref.Status, ref.Reason)
-	}
-	if err := bg.Admit(t.Context(), s, dataplane.Admission{Upgrade: true}); err != nil {
-		t.Errorf("a WebSocket that is no model call: %v", err)
+	for i, tc := range []struct {
+		l       policy.Limits
+		model   bool
+		refused bool
+	}{
+		{policy.Limits{MaxTokens: 100}, true, true},
+		{policy.Limits{MaxRequests: 100}, true, true},
+		{policy.Limits{MaxBytes: 100}, true, true},
+		{policy.Limits{MaxBytes: 100}, false, true},
+		{policy.Limits{MaxTokens: 100}, false, false},
+		{policy.Limits{MaxRequests: 100}, false, false},
+		{policy.Limits{Models: []string{"m"}}, false, false},
+	} {
+		s := newSession(t, db, fmt.Sprintf("s_ws%d", i), tc.l)
+		err := bg.Admit(t.Context(), s, dataplane.Admission{ModelCall: tc.model, Model: "m", Upgrade: true})
+		switch {
+		case tc.refused:
+			if ref := refusal(t, err); ref.Status != http.StatusForbidden || ref.Reason != policy.ReasonUpgradeRefused {
+				t.Errorf("%+v model %v: %d %s; want 403 upgrade_refused", tc.l, tc.model, ref.Status, ref.Reason)
+			}
+		case err != nil:
+			t.Errorf("%+v model %v: %v; want admitted", tc.l, tc.model, err)
+		}
 	}
 }
