@@ -42,6 +42,7 @@ type eventRedact struct {
 	r       *Redactor
 	src     io.ReadCloser
 	pending []byte       // the event being received
+	scanned int          // bytes of pending already searched for an event's end
 	held    []*heldEvent // complete events not yet released, oldest first
 	base    int          // sequence number of held[0]
 	heldN   int          // bytes held
@@ -93,18 +94,26 @@ func (e *eventRedact) fill() {
 	n, err := e.src.Read(e.buf[:])
 	e.pending = append(e.pending, e.buf[:n]...)
 	for {
-		end := eventEnd(e.pending)
+		// resume where the last search stopped (less the few bytes an
+		// event's end may straddle): an event sent a byte at a time
+		// costs linear time, not quadratic
+		from := max(e.scanned-3, 0)
+		end := eventEnd(e.pending[from:])
 		if end < 0 {
+			e.scanned = len(e.pending)
 			break
 		}
+		end += from
 		e.event(e.pending[:end])
 		e.pending = e.pending[:copy(e.pending, e.pending[end:])]
+		e.scanned = 0
 	}
 	if len(e.pending) > maxEventBytes { // not an event's size: mask it as Body would
 		var used int
 		e.releaseAll()
 		e.out, used = e.r.process(e.out, e.pending, false, e.next)
 		e.pending = e.pending[:copy(e.pending, e.pending[used:])]
+		e.scanned = 0
 	}
 	switch {
 	case err == io.EOF:

@@ -159,3 +159,15 @@ func (l *eventLoop) Read(p []byte) (int, error) {
 	l.left--
 	return copy(p, l.ev), nil
 }
+
+// BenchmarkEventStreamByteAtATime: an upstream that sends large events a
+// byte at a time costs linear time (the search for an event's end
+// resumes where it stopped).
+func BenchmarkEventStreamByteAtATime(b *testing.B) {
+	r := NewRedactor("sk-ant-api03-SEKRIT0123456789abcdef")
+	in := []byte(strings.Repeat("data: {\"text\":\""+strings.Repeat("a", 63<<10)+"\"}\n\n", 4))
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		_, _ = io.ReadAll(r.EventStream(io.NopCloser(&chunkReader{data: in, chunks: repeat(1, len(in))})))
+	}
+}
