@@ -2,6 +2,8 @@ package budgets
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -108,6 +110,34 @@ func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.A
 		return fmt.Errorf("reading the budgets of session %s: %w", s.ID, b.DB.Unavailable(err))
 	}
 	return exhausted(s, *l, u, now)
+}
+
+// Recheck implements dataplane.Budgets: a held request Admit counted is
+// refused when, while it waited for a human, its session used up its
+// token or byte budget in the current window (its own request was counted
+// already, so the request budget is not asked again).
+func (b *Budgets) Recheck(ctx context.Context, s *dataplane.Session) error {
+	l := s.Limits
+	if l == nil || (l.MaxTokens <= 0 && l.MaxBytes <= 0) {
+		return nil
+	}
+	var u Used
+	err := b.DB.QueryRowContext(ctx, `SELECT win, requests, tokens, bytes FROM budget_usage WHERE session = ?`, s.ID).
+		Scan(&u.Window, &u.Requests, &u.Tokens, &u.Bytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the budgets of session %s: %w", s.ID, b.DB.Unavailable(err))
+	}
+	now := b.now()
+	if u.Window < WindowAt(s.Created, l.Window, now).Index {
+		return nil // a new window: nothing used in it yet
+	}
+	if l.MaxTokens > 0 && u.Tokens >= l.MaxTokens || l.MaxBytes > 0 && u.Bytes >= l.MaxBytes {
+		return exhausted(s, policy.Limits{MaxTokens: l.MaxTokens, MaxBytes: l.MaxBytes, Window: l.Window}, u, now)
+	}
+	return nil
 }
 
 // Charge implements dataplane.Budgets: it adds u's tokens and bytes to

@@ -289,3 +289,31 @@ func TestBudgetsRefuseUncountedWebSockets(t *testing.T) {
 		}
 	}
 }
+
+// Recheck refuses a held request whose session used up its token or byte
+// budget while it waited, and lets it go in a new window.
+func TestRecheck(t *testing.T) {
+	_, db := testkit.HomeDB(t)
+	now := created.Add(time.Minute)
+	bg := &budgets.Budgets{DB: db, Now: func() time.Time { return now }}
+	s := newSession(t, db, "s_re", policy.Limits{MaxTokens: 100, Window: time.Hour})
+	if err := bg.Recheck(t.Context(), s); err != nil {
+		t.Fatalf("nothing used yet: %v", err)
+	}
+	if err := bg.Admit(t.Context(), s, dataplane.Admission{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bg.Recheck(t.Context(), s); err != nil {
+		t.Errorf("under budget: %v", err)
+	}
+	if err := bg.Charge(t.Context(), s, dataplane.Spent{Tokens: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if ref := refusal(t, bg.Recheck(t.Context(), s)); ref.Reason != policy.ReasonBudgetExhausted {
+		t.Errorf("used up while it waited: %s; want budget_exhausted", ref.Reason)
+	}
+	now = now.Add(time.Hour)
+	if err := bg.Recheck(t.Context(), s); err != nil {
+		t.Errorf("in the next window: %v", err)
+	}
+}

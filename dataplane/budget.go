@@ -28,6 +28,10 @@ type Budgets interface {
 	// Charge adds what an admitted request used, once its exchange ended
 	// (or a WebSocket turn of it did).
 	Charge(ctx context.Context, s *Session, u Spent) error
+	// Recheck is asked again about an admitted request that waited for a
+	// human, once approved and before it is sent: it refuses (as Admit
+	// does) when the session used up a budget while the request waited.
+	Recheck(ctx context.Context, s *Session) error
 }
 
 // Admission is what Budgets.Admit learns of a request.
@@ -90,6 +94,22 @@ func (p *Proxy) admit(x *exchange, d policy.Decision) error {
 		return &unavailableError{reason: policy.ReasonNotReady, err: err}
 	}
 	x.admitted = true
+	return nil
+}
+
+// recheck asks Budgets again about x, admitted before it waited for a
+// human's approval, before it is sent.
+func (p *Proxy) recheck(x *exchange) error {
+	if !x.admitted || p.Budgets == nil {
+		return nil
+	}
+	if err := p.Budgets.Recheck(x.in.Context(), x.t.sess); err != nil {
+		var be *BudgetError
+		if errors.As(err, &be) {
+			return be
+		}
+		return &unavailableError{reason: policy.ReasonNotReady, err: err}
+	}
 	return nil
 }
 

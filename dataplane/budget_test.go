@@ -44,6 +44,29 @@ func (l *ledger) Admit(_ context.Context, s *Session, a Admission) error {
 	return nil
 }
 
+// waitTokens waits (a bounded while) for the proxy to charge at least
+// want tokens, which it does after the client has the whole answer, and
+// returns what was charged.
+func (l *ledger) waitTokens(want int64) int64 {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l.mu.Lock()
+		got := l.charged.Tokens
+		l.mu.Unlock()
+		if got >= want || time.Now().After(deadline) {
+			return got
+		}
+	}
+}
+
+func (l *ledger) Recheck(_ context.Context, s *Session) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.Limits.MaxBytes > 0 && l.charged.Bytes >= s.Limits.MaxBytes || s.Limits.MaxTokens > 0 && l.charged.Tokens >= s.Limits.MaxTokens {
+		return &BudgetError{Reason: policy.ReasonBudgetExhausted, Message: "used up while it waited"}
+	}
+	return nil
+}
+
 func (l *ledger) Charge(_ context.Context, _ *Session, u Spent) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -218,10 +241,7 @@ func TestTokenBudgetCrossedByOneCall(t *testing.T) {
 	if resp := post(t, c, "POST", "https://api.example.com/v1/messages", body); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the first call: %d; want 200", resp.StatusCode)
 	}
-	led.mu.Lock()
-	tokens := led.charged.Tokens
-	led.mu.Unlock()
-	if tokens != 1100 {
+	if tokens := led.waitTokens(1100); tokens != 1100 {
 		t.Errorf("charged %d tokens; want the 1100 the call reported", tokens)
 	}
 	resp := post(t, c, "POST", "https://api.example.com/v1/messages", body)
@@ -259,20 +279,14 @@ func TestTokenBudgetUnreportedUsage(t *testing.T) {
 	bad := post(t, c, "POST", "https://api.example.com/v1/responses", `{"model":"gpt-5","input":"x"}`)
 	_, _ = io.Copy(io.Discard, free.Body)
 	_, _ = io.Copy(io.Discard, bad.Body)
-	led.mu.Lock()
-	if led.charged.Tokens != 0 {
-		t.Errorf("countTokens and an error answer were charged %d tokens; want 0", led.charged.Tokens)
-	}
-	led.mu.Unlock()
 	resp := post(t, c, "POST", "https://api.example.com/v1/chat/completions", `{"model":"gpt-4o","stream":true,"messages":[]}`)
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the stream: %d %v; want 200", resp.StatusCode, err)
 	}
-	led.mu.Lock()
-	if led.charged.Tokens != 10000 {
-		t.Errorf("a stream that reported no usage was charged %d tokens; want the whole budget, 10000", led.charged.Tokens)
+	// exactly the budget: countTokens and the error answer were charged nothing
+	if tokens := led.waitTokens(10000); tokens != 10000 {
+		t.Errorf("charged %d tokens; want the whole budget, 10000, for the stream that reported no usage and none for the others", tokens)
 	}
-	led.mu.Unlock()
 	resp = post(t, c, "POST", "https://api.example.com/v1/chat/completions", `{"model":"gpt-4o","stream":true,"messages":[]}`)
 	expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
 	if n := e.hits.Load(); n != 3 {
@@ -301,5 +315,32 @@ func TestModelWebSocketAdmission(t *testing.T) {
 	expectRefusal(t, resp, http.StatusForbidden, policy.ReasonUpgradeRefused)
 	if e.hits.Load() != 0 {
 		t.Error("the refused WebSocket reached the upstream")
+	}
+}
+
+// spendingApprovals approves after the session used up its budget while
+// the request waited (another call of it charged its tokens).
+type spendingApprovals struct {
+	scriptedApprovals
+	led *ledger
+}
+
+func (s *spendingApprovals) Await(ctx context.Context, req *ApprovalRequest, d time.Duration) (ApprovalResult, error) {
+	s.led.mu.Lock()
+	s.led.charged.Tokens += 500
+	s.led.mu.Unlock()
+	return s.scriptedApprovals.Await(ctx, req, d)
+}
+
+// A held request admitted under budget is refused, not sent, when its
+// session used the budget up while it waited for the human who approved it.
+func TestHeldRequestRecheckedAfterApproval(t *testing.T) {
+	led := &ledger{}
+	ap := &spendingApprovals{scriptedApprovals: scriptedApprovals{outcome: ApprovalApproved}, led: led}
+	e, c := budgetEnv(t, policy.Limits{MaxTokens: 100}, led, ap)
+	resp := post(t, c, "DELETE", "https://api.example.com/v1/items/9", "x")
+	expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
+	if n := e.hits.Load(); n != 0 {
+		t.Errorf("upstream hits %d; want 0: the approved request was sent over budget", n)
 	}
 }

@@ -157,7 +157,11 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 			}
 			return nil
 		}
-		return p.hold(x, d)
+		if err := p.hold(x, d); err != nil {
+			return err
+		}
+		return p.recheck(x) // a budget may have been used up while it waited
+
 	default:
 		return &DenyError{Reason: d.Reason, Message: d.Message}
 	}
