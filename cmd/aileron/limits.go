@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,15 +19,16 @@ const limitsSynopsis = "[--models LIST] [--max-tokens N] [--max-requests N] [--m
 // reads them after Parse (nil: none given). Bad values are usage errors
 // that say what to write.
 func limitFlags(fs *pflag.FlagSet) func() (*policy.Limits, error) {
-	models := fs.String("models", "", "the models the session's model calls may ask for: names or globs, comma-separated (e.g. claude-sonnet-*,gpt-4o); others are refused 403 model_not_allowed")
-	tokens := fs.Int64("max-tokens", 0, "budget of input + output tokens, as the providers report them (then 429 budget_exhausted)")
-	requests := fs.Int64("max-requests", 0, "budget of requests forwarded")
-	bytes := fs.Int64("max-bytes", 0, "budget of request bytes sent upstream (head and body)")
+	models := fs.StringArray("models", nil, "the models the session's model calls may ask for: a `LIST` of names or globs, comma-separated or repeated (e.g. claude-sonnet-*,gpt-4o); others are refused 403 model_not_allowed")
+	var tokens, requests, bytes budgetFlag
+	fs.Var(&tokens, "max-tokens", "budget of input + output tokens, as the providers report them (then 429 budget_exhausted)")
+	fs.Var(&requests, "max-requests", "budget of requests forwarded")
+	fs.Var(&bytes, "max-bytes", "budget of request bytes sent upstream (head and body)")
 	window := fs.Duration("budget-window", 0, "count the budgets in fixed windows of this length from the session's creation, e.g. 1h (default: the session's life)")
 	return func() (*policy.Limits, error) {
 		var l policy.Limits
 		if fs.Changed("models") {
-			m, err := policy.ParseModels(*models)
+			m, err := policy.ParseModels(strings.Join(*models, ","))
 			if err != nil {
 				return nil, usagef("--models: %v", err)
 			}
@@ -34,16 +36,17 @@ func limitFlags(fs *pflag.FlagSet) func() (*policy.Limits, error) {
 		}
 		for _, b := range []struct {
 			name string
-			v    int64
+			v    budgetFlag
 			dst  *int64
-		}{{"max-tokens", *tokens, &l.MaxTokens}, {"max-requests", *requests, &l.MaxRequests}, {"max-bytes", *bytes, &l.MaxBytes}} {
+		}{{"max-tokens", tokens, &l.MaxTokens}, {"max-requests", requests, &l.MaxRequests}, {"max-bytes", bytes, &l.MaxBytes}} {
 			if !fs.Changed(b.name) {
 				continue
 			}
-			if b.v < 1 || b.v > policy.MaxBudget {
-				return nil, usagef("--%s %d: a budget is 1 to %d; leave the flag out for no limit", b.name, b.v, policy.MaxBudget)
+			n, err := strconv.ParseInt(b.v.text, 10, 64)
+			if err != nil || n < 1 || n > policy.MaxBudget {
+				return nil, usagef("--%s %s: a budget is a whole number from 1 to %d; leave the flag out for no limit", b.name, b.v.text, policy.MaxBudget)
 			}
-			*b.dst = b.v
+			*b.dst = n
 		}
 		if fs.Changed("budget-window") {
 			if *window <= 0 {
@@ -60,6 +63,15 @@ func limitFlags(fs *pflag.FlagSet) func() (*policy.Limits, error) {
 		return &l, nil
 	}
 }
+
+// budgetFlag holds a budget flag's text, which the reader limitFlags
+// returns checks: a bad number is then a usage error naming the flag,
+// not a parse error of the flag set.
+type budgetFlag struct{ text string }
+
+func (b *budgetFlag) String() string     { return b.text }
+func (b *budgetFlag) Set(s string) error { b.text = s; return nil }
+func (b *budgetFlag) Type() string       { return "N" }
 
 // sessionLimits reads the limits flags of a command that creates a
 // session unless --session names one (limits then are that session's).
