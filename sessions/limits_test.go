@@ -55,8 +55,11 @@ func TestCreateRejectsBadLimits(t *testing.T) {
 		{policy.Limits{Models: []string{"gpt 4"}}, "character ' '"},
 	} {
 		_, err := s.Create(t.Context(), CreateRequest{TTL: 24 * time.Hour, Limits: &c.l})
-		if !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, state.ErrInvalidArgument) || !errors.Is(err, policy.ErrBadLimits) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Create(%+v) = %v; want invalid argument saying %q", c.l, err, c.want)
+		}
+		if msg := err.Error(); strings.Count(msg, "invalid") != 1 || strings.Count(msg, "limits") != 1 {
+			t.Errorf("Create(%+v) = %q; want what is wrong said once", c.l, msg)
 		}
 	}
 	var req CreateRequest

@@ -300,7 +300,7 @@ func (s *Manager) validate(req *CreateRequest) (time.Duration, error) {
 	if req.Limits != nil {
 		l, err := req.Limits.Check(ttl)
 		if err != nil {
-			return 0, fmt.Errorf("%w: session limits: %w", state.ErrInvalidArgument, err)
+			return 0, limitsError{err}
 		}
 		req.Limits = &l
 		if l.IsZero() {
@@ -577,3 +577,10 @@ func addStats(dst *ca.Stats, st ca.Stats) {
 	dst.Misses += st.Misses
 	dst.Mints += st.Mints
 }
+
+// limitsError is an invalid argument whose message is the limits check's
+// alone ("invalid session limits: …"), said once.
+type limitsError struct{ err error }
+
+func (e limitsError) Error() string   { return e.err.Error() }
+func (e limitsError) Unwrap() []error { return []error{state.ErrInvalidArgument, e.err} }
