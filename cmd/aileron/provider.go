@@ -70,11 +70,16 @@ func providerSynopsis(sub string) string {
 // refuseKeyArgs refuses a key on the command line, where it would stay in
 // shell history and process listings.
 func refuseKeyArgs(args []string) error {
-	for _, a := range args {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
 			break
 		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "--") && !inline && valueFlag(name) {
+			i++ // the flag's value (a file name, a host, …) is not a key
+			continue
+		}
 		if strings.HasPrefix(a, "-") && (name == "key" || name == "api-key" || name == "token") ||
 			strings.HasPrefix(a, "sk-") || strings.HasPrefix(a, "AIza") {
 			return usagef("a key is never taken on the command line (it would stay in shell history and process listings); " +
@@ -82,6 +87,15 @@ func refuseKeyArgs(args []string) error {
 		}
 	}
 	return nil
+}
+
+// valueFlag reports whether `provider add`'s flag name takes a value.
+func valueFlag(name string) bool {
+	switch name {
+	case "key-file", "name", "host", "env", "home", "config":
+		return true
+	}
+	return false
 }
 
 // providerFor resolves the provider `provider add` names.

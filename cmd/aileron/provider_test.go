@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,5 +47,44 @@ func TestProviderAddRefusesBadInput(t *testing.T) {
 		if strings.Contains(errb.String()+out.String(), "SECRET") {
 			t.Errorf("%v: the output holds the key: %q", c.args, errb.String())
 		}
+	}
+}
+
+// TestProviderAddTakesFlagValues: the values of --key-file, --name, --host
+// and --env are not keys on the command line, whatever they start with;
+// the command goes on to the daemon (absent here).
+func TestProviderAddTakesFlagValues(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AILERON_HOME", filepath.Join(dir, "home"))
+	t.Chdir(dir)
+	if err := os.WriteFile("sk-ant.key", []byte("sk-ant-api03-SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"provider", "add", "anthropic", "--key-file", "sk-ant.key"},
+		{"provider", "add", "anthropic", "--key-file=sk-ant.key"},
+		{"provider", "add", "openai-compatible", "--name", "sk-llm", "--host", "sk-llm.example.com", "--env", "SK_LLM_KEY", "--key-file", "sk-ant.key"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(args, strings.NewReader(""), &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "is `aileron daemon` running?") {
+			t.Errorf("%v: exit %d, stderr %q; want it to reach for the daemon", args, code, errb.String())
+		}
+	}
+}
+
+// TestProviderAddEmptyStdin: /dev/null is a character device but not a
+// terminal: it reads as an empty key, refused as empty.
+func TestProviderAddEmptyStdin(t *testing.T) {
+	t.Setenv("AILERON_HOME", t.TempDir())
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	var out, errb bytes.Buffer
+	code := run([]string{"provider", "add", "anthropic"}, null, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "no key on stdin") {
+		t.Errorf("exit %d, stderr %q; want exit 2 saying there is no key on stdin", code, errb.String())
 	}
 }
