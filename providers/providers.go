@@ -127,13 +127,17 @@ type Status struct {
 	Provider
 	Installed bool `json:"installed"`
 	Bound     bool `json:"bound"`
-	// Env are the variables its binding gives the placeholder to.
+	// Env are the variables its binding gives the placeholder to; empty
+	// (never nil) when it is not bound.
 	Env []string `json:"env"`
 }
 
 // Status returns p's status under f.
 func (f Facts) Status(p Provider) Status {
 	env, bound := f.Bound[p.FQN]
+	if env == nil {
+		env = []string{} // JSON [], never null
+	}
 	return Status{Provider: p, Installed: slices.Contains(f.Installed, p.FQN), Bound: bound, Env: env}
 }
 

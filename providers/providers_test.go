@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -173,5 +174,20 @@ func TestPackagesInstall(t *testing.T) {
 	}
 	if problems := st.Verify(t.Context()); len(problems) != 0 {
 		t.Errorf("Verify: %v", problems)
+	}
+}
+
+// TestStatusJSON: an unbound provider's variables are an empty list in
+// JSON (`provider list --json`), not null.
+func TestStatusJSON(t *testing.T) {
+	f := Facts{Installed: []string{"hub://aileron/openai"}, Bound: map[string][]string{"hub://aileron/gemini": {"GEMINI_API_KEY"}}}
+	for _, s := range f.All() {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"env":[`) {
+			t.Errorf("%s: %s; want env as a list", s.Name, b)
+		}
 	}
 }
