@@ -53,6 +53,8 @@ type Agent struct {
 	Title string
 	// Binary is the command looked up in PATH.
 	Binary string
+	// Package is the npm package that installs Binary.
+	Package string
 	// Providers are the model providers it calls; each must be ready.
 	Providers []Provider
 	// Clear are variables removed from the agent's environment unless the
@@ -85,6 +87,7 @@ func Known() []Agent {
 	return []Agent{
 		{
 			Name: "claude", Title: "Claude Code", Binary: "claude", Format: ClaudeFlags,
+			Package: "@anthropic-ai/claude-code",
 			Providers: []Provider{{Name: "anthropic", Hosts: []string{"api.anthropic.com"},
 				KeyVars: []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}}},
 			Clear: []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
@@ -99,6 +102,7 @@ func Known() []Agent {
 		},
 		{
 			Name: "codex", Title: "Codex", Binary: "codex", Format: CodexHome,
+			Package: "@openai/codex",
 			Providers: []Provider{{Name: "openai", Hosts: []string{"api.openai.com"},
 				KeyVars: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}}},
 			Clear:  []string{"OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"},
@@ -108,6 +112,7 @@ func Known() []Agent {
 		},
 		{
 			Name: "gemini", Title: "Gemini CLI", Binary: "gemini", Format: GeminiHome,
+			Package: "@google/gemini-cli",
 			Providers: []Provider{{Name: "gemini", Hosts: []string{"generativelanguage.googleapis.com"},
 				KeyVars: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}}},
 			Clear: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL",

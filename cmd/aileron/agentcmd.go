@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
+
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/agents"
 	"github.com/aileronhq/aileron/providers"
@@ -19,15 +22,17 @@ import (
 
 // agentArgs splits launch's positional arguments: a known agent's name
 // first, not after -- (aileron launch claude [-- ARGS]), starts that agent
-// with ARGS appended; anything else is a command launched as it is
-// (aileron launch -- claude runs claude with nothing added).
+// with ARGS appended; a command after -- is launched as it is (aileron
+// launch -- claude runs claude with nothing added). Another word before
+// -- is refused: it is a mistyped agent more often than a command.
 func agentArgs(positional []string, dashAt int) (agents.Agent, []string, bool, error) {
 	if len(positional) == 0 || dashAt == 0 {
 		return agents.Agent{}, nil, false, nil
 	}
 	a, ok := agents.Lookup(positional[0])
 	if !ok {
-		return agents.Agent{}, nil, false, nil
+		return agents.Agent{}, nil, false, usagef("unknown agent %s; known: %s; to run a command, put it after --, e.g. aileron launch -- %s",
+			positional[0], agents.Names(), strings.Join(positional, " "))
 	}
 	if dashAt > 1 {
 		return agents.Agent{}, nil, false, usagef("put the agent's own arguments after --, e.g. aileron launch %s -- -p \"hello\"", a.Name)
@@ -49,7 +54,7 @@ type agentLaunch struct {
 // directory (owned by uid:gid when chown is set, for a fenced command that
 // runs as another user) and returns how to start it.
 func prepareAgent(a agents.Agent, info sessions.Info, userArgs []string, chown *[2]int) (agentLaunch, error) {
-	if err := sessionServes(info, a); err != nil {
+	if err := sessionServes(info, a, false); err != nil {
 		return agentLaunch{}, err
 	}
 	if err := a.Ready(func(name string) bool { _, ok := info.Placeholders[name]; return ok }); err != nil {
@@ -80,19 +85,53 @@ func prepareAgent(a agents.Agent, info sessions.Info, userArgs []string, chown *
 }
 
 // sessionServes refuses a session whose connector scope leaves out a
-// provider the agent calls.
-func sessionServes(info sessions.Info, a agents.Agent) error {
+// provider the agent calls; fresh says launch created it (from --new and
+// --connector), which the advice follows.
+func sessionServes(info sessions.Info, a agents.Agent, fresh bool) error {
 	if len(info.Connectors) == 0 {
 		return nil // every installed connector
 	}
 	for _, p := range a.Providers {
 		pr, ok := providers.Lookup(p.Name)
 		if ok && !slices.Contains(info.Connectors, pr.FQN) {
-			return fmt.Errorf("%s calls the %s provider, which session %s may not use (its connectors: %s); add --connector %s to the session, or launch with --new",
-				a.Title, p.Name, info.ID, strings.Join(info.Connectors, ", "), pr.FQN)
+			fix := "add --connector " + pr.FQN + " to the --connector flags"
+			if !fresh {
+				fix = "use a session that may, or launch with --new (and --connector " + pr.FQN + " if you scope it)"
+			}
+			return fmt.Errorf("%s calls the %s provider, which session %s may not use (its connectors: %s); %s",
+				a.Title, p.Name, info.ID, strings.Join(info.Connectors, ", "), fix)
 		}
 	}
 	return nil
+}
+
+// agentOnPath refuses an agent whose binary is not on PATH, saying how to
+// install it.
+func agentOnPath(a agents.Agent) error {
+	if _, err := exec.LookPath(a.Binary); err != nil {
+		return fmt.Errorf("%s (%s) is not on PATH; install it with `npm install -g %s`, or put its directory in PATH",
+			a.Title, a.Binary, a.Package)
+	}
+	return nil
+}
+
+// agentArgsHint adds to a launch flag error the advice to put a known
+// agent's own arguments after --: `aileron launch claude -p hi` means
+// `aileron launch claude -- -p hi`.
+func agentArgsHint(err error, args []string) error {
+	if errors.Is(err, pflag.ErrHelp) {
+		return err
+	}
+	for i, arg := range args {
+		if arg == "--" {
+			break
+		}
+		if _, ok := agents.Lookup(arg); ok {
+			return usagef("%v; the agent's own arguments go after --, e.g. aileron launch %s -- %s",
+				err, strings.Join(args[:i+1], " "), strings.Join(args[i+1:], " "))
+		}
+	}
+	return err
 }
 
 // chownTree gives dir and everything in it to uid:gid.

@@ -26,7 +26,8 @@ func TestAgentArgs(t *testing.T) {
 		{[]string{"codex", "exec", "hi"}, 1, "codex", []string{"exec", "hi"}, false},
 		{[]string{"claude", "-p", "hi"}, 0, "", nil, false}, // aileron launch -- claude -p hi: as today
 		{[]string{"curl", "https://x/"}, 0, "", nil, false}, // any other command
-		{[]string{"python3", "x.py"}, -1, "", nil, false},   // without --, as today
+		{[]string{"python3", "x.py"}, -1, "", nil, true},    // not an agent: a command goes after --
+		{[]string{"claud", "--", "-p"}, 1, "", nil, true},   // a mistyped agent
 		{[]string{"gemini", "x", "-p"}, 2, "", nil, true},   // the agent's arguments go after --
 	} {
 		a, args, ok, err := agentArgs(tc.pos, tc.dashAt)
@@ -49,9 +50,16 @@ func TestSessionServes(t *testing.T) {
 		{[]string{"github://acme/aileron-connector-models", "hub://aileron/anthropic"}, true},
 		{[]string{"github://acme/aileron-connector-models"}, false},
 	} {
-		err := sessionServes(sessions.Info{ID: "s_x", Connectors: tc.conns}, claude)
-		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "--connector hub://aileron/anthropic") {
-			t.Errorf("sessionServes(%q) = %v, want ok %v", tc.conns, err, tc.ok)
+		for _, fresh := range []bool{false, true} {
+			err := sessionServes(sessions.Info{ID: "s_x", Connectors: tc.conns}, claude, fresh)
+			if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "--connector hub://aileron/anthropic") {
+				t.Errorf("sessionServes(%q, %v) = %v, want ok %v", tc.conns, fresh, err, tc.ok)
+			}
+			// A session launch created is already new: the advice is
+			// the --connector flag, not --new.
+			if err != nil && strings.Contains(err.Error(), "--new") == fresh {
+				t.Errorf("sessionServes(%q, %v) = %v; want --new advised only for an existing session", tc.conns, fresh, err)
+			}
 		}
 	}
 }

@@ -72,6 +72,9 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	ctx := context.Background()
 	c := newClient(cfg)
 	if known {
+		if err := agentOnPath(agent); err != nil {
+			return err
+		}
 		if err := providersReady(ctx, c, agent); err != nil {
 			return err
 		}
@@ -81,6 +84,11 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cleanup()
+	if known {
+		if err := sessionServes(info, agent, *sessID == ""); err != nil {
+			return err
+		}
+	}
 	argv, environ := fs.Args(), []string(nil)
 	if known {
 		al, err := prepareAgent(agent, info, fs.Args(), &[2]int{int(who.UID), int(who.GID)})

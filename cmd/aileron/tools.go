@@ -84,7 +84,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	tools := fs.Bool("tools", false, "render the session's tools.txt and shims into a temporary directory and put its bin/ first in PATH")
 	list := fs.Bool("list", false, "list the known agents, whether each is installed (on PATH) and whether the providers it calls are ready")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return agentArgsHint(err, args)
 	}
 	agent, agentUserArgs, isAgent, err := agentArgs(fs.Args(), fs.ArgsLenAtDash())
 	switch {
@@ -111,6 +111,9 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return cmdLaunchList(ctx, c, stdout)
 	}
 	if isAgent {
+		if err := agentOnPath(agent); err != nil {
+			return err
+		}
 		if err := providersReady(ctx, c, agent); err != nil {
 			return err
 		}
@@ -120,6 +123,11 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	if isAgent {
+		if err := sessionServes(info, agent, *sessID == ""); err != nil {
+			return err
+		}
+	}
 	opts := sandbox.LaunchOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	argv := fs.Args()
 	if isAgent {
