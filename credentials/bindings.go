@@ -225,6 +225,11 @@ func validateBinding(bd Binding) error {
 	return nil
 }
 
+// EnvsProblem describes what is wrong with a comma-separated list of
+// placeholder variables, as a binding's Env, or returns "": for a client
+// to check them before it changes anything.
+func EnvsProblem(envs string) string { return envsProblem(envs) }
+
 // envsProblem describes what is wrong with a comma-separated list of Env
 // names, or returns "": each must be valid, and none may repeat.
 func envsProblem(envs string) string {

@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -93,7 +94,7 @@ func compatibleSpec(p Provider) ([]byte, error) {
 	}
 	spec := map[string]any{
 		"schema_version": policy.SchemaVersion,
-		"connector":      map[string]any{"fqn": p.FQN, "version": "1.0.0"},
+		"connector":      map[string]any{"fqn": p.FQN, "version": cmp.Or(p.Version, "1.0.0")},
 		"tools": []any{map[string]any{"name": p.Name, "operations": ops,
 			"description": "An OpenAI-compatible model API at " + p.Hosts[0] + ": responses, chat completions, completions, embeddings and models."}},
 	}

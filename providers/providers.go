@@ -42,6 +42,9 @@ type Provider struct {
 	SubscriptionEnv string `json:"subscription_env,omitempty"`
 	// Compatible marks an OpenAI-compatible provider at a user's host.
 	Compatible bool `json:"compatible,omitempty"`
+	// Version is the version an OpenAI-compatible provider's generated
+	// package is written as; "" means 1.0.0. A new host is a new version.
+	Version string `json:"-"`
 }
 
 // CompatibleScheme prefixes the FQN of every OpenAI-compatible provider:

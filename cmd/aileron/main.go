@@ -31,6 +31,7 @@ Usage:
   aileron provider add anthropic [--subscription] | openai | gemini [--key-file F]   (key on stdin) install, store, bind
   aileron provider add openai-compatible --name NAME --host HOST[:PORT] [--env VAR]... [--key-file F]
   aileron provider list [--json]                         the model providers: installed, bound, their variables
+  aileron provider remove NAME                           uninstall and unbind a provider (its key stays in the vault)
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--dir DIR]... [--json]

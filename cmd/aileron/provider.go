@@ -26,7 +26,7 @@ const subscriptionPrefix = "sk-ant-oat"
 
 func cmdProvider(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: add or list")
+		return usagef("want a subcommand: add, list or remove")
 	}
 	sub, rest := args[0], args[1:]
 	fs := newFlags("provider "+sub, providerSynopsis(sub), stderr)
@@ -43,6 +43,7 @@ func cmdProvider(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		}
 	case "list":
 		fs.Bool("json", false, "print JSON")
+	case "remove":
 	default:
 		return unknownSubcommand("provider", sub)
 	}
@@ -53,15 +54,21 @@ func cmdProvider(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if sub == "list" {
+	switch sub {
+	case "list":
 		return providerList(fs, newClient(cfg), stdout)
+	case "remove":
+		return providerRemove(fs, newClient(cfg), stdout)
 	}
-	return providerAdd(fs, newClient(cfg), cfg.Home, stdin, stdout)
+	return providerAdd(fs, newClient(cfg), cfg.Home, stdin, stdout, stderr)
 }
 
 func providerSynopsis(sub string) string {
-	if sub == "list" {
+	switch sub {
+	case "list":
 		return "provider list [--json]"
+	case "remove":
+		return "provider remove NAME   (uninstall and unbind; the key stays in the vault)"
 	}
 	return "provider add anthropic [--subscription] | openai | gemini [--key-file F]   (key on stdin)\n" +
 		"       aileron provider add openai-compatible --name NAME --host HOST[:PORT] [--env VAR]... [--key-file F]"
@@ -164,11 +171,12 @@ func readKey(fs *pflag.FlagSet, stdin io.Reader, p providers.Provider, subscript
 	return key, nil
 }
 
-// providerAdd writes the provider's package into a temporary directory of
-// home and installs it through the store's normal install path, stores the
-// key in the vault and binds it with the provider's placeholder variables.
-// Running it again updates the key.
-func providerAdd(fs *pflag.FlagSet, c *admin.Client, home string, stdin io.Reader, stdout io.Writer) error {
+// providerAdd installs the provider's package (installProvider), stores
+// the key in the vault and binds it with the provider's placeholder
+// variables. Every input is checked before anything changes; a failure
+// after the install removes what this run installed. Running it again
+// updates the key, and for an OpenAI-compatible provider the host.
+func providerAdd(fs *pflag.FlagSet, c *admin.Client, home string, stdin io.Reader, stdout, stderr io.Writer) error {
 	p, err := providerFor(fs)
 	if err != nil {
 		return err
@@ -178,44 +186,68 @@ func providerAdd(fs *pflag.FlagSet, c *admin.Client, home string, stdin io.Reade
 	if err != nil {
 		return err
 	}
+	b, kind := providerBinding(p, sub)
+	if msg := credentials.EnvsProblem(b.Env); msg != "" {
+		return usagef("--env: %s", msg)
+	}
+	if _, _, err := credentials.ParseSecretInput(kind, key, "", ""); err != nil {
+		return fmt.Errorf("the %s key: %w", p.Name, err)
+	}
 	ctx := context.Background()
 	if err := checkEnvFree(ctx, c, p); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return fmt.Errorf("writing the %s package: %w", p.Name, err)
-	}
-	dir, err := os.MkdirTemp(home, "provider-") // in the daemon's home, which it reads
-	if err != nil {
-		return fmt.Errorf("writing the %s package: %w", p.Name, err)
-	}
-	defer os.RemoveAll(dir)
-	pkg, err := providers.WritePackage(p, dir)
+	warnLocalHost(stderr, p)
+	in, err := installProvider(ctx, c, home, p)
 	if err != nil {
 		return err
 	}
-	inst, err := c.InstallConnector(ctx, pkg)
-	if err != nil {
-		return fmt.Errorf("installing the %s package: %w", p.Name, err)
+	if err := storeAndBind(ctx, c, p, b, kind, key); err != nil {
+		if in.fresh {
+			_ = c.RemoveConnector(context.Background(), in.inst.Ref()) // the versions before stay
+		}
+		return err
 	}
-	kind := "api_key"
-	if sub {
-		kind = "bearer"
+	for _, ref := range in.stale { // an older host of this provider
+		if err := c.RemoveConnector(ctx, ref); err != nil {
+			fmt.Fprintf(stderr, "warning: %s replaces %s, which stays installed but inactive: %v\n", in.inst.Ref(), ref, err)
+		}
 	}
-	if _, err := c.SetCredential(ctx, admin.SetCredentialRequest{Name: p.Credential, Kind: kind, Input: string(key)}); err != nil {
-		return fmt.Errorf("storing the %s key: %w", p.Name, err)
-	}
-	b := credentials.Binding{Connector: p.FQN, Credential: p.Credential, Env: strings.Join(p.KeyEnv, ",")}
-	if sub { // an OAuth token: always Authorization: Bearer, never x-api-key
-		b.Header, b.Format = "Authorization", "Bearer {token}"
-	}
-	if _, err := c.Bind(ctx, b); err != nil {
-		return fmt.Errorf("binding the %s key: %w", p.Name, err)
-	}
-	fmt.Fprintf(stdout, "provider %s ready: %s installed, key stored as credential %s\n", p.Name, inst.Ref(), p.Credential)
+	fmt.Fprintf(stdout, "provider %s ready: %s installed, key stored as credential %s\n", p.Name, in.inst.Ref(), p.Credential)
 	fmt.Fprintf(stdout, "sandboxes get a placeholder in %s (`aileron session env ID`); the proxy sends the real key\n", strings.Join(p.KeyEnv, ", "))
 	if p.Compatible {
 		fmt.Fprintf(stdout, "point clients at it: %s=%s\n", p.BaseURLEnv, p.BaseURL)
+	}
+	return nil
+}
+
+// providerBinding is the binding provider add makes for p, and the kind
+// of its key.
+func providerBinding(p providers.Provider, subscription bool) (credentials.Binding, string) {
+	b := credentials.Binding{Connector: p.FQN, Credential: p.Credential, Env: strings.Join(p.KeyEnv, ",")}
+	if subscription { // an OAuth token: always Authorization: Bearer, never x-api-key
+		b.Header, b.Format = "Authorization", "Bearer {token}"
+		return b, "bearer"
+	}
+	return b, "api_key"
+}
+
+// storeAndBind stores the key as p's credential and binds it; a
+// credential this run created is deleted again when the binding fails.
+func storeAndBind(ctx context.Context, c *admin.Client, p providers.Provider, b credentials.Binding, kind string, key []byte) error {
+	creds, err := c.ListCredentials(ctx)
+	if err != nil {
+		return err
+	}
+	had := slices.ContainsFunc(creds, func(i credentials.Info) bool { return i.Name == p.Credential })
+	if _, err := c.SetCredential(ctx, admin.SetCredentialRequest{Name: p.Credential, Kind: kind, Input: string(key)}); err != nil {
+		return fmt.Errorf("storing the %s key: %w", p.Name, err)
+	}
+	if _, err := c.Bind(ctx, b); err != nil {
+		if !had {
+			_ = c.DeleteCredential(context.Background(), p.Credential)
+		}
+		return fmt.Errorf("binding the %s key: %w", p.Name, err)
 	}
 	return nil
 }
@@ -296,4 +328,48 @@ func providerList(fs *pflag.FlagSet, c *admin.Client, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.FQN, yes[s.Installed], yes[s.Bound], env, base)
 	}
 	return tw.Flush()
+}
+
+// providerRemove uninstalls every version of the provider's package and
+// removes its binding. The key stays in the vault, as the output says.
+func providerRemove(fs *pflag.FlagSet, c *admin.Client, stdout io.Writer) error {
+	if fs.NArg() != 1 {
+		return usagef("want one provider name, as `aileron provider list` shows it")
+	}
+	name := fs.Arg(0)
+	p, ok := providers.Lookup(name)
+	if !ok {
+		var err error
+		if p, err = providers.Compatible(name, "localhost", nil); err != nil { // the host is not needed here
+			return usagef("unknown provider %q; `aileron provider list` shows the installed ones", name)
+		}
+	}
+	f, err := providerFacts(context.Background(), c)
+	if err != nil {
+		return err
+	}
+	st := f.Status(p)
+	if !st.Installed && !st.Bound {
+		return fmt.Errorf("provider %s is not installed (see `aileron provider list`)", name)
+	}
+	ctx := context.Background()
+	if st.Bound {
+		if err := c.Unbind(ctx, p.FQN); err != nil {
+			return fmt.Errorf("unbinding %s: %w", p.FQN, err)
+		}
+	}
+	inst, err := c.ListConnectors(ctx)
+	if err != nil {
+		return err
+	}
+	for _, i := range inst {
+		if i.FQN == p.FQN {
+			if err := c.RemoveConnector(ctx, i.Ref()); err != nil {
+				return fmt.Errorf("removing %s: %w", i.Ref(), err)
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "provider %s removed: %s uninstalled and unbound; its key stays in the vault as credential %s "+
+		"(`aileron credential delete %s` removes it, `aileron provider add` uses it again)\n", name, p.FQN, p.Credential, p.Credential)
+	return nil
 }

@@ -106,7 +106,7 @@ func subcommands(group string) []string {
 	case "credential":
 		return []string{"set", "list", "delete", "bind", "unbind"}
 	case "provider":
-		return []string{"add", "list"}
+		return []string{"add", "list", "remove"}
 	case "approvals":
 		return []string{"list", "show", "approve", "deny", "watch", "web-token", "test-webhooks"}
 	case "audit":
