@@ -128,6 +128,15 @@ func TestProviderAddNewHost(t *testing.T) {
 	if code != 1 || errOut != want {
 		t.Errorf("a host clash: exit %d\n%s\nwant one line:\n%s", code, errOut, want)
 	}
+	if _, err := c.InstallConnector(t.Context(), filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = providerCLI("k\n", "provider", "add", "openai-compatible", "--name", "google", "--host", "g.example")
+	want = "aileron provider: provider google cannot be installed: its name (the tool google) clashes with connector github://acme/aileron-connector-google; " +
+		"choose another --host or --name, or remove the other first (`aileron connector remove github://acme/aileron-connector-google@VERSION`)\n"
+	if code != 1 || errOut != want {
+		t.Errorf("a name clash: exit %d\n%s\nwant one line:\n%s", code, errOut, want)
+	}
 	code, out, errOut := providerCLI("", "provider", "remove", "v")
 	if code != 0 || !strings.Contains(out, "stays in the vault as credential openai-compatible-v") {
 		t.Errorf("provider remove: exit %d\n%s%s", code, out, errOut)
