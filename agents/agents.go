@@ -73,6 +73,23 @@ type Agent struct {
 	// MCPEnv are the variables `aileron mcp` needs, which an agent that
 	// filters its MCP servers' environment must pass on.
 	MCPEnv []string
+	// KeyHelper, when its Var is set, gives the agent its key through a
+	// command in its settings instead of its environment.
+	KeyHelper KeyHelper
+}
+
+// KeyHelper is a key the agent reads from a command of its settings (Claude
+// Code's apiKeyHelper): interactive Claude Code asks before it uses a key
+// from ANTHROPIC_API_KEY, and with no key it takes up it starts its login
+// onboarding, which calls hosts other than the model API.
+type KeyHelper struct {
+	// Var is the key variable whose placeholder the command prints. It is
+	// withheld from the agent's environment.
+	Var string
+	// Unless is the variable of another way to sign in (a subscription
+	// token): when the session sets it, no command is written, the agent
+	// signs in with it, and Var is still withheld.
+	Unless string
 }
 
 // mcpEnv is what `aileron mcp` reads: the sandbox API, the proxy it reaches
@@ -97,8 +114,12 @@ func Known() []Agent {
 				"DISABLE_ERROR_REPORTING":                  "1",
 				"DISABLE_AUTOUPDATER":                      "1",
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+				// Interactive, it would fetch its official plugin
+				// marketplace from downloads.claude.ai or github.com.
+				"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
 			},
-			MCPEnv: mcpEnv(),
+			MCPEnv:    mcpEnv(),
+			KeyHelper: KeyHelper{Var: "ANTHROPIC_API_KEY", Unless: "CLAUDE_CODE_OAUTH_TOKEN"},
 		},
 		{
 			Name: "codex", Title: "Codex", Binary: "codex", Format: CodexHome,

@@ -3,6 +3,7 @@ package agents
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,10 +87,63 @@ func TestPrepareClaude(t *testing.T) {
 	if !slices.Equal(s.Permissions.Allow, []string{"mcp__aileron"}) {
 		t.Errorf("settings allow %q", s.Permissions.Allow)
 	}
-	for _, v := range []string{"DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "DISABLE_AUTOUPDATER", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"} {
+	for _, v := range []string{"DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "DISABLE_AUTOUPDATER", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL"} {
 		if plan.Env[v] != "1" {
 			t.Errorf("%s = %q, want 1", v, plan.Env[v])
 		}
+	}
+}
+
+// TestPrepareClaudeKeyHelper: with an API key placeholder, Claude Code gets
+// it from an apiKeyHelper command (interactive Claude Code asks before it
+// uses ANTHROPIC_API_KEY) and ANTHROPIC_API_KEY is withheld; with a
+// subscription token it signs in with that and gets no helper.
+func TestPrepareClaudeKeyHelper(t *testing.T) {
+	a, _ := Lookup("claude")
+	const key, sub = "aileron-placeholder-0123abcd", "aileron-placeholder-sub"
+	for _, tc := range []struct {
+		name         string
+		placeholders map[string]string
+		helper       string // what the helper prints; "" for no helper
+		withhold     []string
+		wantErr      string
+	}{
+		{"key", map[string]string{"ANTHROPIC_API_KEY": key}, key, []string{"ANTHROPIC_API_KEY"}, ""},
+		{"subscription", map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": sub}, "", nil, ""},
+		{"both", map[string]string{"ANTHROPIC_API_KEY": key, "CLAUDE_CODE_OAUTH_TOKEN": sub}, "", []string{"ANTHROPIC_API_KEY"}, ""},
+		{"quote", map[string]string{"ANTHROPIC_API_KEY": "x'; rm -rf /; '"}, "", nil, "cannot go in a key helper command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			plan, err := a.Prepare(dir, "/usr/bin/aileron", tc.placeholders)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Prepare = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(plan.Withhold, tc.withhold) {
+				t.Errorf("withhold %q, want %q", plan.Withhold, tc.withhold)
+			}
+			var s struct{ APIKeyHelper *string }
+			readJSON(t, filepath.Join(dir, "claude-settings.json"), &s)
+			switch {
+			case tc.helper == "" && s.APIKeyHelper != nil:
+				t.Errorf("apiKeyHelper %q, want none", *s.APIKeyHelper)
+			case tc.helper != "" && s.APIKeyHelper == nil:
+				t.Errorf("no apiKeyHelper, want one printing %q", tc.helper)
+			case tc.helper != "":
+				// Claude Code runs the helper with the shell.
+				out, err := exec.Command("/bin/sh", "-c", *s.APIKeyHelper).Output()
+				if err != nil || string(out) != tc.helper {
+					t.Errorf("apiKeyHelper %q printed %q (%v), want %q", *s.APIKeyHelper, out, err, tc.helper)
+				}
+			}
+		})
 	}
 }
 

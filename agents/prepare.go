@@ -11,10 +11,12 @@ import (
 )
 
 // Plan is how to start a prepared agent: Args go before the user's own
-// arguments, Env on top of the session's environment.
+// arguments, Env on top of the session's environment; the session's
+// variables named in Withhold are not given to the agent.
 type Plan struct {
-	Args []string
-	Env  map[string]string
+	Args     []string
+	Env      map[string]string
+	Withhold []string
 }
 
 // Ready reports, for each provider the agent calls, whether set (a variable
@@ -52,7 +54,7 @@ func (a Agent) Prepare(dir, exe string, placeholders map[string]string) (Plan, e
 	var err error
 	switch a.Format {
 	case ClaudeFlags:
-		err = a.writeClaude(dir, exe, &plan)
+		err = a.writeClaude(dir, exe, placeholders, &plan)
 	case CodexHome:
 		err = a.writeCodex(dir, exe, &plan)
 	case GeminiHome:
@@ -91,13 +93,21 @@ func (a Agent) Environ(environ []string, plan Plan) []string {
 
 // writeClaude writes an --mcp-config file registering aileron mcp and a
 // --settings file allowing its tools (mcp__aileron matches every tool of the
-// server). --settings comes last: --mcp-config takes several values and
-// would swallow a prompt that followed it.
-func (a Agent) writeClaude(dir, exe string, plan *Plan) error {
+// server) and holding the key helper (see keyHelper). --settings comes last:
+// --mcp-config takes several values and would swallow a prompt that
+// followed it.
+func (a Agent) writeClaude(dir, exe string, placeholders map[string]string, plan *Plan) error {
 	mcp := map[string]any{"mcpServers": map[string]any{
 		ServerName: map[string]any{"type": "stdio", "command": exe, "args": []string{"mcp"}, "alwaysLoad": true},
 	}}
 	settings := map[string]any{"permissions": map[string]any{"allow": []string{"mcp__" + ServerName}}}
+	helper, err := a.keyHelper(placeholders, plan)
+	if err != nil {
+		return err
+	}
+	if helper != "" {
+		settings["apiKeyHelper"] = helper
+	}
 	mcpPath, setPath := filepath.Join(dir, "claude-mcp.json"), filepath.Join(dir, "claude-settings.json")
 	if err := writeJSON(mcpPath, mcp); err != nil {
 		return err
@@ -107,6 +117,28 @@ func (a Agent) writeClaude(dir, exe string, plan *Plan) error {
 	}
 	plan.Args = []string{"--mcp-config", mcpPath, "--settings", setPath}
 	return nil
+}
+
+// keyHelper withholds KeyHelper.Var from the agent's environment and
+// returns the shell command that prints its placeholder, or "" when the
+// session has none or signs the agent in with KeyHelper.Unless.
+func (a Agent) keyHelper(placeholders map[string]string, plan *Plan) (string, error) {
+	h := a.KeyHelper
+	if h.Var == "" {
+		return "", nil
+	}
+	v, ok := placeholders[h.Var]
+	if !ok {
+		return "", nil
+	}
+	plan.Withhold = append(plan.Withhold, h.Var)
+	if _, sub := placeholders[h.Unless]; sub && h.Unless != "" {
+		return "", nil
+	}
+	if strings.ContainsAny(v, "'\x00\n") {
+		return "", fmt.Errorf("the %s placeholder holds a quote or a line break and cannot go in a key helper command", h.Var)
+	}
+	return "printf '%s' '" + v + "'", nil
 }
 
 // writeCodex writes a CODEX_HOME holding config.toml: the MCP server with

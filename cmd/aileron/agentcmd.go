@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,12 +41,14 @@ func agentArgs(positional []string, dashAt int) (agents.Agent, []string, bool, e
 	return a, positional[1:], true, nil
 }
 
-// agentLaunch is one prepared start of a known agent: its argv and the
-// environment the session's variables go on top of. cleanup removes what
-// Prepare wrote.
+// agentLaunch is one prepared start of a known agent: its argv, the
+// environment the session's variables go on top of, and the session as the
+// agent gets it (without the placeholders the plan withholds). cleanup
+// removes what Prepare wrote.
 type agentLaunch struct {
 	argv    []string
 	environ []string
+	info    sessions.Info
 	cleanup func()
 }
 
@@ -81,7 +84,11 @@ func prepareAgent(a agents.Agent, info sessions.Info, userArgs []string, chown *
 		return agentLaunch{}, err
 	}
 	argv := append(append([]string{a.Binary}, plan.Args...), userArgs...)
-	return agentLaunch{argv: argv, environ: a.Environ(os.Environ(), plan), cleanup: cleanup}, nil
+	info.Placeholders = maps.Clone(info.Placeholders)
+	for _, name := range plan.Withhold {
+		delete(info.Placeholders, name)
+	}
+	return agentLaunch{argv: argv, environ: a.Environ(os.Environ(), plan), info: info, cleanup: cleanup}, nil
 }
 
 // sessionServes refuses a session whose connector scope leaves out a

@@ -96,7 +96,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 			return err
 		}
 		defer al.cleanup()
-		argv, environ = al.argv, al.environ
+		argv, environ, info = al.argv, al.environ, al.info
 	}
 	// The daemon that fences the namespace says what the command must not
 	// see: its own home, audit directory and keys, not this launcher's idea

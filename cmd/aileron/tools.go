@@ -136,7 +136,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer al.cleanup()
-		argv, opts.Environ = al.argv, al.environ
+		argv, opts.Environ, info = al.argv, al.environ, al.info
 	}
 	if *tools {
 		dir, err := os.MkdirTemp("", "aileron-tools-")
