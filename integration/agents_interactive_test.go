@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,12 +117,16 @@ func TestAgentsInteractive(t *testing.T) {
 		onboarded    bool
 		firstRun     []string // the onboarding screens answered with Enter, in order
 		mayRefuse    []string // the refused requests allowed besides embed
+		// place is the one header the stand-in gets the key in. Claude Code
+		// sends an apiKeyHelper's value as x-api-key and Authorization:
+		// Bearer; Aileron puts the key in x-api-key and drops the other.
+		place string
 	}{
-		{name: "key", onboarded: true},
-		{name: "key_first_run", firstRun: []string{"Choose the text style", "Security notes", "Yes, I trust this folder"}},
+		{name: "key", onboarded: true, place: "x-api-key"},
+		{name: "key_first_run", firstRun: []string{"Choose the text style", "Security notes", "Yes, I trust this folder"}, place: "x-api-key"},
 		// Signed in with a subscription token, Claude Code asks for its
 		// managed settings whatever its switches say.
-		{name: "subscription", subscription: true, onboarded: true,
+		{name: "subscription", subscription: true, onboarded: true, place: "authorization",
 			mayRefuse: []string{"GET api.anthropic.com/api/claude_code/policy_limits", "GET api.anthropic.com/api/claude_code/settings"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +148,11 @@ func TestAgentsInteractive(t *testing.T) {
 			for _, r := range refused {
 				if r != embed && !slices.Contains(tc.mayRefuse, r) {
 					t.Errorf("the launched Claude Code tried %s", r)
+				}
+			}
+			for _, r := range e.st.Requests() {
+				if want := map[string]string{tc.place: e.keys["anthropic"]}; r.Host == standinAnthropicHost && !maps.Equal(r.Keys, want) {
+					t.Errorf("%s %s carried keys %v, want %v", r.Method, r.Path, r.Keys, want)
 				}
 			}
 		})
