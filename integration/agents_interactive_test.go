@@ -85,13 +85,14 @@ func (p *paneWatch) never(t *testing.T, bad ...string) {
 }
 
 // onboard writes the ~/.claude.json of a user who has finished Claude
-// Code's onboarding and trusts dir.
+// Code's onboarding, and trusts dir unless it is "".
 func onboard(t *testing.T, home, dir string) {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{
-		"hasCompletedOnboarding": true,
-		"projects":               map[string]any{dir: map[string]any{"hasTrustDialogAccepted": true}},
-	})
+	cfg := map[string]any{"hasCompletedOnboarding": true}
+	if dir != "" {
+		cfg["projects"] = map[string]any{dir: map[string]any{"hasTrustDialogAccepted": true}}
+	}
+	b, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +108,8 @@ func onboard(t *testing.T, home, dir string) {
 // Aileron, the stand-in seeing the real key. With an API key, a first run
 // (no ~/.claude.json) goes through Claude Code's own onboarding (theme,
 // security notes, folder trust) and never its login or connectivity check;
-// with a subscription token, the user's HOME has finished onboarding (see
-// docs/agents.md for a first run).
+// with a subscription token, a first run needs the onboarding marked
+// finished in ~/.claude.json first, as docs/agents.md says.
 func TestAgentsInteractive(t *testing.T) {
 	embed := "POST llm.example.com/v1/embeddings" // the approval-gated action
 	for _, tc := range []struct {
@@ -125,8 +126,10 @@ func TestAgentsInteractive(t *testing.T) {
 		{name: "key", onboarded: true, place: "x-api-key"},
 		{name: "key_first_run", firstRun: []string{"Choose the text style", "Security notes", "Yes, I trust this folder"}, place: "x-api-key"},
 		// Signed in with a subscription token, Claude Code asks for its
-		// managed settings whatever its switches say.
-		{name: "subscription", subscription: true, onboarded: true, place: "authorization",
+		// managed settings whatever its switches say. Its first run needs
+		// the onboarding marked finished, as docs/agents.md says; then it
+		// asks only to trust the folder.
+		{name: "subscription", subscription: true, place: "authorization", firstRun: []string{"Yes, I trust this folder"},
 			mayRefuse: []string{"GET api.anthropic.com/api/claude_code/policy_limits", "GET api.anthropic.com/api/claude_code/settings"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,8 +141,11 @@ func TestAgentsInteractive(t *testing.T) {
 				}
 				e.keys["anthropic"] = tok
 			}
-			if tc.onboarded {
+			switch {
+			case tc.onboarded:
 				onboard(t, e.user, e.user)
+			case tc.subscription:
+				onboard(t, e.user, "")
 			}
 			refused := e.interactiveTurn(t, tc.firstRun)
 			if !slices.Contains(refused, embed) {
