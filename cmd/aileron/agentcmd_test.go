@@ -90,3 +90,23 @@ func TestChownTree(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareAgentWithholds: the session Claude Code is launched with lacks
+// the API key placeholder its key helper prints, and the caller's session
+// is left as it was.
+func TestPrepareAgentWithholds(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	claude, _ := agents.Lookup("claude")
+	info := sessions.Info{ID: "s_1", Placeholders: map[string]string{"ANTHROPIC_API_KEY": "aileron-placeholder-1", "LINEAR_API_KEY": "aileron-placeholder-2"}}
+	al, err := prepareAgent(claude, info, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.cleanup()
+	if _, ok := al.info.Placeholders["ANTHROPIC_API_KEY"]; ok || al.info.Placeholders["LINEAR_API_KEY"] == "" {
+		t.Errorf("the agent's placeholders %v: want LINEAR_API_KEY and no ANTHROPIC_API_KEY", al.info.Placeholders)
+	}
+	if len(info.Placeholders) != 2 {
+		t.Errorf("the caller's session changed: %v", info.Placeholders)
+	}
+}
