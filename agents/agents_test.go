@@ -260,3 +260,18 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// No launched agent inherits a real key or base URL of any known
+// provider from the user's environment, its own provider's or another's.
+func TestEnvironDropsEveryProvidersKeys(t *testing.T) {
+	user := []string{"PATH=/bin", "ANTHROPIC_API_KEY=sk-ant-REAL", "OPENAI_API_KEY=sk-proj-REAL", "GEMINI_API_KEY=AIza-REAL",
+		"GOOGLE_API_KEY=AIza-REAL", "CODEX_API_KEY=REAL", "CLAUDE_CODE_OAUTH_TOKEN=REAL", "ANTHROPIC_BASE_URL=https://evil.example",
+		"OPENAI_BASE_URL=https://evil.example", "GOOGLE_GEMINI_BASE_URL=https://evil.example"}
+	for _, a := range Known() {
+		for _, kv := range a.Environ(user, Plan{Env: map[string]string{}}) {
+			if strings.Contains(kv, "REAL") || strings.Contains(kv, "evil") {
+				t.Errorf("launch %s: the agent inherits %s", a.Name, kv)
+			}
+		}
+	}
+}

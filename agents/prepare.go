@@ -69,13 +69,20 @@ func (a Agent) Prepare(dir, exe string, placeholders map[string]string) (Plan, e
 }
 
 // Environ returns environ without the variables the agent must not inherit
-// (Clear, and what plan sets) followed by plan's variables, sorted by name.
+// (its Clear, every other known agent's Clear too, and what plan sets)
+// followed by plan's variables, sorted by name. Every known agent's Clear
+// goes, not only its own: an agent's shell could read another provider's
+// real key from the user's environment and send it out in a model call.
 // The session's variables go on top of it (sandbox.MergeEnv).
 func (a Agent) Environ(environ []string, plan Plan) []string {
+	clear := slices.Clone(a.Clear)
+	for _, o := range Known() {
+		clear = append(clear, o.Clear...)
+	}
 	out := make([]string, 0, len(environ)+len(plan.Env))
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if _, set := plan.Env[name]; set || slices.Contains(a.Clear, name) {
+		if _, set := plan.Env[name]; set || slices.Contains(clear, name) {
 			continue
 		}
 		out = append(out, kv)
