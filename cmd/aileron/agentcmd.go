@@ -200,3 +200,12 @@ func providerReady(facts providers.Facts, name string) error {
 	}
 	return facts.Status(p).Ready()
 }
+
+// agentReady checks, before any session is made, that agent is on PATH and
+// the providers it calls are installed and bound.
+func agentReady(ctx context.Context, c *admin.Client, agent agents.Agent) error {
+	if err := agentOnPath(agent); err != nil {
+		return err
+	}
+	return providersReady(ctx, c, agent)
+}

@@ -72,10 +72,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	ctx := context.Background()
 	c := newClient(cfg)
 	if known {
-		if err := agentOnPath(agent); err != nil {
-			return err
-		}
-		if err := providersReady(ctx, c, agent); err != nil {
+		if err := agentReady(ctx, c, agent); err != nil {
 			return err
 		}
 	}

@@ -111,10 +111,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return cmdLaunchList(ctx, c, stdout)
 	}
 	if isAgent {
-		if err := agentOnPath(agent); err != nil {
-			return err
-		}
-		if err := providersReady(ctx, c, agent); err != nil {
+		if err := agentReady(ctx, c, agent); err != nil {
 			return err
 		}
 	}
@@ -139,19 +136,12 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		argv, opts.Environ, info = al.argv, al.environ, al.info
 	}
 	if *tools {
-		dir, err := os.MkdirTemp("", "aileron-tools-")
+		bin, remove, err := renderToolsDir(ctx, c, info.ID, argv[0])
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		r, err := renderSession(ctx, c, info.ID, filepath.Base(argv[0]), nil)
-		if err == nil {
-			err = r.WriteDir(dir)
-		}
-		if err != nil {
-			return err
-		}
-		opts.PathPrefix = []string{filepath.Join(dir, sandbox.BinDir)}
+		defer remove()
+		opts.PathPrefix = []string{bin}
 	}
 	code, err := sandbox.Launch(ctx, info, nil, argv, opts)
 	if err != nil {
@@ -161,6 +151,26 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return exitCodeError{code}
 	}
 	return nil
+}
+
+// renderToolsDir renders session id's tools.txt and shims (for the command
+// cmd) into a temporary directory and returns its bin directory and what
+// removes it.
+func renderToolsDir(ctx context.Context, c *admin.Client, id, cmd string) (bin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "aileron-tools-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { _ = os.RemoveAll(dir) }
+	r, err := renderSession(ctx, c, id, filepath.Base(cmd), nil)
+	if err == nil {
+		err = r.WriteDir(dir)
+	}
+	if err != nil {
+		remove()
+		return "", nil, err
+	}
+	return filepath.Join(dir, sandbox.BinDir), remove, nil
 }
 
 // launchSession returns the session to launch in: id's, or a new one
