@@ -72,13 +72,8 @@ func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.A
 	if l == nil {
 		return nil
 	}
-	if a.ModelCall && !l.AllowsModel(a.Model) {
-		return &dataplane.BudgetError{Reason: policy.ReasonModelNotAllowed, Message: modelMessage(s.ID, l.Models, a.Model)}
-	}
-	if a.Upgrade && (l.MaxBytes > 0 || a.ModelCall && (l.MaxTokens > 0 || l.MaxRequests > 0)) {
-		return &dataplane.BudgetError{Reason: policy.ReasonUpgradeRefused, Message: fmt.Sprintf("session %s has a budget "+
-			"(tokens, requests or bytes), and what passes over a WebSocket once it is open (a model API's turns, its bytes) is not "+
-			"gated, so it could not be stopped when the budget is used up; use the API over HTTPS (Codex falls back to it by itself)", s.ID)}
+	if err := admissible(s, *l, a); err != nil {
+		return err
 	}
 	if !l.HasBudget() {
 		return nil
@@ -112,13 +107,18 @@ func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.A
 	return exhausted(s, *l, u, now)
 }
 
-// Recheck implements dataplane.Budgets: a held request Admit counted is
-// refused when, while it waited for a human, its session used up its
-// token or byte budget in the current window (its own request was counted
-// already, so the request budget is not asked again).
-func (b *Budgets) Recheck(ctx context.Context, s *dataplane.Session) error {
+// Check implements dataplane.Budgets: it refuses as Admit would, counting
+// nothing (a request about to wait for a human, or polling for one that
+// waits: it is counted by Admit once approved).
+func (b *Budgets) Check(ctx context.Context, s *dataplane.Session, a dataplane.Admission) error {
 	l := s.Limits
-	if l == nil || (l.MaxTokens <= 0 && l.MaxBytes <= 0) {
+	if l == nil {
+		return nil
+	}
+	if err := admissible(s, *l, a); err != nil {
+		return err
+	}
+	if !l.HasBudget() {
 		return nil
 	}
 	var u Used
@@ -134,8 +134,8 @@ func (b *Budgets) Recheck(ctx context.Context, s *dataplane.Session) error {
 	if u.Window < WindowAt(s.Created, l.Window, now).Index {
 		return nil // a new window: nothing used in it yet
 	}
-	if l.MaxTokens > 0 && u.Tokens >= l.MaxTokens || l.MaxBytes > 0 && u.Bytes >= l.MaxBytes {
-		return exhausted(s, policy.Limits{MaxTokens: l.MaxTokens, MaxBytes: l.MaxBytes, Window: l.Window}, u, now)
+	if len(usedUp(*l, u)) > 0 {
+		return exhausted(s, *l, u, now)
 	}
 	return nil
 }
@@ -314,4 +314,19 @@ func (b *Budgets) now() time.Time {
 		return b.Now()
 	}
 	return time.Now()
+}
+
+// admissible refuses what no budget's state can let through: a model call
+// off the session's list, and a WebSocket whose frames a budget would have
+// to count.
+func admissible(s *dataplane.Session, l policy.Limits, a dataplane.Admission) error {
+	if a.ModelCall && !l.AllowsModel(a.Model) {
+		return &dataplane.BudgetError{Reason: policy.ReasonModelNotAllowed, Message: modelMessage(s.ID, l.Models, a.Model)}
+	}
+	if a.Upgrade && (l.MaxBytes > 0 || a.ModelCall && (l.MaxTokens > 0 || l.MaxRequests > 0)) {
+		return &dataplane.BudgetError{Reason: policy.ReasonUpgradeRefused, Message: fmt.Sprintf("session %s has a budget "+
+			"(tokens, requests or bytes), and what passes over a WebSocket once it is open (a model API's turns, its bytes) is not "+
+			"gated, so it could not be stopped when the budget is used up; use the API over HTTPS (Codex falls back to it by itself)", s.ID)}
+	}
+	return nil
 }

@@ -290,30 +290,31 @@ func TestBudgetsRefuseUncountedWebSockets(t *testing.T) {
 	}
 }
 
-// Recheck refuses a held request whose session used up its token or byte
-// budget while it waited, and lets it go in a new window.
-func TestRecheck(t *testing.T) {
+// Check refuses as Admit would and counts nothing; a new window frees it.
+func TestCheck(t *testing.T) {
 	_, db := testkit.HomeDB(t)
 	now := created.Add(time.Minute)
 	bg := &budgets.Budgets{DB: db, Now: func() time.Time { return now }}
-	s := newSession(t, db, "s_re", policy.Limits{MaxTokens: 100, Window: time.Hour})
-	if err := bg.Recheck(t.Context(), s); err != nil {
-		t.Fatalf("nothing used yet: %v", err)
+	s := newSession(t, db, "s_re", policy.Limits{MaxTokens: 100, MaxRequests: 2, Models: []string{"m"}, Window: time.Hour})
+	for range 5 { // polling a held request costs nothing
+		if err := bg.Check(t.Context(), s, dataplane.Admission{}); err != nil {
+			t.Fatalf("nothing used yet: %v", err)
+		}
+	}
+	if ref := refusal(t, bg.Check(t.Context(), s, dataplane.Admission{ModelCall: true, Model: "other"})); ref.Reason != policy.ReasonModelNotAllowed {
+		t.Errorf("a model off the list: %s; want model_not_allowed", ref.Reason)
 	}
 	if err := bg.Admit(t.Context(), s, dataplane.Admission{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := bg.Recheck(t.Context(), s); err != nil {
-		t.Errorf("under budget: %v", err)
+		t.Fatalf("the first request after five checks: %v", err)
 	}
 	if err := bg.Charge(t.Context(), s, dataplane.Spent{Tokens: 100}); err != nil {
 		t.Fatal(err)
 	}
-	if ref := refusal(t, bg.Recheck(t.Context(), s)); ref.Reason != policy.ReasonBudgetExhausted {
-		t.Errorf("used up while it waited: %s; want budget_exhausted", ref.Reason)
+	if ref := refusal(t, bg.Check(t.Context(), s, dataplane.Admission{})); ref.Reason != policy.ReasonBudgetExhausted {
+		t.Errorf("tokens used up: %s; want budget_exhausted", ref.Reason)
 	}
 	now = now.Add(time.Hour)
-	if err := bg.Recheck(t.Context(), s); err != nil {
+	if err := bg.Check(t.Context(), s, dataplane.Admission{}); err != nil {
 		t.Errorf("in the next window: %v", err)
 	}
 }

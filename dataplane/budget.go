@@ -28,10 +28,10 @@ type Budgets interface {
 	// Charge adds what an admitted request used, once its exchange ended
 	// (or a WebSocket turn of it did).
 	Charge(ctx context.Context, s *Session, u Spent) error
-	// Recheck is asked again about an admitted request that waited for a
-	// human, once approved and before it is sent: it refuses (as Admit
-	// does) when the session used up a budget while the request waited.
-	Recheck(ctx context.Context, s *Session) error
+	// Check refuses as Admit would, counting nothing: it is asked about a
+	// request that is to wait for a human (and about each retry polling
+	// for one), which Admit counts once it is approved.
+	Check(ctx context.Context, s *Session, a Admission) error
 }
 
 // Admission is what Budgets.Admit learns of a request.
@@ -76,8 +76,19 @@ func budgetRefusal(e *BudgetError) Refusal {
 	return mkRefusal(http.StatusForbidden, ClassCapabilityDenied, e.Reason, e.Message)
 }
 
-// admit asks Budgets about a request policy did not deny.
+// admit asks Budgets about a request policy did not deny, and counts it.
 func (p *Proxy) admit(x *exchange, d policy.Decision) error {
+	return p.askBudgets(x, d, true)
+}
+
+// checkBudgets asks Budgets about a request that is to wait for a human,
+// counting nothing: admit counts it once approved, so polling for a
+// pending approval costs no request.
+func (p *Proxy) checkBudgets(x *exchange, d policy.Decision) error {
+	return p.askBudgets(x, d, false)
+}
+
+func (p *Proxy) askBudgets(x *exchange, d policy.Decision, count bool) error {
 	s := x.t.sess
 	if s == nil || s.Limits == nil {
 		return nil
@@ -86,30 +97,18 @@ func (p *Proxy) admit(x *exchange, d policy.Decision) error {
 		return &unavailableError{reason: policy.ReasonNotReady, err: fmt.Errorf("session %s has limits and this proxy has no budget stage", s.ID)}
 	}
 	a := Admission{ModelCall: d.Op != nil && d.Op.Spec.Usage != "", Model: x.rec.Model, Upgrade: upgradeType(x.in.Header) != ""}
-	if err := p.Budgets.Admit(x.in.Context(), s, a); err != nil {
+	ask := p.Budgets.Check
+	if count {
+		ask = p.Budgets.Admit
+	}
+	if err := ask(x.in.Context(), s, a); err != nil {
 		var be *BudgetError
 		if errors.As(err, &be) {
 			return be
 		}
 		return &unavailableError{reason: policy.ReasonNotReady, err: err}
 	}
-	x.admitted = true
-	return nil
-}
-
-// recheck asks Budgets again about x, admitted before it waited for a
-// human's approval, before it is sent.
-func (p *Proxy) recheck(x *exchange) error {
-	if !x.admitted || p.Budgets == nil {
-		return nil
-	}
-	if err := p.Budgets.Recheck(x.in.Context(), x.t.sess); err != nil {
-		var be *BudgetError
-		if errors.As(err, &be) {
-			return be
-		}
-		return &unavailableError{reason: policy.ReasonNotReady, err: err}
-	}
+	x.admitted = x.admitted || count
 	return nil
 }
 

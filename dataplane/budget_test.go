@@ -22,6 +22,7 @@ type ledger struct {
 	mu       sync.Mutex
 	admitted []Admission
 	charged  Spent
+	checked  int   // Check calls that let a request through uncounted
 	fail     error // Admit's answer when set: the state cannot be reached
 }
 
@@ -58,12 +59,16 @@ func (l *ledger) waitTokens(want int64) int64 {
 	}
 }
 
-func (l *ledger) Recheck(_ context.Context, s *Session) error {
+func (l *ledger) Check(_ context.Context, s *Session, a Admission) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if s.Limits.MaxBytes > 0 && l.charged.Bytes >= s.Limits.MaxBytes || s.Limits.MaxTokens > 0 && l.charged.Tokens >= s.Limits.MaxTokens {
-		return &BudgetError{Reason: policy.ReasonBudgetExhausted, Message: "used up while it waited"}
+	if l.fail != nil {
+		return l.fail
 	}
+	if s.Limits.MaxBytes > 0 && l.charged.Bytes >= s.Limits.MaxBytes || s.Limits.MaxTokens > 0 && l.charged.Tokens >= s.Limits.MaxTokens {
+		return &BudgetError{Reason: policy.ReasonBudgetExhausted, Message: "used up", RetryAfter: 89*time.Second + time.Millisecond}
+	}
+	l.checked++
 	return nil
 }
 
@@ -342,5 +347,27 @@ func TestHeldRequestRecheckedAfterApproval(t *testing.T) {
 	expectRefusal(t, resp, http.StatusTooManyRequests, policy.ReasonBudgetExhausted)
 	if n := e.hits.Load(); n != 0 {
 		t.Errorf("upstream hits %d; want 0: the approved request was sent over budget", n)
+	}
+}
+
+// A held request is counted once approved, not while it waits: polling for
+// a pending approval costs the session no request.
+func TestHeldRequestCountedOnceApproved(t *testing.T) {
+	led, ap := &ledger{}, &scriptedApprovals{outcome: ApprovalPending}
+	_, c := budgetEnv(t, policy.Limits{MaxRequests: 5}, led, ap)
+	for range 3 {
+		resp := post(t, c, "DELETE", "https://api.example.com/v1/items/9", "x")
+		expectRefusal(t, resp, http.StatusForbidden, policy.ReasonApprovalPending)
+	}
+	ap.mu.Lock()
+	ap.outcome = ApprovalApproved
+	ap.mu.Unlock()
+	if resp := post(t, c, "DELETE", "https://api.example.com/v1/items/9", "x"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("approved: %d; want 200", resp.StatusCode)
+	}
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if len(led.admitted) != 1 || led.checked != 4 {
+		t.Errorf("admitted %d, checked %d; want 1 admitted (once approved) and 4 checked (each wait)", len(led.admitted), led.checked)
 	}
 }

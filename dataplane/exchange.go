@@ -37,6 +37,9 @@ type exchange struct {
 	// report (set by the answer's tap), so under a token budget it is
 	// charged the whole budget (charge).
 	unreported bool
+	// unbook gives back the memory booked for a body read whole to check
+	// its model (readWhole); nil when none was.
+	unbook func()
 }
 
 // terms are how an entry point wants its request gated. A proxy client's
@@ -112,7 +115,7 @@ func outboundHeader(in http.Header, op *policy.Operation) http.Header {
 			delete(h, k)
 		}
 	}
-	if op != nil && !op.Spec.Credential.IsZero() {
+	if op != nil && (!op.Spec.Credential.IsZero() || op.Spec.Usage != "") { // masked, or its usage read
 		for _, k := range acceptCodingHeaders {
 			delete(h, k)
 		}

@@ -92,10 +92,19 @@ func (p *Proxy) readWhole(r *http.Request, session string) (whole []byte, releas
 		return []byte{}, release, nil
 	}
 	var buf []byte
-	if r.ContentLength > 0 && r.ContentLength <= maxCheckedBody {
-		buf = make([]byte, 0, r.ContentLength)
-	}
 	var booked int64
+	full := func() error {
+		p.checking.give(session, booked)
+		return &unavailableError{reason: policy.ReasonNotReady, err: fmt.Errorf(
+			"the proxy's memory for checking model calls' bodies against the session's model list is in use (%d MiB in all, %d MiB a session); retry when this session's other calls are done",
+			maxCheckedTotal>>20, maxCheckedPerSession>>20)}
+	}
+	if r.ContentLength > 0 && r.ContentLength <= maxCheckedBody { // booked before it is allocated
+		if p.checking.take(session, r.ContentLength, maxCheckedTotal, maxCheckedPerSession) != "" {
+			return nil, release, full()
+		}
+		booked, buf = r.ContentLength, make([]byte, 0, r.ContentLength)
+	}
 	chunk := p.buffers.get()
 	defer p.buffers.put(chunk)
 	putBack := func(tail []byte) {
@@ -109,13 +118,12 @@ func (p *Proxy) readWhole(r *http.Request, session string) (whole []byte, releas
 				p.checking.give(session, booked)
 				return []byte{}, release, nil
 			}
-			if full := p.checking.take(session, int64(n), maxCheckedTotal, maxCheckedPerSession); full != "" {
-				p.checking.give(session, booked)
-				return nil, release, &unavailableError{reason: policy.ReasonNotReady, err: fmt.Errorf(
-					"the proxy's memory for checking model calls' bodies against the session's model list is in use (%d MiB in all, %d MiB a session); retry when this session's other calls are done",
-					maxCheckedTotal>>20, maxCheckedPerSession>>20)}
+			if more := int64(len(buf)+n) - booked; more > 0 {
+				if p.checking.take(session, more, maxCheckedTotal, maxCheckedPerSession) != "" {
+					return nil, release, full()
+				}
+				booked += more
 			}
-			booked += int64(n)
 			buf = append(buf, (*chunk)[:n]...)
 		}
 		if rerr == io.EOF {

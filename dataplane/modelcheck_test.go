@@ -114,3 +114,37 @@ func TestModelListNotFooledByASecondKey(t *testing.T) {
 		t.Errorf("%d refused model calls reached the upstream", n)
 	}
 }
+
+// A body's announced length is booked before its buffer is allocated, so
+// bodies that announce much and send little cannot take memory unbooked.
+func TestReadWholeBooksTheAnnouncedLength(t *testing.T) {
+	p := &Proxy{buffers: &copyBuffers{}}
+	for i := 0; ; i++ {
+		r, _ := http.NewRequest("POST", "https://api.example.com/v1/messages", strings.NewReader(`{"model":"m"}`))
+		r.ContentLength = maxCheckedBody
+		if _, _, err := p.readWhole(r, "s1"); err != nil {
+			if i != maxCheckedPerSession/maxCheckedBody {
+				t.Errorf("refused after %d; want after %d", i, maxCheckedPerSession/maxCheckedBody)
+			}
+			return
+		}
+		if i > 10 {
+			t.Fatal("bodies announcing 8 MiB each were never refused")
+		}
+	}
+}
+
+// An answer that broke off counts as unreported even when it reported
+// usage before it broke (an Anthropic stream reports its output last).
+func TestBrokenAnswerIsUnreported(t *testing.T) {
+	x := &exchange{op: &policy.Operation{Spec: &policy.OperationSpec{Usage: policy.UsageAnthropic}}}
+	rec := &Record{}
+	rec.UpstreamStatus = 200
+	tap := &answerTap{x: x, rec: rec, read: usageReader{}.Answer(policy.UsageAnthropic, "text/event-stream")}
+	tap.saw([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n"))
+	tap.brokeOff()
+	tap.done()
+	if !x.unreported {
+		t.Error("an answer that broke off after message_start counts as reported")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -58,7 +59,8 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	if checksModel(t.sess, d.Op) {
 		var release func()
 		whole, release, err = p.readWhole(r, t.sess.ID)
-		defer release()
+		x.unbook = sync.OnceFunc(release) // once the body was sent (relay), or at the end
+		defer x.unbook()
 		if err != nil {
 			return refuse(err)
 		}
@@ -140,7 +142,11 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 		if err := checkUpgrade(x.in, d.Op); err != nil {
 			return err
 		}
-		if err := p.admit(x, d); err != nil { // before a human is asked, and before anything is sent
+		ask := p.admit // before a human is asked, and before anything is sent
+		if d.Verdict == policy.AllowAfterApproval && x.terms.approvedBy == "" {
+			ask = p.checkBudgets // counted once approved (below)
+		}
+		if err := ask(x, d); err != nil {
 			return err
 		}
 	}
@@ -160,7 +166,7 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 		if err := p.hold(x, d); err != nil {
 			return err
 		}
-		return p.recheck(x) // a budget may have been used up while it waited
+		return p.admit(x, d) // counted now; refused if a budget was used up while it waited
 
 	default:
 		return &DenyError{Reason: d.Reason, Message: d.Message}

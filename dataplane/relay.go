@@ -20,6 +20,9 @@ import (
 func (p *Proxy) relay(w *countingWriter, x *exchange) (ref *Refusal, broke bool) {
 	x.out = x.outbound()
 	resp, err := p.roundTrip(x, w)
+	if x.unbook != nil {
+		x.unbook() // the body is sent: the answer may stream for minutes
+	}
 	if err != nil {
 		return p.upstreamFailed(w, x, err), false
 	}
@@ -51,6 +54,7 @@ func (p *Proxy) relay(w *countingWriter, x *exchange) (ref *Refusal, broke bool)
 	tap := p.newAnswerTap(x, resp)
 	defer tap.done()
 	if err := p.copyAnswer(w, resp.Body, streamed(resp), tap); err != nil {
+		tap.brokeOff()
 		_ = resp.Body.Close()
 		p.log.Debug().Str("event", "proxy.forward_error").Str("audit_id", x.rec.AuditID).Msg(x.red.String(err.Error()))
 		return nil, true

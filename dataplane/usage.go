@@ -73,6 +73,7 @@ type answerTap struct {
 	sent  time.Time
 	read  AnswerUsage // nil: no tokens read
 	first bool
+	broke bool // the answer broke off: what it reported may not be final
 }
 
 // newAnswerTap starts reading the answer to x, a model call (nil for any
@@ -107,8 +108,18 @@ func (t *answerTap) saw(b []byte) {
 	}
 }
 
+// brokeOff notes that the answer broke off before its end (the client
+// left, or the upstream cut it): the usage seen so far may not be the
+// final report (an Anthropic stream reports its output tokens in its last
+// events), so the call counts as unreported.
+func (t *answerTap) brokeOff() {
+	if t != nil {
+		t.broke = true
+	}
+}
+
 // done puts the tokens on the record once the answer ended, or notes
-// that a successful answer reported none.
+// that a successful answer reported none (or broke off before its end).
 func (t *answerTap) done() {
 	if t == nil {
 		return
@@ -116,7 +127,9 @@ func (t *answerTap) done() {
 	if t.read != nil {
 		if n, ok := t.Tokens(); ok {
 			t.rec.InputTokens, t.rec.OutputTokens, t.rec.CachedTokens = n.Input, n.Output, n.Cached
-			return
+			if !t.broke {
+				return
+			}
 		}
 	}
 	ok := t.rec.UpstreamStatus >= 200 && t.rec.UpstreamStatus < 300
