@@ -65,7 +65,7 @@ type Used struct {
 // the session's list, and a request of a session with a budget is counted
 // in its current window unless a budget there is used up. Refusals are
 // *dataplane.BudgetError (model_not_allowed, budget_exhausted, and
-// upgrade_refused for a model API's WebSocket under a token budget); a
+// upgrade_refused for a WebSocket a budget could not count: admissible); a
 // database that cannot be reached is another error (refused 503).
 func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.Admission) error {
 	l := s.Limits
@@ -99,12 +99,21 @@ func (b *Budgets) Admit(ctx context.Context, s *dataplane.Session, a dataplane.A
 		return nil
 	}
 	// Refused: read what is used up, to say which budget and until when.
-	err = b.DB.QueryRowContext(ctx, `SELECT win, requests, tokens, bytes FROM budget_usage WHERE session = ?`, s.ID).
-		Scan(&u.Window, &u.Requests, &u.Tokens, &u.Bytes)
-	if err != nil {
-		return fmt.Errorf("reading the budgets of session %s: %w", s.ID, b.DB.Unavailable(err))
+	if u, err = b.used(ctx, s); err != nil {
+		return err
 	}
 	return exhausted(s, *l, u, now)
+}
+
+// used reads session s's row (the zero Used when it has none).
+func (b *Budgets) used(ctx context.Context, s *dataplane.Session) (Used, error) {
+	var u Used
+	err := b.DB.QueryRowContext(ctx, `SELECT win, requests, tokens, bytes FROM budget_usage WHERE session = ?`, s.ID).
+		Scan(&u.Window, &u.Requests, &u.Tokens, &u.Bytes)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return Used{}, fmt.Errorf("reading the budgets of session %s: %w", s.ID, b.DB.Unavailable(err))
+	}
+	return u, nil
 }
 
 // Check implements dataplane.Budgets: it refuses as Admit would, counting
@@ -121,14 +130,9 @@ func (b *Budgets) Check(ctx context.Context, s *dataplane.Session, a dataplane.A
 	if !l.HasBudget() {
 		return nil
 	}
-	var u Used
-	err := b.DB.QueryRowContext(ctx, `SELECT win, requests, tokens, bytes FROM budget_usage WHERE session = ?`, s.ID).
-		Scan(&u.Window, &u.Requests, &u.Tokens, &u.Bytes)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
+	u, err := b.used(ctx, s)
 	if err != nil {
-		return fmt.Errorf("reading the budgets of session %s: %w", s.ID, b.DB.Unavailable(err))
+		return err
 	}
 	now := b.now()
 	if u.Window < WindowAt(s.Created, l.Window, now).Index {
