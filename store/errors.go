@@ -17,5 +17,13 @@ var (
 	// ErrTampered is wrapped when an installed package no longer matches
 	// its content hash (a file edited, added or removed, or the directory
 	// gone).
-	ErrTampered = errors.New("connector package failed its integrity check")
+	// ErrInvalidManifest is wrapped when a package's manifest.toml does not
+	// parse or validate; the manifest parser's errors (file, key path,
+	// rule) follow it.
+	ErrInvalidManifest = errors.New("invalid connector manifest")
+	// ErrExceedsManifest is wrapped when a package's spec reaches beyond its
+	// manifest (a host:port or credential kind it does not grant) or names
+	// another connector or version; each excess is a manifest.ExcessError.
+	ErrExceedsManifest = errors.New("connector package reaches beyond its manifest")
+	ErrTampered        = errors.New("connector package failed its integrity check")
 )

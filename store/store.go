@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aileronhq/aileron/action"
+	"github.com/aileronhq/aileron/manifest"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 	"github.com/rs/zerolog"
@@ -55,6 +56,10 @@ type Installed struct {
 	// Active is true for the version the policy enforces for its FQN.
 	Active      bool      `json:"active"`
 	InstalledAt time.Time `json:"installed_at"`
+	// Grants are what the package may reach: its manifest's grants, or,
+	// without a manifest, exactly what its spec reaches. Set by Install and
+	// List.
+	Grants manifest.Grants `json:"grants"`
 }
 
 // Ref returns the connector reference FQN@VERSION.
@@ -101,6 +106,10 @@ func (s *Store) Install(ctx context.Context, path string, active []policy.Source
 	if err != nil {
 		return Installed{}, err
 	}
+	grants, err := checkManifest(pkg, filepath.Dir(origin), src.Spec)
+	if err != nil {
+		return Installed{}, err
+	}
 	if err := checkConflicts(src, active); err != nil {
 		return Installed{}, err
 	}
@@ -116,6 +125,7 @@ func (s *Store) Install(ctx context.Context, path string, active []policy.Source
 	if err != nil {
 		return Installed{}, err
 	}
+	inst.Grants = grants
 	s.log().Info().Str("event", "store.installed").Str("connector", inst.Ref()).Str("hash", inst.Hash).
 		Str("from", origin).Msg("connector installed")
 	return inst, nil
@@ -189,6 +199,44 @@ func readStagedPackage(pkg, origin string) (policy.Source, error) {
 		return policy.Source{}, fmt.Errorf("%w: the package's actions (from %s): %w", ErrInvalidPackage, filepath.Dir(origin), err)
 	}
 	return policy.Source{Spec: spec, Hash: hash, Origin: origin}, nil
+}
+
+// checkManifest reads the staged package's manifest.toml, if any (dir
+// names it in messages), and checks that spec stays within it. It returns
+// the package's grants: the manifest's, or without one what spec reaches.
+// A manifest that does not parse wraps ErrInvalidManifest; a spec that
+// reaches beyond it wraps ErrExceedsManifest, naming every excess.
+func checkManifest(pkg, dir string, spec *policy.Spec) (manifest.Grants, error) {
+	data, err := os.ReadFile(filepath.Join(pkg, manifest.FileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return manifest.Reach(spec), nil
+	}
+	if err != nil {
+		return manifest.Grants{}, fmt.Errorf("%w: reading %s: %v", ErrInvalidPackage, manifest.FileName, err)
+	}
+	m, err := manifest.Parse(filepath.Join(dir, manifest.FileName), data)
+	if err != nil {
+		return manifest.Grants{}, fmt.Errorf("%w: %w", ErrInvalidManifest, err)
+	}
+	if err := m.Check(spec); err != nil {
+		return manifest.Grants{}, fmt.Errorf("%w: %s@%s is refused: %w", ErrExceedsManifest, spec.Connector.FQN, spec.Connector.Version, err)
+	}
+	return m.Grants(), nil
+}
+
+// storedGrants returns the grants of the installed package in dir, or none
+// when it no longer reads (Verify and Load report why).
+func storedGrants(dir string) manifest.Grants {
+	data, err := os.ReadFile(filepath.Join(dir, SpecFileName))
+	if err != nil {
+		return manifest.Grants{}
+	}
+	spec, err := policy.ParseSpec(filepath.Join(dir, SpecFileName), data)
+	if err != nil {
+		return manifest.Grants{}
+	}
+	g, _ := checkManifest(dir, dir, spec)
+	return g
 }
 
 // parseSpec parses a spec with policy.ParseSpec, which also checks that the
@@ -327,8 +375,9 @@ func (s *Store) List(ctx context.Context) ([]Installed, error) {
 	var out []Installed
 	for fqn, c := range ix.Connectors {
 		for v, e := range c.Versions {
-			out = append(out, Installed{FQN: fqn, Version: v, Hash: e.Hash, Dir: s.packageDir(e.Hash),
-				Active: v == c.Active, InstalledAt: e.InstalledAt})
+			dir := s.packageDir(e.Hash)
+			out = append(out, Installed{FQN: fqn, Version: v, Hash: e.Hash, Dir: dir,
+				Active: v == c.Active, InstalledAt: e.InstalledAt, Grants: storedGrants(dir)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

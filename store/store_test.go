@@ -96,7 +96,7 @@ func TestInstallPackageDir(t *testing.T) {
 	s, _ := newStore(t)
 	pkg := t.TempDir()
 	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
-	testkit.WriteFile(t, pkg, "manifest.toml", []byte("[connector]\nname = \"github://acme/aileron-connector-google\"\n"))
+	testkit.WriteFile(t, pkg, "manifest.toml", []byte(gmailManifest))
 	testkit.WriteFile(t, pkg, "bin/run.sh", []byte("#!/bin/sh\necho hi\n"))
 	testkit.WriteFile(t, pkg, ".DS_Store", []byte("junk"))
 	os.Chmod(filepath.Join(pkg, "bin/run.sh"), 0o755)
@@ -304,7 +304,7 @@ func TestTamperedPackage(t *testing.T) {
 			s, logs := newStore(t)
 			pkg := t.TempDir()
 			testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
-			testkit.WriteFile(t, pkg, "manifest.toml", []byte("name = 'google'\n"))
+			testkit.WriteFile(t, pkg, "manifest.toml", []byte(gmailManifest))
 			google := install(t, s, pkg)
 			linear := install(t, s, testkit.WriteFile(t, t.TempDir(), "linear.json", testkit.Spec(t, "linear")))
 
