@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/manifest"
 	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/store"
 )
@@ -67,11 +69,14 @@ func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) erro
 	return fn(&store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db})
 }
 
-// connectorSynopsis is the usage line of a connector subcommand.
+// connectorSynopsis is the usage of a connector subcommand.
 func connectorSynopsis(sub string) string {
 	switch sub {
 	case "install":
-		return "connector install PATH|-   (a spec file, a package directory, or - for a spec's JSON on stdin)"
+		return "connector install PATH|-   (a spec file, a package directory, or - for a spec's JSON on stdin)\n\n" +
+			"A package's manifest.toml bounds what its spec may reach: a spec that reaches a host:port or credential\n" +
+			"kind the manifest does not grant is refused, naming each. Without a manifest the package is granted\n" +
+			"exactly what its spec reaches. Install prints the grants; see docs/connectors.md."
 	case "remove":
 		return "connector remove FQN@VERSION"
 	}
@@ -126,7 +131,24 @@ func connectorInstall(cfg *config.Config, c *admin.Client, path string, stdout i
 		return err
 	}
 	fmt.Fprintf(stdout, "installed %s@%s sha256:%s\n", inst.FQN, inst.Version, inst.Hash)
+	if inst.Grants.FromManifest {
+		fmt.Fprintf(stdout, "grants (its manifest.toml): %s\n", describeGrants(inst.Grants))
+	} else {
+		fmt.Fprintf(stdout, "grants (no manifest: exactly what its spec reaches): %s\n", describeGrants(inst.Grants))
+	}
 	return nil
+}
+
+// describeGrants renders a package's grants on one line.
+func describeGrants(g manifest.Grants) string {
+	hosts, kinds := "none", "none"
+	if len(g.Hosts) > 0 {
+		hosts = strings.Join(g.Hosts, ",")
+	}
+	if len(g.CredentialKinds) > 0 {
+		kinds = strings.Join(g.CredentialKinds, ",")
+	}
+	return printable.Line("hosts " + hosts + "; credential " + kinds)
 }
 
 func connectorList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.Writer) error {
@@ -145,13 +167,16 @@ func connectorList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.W
 		return printJSON(stdout, list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONNECTOR\tVERSION\tACTIVE\tHASH")
+	fmt.Fprintln(tw, "CONNECTOR\tVERSION\tACTIVE\tHASH\tGRANTS")
 	for _, i := range list {
-		active := ""
+		active, from := "", " (spec)"
 		if i.Active {
 			active = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\tsha256:%s\n", i.FQN, i.Version, active, i.Hash)
+		if i.Grants.FromManifest {
+			from = " (manifest)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\tsha256:%s\t%s%s\n", i.FQN, i.Version, active, i.Hash, describeGrants(i.Grants), from)
 	}
 	return tw.Flush()
 }
