@@ -30,8 +30,8 @@ func Reach(spec *policy.Spec) Grants {
 	for _, t := range spec.Tools {
 		for _, op := range t.Operations {
 			for _, h := range op.Hosts {
-				if a, err := policy.ParseAuthority(h, 443); err == nil && !slices.Contains(g.Hosts, a.String()) {
-					g.Hosts = append(g.Hosts, a.String())
+				if a := authority(h); !slices.Contains(g.Hosts, a) {
+					g.Hosts = append(g.Hosts, a)
 				}
 			}
 			if k := op.Credential.Kind; k != "" && !slices.Contains(g.CredentialKinds, k) {
@@ -120,10 +120,17 @@ func (m *Manifest) Check(spec *policy.Spec) error {
 }
 
 func usesHost(op policy.OperationSpec, h string) bool {
-	for _, x := range op.Hosts {
-		if a, err := policy.ParseAuthority(x, 443); err == nil && a.String() == h {
-			return true
-		}
+	return slices.ContainsFunc(op.Hosts, func(x string) bool { return authority(x) == h })
+}
+
+// authority is a spec host entry's canonical host:port (port 443 when it
+// names none). An entry that does not parse (ParseSpec refuses those) is
+// kept as written, so no manifest entry can grant it: the check fails
+// closed.
+func authority(h string) string {
+	a, err := policy.ParseAuthority(h, policy.DefaultPort)
+	if err != nil {
+		return h
 	}
-	return false
+	return a.String()
 }
