@@ -82,11 +82,17 @@ type Problem struct {
 // together with those of other FQNs and refused if it conflicts with one of
 // them. Callers must serialise Install calls that pass active (admin.API does).
 //
+// The returned Installed carries the package's grants: its manifest's, or,
+// without a manifest, exactly what its spec reaches.
+//
 // Reinstalling identical content is a no-op apart from making that version
 // active again, and repairs a damaged copy in the store. Errors: a spec that
 // does not parse wraps ErrInvalidSpec and keeps the parser's message (file,
 // JSON path, rule); a bad path or package content wraps state.ErrInvalidArgument or
-// ErrInvalidPackage; a conflict with another connector, or the same version
+// ErrInvalidPackage; a manifest.toml that does not parse wraps
+// ErrInvalidManifest, and a spec that reaches beyond its manifest (a
+// host:port or credential kind it does not grant, another name or version)
+// wraps ErrExceedsManifest, naming every excess; a conflict with another connector, or the same version
 // already installed with different content, wraps state.ErrConflict.
 func (s *Store) Install(ctx context.Context, path string, active []policy.Source) (Installed, error) {
 	if err := s.checkDir(); err != nil {
