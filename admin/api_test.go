@@ -135,6 +135,16 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 		t.Errorf("bad spec message %q lacks file and JSON path", ae.Message)
 	}
 
+	// A package whose spec reaches beyond its manifest is a bad request
+	// naming the excess.
+	pkg := t.TempDir()
+	testkit.WriteFile(t, pkg, store.SpecFileName, testkit.WithVersion(t, gmail, "1.2.4"))
+	testkit.WriteFile(t, pkg, "manifest.toml", []byte("[connector]\nname = \""+testkit.GoogleFQN+"\"\nversion = \"1.2.4\"\n"))
+	_, err = d.client.InstallConnector(ctx, pkg)
+	if ae := apiError(t, "manifest excess", err, 400, "invalid_package"); !strings.Contains(ae.Message, `reaches host "gmail.googleapis.com:443"`) {
+		t.Errorf("manifest excess message %q does not name the host", ae.Message)
+	}
+
 	problems, err := d.client.VerifyConnectors(ctx)
 	if err != nil || len(problems) != 0 {
 		t.Errorf("VerifyConnectors = %v, %v", problems, err)

@@ -19,11 +19,12 @@ var (
 	// gone).
 	// ErrInvalidManifest is wrapped when a package's manifest.toml does not
 	// parse or validate; the manifest parser's errors (file, key path,
-	// rule) follow it.
+	// rule) follow it. It also wraps ErrInvalidPackage.
 	ErrInvalidManifest = errors.New("invalid connector manifest")
 	// ErrExceedsManifest is wrapped when a package's spec reaches beyond its
 	// manifest (a host:port or credential kind it does not grant) or names
 	// another connector or version; each excess is a manifest.ExcessError.
+	// It also wraps ErrInvalidPackage.
 	ErrExceedsManifest = errors.New("connector package reaches beyond its manifest")
 	ErrTampered        = errors.New("connector package failed its integrity check")
 )

@@ -119,7 +119,7 @@ func TestInstallRefusesExcess(t *testing.T) {
 			testkit.WriteFile(t, pkg, SpecFileName, spec)
 			testkit.WriteFile(t, pkg, manifest.FileName, []byte(c.manifest))
 			_, err := s.Install(t.Context(), pkg, nil)
-			if !errors.Is(err, ErrExceedsManifest) || !errors.Is(err, manifest.ErrExceedsManifest) {
+			if !errors.Is(err, ErrExceedsManifest) || !errors.Is(err, manifest.ErrExceedsManifest) || !errors.Is(err, ErrInvalidPackage) {
 				t.Fatalf("Install = %v, want ErrExceedsManifest", err)
 			}
 			for _, w := range c.want {
@@ -143,7 +143,7 @@ func TestInstallRefusesInvalidManifest(t *testing.T) {
 	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
 	testkit.WriteFile(t, pkg, manifest.FileName, []byte(strings.Replace(gmailManifest, "hosts =", "host =", 1)))
 	_, err := s.Install(t.Context(), pkg, nil)
-	if !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), `capabilities.network.host: unknown key "host" in [capabilities.network] (did you mean "hosts"?)`) {
+	if !errors.Is(err, ErrInvalidManifest) || !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), `capabilities.network.host: unknown key "host" in [capabilities.network] (did you mean "hosts"?)`) {
 		t.Fatalf("Install = %v, want the manifest's unknown key named", err)
 	}
 }

@@ -222,10 +222,11 @@ func checkManifest(pkg, dir string, spec *policy.Spec) (manifest.Grants, error) 
 	}
 	m, err := manifest.Parse(filepath.Join(dir, manifest.FileName), data)
 	if err != nil {
-		return manifest.Grants{}, fmt.Errorf("%w: %w", ErrInvalidManifest, err)
+		return manifest.Grants{}, packageError{ErrInvalidManifest, err}
 	}
 	if err := m.Check(spec); err != nil {
-		return manifest.Grants{}, fmt.Errorf("%w: %s@%s is refused: %w", ErrExceedsManifest, spec.Connector.FQN, spec.Connector.Version, err)
+		return manifest.Grants{}, packageError{ErrExceedsManifest,
+			fmt.Errorf("%s@%s is refused: %w", spec.Connector.FQN, spec.Connector.Version, err)}
 	}
 	return m.Grants(), nil
 }
@@ -244,6 +245,14 @@ func storedGrants(dir string) manifest.Grants {
 	g, _ := checkManifest(dir, dir, spec)
 	return g
 }
+
+// packageError is a manifest failure: its message is the sentinel's and
+// err's; it wraps the sentinel, ErrInvalidPackage (so the admin API answers
+// 400 invalid_package) and err.
+type packageError struct{ sentinel, err error }
+
+func (e packageError) Error() string   { return e.sentinel.Error() + ": " + e.err.Error() }
+func (e packageError) Unwrap() []error { return []error{e.sentinel, ErrInvalidPackage, e.err} }
 
 // parseSpec parses a spec with policy.ParseSpec, which also checks that the
 // version is strict SemVer. Failures wrap ErrInvalidSpec and keep the parser's error
