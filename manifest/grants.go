@@ -60,7 +60,8 @@ type ExcessError struct {
 	// What is "host", "credential kind", "name" or "version".
 	What  string
 	Value string
-	// Where names the operations that use Value, or the spec key.
+	// Where names the operations (tool/operation) that use Value, or, for
+	// a name or version, how it differs.
 	Where string
 }
 
@@ -96,10 +97,12 @@ func (m *Manifest) Check(spec *policy.Spec) error {
 		for _, t := range spec.Tools {
 			for _, op := range t.Operations {
 				if match(op) {
-					if s != "" {
+					if s == "" {
+						s = "used by "
+					} else {
 						s += ", "
 					}
-					s += "tool " + t.Name + " operation " + op.Name
+					s += t.Name + "/" + op.Name
 				}
 			}
 		}

@@ -73,7 +73,7 @@ func TestInstallRefusesExcess(t *testing.T) {
 	}{
 		"host not granted": {
 			manifest: strings.Replace(gmailManifest, `"gmail.googleapis.com:443"`, `"www.googleapis.com:443"`, 1),
-			want:     []string{`host "gmail.googleapis.com:443" (tool google operation gmail.messages.search, tool google operation gmail.messages.get`},
+			want:     []string{`host "gmail.googleapis.com:443" (used by google/gmail.messages.search, google/gmail.messages.get`},
 		},
 		"another port": {
 			manifest: strings.Replace(gmailManifest, `"gmail.googleapis.com:443"`, `"gmail.googleapis.com:8443"`, 1),
@@ -87,9 +87,9 @@ func TestInstallRefusesExcess(t *testing.T) {
 				ops[1].(map[string]any)["hosts"] = []any{"gmail.googleapis.com:444"}
 				ops[2].(map[string]any)["credential"] = "api_key"
 			},
-			want: []string{`host "evil.example.com:443" (tool google operation gmail.messages.search)`,
-				`host "gmail.googleapis.com:444" (tool google operation gmail.messages.get)`,
-				`credential kind "api_key" (tool google operation gmail.messages.send)`},
+			want: []string{`host "evil.example.com:443" (used by google/gmail.messages.search)`,
+				`host "gmail.googleapis.com:444" (used by google/gmail.messages.get)`,
+				`credential kind "api_key" (used by google/gmail.messages.send)`},
 		},
 		"credential kind, manifest grants none": {
 			manifest: strings.Replace(gmailManifest, "[capabilities.credential]\nkind = \"oauth2\"\nscope = \"gmail\"\n", "", 1),

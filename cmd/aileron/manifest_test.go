@@ -26,7 +26,7 @@ func TestConnectorInstallManifest(t *testing.T) {
 	code, out, errOut := runCLI(t, home, "connector", "install", pkg)
 	for _, want := range []string{
 		filepath.Join(pkg, "manifest.toml"),
-		`reaches host "gmail.googleapis.com:443" (tool google operation gmail.messages.search`,
+		`reaches host "gmail.googleapis.com:443" (used by google/gmail.messages.search`,
 		`reaches credential kind "oauth2"`,
 		"add it to the manifest or remove it from the spec",
 	} {
