@@ -147,3 +147,20 @@ func TestInstallRefusesInvalidManifest(t *testing.T) {
 		t.Fatalf("Install = %v, want the manifest's unknown key named", err)
 	}
 }
+
+// TestListOldManifest: a package installed before manifests were read, whose
+// manifest does not hold, is listed with what its spec reaches, not with no
+// grants at all.
+func TestListOldManifest(t *testing.T) {
+	s, _ := newStore(t)
+	pkg := t.TempDir()
+	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
+	testkit.WriteFile(t, pkg, manifest.FileName, []byte(gmailManifest))
+	inst := install(t, s, pkg)
+	testkit.WriteFile(t, inst.Dir, manifest.FileName, []byte("name = 'google'\n"))
+	list, err := s.List(t.Context())
+	want := manifest.Grants{Hosts: []string{"gmail.googleapis.com:443"}, CredentialKinds: []string{"oauth2"}}
+	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0].Grants, want) {
+		t.Errorf("List = %+v, %v; want the spec's reach %+v", list, err, want)
+	}
+}

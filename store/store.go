@@ -231,8 +231,10 @@ func checkManifest(pkg, dir string, spec *policy.Spec) (manifest.Grants, error) 
 	return m.Grants(), nil
 }
 
-// storedGrants returns the grants of the installed package in dir, or none
-// when it no longer reads (Verify and Load report why).
+// storedGrants returns the grants of the installed package in dir: its
+// manifest's, or what its spec reaches when it has no manifest or one that
+// does not hold (a package installed before manifests were read); none when
+// the spec no longer reads (Verify and Load report why).
 func storedGrants(dir string) manifest.Grants {
 	data, err := os.ReadFile(filepath.Join(dir, SpecFileName))
 	if err != nil {
@@ -242,7 +244,10 @@ func storedGrants(dir string) manifest.Grants {
 	if err != nil {
 		return manifest.Grants{}
 	}
-	g, _ := checkManifest(dir, dir, spec)
+	g, err := checkManifest(dir, dir, spec)
+	if err != nil {
+		return manifest.Reach(spec)
+	}
 	return g
 }
 
