@@ -508,12 +508,13 @@ func (d *daemon) cli(t *testing.T, args ...string) string {
 	return out
 }
 
-// install runs `connector install` for sp, checks its one-line answer
-// `installed FQN@VERSION sha256:HEX`, and binds a test credential when sp is
-// one of the shared connectors whose operations need one.
+// install runs `connector install` for sp, checks the first line of its
+// answer, `installed FQN@VERSION sha256:HEX` (the grants follow on the
+// next), and binds a test credential when sp is one of the shared
+// connectors whose operations need one.
 func (d *daemon) install(t *testing.T, sp *specFile) {
 	t.Helper()
-	out := strings.TrimSpace(d.cli(t, "connector", "install", sp.Path))
+	out, _, _ := strings.Cut(strings.TrimSpace(d.cli(t, "connector", "install", sp.Path)), "\n")
 	want := "installed " + sp.FQN + "@" + sp.Version + " sha256:"
 	if hexPart, ok := strings.CutPrefix(out, want); !ok || len(hexPart) != 64 {
 		t.Errorf("connector install %s printed %q, want %q followed by 64 hex digits", sp.Path, out, want)
