@@ -14,9 +14,6 @@ var (
 	// file or the whole package over the size limits, actions that do not
 	// load.
 	ErrInvalidPackage = errors.New("invalid connector package")
-	// ErrTampered is wrapped when an installed package no longer matches
-	// its content hash (a file edited, added or removed, or the directory
-	// gone).
 	// ErrInvalidManifest is wrapped when a package's manifest.toml does not
 	// parse or validate; the manifest parser's errors (file, key path,
 	// rule) follow it. It also wraps ErrInvalidPackage.
@@ -26,5 +23,8 @@ var (
 	// another connector or version; each excess is a manifest.ExcessError.
 	// It also wraps ErrInvalidPackage.
 	ErrExceedsManifest = errors.New("connector package reaches beyond its manifest")
-	ErrTampered        = errors.New("connector package failed its integrity check")
+	// ErrTampered is wrapped when an installed package no longer matches
+	// its content hash (a file edited, added or removed, or the directory
+	// gone).
+	ErrTampered = errors.New("connector package failed its integrity check")
 )
