@@ -99,6 +99,30 @@ var echoBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 })
 
+// postDecided posts body to path through the proxy, checks that the
+// upstream got it whole, and returns the one record Recorder.Decided saw.
+func postDecided(t *testing.T, c *http.Client, rec *listRecorder, path, body string) Record {
+	t.Helper()
+	rec.mu.Lock()
+	rec.decided = nil
+	rec.mu.Unlock()
+	resp, err := c.Post("https://api.example.com"+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Equal(got, []byte(body)) {
+		t.Fatalf("status %d; the upstream got %d bytes, want the body whole (%d)", resp.StatusCode, len(got), len(body))
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.decided) != 1 {
+		t.Fatalf("decided %d records; want 1", len(rec.decided))
+	}
+	return rec.decided[0]
+}
+
 // TestModelIsOnTheDecisionBeforeSending: the model a call asks for is on
 // the record handed to Recorder.Decided, read from the body's start (the
 // body still reaches the upstream whole, however long) or, for Gemini,
@@ -124,22 +148,8 @@ func TestModelIsOnTheDecisionBeforeSending(t *testing.T) {
 		{"clipped", "/v1/messages", `{"model":"` + strings.Repeat("m", 300) + `"}`, strings.Repeat("m", maxModelName)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec.mu.Lock()
-			rec.decided = nil
-			rec.mu.Unlock()
-			resp, err := c.Post("https://api.example.com"+tc.path, "application/json", strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || !bytes.Equal(got, []byte(tc.body)) {
-				t.Fatalf("status %d; the upstream got %d bytes, want the body whole (%d)", resp.StatusCode, len(got), len(tc.body))
-			}
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			if len(rec.decided) != 1 || rec.decided[0].Model != tc.want {
-				t.Fatalf("decided %d records, model %q; want %q", len(rec.decided), rec.decided[0].Model, tc.want)
+			if d := postDecided(t, c, rec, tc.path, tc.body); d.Model != tc.want {
+				t.Fatalf("model %q; want %q", d.Model, tc.want)
 			}
 		})
 	}
@@ -185,21 +195,7 @@ func TestAuditFieldsFromTheStartOfALongBody(t *testing.T) {
 		{"not JSON", "/v1/plain", `to=bob`, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec.mu.Lock()
-			rec.decided = nil
-			rec.mu.Unlock()
-			resp, err := c.Post("https://api.example.com"+tc.path, "application/json", strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if len(got) != len(tc.body) || string(got) != tc.body {
-				t.Fatalf("the upstream got %d bytes, want the body whole (%d)", len(got), len(tc.body))
-			}
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			d := rec.decided[0]
+			d := postDecided(t, c, rec, tc.path, tc.body)
 			wantJSON, _ := json.Marshal(tc.want)
 			gotJSON, _ := json.Marshal(d.Fields)
 			if len(tc.want) == 0 {
