@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"dataplane": {"ca", "policy", "inject", "audit", "printable", "github.com/elazarl/goproxy", "golang.org/x/net/http2", "golang.org/x/net/http/httpguts", "github.com/rs/zerolog"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
 	"manifest":  {"policy", "github.com/BurntSushi/toml"},
+	"signing":   {},
 	"metrics":   {"dataplane", "audit", "github.com/prometheus/", "github.com/rs/zerolog"},
 	"config":    {"policy", "github.com/knadh/koanf/", "github.com/spf13/pflag"},
 	// Containment: the policy DNS, and the fence that wires sandboxes.
@@ -31,7 +32,7 @@ var allowed = map[string][]string{
 	// The control plane: state at the bottom, one store per job over it
 	// (none imports another: small interfaces instead), then the two faces.
 	"state":       {"modernc.org/sqlite", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/"},
-	"store":       {"state", "policy", "action", "manifest", "github.com/rs/zerolog"},
+	"store":       {"state", "policy", "action", "manifest", "signing", "github.com/rs/zerolog"},
 	"sessions":    {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials": {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "github.com/rs/zerolog"},
 	"approvals":   {"state", "audit", "dataplane"},

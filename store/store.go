@@ -15,6 +15,7 @@ import (
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/manifest"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/signing"
 	"github.com/aileronhq/aileron/state"
 	"github.com/rs/zerolog"
 )
@@ -60,6 +61,8 @@ type Installed struct {
 	// without a manifest, exactly what its spec reaches. Set by Install and
 	// List.
 	Grants manifest.Grants `json:"grants"`
+	// Signature is the verdict on the package's publisher signature.
+	Signature signing.Signature `json:"signature"`
 }
 
 // Ref returns the connector reference FQN@VERSION.
