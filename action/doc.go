@@ -13,7 +13,8 @@
 //	[[requires.connectors]]
 //	name = "github://acme/aileron-connector-linear"
 //	version = "1.0.0"
-//	hash = "sha256:bound-at-release"
+//	hash = "self"
+//	capabilities = ["network:api.linear.app:443", "credential:oauth2"]
 //
 //	[[execute]]
 //	id = "issue"
@@ -55,9 +56,21 @@
 // declared input and ${STEP…} an earlier step; the approval preview may
 // only use ${args…}.
 //
-// LoadPackage reads every manifest of a package and resolves each step
-// against the package's connector spec (ResolveStep); Catalog is the
-// immutable set of installed actions the daemon serves.
+// A requirement pins its connector by hash. The package that holds the
+// action cannot name its own hash (the hash covers the action file), so a
+// requirement on it writes hash = "self" and its version: it is pinned by
+// containment. A requirement on another connector names that package's
+// installed hash "sha256:<64 hex>"; a placeholder such as
+// "sha256:bound-at-release" leaves it unpinned (Manifest.Unpinned), which
+// the store accepts only when asked to. A requirement's capabilities are
+// the part of the connector's grants the action uses, each written
+// "network:HOST:PORT", "credential:KIND" or "scope:SCOPE" (Requirement.Caps).
+//
+// LoadPackage reads every manifest of a package, checks the pins above and
+// resolves each step against the package's connector spec (ResolveStep),
+// refusing a step whose operation needs a host:port or credential kind
+// (Needs) outside its requirement's capabilities; Catalog is the immutable
+// set of installed actions the daemon serves.
 //
 // Values returned by this package are read-only once built and safe for
 // concurrent use.

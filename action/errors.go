@@ -23,6 +23,10 @@ var (
 	ErrUnresolved = errors.New("action step does not resolve")
 	// ErrConflict is wrapped by every NewCatalog failure.
 	ErrConflict = errors.New("action conflicts with another installed action")
+	// ErrExceedsCapabilities is wrapped by a LoadPackage failure for a step
+	// whose operation needs a host or credential kind its requirement's
+	// capabilities do not list.
+	ErrExceedsCapabilities = errors.New("action step exceeds its capabilities")
 )
 
 // Rule identifiers carried in ValidationError.Rule: stable, machine-readable
@@ -47,6 +51,8 @@ const (
 	ruleInputType     = "input_type"
 	ruleDirectory     = "directory"
 	ruleResolve       = "resolve"
+	ruleCapability    = "capability"
+	rulePin           = "pin"
 	maxQuotedMsgBytes = 120
 )
 

@@ -32,6 +32,12 @@ connector = "github://acme/aileron-connector-linear"
 op = "get-issue"
 `
 
+// pinned is minimal as a package holding it must write it: the requirement
+// on that package pinned by containment, with the capabilities its step
+// uses.
+var pinned = strings.Replace(minimal, `hash = "sha256:bound-at-release"`,
+	`hash = "self"`+"\n"+`capabilities = ["network:api.linear.test:443", "credential:api_key"]`, 1)
+
 // flatten returns the leaves of an errors.Join tree.
 func flatten(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {

@@ -16,7 +16,7 @@ source = "github://ALRubinger/aileron-connector-linear/actions/issue-create@0.0.
 name = "github://ALRubinger/aileron-connector-linear"
 version = "0.0.0-dev"
 hash = "sha256:bound-at-release"
-capabilities = ["create_issue"]
+capabilities = ["network:api.linear.app:443", "credential:oauth2"]
 
 [match]
 intent = "Creates a new issue."
@@ -94,7 +94,7 @@ func TestParseValid(t *testing.T) {
 			Source:      "github://ALRubinger/aileron-connector-linear/actions/issue-create@0.0.0-dev",
 			Description: "Creates a Linear issue ... (markdown body = description)",
 			Requires: []Requirement{{Name: "github://ALRubinger/aileron-connector-linear", Version: "0.0.0-dev",
-				Hash: "sha256:bound-at-release", Capabilities: []string{"create_issue"}}},
+				Hash: "sha256:bound-at-release", Capabilities: []string{"network:api.linear.app:443", "credential:oauth2"}}},
 			Intent:   "Creates a new issue.",
 			Steps:    []Step{{ID: "issue", Connector: "github://ALRubinger/aileron-connector-linear", Op: "issue_create"}},
 			Approval: Approval{Required: true},
@@ -215,6 +215,17 @@ func TestParseErrors(t *testing.T) {
 		{"requirement duplicate", doc(minimal+"[[requires.connectors]]\nname = \""+linearFQN+"\"\nversion = \"1.0.0\"\n", ""), "requires.connectors[1].name", ruleDuplicate, "listed twice"},
 		{"truncated hash", doc(strings.Replace(minimal, "bound-at-release", "abc123", 1), ""), "requires.connectors[0].hash", ruleHash, "64 lower-case hex"},
 		{"empty capability", doc(strings.Replace(minimal, "hash =", "capabilities = [\"\"]\nhash =", 1), ""), "requires.connectors[0].capabilities[0]", ruleValue, "empty"},
+		{"hash missing", doc(strings.Replace(minimal, "hash = \"sha256:bound-at-release\"\n", "", 1), ""), "requires.connectors[0].hash", ruleRequired, `hash is missing; write the connector's installed hash "sha256:<64 hex>" (aileron connector list), or "self"`},
+		{"hash neither self nor sha256", doc(strings.Replace(minimal, "sha256:bound-at-release", "latest", 1), ""), "requires.connectors[0].hash", ruleHash, `"latest" is neither "self" nor "sha256:…"`},
+		{"capability without form", withCaps(`"create_issue"`), "requires.connectors[0].capabilities[0]", ruleCapability, `"create_issue" is not a capability; write "network:HOST:PORT", "credential:KIND" or "scope:SCOPE"`},
+		{"bare credential kind", withCaps(`"oauth2"`), "requires.connectors[0].capabilities[0]", ruleCapability, `write "credential:oauth2"`},
+		{"bare host", withCaps(`"api.linear.test:443"`), "requires.connectors[0].capabilities[0]", ruleCapability, `write "network:api.linear.test:443"`},
+		{"wildcard host", withCaps(`"network:*.linear.test:443"`), "requires.connectors[0].capabilities[0]", ruleCapability, "wildcard"},
+		{"host without port", withCaps(`"network:api.linear.test"`), "requires.connectors[0].capabilities[0]", ruleCapability, "names no port"},
+		{"host not canonical", withCaps(`"network:API.linear.test:443"`), "requires.connectors[0].capabilities[0]", ruleCapability, `write "network:api.linear.test:443"`},
+		{"unknown credential kind", withCaps(`"credential:token"`), "requires.connectors[0].capabilities[0]", ruleCapability, `names no credential kind; the kinds are "oauth2"`},
+		{"empty scope", withCaps(`"scope:"`), "requires.connectors[0].capabilities[0]", ruleCapability, "the scope is empty"},
+		{"duplicate capability", withCaps(`"scope:a", "scope:a"`), "requires.connectors[0].capabilities[1]", ruleDuplicate, "listed twice"},
 		{"undeclared arg", doc(minimal+"[execute.inputs]\nid = \"${args.idd}\"\n[[inputs]]\nname = \"id\"\n", ""), "execute[0].inputs.id", ruleTemplate, `use one of "id"`},
 		{"own step", doc(minimal+"[execute.inputs]\nid = \"${issue.id}\"\n", ""), "execute[0].inputs.id", ruleTemplate, "own output"},
 		{"later step", doc(minimal+"[execute.inputs]\nid = \"x-${two.id}\"\n"+step2, ""), "execute[0].inputs.id", ruleTemplate, "runs later (execute[1])"},
@@ -277,4 +288,9 @@ func TestToolName(t *testing.T) {
 			t.Errorf("ToolName(%q) = %q, want %q", name, got, want)
 		}
 	}
+}
+
+// withCaps is minimal with capabilities = [list] in its requirement.
+func withCaps(list string) []byte {
+	return doc(strings.Replace(minimal, "hash =", "capabilities = ["+list+"]\nhash =", 1), "")
 }

@@ -102,7 +102,10 @@ func contains(list []string, s string) bool {
 
 // LoadPackage reads every actions/<name>/action.md of the connector
 // package in dir, parses it, checks that <name> equals the manifest's name
-// and resolves each step against spec (ResolveStep). A package without an
+// and resolves each step against spec (ResolveStep). A requirement on the
+// package itself must name its version and hash "self"; a step whose
+// operation needs a host:port or credential kind outside its requirement's
+// capabilities is refused (wrapping ErrExceedsCapabilities). A package without an
 // actions directory has no actions: (nil, nil). Manifests come back sorted
 // by name. Problems in all manifests are reported together, joined with
 // errors.Join; each is a *ValidationError wrapping ErrInvalidAction (and
@@ -168,10 +171,18 @@ func loadEntry(root string, e fs.DirEntry, spec *policy.Spec) (*Manifest, error)
 		errs = append(errs, &ValidationError{File: file, Key: "name", Rule: ruleName,
 			Message: fmt.Sprintf("name %s differs from its directory %s; rename one so they match", quote(m.Name), quote(e.Name()))})
 	}
+	errs = append(errs, checkPins(file, m, spec)...)
 	for i, s := range m.Steps {
-		if _, _, err := ResolveStep(spec, s); err != nil {
+		tool, op, err := ResolveStep(spec, s)
+		if err != nil {
 			errs = append(errs, &ValidationError{File: file, Key: idx("execute", i), Rule: ruleResolve,
 				Message: strings.TrimPrefix(err.Error(), ErrUnresolved.Error()+": "), Err: ErrUnresolved})
+			continue
+		}
+		if r, ok := m.Requirement(s.Connector); ok {
+			if err := checkStepNeeds(file, i, s, tool, op, r); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(errs) > 0 {

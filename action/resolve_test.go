@@ -87,7 +87,7 @@ func writePackage(t *testing.T, files map[string]string) string {
 
 func TestLoadPackage(t *testing.T) {
 	spec := loadSpec(t, filepath.Join("testdata", "linear"))
-	good := string(doc(minimal, "Gets an issue.\n"))
+	good := string(doc(pinned, "Gets an issue.\n"))
 	named := func(name, op string) string {
 		return strings.Replace(strings.Replace(good, `"get-issue"`, `"`+name+`"`, 1), `op = "get-issue"`, `op = "`+op+`"`, 1)
 	}
@@ -155,7 +155,7 @@ func TestLoadPackage(t *testing.T) {
 
 func TestLoadPackageUnresolvedWrapsErrUnresolved(t *testing.T) {
 	spec := loadSpec(t, filepath.Join("testdata", "linear"))
-	good := string(doc(minimal, ""))
+	good := string(doc(pinned, ""))
 	dir := writePackage(t, map[string]string{"actions/get-issue/action.md": strings.Replace(good, `op = "get-issue"`, `op = "x"`, 1)})
 	_, err := LoadPackage(dir, spec)
 	if !errors.Is(err, ErrUnresolved) || !errors.Is(err, ErrInvalidAction) {
@@ -165,7 +165,7 @@ func TestLoadPackageUnresolvedWrapsErrUnresolved(t *testing.T) {
 
 func TestLoadPackageRefusesSymlinks(t *testing.T) {
 	spec := loadSpec(t, filepath.Join("testdata", "linear"))
-	dir := writePackage(t, map[string]string{"elsewhere/get-issue/action.md": string(doc(minimal, "")), "actions/real/x": ""})
+	dir := writePackage(t, map[string]string{"elsewhere/get-issue/action.md": string(doc(pinned, "")), "actions/real/x": ""})
 	if err := os.Symlink(filepath.Join(dir, "elsewhere", "get-issue"), filepath.Join(dir, "actions", "get-issue")); err != nil {
 		t.Skipf("symlinks unsupported: %v", err)
 	}

@@ -94,14 +94,8 @@ func (m *Manifest) validateRequires(p *problems) map[string]bool {
 			names[r.Name] = true
 		}
 		checkVersion(key+".version", r.Version, p)
-		if d, ok := strings.CutPrefix(r.Hash, "sha256:"); ok && d != "" && strings.Trim(strings.ToLower(d), "0123456789abcdef") == "" && !r.Bound() {
-			p.add(key+".hash", ruleHash, fmt.Sprintf("hash %s looks like a digest but is not 64 lower-case hex digits; write the full sha256 or a placeholder such as \"sha256:bound-at-release\"", quote(r.Hash)))
-		}
-		for j, c := range r.Capabilities {
-			if strings.TrimSpace(c) == "" {
-				p.add(idx(key+".capabilities", j), ruleValue, "capability is empty; remove it or name it")
-			}
-		}
+		validateHash(key, r, p)
+		validateCapabilities(key, r.Capabilities, p)
 	}
 	return names
 }
