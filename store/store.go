@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/manifest"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/signing"
@@ -63,6 +62,9 @@ type Installed struct {
 	Grants manifest.Grants `json:"grants"`
 	// Signature is the verdict on the package's publisher signature.
 	Signature signing.Signature `json:"signature"`
+	// Actions are the package's actions and how each pins what it
+	// requires. Set by Install and List.
+	Actions []ActionPin `json:"actions,omitempty"`
 }
 
 // Ref returns the connector reference FQN@VERSION.
@@ -97,7 +99,15 @@ type Problem struct {
 // host:port or credential kind it does not grant, another name or version)
 // wraps ErrExceedsManifest, naming every excess; a conflict with another connector, or the same version
 // already installed with different content, wraps state.ErrConflict.
+//
+// A package's actions must pin the connectors they require and stay within
+// their grants (see checkActions); a failure wraps ErrActionRequirement.
 func (s *Store) Install(ctx context.Context, path string, active []policy.Source) (Installed, error) {
+	return s.install(ctx, path, active, InstallOptions{})
+}
+
+// install is Install with opts (InstallWith).
+func (s *Store) install(ctx context.Context, path string, active []policy.Source, opts InstallOptions) (Installed, error) {
 	if err := s.checkDir(); err != nil {
 		return Installed{}, err
 	}
@@ -119,6 +129,10 @@ func (s *Store) Install(ctx context.Context, path string, active []policy.Source
 	if err != nil {
 		return Installed{}, err
 	}
+	pins, err := s.checkActions(ctx, pkg, filepath.Dir(origin), src.Spec, grants, opts)
+	if err != nil {
+		return Installed{}, err
+	}
 	if err := checkConflicts(src, active); err != nil {
 		return Installed{}, err
 	}
@@ -134,7 +148,7 @@ func (s *Store) Install(ctx context.Context, path string, active []policy.Source
 	if err != nil {
 		return Installed{}, err
 	}
-	inst.Grants = grants
+	inst.Grants, inst.Actions = grants, pins
 	s.log().Info().Str("event", "store.installed").Str("connector", inst.Ref()).Str("hash", inst.Hash).
 		Str("from", origin).Msg("connector installed")
 	return inst, nil
@@ -203,9 +217,6 @@ func readStagedPackage(pkg, origin string) (policy.Source, error) {
 	spec, err := parseSpec(origin, data)
 	if err != nil {
 		return policy.Source{}, err
-	}
-	if _, err := action.LoadPackage(pkg, spec); err != nil {
-		return policy.Source{}, fmt.Errorf("%w: the package's actions (from %s): %w", ErrInvalidPackage, filepath.Dir(origin), err)
 	}
 	return policy.Source{Spec: spec, Hash: hash, Origin: origin}, nil
 }
@@ -400,7 +411,7 @@ func (s *Store) List(ctx context.Context) ([]Installed, error) {
 		for v, e := range c.Versions {
 			dir := s.packageDir(e.Hash)
 			out = append(out, Installed{FQN: fqn, Version: v, Hash: e.Hash, Dir: dir,
-				Active: v == c.Active, InstalledAt: e.InstalledAt, Grants: storedGrants(dir)})
+				Active: v == c.Active, InstalledAt: e.InstalledAt, Grants: storedGrants(dir), Actions: storedActions(dir)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
