@@ -92,6 +92,10 @@ type InstallRequest struct {
 	// Path is an absolute path, on the daemon's machine, to a spec file or a
 	// package directory.
 	Path string `json:"path"`
+	// AllowUnpinned accepts actions whose requirement on another connector
+	// names a placeholder hash (store.InstallOptions.AllowUnpinned); for
+	// development only.
+	AllowUnpinned bool `json:"allow_unpinned,omitempty"`
 }
 
 // RemoveRequest is the body of POST /v1/connectors/remove.
@@ -288,14 +292,18 @@ func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 		// simply not active, so it cannot conflict.
 		active, _ := a.Store.Load(r.Context())
 		var err error
-		inst, err = a.Store.Install(r.Context(), req.Path, active)
+		inst, err = a.Store.InstallWith(r.Context(), req.Path, active, store.InstallOptions{AllowUnpinned: req.AllowUnpinned})
 		return err
 	})
 	if err != nil {
 		a.writeError(w, err)
 		return
 	}
-	a.event(audit.EventStoreInstalled, map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash})
+	details := map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash}
+	if u := unpinnedActions(inst.Actions); u != "" {
+		details["unpinned_actions"] = u
+	}
+	a.event(audit.EventStoreInstalled, details)
 	dataplane.WriteJSON(w, http.StatusCreated, inst)
 }
 

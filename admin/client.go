@@ -87,12 +87,19 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 // made absolute against the current directory first (the daemon runs on the
 // same machine).
 func (c *Client) InstallConnector(ctx context.Context, path string) (store.Installed, error) {
-	abs, err := filepath.Abs(path)
+	return c.InstallConnectorWith(ctx, InstallRequest{Path: path})
+}
+
+// InstallConnectorWith is InstallConnector with the rest of req's choices;
+// req.Path is made absolute likewise.
+func (c *Client) InstallConnectorWith(ctx context.Context, req InstallRequest) (store.Installed, error) {
+	abs, err := filepath.Abs(req.Path)
 	if err != nil {
-		return store.Installed{}, fmt.Errorf("%w: %q: %v", state.ErrInvalidArgument, path, err)
+		return store.Installed{}, fmt.Errorf("%w: %q: %v", state.ErrInvalidArgument, req.Path, err)
 	}
+	req.Path = abs
 	var inst store.Installed
-	err = c.do(ctx, http.MethodPost, "/v1/connectors", InstallRequest{Path: abs}, &inst)
+	err = c.do(ctx, http.MethodPost, "/v1/connectors", req, &inst)
 	return inst, err
 }
 

@@ -28,6 +28,10 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	if sub == "list" || sub == "verify" {
 		asJSON = fs.Bool("json", false, "print JSON")
 	}
+	var opts store.InstallOptions
+	if sub == "install" {
+		fs.BoolVar(&opts.AllowUnpinned, "allow-unpinned", false, allowUnpinnedHelp)
+	}
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -44,7 +48,7 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		if fs.Arg(0) == "-" {
 			return connectorInstallStdin(cfg, c, stdin, stdout)
 		}
-		return connectorInstall(cfg, c, fs.Arg(0), stdout)
+		return connectorInstall(cfg, c, fs.Arg(0), opts, stdout)
 	case "list":
 		return connectorList(cfg, c, *asJSON, stdout)
 	case "verify":
@@ -76,7 +80,10 @@ func connectorSynopsis(sub string) string {
 		return "connector install PATH|-   (a spec file, a package directory, or - for a spec's JSON on stdin)\n\n" +
 			"A package's manifest.toml bounds what its spec may reach: a spec that reaches a host:port or credential\n" +
 			"kind the manifest does not grant is refused, naming each. Without a manifest the package is granted\n" +
-			"exactly what its spec reaches. Install prints the grants; see docs/connectors.md."
+			"exactly what its spec reaches. Install prints the grants; see docs/connectors.md.\n\n" +
+			"Each action must pin what it requires: hash = \"self\" for its own package, the installed sha256 for\n" +
+			"another; a wrong hash, or a step beyond the action's capabilities, is refused (docs/connectors.md,\n" +
+			"Actions: pins and capabilities)."
 	case "remove":
 		return "connector remove FQN@VERSION"
 	}
@@ -106,21 +113,21 @@ func connectorInstallStdin(cfg *config.Config, c *admin.Client, stdin io.Reader,
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return err
 	}
-	return connectorInstall(cfg, c, path, stdout)
+	return connectorInstall(cfg, c, path, store.InstallOptions{}, stdout)
 }
 
-func connectorInstall(cfg *config.Config, c *admin.Client, path string, stdout io.Writer) error {
+func connectorInstall(cfg *config.Config, c *admin.Client, path string, opts store.InstallOptions, stdout io.Writer) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	inst, err := c.InstallConnector(ctx, abs)
+	inst, err := c.InstallConnectorWith(ctx, admin.InstallRequest{Path: abs, AllowUnpinned: opts.AllowUnpinned})
 	if errors.Is(err, admin.ErrDaemonUnreachable) {
 		err = offline(ctx, cfg, func(st *store.Store) error {
 			active, _ := st.Load(ctx)
 			var ierr error
-			inst, ierr = st.Install(ctx, abs, active)
+			inst, ierr = st.InstallWith(ctx, abs, active, opts)
 			return ierr
 		})
 		if err == nil {
@@ -136,6 +143,7 @@ func connectorInstall(cfg *config.Config, c *admin.Client, path string, stdout i
 	} else {
 		fmt.Fprintf(stdout, "grants (no manifest: exactly what its spec reaches): %s\n", describeGrants(inst.Grants))
 	}
+	printActionPins(stdout, inst.Actions)
 	return nil
 }
 
@@ -178,7 +186,11 @@ func connectorList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.W
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\tsha256:%s\t%s%s\n", i.FQN, i.Version, active, i.Hash, describeGrants(i.Grants), from)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	printUnpinned(stdout, list)
+	return nil
 }
 
 func connectorVerify(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.Writer) error {

@@ -23,7 +23,7 @@ Usage:
   aileron session env ID                                 shell exports for a sandbox
   aileron session list [--json] | delete ID
   aileron session render ID --out DIR [--agent CMD] [--reserve NAME]...   tools.txt and one shim per tool
-  aileron connector install PATH                         a spec file or a package directory
+  aileron connector install PATH [--allow-unpinned]      a spec file or a package directory
   aileron connector list [--json] | verify | remove FQN@VERSION
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]
