@@ -51,6 +51,9 @@ type Call struct {
 	// approval-gated operations then go through without a second approval,
 	// after Approvals.Covers confirms the approval for this session.
 	ApprovedBy string
+	// Subset, when set, bounds the call to part of its connector's grants
+	// (an action step's capabilities); nil bounds nothing beyond policy.
+	Subset *Subset
 }
 
 // CallResult is what a proxy client would have received for the call.
@@ -82,7 +85,7 @@ func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	if err != nil {
 		return CallResult{}, err
 	}
-	x := &exchange{in: r, t: t, terms: terms{want: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy}}
+	x := &exchange{in: r, t: t, terms: terms{want: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy, subset: c.Subset}}
 	w := &callWriter{header: make(http.Header)}
 	end := p.serveRequest(w, x)
 	if end.abort { // the answer broke off: a partial body must not look complete

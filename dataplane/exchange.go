@@ -54,6 +54,9 @@ type terms struct {
 	// approvedBy names an action approval already consumed for the
 	// request; "" holds it for a new one.
 	approvedBy string
+	// subset bounds the request to part of its connector's grants; nil:
+	// policy alone.
+	subset *Subset
 }
 
 // ending is how the request path ended, for its entry point to act on.

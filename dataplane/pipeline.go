@@ -138,6 +138,9 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 		return deny(policy.ReasonNoMatchingOperation, "the call for %s %s/%s matches %s/%s instead; change the arguments so that the path names the operation asked for",
 			want.Ref(), want.Tool, want.Spec.Name, d.Op.Tool, d.Op.Spec.Name)
 	}
+	if err := x.terms.subset.check(x.t.authority, d.Op); err != nil {
+		return err
+	}
 	if d.Verdict != policy.Deny {
 		if err := checkUpgrade(x.in, d.Op); err != nil {
 			return err

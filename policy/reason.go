@@ -71,6 +71,9 @@ const (
 	// ReasonBudgetExhausted: the session has used up a budget of tokens,
 	// requests or bytes for its current window (or its life).
 	ReasonBudgetExhausted Reason = "budget_exhausted"
+	// ReasonCapabilityNotGranted: an action step's request leaves the
+	// capabilities its action lists (a host:port or credential kind).
+	ReasonCapabilityNotGranted Reason = "capability_not_granted"
 )
 
 // The APIs (admin, sandbox, approvals page) and the clients that read them.
@@ -145,7 +148,7 @@ func Reasons() []Reason {
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
 		ReasonApprovalUnavailable, ReasonApprovalBodyTooLarge, ReasonEncodedBody, ReasonAmbiguousBody, ReasonApprovalLimit, ReasonCredentialUnavailable, ReasonPlaceholder, ReasonAuditUnavailable,
 		ReasonEncodedResponse, ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonUpstreamTLS,
-		ReasonUpstreamCut, ReasonClientGone, ReasonInternal, ReasonModelNotAllowed, ReasonBudgetExhausted,
+		ReasonUpstreamCut, ReasonClientGone, ReasonInternal, ReasonModelNotAllowed, ReasonBudgetExhausted, ReasonCapabilityNotGranted,
 
 		ReasonInvalidArgument, ReasonInvalidSpec, ReasonInvalidPackage, ReasonConflict, ReasonNotFound,
 		ReasonNoRoute, ReasonMethodNotAllowed, ReasonBodyTooLarge, ReasonNotEnabled, ReasonNotReady,
