@@ -160,10 +160,8 @@ func (r *Runner) installedFor(run *actionRun) (action.Installed, *RunError) {
 func (r *Runner) runSteps(ctx context.Context, run *actionRun, inst action.Installed, sess *dataplane.Session, approvedBy string) {
 	pol := r.policy()
 	spec := specOf(pol, inst.Connector)
-	if spec != nil && inst.ConnectorVersion != "" && spec.Connector.Version != inst.ConnectorVersion {
-		r.fail(ctx, run, &RunError{Reason: policy.ReasonConnectorChanged, Message: fmt.Sprintf(
-			"action %s belongs to %s %s but version %s is active; reinstall the package or run the action again after the reload",
-			inst.Name, inst.Connector, inst.ConnectorVersion, spec.Connector.Version)})
+	if msg := pinProblem(pol, inst); msg != "" {
+		r.fail(ctx, run, &RunError{Reason: policy.ReasonConnectorChanged, Message: msg})
 		return
 	}
 	for i := run.NextStep; i < len(inst.Steps); i++ {
@@ -173,7 +171,7 @@ func (r *Runner) runSteps(ctx context.Context, run *actionRun, inst action.Insta
 			r.fail(ctx, run, aerr)
 			return
 		}
-		call.Session, call.ApprovedBy = sess, approvedBy
+		call.Session, call.ApprovedBy, call.Subset = sess, approvedBy, subsetOf(inst, step)
 		res, err := r.Exec.Execute(ctx, call)
 		if err != nil {
 			r.fail(ctx, run, &RunError{Reason: policy.ReasonInternal, Message: err.Error(), Step: step.ID})

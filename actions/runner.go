@@ -90,7 +90,9 @@ type Runner struct {
 	Now func() time.Time
 	// OnEvent receives action.pending, action.completed, action.failed and
 	// action.denied with the run's id, session, action, version, connector,
-	// approval_id and, for failures, reason and step: never argument values.
+	// approval_id and, for failures, reason and step, and unpinned (the
+	// FQN@VERSION the action requires by a placeholder hash, comma-separated)
+	// for an unpinned action: never argument values.
 	// nil drops events.
 	OnEvent func(event audit.EventName, details map[string]string)
 	// SessionByID returns the live session id, for a run approved while no
@@ -297,7 +299,8 @@ func ListFor(cat *action.Catalog, sess *dataplane.Session) List {
 			continue
 		}
 		out.Actions = append(out.Actions, Info{Name: a.Name, ToolName: a.ToolName(), Description: a.Description,
-			Version: a.Version, Connector: a.Connector, ApprovalRequired: a.Approval.Required, InputSchema: a.InputSchema()})
+			Version: a.Version, Connector: a.Connector, ApprovalRequired: a.Approval.Required, InputSchema: a.InputSchema(),
+			Unpinned: a.Unpinned()})
 	}
 	return out
 }

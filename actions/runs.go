@@ -267,6 +267,9 @@ func (r *Runner) emit(run *actionRun) {
 	if run.ApprovalID != "" {
 		d["approval_id"] = run.ApprovalID
 	}
+	if inst, ok := r.catalog().Lookup(run.Action); ok && len(inst.Unpinned()) > 0 {
+		d["unpinned"] = strings.Join(inst.Unpinned(), ",")
+	}
 	if e := run.Result.Error; e != nil {
 		d["reason"] = string(e.Reason)
 		if e.Step != "" {

@@ -49,6 +49,10 @@ type Info struct {
 	ApprovalRequired bool `json:"approval_required"`
 	// InputSchema is a JSON Schema of type "object" for the run's arguments.
 	InputSchema map[string]any `json:"input_schema"`
+	// Unpinned lists, as FQN@VERSION, the connectors the action requires
+	// by a placeholder hash rather than a pin (installed with
+	// --allow-unpinned, for development).
+	Unpinned []string `json:"unpinned,omitempty"`
 }
 
 // Result is the state (final or not) of one action run.

@@ -199,6 +199,9 @@ func renderAction(act action.Installed) (claim, []byte, string, error) {
 		return c, nil, "", errors.Join(errs...)
 	}
 	line := act.Name + " " + act.Connector + " -- Aileron action: " + actionSummary(act.Manifest)
+	if u := act.Unpinned(); len(u) > 0 { // FQNs and versions: checked at parse, one line each
+		line += " (UNPINNED: requires " + oneLine(strings.Join(u, ", ")) + " by a placeholder hash)"
+	}
 	return c, actionShim(act), line, nil
 }
 

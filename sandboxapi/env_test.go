@@ -3,8 +3,10 @@ package sandboxapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
@@ -86,6 +88,12 @@ type sapiOpts struct {
 	dbPath    string
 }
 
+// tdHash stands in for the store hash of the package name in these tests.
+func tdHash(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:])
+}
+
 // loadTestdataPackage parses a package of action/testdata.
 func loadTestdataPackage(tb testing.TB, name string) (*policy.Spec, []action.Installed) {
 	tb.Helper()
@@ -104,7 +112,7 @@ func loadTestdataPackage(tb testing.TB, name string) (*policy.Spec, []action.Ins
 	}
 	var out []action.Installed
 	for _, m := range mans {
-		out = append(out, action.Installed{Manifest: m, Connector: spec.Connector.FQN, ConnectorVersion: spec.Connector.Version, Hash: "sha256:test"})
+		out = append(out, action.Installed{Manifest: m, Connector: spec.Connector.FQN, ConnectorVersion: spec.Connector.Version, Hash: tdHash(name)})
 	}
 	return spec, out
 }
@@ -120,8 +128,8 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, errs := policy.Compile([]policy.Source{{Spec: linSpec, Hash: "h1", Origin: "linear"},
-		{Spec: gooSpec, Hash: "h2", Origin: "google"}, {Spec: items, Hash: "h3", Origin: "items"}}, nil)
+	pol, errs := policy.Compile([]policy.Source{{Spec: linSpec, Hash: tdHash("linear"), Origin: "linear"},
+		{Spec: gooSpec, Hash: tdHash("google"), Origin: "google"}, {Spec: items, Hash: tdHash("items"), Origin: "items"}}, nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

@@ -317,6 +317,9 @@ func toolFor(a actions.Info) (*mcp.Tool, error) {
 		}
 		desc += mcpApprovalLine + " The call answers status pending_approval with a review_url for the human and an approval_id for " + CheckActionStatusTool + "."
 	}
+	if len(a.Unpinned) > 0 {
+		desc = strings.TrimSpace(desc + "\n\nUnpinned: requires " + strings.Join(a.Unpinned, ", ") + " by a placeholder hash (a development install).")
+	}
 	return &mcp.Tool{Name: name, Description: desc, InputSchema: schema}, nil
 }
 
