@@ -69,7 +69,7 @@
 // LoadPackage reads every manifest of a package, checks the pins above and
 // resolves each step against the package's connector spec (ResolveStep),
 // refusing a step whose operation needs a host:port or credential kind
-// (Needs) outside its requirement's capabilities; Catalog is the immutable
+// outside its requirement's capabilities; Catalog is the immutable
 // set of installed actions the daemon serves.
 //
 // Values returned by this package are read-only once built and safe for

@@ -40,8 +40,9 @@ type Capabilities struct {
 	Scopes []string
 }
 
-// Caps parses r.Capabilities. Parse has checked every entry, so entries
-// that do not parse (only in a Requirement built by hand) are left out.
+// Caps parses r.Capabilities. Parse has checked every entry and refused
+// duplicates, so entries that do not parse (only in a Requirement built by
+// hand) are left out.
 func (r Requirement) Caps() Capabilities {
 	var c Capabilities
 	for _, s := range r.Capabilities {
@@ -51,11 +52,11 @@ func (r Requirement) Caps() Capabilities {
 		}
 		switch kind {
 		case capNetwork:
-			c.Hosts = appendNew(c.Hosts, v)
+			c.Hosts = append(c.Hosts, v)
 		case capCredential:
-			c.CredentialKinds = appendNew(c.CredentialKinds, v)
+			c.CredentialKinds = append(c.CredentialKinds, v)
 		case capScope:
-			c.Scopes = appendNew(c.Scopes, v)
+			c.Scopes = append(c.Scopes, v)
 		}
 	}
 	return c
@@ -209,9 +210,9 @@ func checkPins(file string, m *Manifest, spec *policy.Spec) []error {
 	return errs
 }
 
-// Needs is what a step's operation needs of its connector: every host:port
+// needs is what a step's operation needs of its connector: every host:port
 // the operation names and its credential kind ("" for none).
-func Needs(op *policy.OperationSpec) (hosts []string, kind string) {
+func needs(op *policy.OperationSpec) (hosts []string, kind string) {
 	for _, h := range op.Hosts {
 		a, err := policy.ParseAuthority(h, policy.DefaultPort)
 		if err != nil {
@@ -227,7 +228,7 @@ func Needs(op *policy.OperationSpec) (hosts []string, kind string) {
 // capabilities of its requirement r.
 func checkStepNeeds(file string, i int, s Step, tool string, op *policy.OperationSpec, r Requirement) error {
 	caps := r.Caps()
-	hosts, kind := Needs(op)
+	hosts, kind := needs(op)
 	var missing []string
 	for _, h := range hosts {
 		if !slices.Contains(caps.Hosts, h) {
