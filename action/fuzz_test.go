@@ -25,6 +25,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(doc(typesManifest, "body"))
 	f.Add(doc(minimal+"[execute.inputs]\na = [\"${args.x}\", { b = \"$${c}${issue\" }]\n", ""))
 	f.Add(doc(minimal+"[[execute.inputs.t]]\nd = 1979-05-27T07:32:00Z\n", ""))
+	f.Add(withCaps(`"network:api.linear.test:443", "credential:api_key", "scope:read", "network:[2001:db8::1]:8443"`))
 	f.Add([]byte("+++\n+++\n"))
 	f.Add([]byte("+++\r\n[[inputs]]\r\n+++"))
 	f.Add([]byte("+++\nname = \"a\"\n[x\n+++\n"))
@@ -56,6 +57,13 @@ func checkInvariants(t *testing.T, m *Manifest) {
 	}
 	if _, err := json.Marshal(m); err != nil {
 		t.Fatalf("manifest does not marshal: %v", err)
+	}
+	// Every accepted capability parses into exactly one form.
+	for _, r := range m.Requires {
+		c := r.Caps()
+		if n := len(c.Hosts) + len(c.CredentialKinds) + len(c.Scopes); n != len(r.Capabilities) {
+			t.Fatalf("requirement %s: %d of %d capabilities parsed", r.Name, n, len(r.Capabilities))
+		}
 	}
 	schema, err := json.Marshal(m.InputSchema())
 	if err != nil {
