@@ -46,8 +46,8 @@ func (s *Store) InstallWith(ctx context.Context, path string, active []policy.So
 
 // checkActions loads the staged package's actions (pkg; dir names it in
 // messages) and checks each requirement: the package itself is pinned by
-// containment; another connector's FQN@VERSION must be installed with the
-// hash the requirement names (a placeholder only with opts.AllowUnpinned);
+// containment; another connector's FQN@VERSION must be its active version,
+// installed with the hash the requirement names (a placeholder only with opts.AllowUnpinned);
 // and the capabilities listed must lie within that package's grants
 // (hosts, credential kinds, and the scopes of its manifest). grants are
 // the staged package's own. It returns each action's pins.
@@ -99,6 +99,9 @@ func (s *Store) checkRequirement(ix *storeIndex, req string, r action.Requiremen
 		return []error{fmt.Errorf("%s is not installed (installed versions: %s); install it first, then this package", req, have)}
 	}
 	switch {
+	case c.Active != r.Version:
+		return []error{fmt.Errorf("%s is installed but %s@%s is the active version, so the action could never run; require the active version, or activate %s@%s by installing it again",
+			req, r.Name, c.Active, r.Name, r.Version)}
 	case r.Bound() && strings.TrimPrefix(r.Hash, "sha256:") != e.Hash:
 		return []error{fmt.Errorf("%s: the hash is %s but the installed package's hash is sha256:%s; pin the installed package (hash = \"sha256:%s\") or install the package the action was written for",
 			req, r.Hash, e.Hash, e.Hash)}

@@ -169,3 +169,31 @@ func listedActions(t *testing.T, s *Store, fqn string) []ActionPin {
 	}
 	return nil
 }
+
+// TestInstallActionPinsTheActiveVersion: a requirement on a version that is
+// installed but not active is refused (the action could never run), and
+// accepted once that version is active again.
+func TestInstallActionPinsTheActiveVersion(t *testing.T) {
+	s, _ := newStore(t)
+	ghash := installGoogle(t, s)
+	next := t.TempDir()
+	testkit.WriteFile(t, next, SpecFileName, testkit.EditJSON(t, testkit.Spec(t, "gmail"), func(m map[string]any) {
+		m["connector"].(map[string]any)["version"] = "1.2.4"
+	}))
+	testkit.WriteFile(t, next, manifest.FileName, []byte(strings.Replace(gmailManifest, `version = "1.2.3"`, `version = "1.2.4"`, 1)))
+	install(t, s, next)
+	active, _ := s.Load(t.Context())
+	_, err := s.InstallWith(t.Context(), linearPackage(t, triage("sha256:"+ghash, "", "", "")), active, InstallOptions{})
+	if !errors.Is(err, ErrActionRequirement) || !strings.Contains(err.Error(),
+		googleRef+" is installed but github://acme/aileron-connector-google@1.2.4 is the active version, so the action could never run") {
+		t.Fatalf("InstallWith: %v", err)
+	}
+	pkg := t.TempDir()
+	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
+	testkit.WriteFile(t, pkg, manifest.FileName, []byte(gmailManifest))
+	install(t, s, pkg) // 1.2.3 active again
+	active, _ = s.Load(t.Context())
+	if _, err := s.InstallWith(t.Context(), linearPackage(t, triage("sha256:"+ghash, "", "", "")), active, InstallOptions{}); err != nil {
+		t.Fatalf("InstallWith with the pinned version active: %v", err)
+	}
+}
