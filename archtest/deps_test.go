@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"dataplane": {"ca", "policy", "inject", "audit", "printable", "github.com/elazarl/goproxy", "golang.org/x/net/http2", "golang.org/x/net/http/httpguts", "github.com/rs/zerolog"},
 	"action":    {"policy", "github.com/BurntSushi/toml"},
 	"manifest":  {"policy", "github.com/BurntSushi/toml"},
-	"signing":   {},
+	"signing":   {"policy", "github.com/hiddeco/sshsig", "golang.org/x/crypto/ssh"},
 	"metrics":   {"dataplane", "audit", "github.com/prometheus/", "github.com/rs/zerolog"},
 	"config":    {"policy", "github.com/knadh/koanf/", "github.com/spf13/pflag"},
 	// Containment: the policy DNS, and the fence that wires sandboxes.

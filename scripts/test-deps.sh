@@ -2,7 +2,8 @@
 # Installs the real clients the integration tests drive through the proxy:
 # curl, git, /usr/bin/python3 with python3-requests and python3-httpx, Node (/usr/bin/node), the
 # system CA bundle, Chromium (/usr/bin/chromium, for the approvals-page
-# browser test), tmux (a terminal for the approvals watch test) and the Postgres
+# browser test), tmux (a terminal for the approvals watch test), ssh-keygen
+# (openssh-client: the signature tests sign packages with it) and the Postgres
 # server (postgresql: the fleet tests initdb a private server of their own, on a
 # unix socket, and stop it). Idempotent: when everything is present it prints one line
 # and exits without touching apt. Then it installs the pinned agents and SDKs
@@ -29,6 +30,7 @@ have_cmd npm || missing+=(npm)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 have_cmd tmux || missing+=(tmux)
+have_cmd ssh-keygen || missing+=(openssh-client)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
 	missing+=(postgresql) # as root, the test server runs as the postgres user the package makes
@@ -59,7 +61,7 @@ install_npm_clients() {
 }
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "test-deps: curl, git, python3 (+requests, httpx), node, npm, ca-certificates, chromium, tmux and postgresql present"
+	echo "test-deps: curl, git, python3 (+requests, httpx), node, npm, ca-certificates, chromium, tmux, ssh-keygen and postgresql present"
 	install_npm_clients
 	exit 0
 fi
