@@ -26,12 +26,13 @@ type Signer struct {
 	// inclusive); zero means unbounded.
 	ValidAfter  time.Time `json:"valid_after,omitzero"`
 	ValidBefore time.Time `json:"valid_before,omitzero"`
+	// KeyType and Fingerprint describe Key: its type (ssh-ed25519) and
+	// its SHA256:… fingerprint, as ssh-keygen -l shows it.
+	KeyType     string `json:"key_type"`
+	Fingerprint string `json:"fingerprint"`
 	// Key is the signer's public key.
 	Key ssh.PublicKey `json:"-"`
 }
-
-// Fingerprint is the key's SHA256:… fingerprint, as ssh-keygen -l shows it.
-func (s Signer) Fingerprint() string { return ssh.FingerprintSHA256(s.Key) }
 
 // ValidAt reports whether the signer may sign package statements at t:
 // within its validity period and with Namespace among its namespaces.
@@ -104,6 +105,7 @@ func parseSignerLine(line string) (Signer, error) {
 	if err != nil {
 		return Signer{}, err
 	}
+	s.KeyType, s.Fingerprint = s.Key.Type(), ssh.FingerprintSHA256(s.Key)
 	return s, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/signing"
+	"golang.org/x/crypto/ssh"
 )
 
 const (
@@ -270,7 +271,9 @@ func FuzzParseAllowedSigners(f *testing.F) {
 				t.Fatalf("accepted an empty validity period %+v", s)
 			}
 			s.ValidAt(now)
-			_ = s.Fingerprint()
+			if s.Fingerprint != ssh.FingerprintSHA256(s.Key) || s.KeyType != s.Key.Type() {
+				t.Fatalf("signer %+v does not describe its key", s)
+			}
 		}
 	})
 }

@@ -233,5 +233,23 @@ CREATE TABLE budget_usage (
 	bytes    INTEGER NOT NULL DEFAULT 0 CHECK (bytes >= 0)
 ) STRICT;
 `},
+		{version: 14, name: "trust", sql: `
+-- The trust store (package store): each publisher authority
+-- (scheme://owner) and its allowed signers, the allowed_signers text as the
+-- operator gave it, checked when it was added.
+CREATE TABLE trust_signers (
+	authority  TEXT PRIMARY KEY,
+	signers    TEXT NOT NULL,
+	updated_at TEXT NOT NULL
+) STRICT;
+-- The publisher signature (armored SSH signature) each installed package
+-- came with, by package hash, which the signature does not change; judged
+-- against trust_signers whenever the store lists the package.
+CREATE TABLE store_signatures (
+	hash        TEXT PRIMARY KEY CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+	signature   TEXT NOT NULL,
+	recorded_at TEXT NOT NULL
+) STRICT;
+`},
 	}
 }

@@ -19,6 +19,10 @@ import (
 const (
 	// SpecFileName is the connector spec at the root of every package.
 	SpecFileName = "aileron.connector.v1.json"
+	// SignatureFileName is the publisher's signature at a package's root
+	// (see package signing). It is not part of the package hash, which it
+	// signs.
+	SignatureFileName = "aileron.connector.sig"
 	// MaxPackageFileSize bounds one file in a package (64 MiB).
 	MaxPackageFileSize = 64 << 20
 	// MaxPackageSize bounds the sum of a package's file sizes (256 MiB).
@@ -44,6 +48,9 @@ type pkgFile struct {
 // files they hold (an empty directory changes nothing); file modes and times
 // are not hashed. Every file counts, hidden ones included: a stray .DS_Store
 // or .git directory is part of the package and of its hash exactly as it is.
+// The one exception is SignatureFileName at the root: the publisher's
+// signature over the hash cannot be part of it, so adding, changing or
+// removing it leaves the hash as it was.
 //
 // A package may hold only directories and regular files. Symlinks, devices,
 // sockets and pipes are refused, as are files over MaxPackageFileSize, more
@@ -129,6 +136,9 @@ func hashFiles(root string, files []pkgFile, also io.Writer) (hash string, spec 
 		h = io.MultiWriter(sum, also)
 	}
 	for _, f := range files {
+		if f.rel == SignatureFileName {
+			continue
+		}
 		io.WriteString(h, f.rel)
 		h.Write([]byte{0})
 		io.WriteString(h, strconv.FormatInt(f.size, 10))

@@ -41,8 +41,13 @@ type Store struct {
 	// Log receives one line per install, removal, repair and refused
 	// package. Nil discards them.
 	Log *zerolog.Logger
-	// Now stamps installs. Nil means time.Now.
+	// Now stamps installs, and is the time signatures are judged at. Nil
+	// means time.Now.
 	Now func() time.Time
+	// RequireSignature refuses to install a package that is unsigned or
+	// signed by a key not trusted for its authority, unless its authority
+	// is local:// (config store.require_signature).
+	RequireSignature bool
 }
 
 // Installed describes one installed connector version.
@@ -102,6 +107,12 @@ type Problem struct {
 //
 // A package's actions must pin the connectors they require and stay within
 // their grants (see checkActions); a failure wraps ErrActionRequirement.
+//
+// A package directory may carry its publisher's signature as
+// SignatureFileName (see signature.go): one that does not verify wraps
+// ErrBadSignature; with RequireSignature, a package that is not signed by
+// a key trusted for its authority wraps ErrSignatureRequired. The returned
+// Installed carries the verdict.
 func (s *Store) Install(ctx context.Context, path string, active []policy.Source) (Installed, error) {
 	return s.install(ctx, path, active, InstallOptions{})
 }
@@ -121,11 +132,19 @@ func (s *Store) install(ctx context.Context, path string, active []policy.Source
 	if err != nil {
 		return Installed{}, err
 	}
+	sig, err := takeSignature(pkg)
+	if err != nil {
+		return Installed{}, err
+	}
 	src, err := readStagedPackage(pkg, origin)
 	if err != nil {
 		return Installed{}, err
 	}
 	grants, err := checkManifest(pkg, filepath.Dir(origin), src.Spec)
+	if err != nil {
+		return Installed{}, err
+	}
+	verdict, err := s.judgeSignature(ctx, sig, src)
 	if err != nil {
 		return Installed{}, err
 	}
@@ -142,15 +161,18 @@ func (s *Store) install(ctx context.Context, path string, active []policy.Source
 	intact := herr == nil && got == src.Hash
 	var inst Installed
 	err = s.update(ctx, func(ctx context.Context, tx *state.Tx, ix *storeIndex) error {
-		inst, err = s.commitInstall(ctx, tx, ix, src, pkg, staging, intact)
-		return err
+		if inst, err = s.commitInstall(ctx, tx, ix, src, pkg, staging, intact); err != nil {
+			return err
+		}
+		return s.recordSignature(ctx, tx, src.Hash, sig)
 	})
 	if err != nil {
 		return Installed{}, err
 	}
-	inst.Grants, inst.Actions = grants, pins
+	inst.Grants, inst.Actions, inst.Signature = grants, pins, verdict
 	s.log().Info().Str("event", "store.installed").Str("connector", inst.Ref()).Str("hash", inst.Hash).
-		Str("from", origin).Msg("connector installed")
+		Str("from", origin).Str("signature", string(verdict.Status)).Str("authority", verdict.Authority).
+		Str("signer", verdict.Fingerprint).Msg("connector installed")
 	return inst, nil
 }
 
@@ -396,7 +418,8 @@ func describeMismatch(got string, err error) string {
 }
 
 // List returns every installed connector version, sorted by FQN and then by
-// SemVer precedence. Failures reading the index wrap state.ErrCorruptState or are
+// SemVer precedence, each with its grants and the verdict on its recorded
+// signature against the trust store as it stands now. Failures reading the index wrap state.ErrCorruptState or are
 // I/O errors.
 func (s *Store) List(ctx context.Context) ([]Installed, error) {
 	if err := s.checkDir(); err != nil {
@@ -406,12 +429,17 @@ func (s *Store) List(ctx context.Context) ([]Installed, error) {
 	if err != nil {
 		return nil, err
 	}
+	judge, err := s.signatureJudge(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []Installed
 	for fqn, c := range ix.Connectors {
 		for v, e := range c.Versions {
 			dir := s.packageDir(e.Hash)
 			out = append(out, Installed{FQN: fqn, Version: v, Hash: e.Hash, Dir: dir,
-				Active: v == c.Active, InstalledAt: e.InstalledAt, Grants: storedGrants(dir), Actions: storedActions(dir)})
+				Active: v == c.Active, InstalledAt: e.InstalledAt, Grants: storedGrants(dir), Actions: storedActions(dir),
+				Signature: judge(fqn, v, e.Hash)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -465,6 +493,9 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 		}
 		hash = e.Hash
 		if err := s.unsharePackage(ctx, tx, hash); err != nil {
+			return err
+		}
+		if err := forgetSignature(ctx, tx, hash); err != nil {
 			return err
 		}
 		if moved == "" {
