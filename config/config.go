@@ -38,7 +38,16 @@ type Config struct {
 	Approval Approval `koanf:"approval"`
 	Sandbox  Sandbox  `koanf:"sandbox"`
 	State    State    `koanf:"state"`
+	Store    Store    `koanf:"store"`
 	Log      Log      `koanf:"log"`
+}
+
+// Store configures the connector store.
+type Store struct {
+	// RequireSignature refuses to install a connector package that is
+	// unsigned or signed by a key the trust store does not list for its
+	// authority (aileron trust); local:// packages are exempt.
+	RequireSignature bool `koanf:"require_signature"`
 }
 
 // State selects where the control-plane state lives: one node's SQLite

@@ -156,6 +156,9 @@ func TestTyposAreErrors(t *testing.T) {
 		{"env list with a typo inside", "", []string{"AILERON_PROXY__PASSTHROUGH=[{hots: x.example, port: 443}]"}, []string{`did you mean "proxy.passthrough[0].host"`}},
 		{"fraction of a byte", "approval:\n  max_body: 1.5\n", nil, []string{"approval.max_body", "1.5 is not a whole number"}},
 		{"max_body too big names only itself", "approval:\n  max_body: 99999999\n", nil, []string{"approval.max_body: 99999999 is out of range"}},
+		{"not a boolean", "store:\n  require_signature: \"yes\"\n", nil, []string{"store.require_signature", `"yes" is not a boolean; write true or false`}},
+		{"env not a boolean", "", []string{"AILERON_STORE__REQUIRE_SIGNATURE=on-ish"}, []string{"AILERON_STORE__REQUIRE_SIGNATURE (store.require_signature)", "write true or false"}},
+		{"store key", "store:\n  require_signatures: true\n", nil, []string{`did you mean "store.require_signature"?`}},
 		{"max_body over the per-session budget", "approval:\n  max_body: 16777216\n", nil,
 			[]string{"approval.max_held_bytes_per_session: 8388608 is less than approval.max_body (16777216)", "raise it to at least 16777216"}},
 	} {
@@ -181,6 +184,13 @@ func TestTyposAreErrors(t *testing.T) {
 	env := []string{home, "AILERON_API_URL=https://aileron.internal/v1", "AILERON_SESSION_ID=s_x", "AILERON_PROXY__IDLE_TIMEOUT=3m"}
 	if _, err := Load(Options{File: file, Environ: env}); err != nil {
 		t.Fatalf("Load refused a valid configuration: %v", err)
+	}
+	c, err := Load(Options{File: write(t, "store:\n  require_signature: true\n"), Environ: []string{home}})
+	if err != nil || !c.Store.RequireSignature {
+		t.Fatalf("store.require_signature: true = %+v, %v", c.Store, err)
+	}
+	if c, err := Load(Options{Environ: []string{home, "AILERON_STORE__REQUIRE_SIGNATURE=true"}}); err != nil || !c.Store.RequireSignature {
+		t.Fatalf("AILERON_STORE__REQUIRE_SIGNATURE=true = %+v, %v", c.Store, err)
 	}
 }
 

@@ -75,6 +75,12 @@ func checkValue(t reflect.Type, v any) string {
 				return fmt.Sprintf("%q is not a duration; write one with a unit, such as \"30s\", \"5m\" or \"1h\"", x)
 			}
 		}
+	case t.Kind() == reflect.Bool:
+		if x, ok := v.(string); ok {
+			if _, err := strconv.ParseBool(strings.TrimSpace(x)); err != nil {
+				return fmt.Sprintf("%q is not a boolean; write true or false", x)
+			}
+		}
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		switch x := v.(type) {
 		case string:

@@ -70,7 +70,7 @@ func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) erro
 		return err
 	}
 	defer db.Close()
-	return fn(&store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db})
+	return fn(&store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: db, RequireSignature: cfg.Store.RequireSignature})
 }
 
 // connectorSynopsis is the usage of a connector subcommand.

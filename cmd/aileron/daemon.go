@@ -241,7 +241,7 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 	if err := d.openNotify(); err != nil {
 		return err
 	}
-	d.store = &store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Log: log}
+	d.store = &store.Store{Dir: filepath.Join(cfg.Home, "store"), DB: d.db, Log: log, RequireSignature: cfg.Store.RequireSignature}
 	d.sessions = &sessions.Manager{
 		DB:         d.db,
 		Dir:        filepath.Join(cfg.Home, "sessions"),
