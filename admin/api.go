@@ -70,6 +70,7 @@ type API struct {
 	Config func() ([]byte, error)
 	// OnEvent receives each control-plane change for the audit trail:
 	// session.created, session.deleted, store.installed, store.removed,
+	// trust.set, trust.removed,
 	// credential.set, credential.deleted, binding.set, binding.removed, with
 	// identifying details only (never secret values). Nil means none.
 	OnEvent func(event audit.EventName, details map[string]string)
@@ -135,6 +136,7 @@ type (
 //	POST   /v1/connectors/verify     → {"ok":bool,"problems":[Problem…]}
 //	GET    /v1/sessions/{id}/tools   → SessionTools
 //	/v1/credentials…, /v1/bindings…  see credentialRoutes
+//	/v1/trust…                       see trustRoutes
 //	/v1/approvals…                   see approvalRoutes
 //
 // Removal is a POST with the reference in the body because references
@@ -167,6 +169,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/connectors/verify", a.verifyConnectors)
 	a.sandboxRoutes(mux)
 	a.credentialRoutes(mux)
+	a.trustRoutes(mux)
 	a.approvalRoutes(mux, a.Approvals)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, fmt.Errorf("%w: no admin API route %s %s", errNoRoute, r.Method, r.URL.Path))
@@ -299,7 +302,10 @@ func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	details := map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash}
+	details := map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash, "signature": string(inst.Signature.Status)}
+	if inst.Signature.Fingerprint != "" {
+		details["signer"], details["authority"] = inst.Signature.Fingerprint, inst.Signature.Authority
+	}
 	if u := unpinnedActions(inst.Actions); u != "" {
 		details["unpinned_actions"] = u
 	}

@@ -59,6 +59,11 @@ const (
 	EventStoreRemoved        EventName = "store.removed"
 	EventStoreTamperDetected EventName = "store.tamper_detected"
 
+	// EventTrustSet and EventTrustRemoved: a publisher authority's allowed
+	// signers were set (aileron trust add) or removed.
+	EventTrustSet     EventName = "trust.set"
+	EventTrustRemoved EventName = "trust.removed"
+
 	// EventConfigReloaded: SIGHUP changed what the daemon enforces
 	// (passthrough rules, approval limits).
 	EventConfigReloaded EventName = "config.reloaded"
@@ -102,7 +107,7 @@ func EventNames() []EventName {
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
 		EventSessionCreated, EventSessionDeleted,
-		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected, EventConfigReloaded,
+		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected, EventTrustSet, EventTrustRemoved, EventConfigReloaded,
 		EventDaemonStarted, EventDaemonStopped,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,
 		EventCheckpoint, EventTrailStarted, EventTrailResumed,

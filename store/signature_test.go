@@ -306,3 +306,26 @@ func TestTrustStore(t *testing.T) {
 		t.Fatalf("Untrust of an absent authority = %v, want ErrNotFound", err)
 	}
 }
+
+// TestFleetSharesTrust: on a database the nodes share (Postgres), the trust
+// store and a package's signature set on node A are what node B judges by.
+func TestFleetSharesTrust(t *testing.T) {
+	k := newKeys(t)
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	a, b := fleetStore(t, dsn), fleetStore(t, dsn)
+	dir := gmailPackage(t, "1.2.3")
+	sign(t, dir, k.alice, signing.Namespace)
+	trust(t, a, "github://acme", "alice@acme "+k.alice.Public)
+	install(t, a, dir)
+	list, err := b.List(t.Context())
+	if err != nil || len(list) != 1 || list[0].Signature.Status != signing.Trusted || list[0].Signature.Principal != "alice@acme" {
+		t.Fatalf("node B List = %+v, %v; want the package trusted", list, err)
+	}
+	if err := b.Untrust(t.Context(), "github://acme"); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := a.List(t.Context()); err != nil || list[0].Signature.Status != signing.Untrusted {
+		t.Fatalf("node A List after B removed the authority = %+v, %v", list, err)
+	}
+}

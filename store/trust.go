@@ -19,8 +19,9 @@ import (
 // fleet like the index. Only the store reads it, to judge the signatures of
 // the packages it installs and lists.
 
-// MaxAllowedSigners bounds one authority's allowed_signers text (1 MiB).
-const MaxAllowedSigners = 1 << 20
+// MaxAllowedSigners bounds one authority's allowed_signers text (256 KiB:
+// some thousand keys).
+const MaxAllowedSigners = 256 << 10
 
 // TrustedAuthority is one authority's entry in the trust store.
 type TrustedAuthority struct {

@@ -14,16 +14,20 @@ import (
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/manifest"
 	"github.com/aileronhq/aileron/printable"
+	"github.com/aileronhq/aileron/signing"
 	"github.com/aileronhq/aileron/store"
 )
 
 func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: install, list, verify or remove")
+		return usagef("want a subcommand: install, list, verify, remove or statement")
 	}
 	sub, rest := args[0], args[1:]
 	fs := newFlags("connector "+sub, connectorSynopsis(sub), stderr)
-	_, cfgFile := clientFlags(fs)
+	cfgFile := new(string)
+	if sub != "statement" {
+		_, cfgFile = clientFlags(fs)
+	}
 	asJSON := new(bool)
 	if sub == "list" || sub == "verify" {
 		asJSON = fs.Bool("json", false, "print JSON")
@@ -34,6 +38,12 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	}
 	if err := fs.Parse(rest); err != nil {
 		return err
+	}
+	if sub == "statement" { // the publisher's side: no daemon, no home
+		if fs.NArg() != 1 {
+			return usagef("want one package directory")
+		}
+		return connectorStatement(fs.Arg(0), stdout)
 	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
@@ -83,9 +93,21 @@ func connectorSynopsis(sub string) string {
 			"exactly what its spec reaches. Install prints the grants; see docs/connectors.md.\n\n" +
 			"Each action must pin what it requires: hash = \"self\" for its own package, the installed sha256 for\n" +
 			"another; a wrong hash, or a step beyond the action's capabilities, is refused (docs/connectors.md,\n" +
-			"Actions: pins and capabilities)."
+			"Actions: pins and capabilities).\n\n" +
+			"A package directory may carry its publisher's signature (" + store.SignatureFileName + "); install prints, after\n" +
+			"its first line, \"signed by AUTHORITY (SHA256:…)\", \"unsigned\" or \"signed by a key not trusted for AUTHORITY\n" +
+			"(SHA256:…)\" (see aileron trust), and refuses a signature that does not verify, and, with\n" +
+			"store.require_signature, any package not signed by a trusted key (local:// excepted)."
 	case "remove":
 		return "connector remove FQN@VERSION"
+	case "statement":
+		return "connector statement DIR\n\n" +
+			"Prints the statement a publisher signs for the package directory DIR: its FQN, version and package hash\n" +
+			"(which leaves out " + store.SignatureFileName + "). Sign it and ship the signature in the package:\n" +
+			"  aileron connector statement DIR > statement\n" +
+			"  ssh-keygen -Y sign -n " + signing.Namespace + " -f KEY statement\n" +
+			"  mv statement.sig DIR/" + store.SignatureFileName + "\n" +
+			"See docs/connectors.md, \"Signing a package\"."
 	}
 	return "connector " + sub + " [--json]"
 }
@@ -138,6 +160,7 @@ func connectorInstall(cfg *config.Config, c *admin.Client, path string, opts sto
 		return err
 	}
 	fmt.Fprintf(stdout, "installed %s@%s sha256:%s\n", inst.FQN, inst.Version, inst.Hash)
+	fmt.Fprintln(stdout, store.DescribeSignature(inst.Signature))
 	if inst.Grants.FromManifest {
 		fmt.Fprintf(stdout, "grants (its manifest.toml): %s\n", describeGrants(inst.Grants))
 	} else {
@@ -175,7 +198,7 @@ func connectorList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.W
 		return printJSON(stdout, list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONNECTOR\tVERSION\tACTIVE\tHASH\tGRANTS")
+	fmt.Fprintln(tw, "CONNECTOR\tVERSION\tACTIVE\tHASH\tSIGNER\tGRANTS")
 	for _, i := range list {
 		active, from := "", " (spec)"
 		if i.Active {
@@ -184,13 +207,37 @@ func connectorList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.W
 		if i.Grants.FromManifest {
 			from = " (manifest)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\tsha256:%s\t%s%s\n", i.FQN, i.Version, active, i.Hash, describeGrants(i.Grants), from)
+		fmt.Fprintf(tw, "%s\t%s\t%s\tsha256:%s\t%s\t%s%s\n", i.FQN, i.Version, active, i.Hash, signerColumn(i.Signature),
+			describeGrants(i.Grants), from)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	printUnpinned(stdout, list)
 	return nil
+}
+
+// signerColumn is connector list's SIGNER: unsigned, or the key's
+// fingerprint and whether it is trusted for the package's authority.
+func signerColumn(v signing.Signature) string {
+	switch v.Status {
+	case signing.Trusted:
+		return "trusted " + v.Fingerprint
+	case signing.Untrusted:
+		return "not-trusted " + v.Fingerprint
+	}
+	return "unsigned"
+}
+
+// connectorStatement prints the statement a publisher signs for the
+// package directory dir.
+func connectorStatement(dir string, stdout io.Writer) error {
+	stmt, err := store.PackageStatement(dir)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(stmt)
+	return err
 }
 
 func connectorVerify(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.Writer) error {

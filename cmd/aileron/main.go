@@ -25,6 +25,9 @@ Usage:
   aileron session render ID --out DIR [--agent CMD] [--reserve NAME]...   tools.txt and one shim per tool
   aileron connector install PATH [--allow-unpinned]      a spec file or a package directory
   aileron connector list [--json] | verify | remove FQN@VERSION
+  aileron connector statement DIR                        the statement a publisher signs for a package directory
+  aileron trust add AUTHORITY --signers FILE             the keys that may sign for github://acme (ssh allowed_signers)
+  aileron trust list [--json] | remove AUTHORITY
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]
   aileron credential list [--json] | delete NAME | unbind FQN
@@ -149,6 +152,7 @@ func commands() map[string]func([]string, io.Reader, io.Writer, io.Writer) error
 		"connector":  cmdConnector,
 		"config":     cmdConfig,
 		"credential": cmdCredential,
+		"trust":      cmdTrust,
 		"provider":   cmdProvider,
 		"audit":      cmdAudit,
 		"approvals":  cmdApprovals,

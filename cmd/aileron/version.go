@@ -102,7 +102,9 @@ func subcommands(group string) []string {
 	case "session":
 		return []string{"create", "env", "list", "delete", "render"}
 	case "connector":
-		return []string{"install", "list", "verify", "remove"}
+		return []string{"install", "list", "verify", "remove", "statement"}
+	case "trust":
+		return []string{"add", "list", "remove"}
 	case "credential":
 		return []string{"set", "list", "delete", "bind", "unbind"}
 	case "provider":
