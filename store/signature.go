@@ -75,6 +75,10 @@ func takeSignature(pkg string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !info.Mode().IsRegular() {
+		return nil, packageError{ErrBadSignature, fmt.Errorf("%s is not a file; it must be the armored signature ssh-keygen -Y sign writes",
+			SignatureFileName)}
+	}
 	if info.Size() > signing.MaxSignatureSize {
 		return nil, packageError{ErrBadSignature, fmt.Errorf("%s is %d bytes; an SSH signature is at most %d",
 			SignatureFileName, info.Size(), signing.MaxSignatureSize)}

@@ -93,6 +93,9 @@ func TestInstallSignature(t *testing.T) {
 			sig, _ := os.ReadFile(filepath.Join(other, SignatureFileName))
 			testkit.WriteFile(t, dir, SignatureFileName, sig)
 		}, wantErr: "not a signature over this package's statement"},
+		{name: "a directory", prepare: func(t *testing.T, dir string) {
+			testkit.WriteFile(t, dir, SignatureFileName+"/x.sig", []byte("x"))
+		}, wantErr: "is not a file"},
 		{name: "corrupt", prepare: func(t *testing.T, dir string) { testkit.WriteFile(t, dir, SignatureFileName, []byte("signed, acme\n")) },
 			wantErr: "not an armored SSH signature"},
 	}
