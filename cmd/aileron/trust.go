@@ -145,8 +145,9 @@ func trustList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.Write
 	return tw.Flush()
 }
 
-// validity describes when, and for what, a signer may sign: "" when
-// always, for packages; else prefixed with sep.
+// validity describes when, and for what, a signer may sign, and whether it
+// may sign packages now: "" when always, for packages; else prefixed with
+// sep.
 func validity(s signing.Signer, sep string) string {
 	var parts []string
 	if !s.ValidAfter.IsZero() {
@@ -160,6 +161,9 @@ func validity(s signing.Signer, sep string) string {
 	}
 	if len(parts) == 0 {
 		return ""
+	}
+	if !s.ValidAt(time.Now()) {
+		parts = append(parts, "NOT VALID NOW")
 	}
 	return sep + strings.Join(parts, ", ")
 }

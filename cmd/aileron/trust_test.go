@@ -44,7 +44,8 @@ func trustCLI(t *testing.T) {
 		testkit.WriteFile(t, pkg, store.SignatureFileName, testkit.SSHSign(t, key, signing.Namespace, []byte(stmt)))
 		return pkg
 	}
-	signers := testkit.WriteFile(t, dir, "acme.allowed_signers", []byte("# acme's release keys\nalice@acme "+alice.Public+"\n"))
+	signers := testkit.WriteFile(t, dir, "acme.allowed_signers", []byte("# acme's release keys\nalice@acme "+alice.Public+
+		"\nold@acme valid-before=\"20200101Z\" "+bob.Public+"\n"))
 	bad := testkit.WriteFile(t, dir, "bad.allowed_signers", []byte("alice@acme "+alice.Public+"\n*@acme cert-authority "+bob.Public+"\n"))
 	aliceFP, bobFP := fingerprintOf(t, alice), fingerprintOf(t, bob)
 
@@ -61,8 +62,10 @@ func trustCLI(t *testing.T) {
 	expect(1, []string{bad + ":2: cert-authority is not supported"}, "trust", "add", "github://acme", "--signers", bad)
 	expect(1, []string{"without a repository"}, "trust", "add", "github://acme/google", "--signers", signers)
 	expect(0, []string{"no publisher is trusted"}, "trust", "list")
-	expect(0, []string{"trusted github://acme: 1 key(s)", aliceFP + " ssh-ed25519 alice@acme"}, "trust", "add", "github://acme", "--signers", signers)
-	expect(0, []string{"AUTHORITY", "github://acme", aliceFP, "alice@acme", "always"}, "trust", "list")
+	expect(0, []string{"trusted github://acme: 2 key(s)", aliceFP + " ssh-ed25519 alice@acme\n",
+		bobFP + " ecdsa-sha2-nistp256 old@acme until 2020-01-01T00:00:00Z, NOT VALID NOW"}, "trust", "add", "github://acme", "--signers", signers)
+	expect(0, []string{"AUTHORITY", "github://acme", aliceFP, "alice@acme", "always", "until 2020-01-01T00:00:00Z, NOT VALID NOW"}, "trust", "list")
+	expect(1, []string{"is not a package directory"}, "connector", "statement", filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json"))
 	var list []store.TrustedAuthority
 	if err := json.Unmarshal([]byte(expect(0, nil, "trust", "list", "--json")), &list); err != nil ||
 		len(list) != 1 || list[0].Signers[0].Fingerprint != aliceFP {
