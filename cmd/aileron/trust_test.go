@@ -66,6 +66,11 @@ func trustCLI(t *testing.T) {
 		bobFP + " ecdsa-sha2-nistp256 old@acme until 2020-01-01T00:00:00Z, NOT VALID NOW"}, "trust", "add", "github://acme", "--signers", signers)
 	expect(0, []string{"AUTHORITY", "github://acme", aliceFP, "alice@acme", "always", "until 2020-01-01T00:00:00Z, NOT VALID NOW"}, "trust", "list")
 	expect(1, []string{"is not a package directory"}, "connector", "statement", filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json"))
+	if code, out, errOut := providerCLI("t@team "+bob.Public+"\n", "trust", "add", "gitlab://team", "--signers", "-"); code != 0 ||
+		!strings.Contains(out, "trusted gitlab://team: 1 key(s)") {
+		t.Fatalf("trust add --signers -: exit %d\n%s%s", code, out, errOut)
+	}
+	expect(0, []string{"removed gitlab://team"}, "trust", "remove", "gitlab://team")
 	var list []store.TrustedAuthority
 	if err := json.Unmarshal([]byte(expect(0, nil, "trust", "list", "--json")), &list); err != nil ||
 		len(list) != 1 || list[0].Signers[0].Fingerprint != aliceFP {
