@@ -509,8 +509,8 @@ func (d *daemon) cli(t *testing.T, args ...string) string {
 }
 
 // install runs `connector install` for sp, checks the first line of its
-// answer, `installed FQN@VERSION sha256:HEX` (the grants follow on the
-// next), and binds a test credential when sp is one of the shared
+// answer, `installed FQN@VERSION sha256:HEX` (the signature verdict and
+// the grants follow), and binds a test credential when sp is one of the shared
 // connectors whose operations need one.
 func (d *daemon) install(t *testing.T, sp *specFile) {
 	t.Helper()
