@@ -62,6 +62,8 @@ func TestVerify(t *testing.T) {
 		wantErr   string
 	}{
 		{name: "valid", sig: good, signers: trustAlice, status: signing.Trusted, principal: "alice@acme", fp: aliceFP},
+		{name: "valid, CRLF line ends", sig: []byte(strings.ReplaceAll(string(good), "\n", "\r\n")), signers: trustAlice,
+			status: signing.Trusted, principal: "alice@acme", fp: aliceFP},
 		{name: "valid sha256", sig: testkit.SSHSign(t, alice, signing.Namespace, stmt, "-O", "hashalg=sha256"),
 			signers: trustAlice, status: signing.Trusted, principal: "alice@acme", fp: aliceFP},
 		{name: "ecdsa key", sig: testkit.SSHSign(t, bob, signing.Namespace, stmt),
