@@ -181,11 +181,15 @@ func (c *Injector) secretFor(ctx context.Context, op *policy.Operation, cred Cre
 }
 
 // source returns the token source of the oauth2 entry cred, creating it on
-// first use and again after the entry was rotated.
+// first use and again after the entry was rotated. A request that read the
+// entry before a rotation gets the newer entry's source: a source is never
+// built again for an entry it replaced, so one token set never has two
+// sources, each refreshing with the same refresh token (a provider that
+// rotates refresh tokens revokes the chain on the second use).
 func (c *Injector) source(cred Credential) *inject.OAuthSource {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.sources[cred.Name]; e != nil && e.rev.Equal(cred.UpdatedAt) {
+	if e := c.sources[cred.Name]; e != nil && !e.rev.Before(cred.UpdatedAt) {
 		return e.src
 	}
 	if c.sources == nil {
