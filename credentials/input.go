@@ -92,10 +92,15 @@ func validateOAuth(where string, m *OAuthMaterial, loopbackHTTP bool) error {
 	if err := checkTokenURL(m.TokenURL, loopbackHTTP); err != nil {
 		return fmt.Errorf("%w: %s: %s", state.ErrInvalidArgument, where, err)
 	}
+	// A token set without a refresh token (a provider that issues none)
+	// serves until its access token expires; then `credential login` again.
+	if m.RefreshToken == "" && m.AccessToken == "" {
+		return fmt.Errorf("%w: %s: oauth2 needs a refresh_token or an access_token", state.ErrInvalidArgument, where)
+	}
 	fields := []secretField{{"client_id", m.ClientID}, {"refresh_token", m.RefreshToken},
 		{"client_secret", m.ClientSecret}, {"access_token", m.AccessToken}}
 	for i, f := range fields {
-		if i >= 2 && f.value == "" {
+		if i >= 1 && f.value == "" {
 			continue // optional
 		}
 		if err := inject.CheckValue(f.name, f.value); err != nil {

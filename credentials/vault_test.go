@@ -217,7 +217,8 @@ func TestVaultSetValidation(t *testing.T) {
 		{"oauth2 http token url", Credential{Name: "x", Kind: "oauth2", OAuth: oauth(func(m *OAuthMaterial) {
 			m.TokenURL = "http://auth.example.com/token"
 		})}, "https"},
-		{"oauth2 without refresh token", Credential{Name: "x", Kind: "oauth2", OAuth: oauth(func(m *OAuthMaterial) { m.RefreshToken = "" })}, "refresh_token is empty"},
+		{"oauth2 without any token", Credential{Name: "x", Kind: "oauth2", OAuth: oauth(func(m *OAuthMaterial) { m.RefreshToken, m.AccessToken = "", "" })},
+			"needs a refresh_token or an access_token"},
 		{"oauth2 access token with LF", Credential{Name: "x", Kind: "oauth2", OAuth: oauth(func(m *OAuthMaterial) { m.AccessToken = oauthAccess + "\n" })}, "LF"},
 		{"oauth2 scope with space", Credential{Name: "x", Kind: "oauth2", OAuth: oauth(func(m *OAuthMaterial) { m.Scopes = []string{"a b"} })}, "scope"},
 		{"oauth material on api_key", Credential{Name: "x", Kind: "api_key", Secret: inject.Secret{Token: apiKeySecret}, OAuth: oauth(func(*OAuthMaterial) {})}, "only oauth2"},
