@@ -44,6 +44,7 @@ type (
 //	POST   /v1/bindings                credentials.Binding → 201 credentials.Binding
 //	GET    /v1/bindings                → {"bindings":[credentials.Binding…]}
 //	POST   /v1/bindings/remove         UnbindRequest → 204
+//	/v1/credentials/login…             see loginRoutes
 func (a *API) credentialRoutes(mux *http.ServeMux) {
 	if a.Vault == nil || a.Bindings == nil {
 		off := func(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +56,7 @@ func (a *API) credentialRoutes(mux *http.ServeMux) {
 		return
 	}
 	mux.HandleFunc("POST /v1/credentials", a.setCredential)
+	a.loginRoutes(mux)
 	mux.HandleFunc("GET /v1/credentials", func(w http.ResponseWriter, r *http.Request) {
 		dataplane.WriteJSON(w, http.StatusOK, credentialList{Credentials: append([]credentials.Info{}, a.Vault.List()...)})
 	})

@@ -46,3 +46,19 @@ func (c *Client) ListBindings(ctx context.Context) ([]credentials.Binding, error
 func (c *Client) Unbind(ctx context.Context, fqn string) error {
 	return c.do(ctx, http.MethodPost, "/v1/bindings/remove", UnbindRequest{Connector: fqn}, nil)
 }
+
+// LoginApp returns the OAuth app connector fqn's manifest declares, without
+// its client secret.
+func (c *Client) LoginApp(ctx context.Context, fqn string) (LoginApp, error) {
+	var out LoginApp
+	err := c.do(ctx, http.MethodPost, "/v1/credentials/login/app", LoginAppRequest{Connector: fqn}, &out)
+	return out, err
+}
+
+// Login has the daemon redeem an authorization code, store the token set
+// and bind it; the answer never holds a token.
+func (c *Client) Login(ctx context.Context, req LoginRequest) (LoginResult, error) {
+	var out LoginResult
+	err := c.do(ctx, http.MethodPost, "/v1/credentials/login", req, &out)
+	return out, err
+}

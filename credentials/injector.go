@@ -196,10 +196,7 @@ func (c *Injector) source(cred Credential) *inject.OAuthSource {
 		c.sources = map[string]*oauthSource{}
 	}
 	name, rev, m, secrets := cred.Name, cred.UpdatedAt, cred.OAuth, secretValues(cred)
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
+	hc := c.TokenClient()
 	src := &inject.OAuthSource{
 		Config: inject.OAuthConfig{TokenURL: m.TokenURL, ClientID: m.ClientID, ClientSecret: m.ClientSecret,
 			Scopes: slices.Clone(m.Scopes)},
@@ -238,6 +235,16 @@ func (c *Injector) source(cred Credential) *inject.OAuthSource {
 	}
 	c.sources[name] = &oauthSource{rev: rev, src: src}
 	return src
+}
+
+// TokenClient is the client that reaches OAuth token endpoints: HTTPClient,
+// or http.DefaultClient. A login's code exchange uses it too, so that it
+// leaves the way refreshes do.
+func (c *Injector) TokenClient() *http.Client {
+	if c.HTTPClient != nil {
+		return c.HTTPClient
+	}
+	return http.DefaultClient
 }
 
 // Placeholders maps each Env variable of every binding that has one to the
