@@ -18,14 +18,14 @@ const credentialKinds = "api_key, bearer, basic, oauth2 or aws_sigv4"
 
 func cmdCredential(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: set, list, delete, bind or unbind")
+		return usagef("want a subcommand: set, login, list, delete, bind or unbind")
 	}
 	sub, rest := args[0], args[1:]
 	fs := newFlags("credential "+sub, credentialSynopsis(sub), stderr)
 	_, cfgFile := clientFlags(fs)
 	run, ok := map[string]func(*pflag.FlagSet, *admin.Client, io.Reader, io.Writer) error{
 		"set": credentialSet, "list": credentialList, "delete": credentialDelete,
-		"bind": credentialBind, "unbind": credentialUnbind,
+		"bind": credentialBind, "unbind": credentialUnbind, "login": credentialLogin,
 	}[sub]
 	if !ok {
 		return unknownSubcommand("credential", sub)
@@ -45,6 +45,8 @@ func credentialSynopsis(sub string) string {
 	switch sub {
 	case "set":
 		return "credential set NAME --kind KIND [--username U] [--service S] [--from-file F]   (secret on stdin)"
+	case "login":
+		return "credential login NAME --connector FQN [--no-browser] [--timeout D]   (OAuth with the connector's app, in a browser)"
 	case "bind":
 		return "credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]"
 	case "delete":
@@ -68,6 +70,10 @@ func credentialFlags(sub string, fs *pflag.FlagSet) {
 		fs.String("format", "", `header value template, e.g. "Bearer {token}" or "{key}" (default: the spec's)`)
 		fs.String("query", "", "query parameter to put the credential in, instead of a header")
 		fs.StringSlice("env", nil, "sandbox variables that get a placeholder value, e.g. LINEAR_API_KEY (comma-separated or repeated)")
+	case "login":
+		fs.String("connector", "", "the installed connector whose manifest names the OAuth app")
+		fs.Bool("no-browser", false, "only print the authorize URL; do not open a browser")
+		fs.Duration("timeout", defaultLoginTimeout, "how long to wait for the browser's answer")
 	case "list":
 		fs.Bool("json", false, "print JSON")
 	}

@@ -29,6 +29,7 @@ Usage:
   aileron trust add AUTHORITY --signers FILE             the keys that may sign for github://acme (ssh allowed_signers)
   aileron trust list [--json] | remove AUTHORITY
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
+  aileron credential login NAME --connector FQN [--no-browser] [--timeout D]   OAuth in a browser with the connector's app; stores and binds
   aileron credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]
   aileron credential list [--json] | delete NAME | unbind FQN
   aileron provider add anthropic [--subscription] | openai | gemini [--key-file F]   (key on stdin) install, store, bind

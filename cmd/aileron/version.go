@@ -106,7 +106,7 @@ func subcommands(group string) []string {
 	case "trust":
 		return []string{"add", "list", "remove"}
 	case "credential":
-		return []string{"set", "list", "delete", "bind", "unbind"}
+		return []string{"set", "login", "list", "delete", "bind", "unbind"}
 	case "provider":
 		return []string{"add", "list", "remove"}
 	case "approvals":
