@@ -176,9 +176,9 @@ func shot(t *testing.T, b context.Context, name string) {
 	}
 }
 
-// newBrowser starts a headless Chromium with a fresh profile, closed when t
-// ends, and returns its tab's context.
-func newBrowser(t *testing.T) context.Context {
+// newBrowser starts a headless Chromium with a fresh profile and extra
+// options, closed when t ends, and returns its tab's context.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
@@ -192,6 +192,7 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
