@@ -20,9 +20,12 @@ import (
 // loginTimeout bounds the code exchange at the token endpoint.
 const loginTimeout = 30 * time.Second
 
-// LoginAppRequest is the body of POST /v1/credentials/login/app.
+// LoginAppRequest is the body of POST /v1/credentials/login/app. Name,
+// when set, is the credential the login will store: it is checked here,
+// before the browser is sent anywhere.
 type LoginAppRequest struct {
 	Connector string `json:"connector"`
+	Name      string `json:"name,omitempty"`
 }
 
 // LoginApp is the public half of a connector's OAuth app: what `aileron
@@ -67,6 +70,12 @@ func (a *API) loginRoutes(mux *http.ServeMux) {
 			a.writeError(w, err)
 			return
 		}
+		if req.Name != "" {
+			if err := credentials.CheckName(req.Name); err != nil {
+				a.writeError(w, err)
+				return
+			}
+		}
 		inst, app, err := a.oauthApp(r.Context(), req.Connector)
 		if err != nil {
 			a.writeError(w, err)
@@ -88,12 +97,12 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	inst, app, err := a.oauthApp(r.Context(), req.Connector)
-	if err != nil {
+	if err := credentials.CheckName(req.Name); err != nil { // before the code is spent
 		a.writeError(w, err)
 		return
 	}
-	if _, err := a.Vault.Get(req.Name); err != nil && !errors.Is(err, state.ErrNotFound) {
+	inst, app, err := a.oauthApp(r.Context(), req.Connector)
+	if err != nil {
 		a.writeError(w, err)
 		return
 	}

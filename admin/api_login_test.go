@@ -132,7 +132,7 @@ func TestAdminLogin(t *testing.T) {
 	c, a, events := loginDaemon(t, p)
 	ctx := t.Context()
 
-	app, err := c.LoginApp(ctx, testkit.GoogleFQN)
+	app, err := c.LoginApp(ctx, testkit.GoogleFQN, "gmail")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,5 +203,21 @@ func TestAdminLogin(t *testing.T) {
 	}
 	if _, err := a.Vault.Get("other"); err == nil {
 		t.Error("a refused login stored a credential")
+	}
+
+	// A name the vault would refuse is refused before the browser is sent
+	// anywhere, and before a code is spent.
+	if _, err := c.LoginApp(ctx, testkit.GoogleFQN, "bad name"); err == nil || !strings.Contains(err.Error(), "credential name") {
+		t.Errorf("LoginApp with a bad name = %v; want it refused", err)
+	}
+	good := oauth2.GenerateVerifier()
+	code := p.code(good)
+	_, err = c.Login(ctx, LoginRequest{Name: "bad name", Connector: testkit.GoogleFQN, Code: code, CodeVerifier: good, RedirectURI: loginRedirect})
+	apiError(t, "bad name", err, 400, policy.ReasonInvalidArgument)
+	p.mu.Lock()
+	_, unspent := p.codes[code]
+	p.mu.Unlock()
+	if !unspent {
+		t.Error("a login refused for its name spent its code")
 	}
 }

@@ -48,10 +48,10 @@ func (c *Client) Unbind(ctx context.Context, fqn string) error {
 }
 
 // LoginApp returns the OAuth app connector fqn's manifest declares, without
-// its client secret.
-func (c *Client) LoginApp(ctx context.Context, fqn string) (LoginApp, error) {
+// its client secret; name, when set, is checked as a credential name.
+func (c *Client) LoginApp(ctx context.Context, fqn, name string) (LoginApp, error) {
 	var out LoginApp
-	err := c.do(ctx, http.MethodPost, "/v1/credentials/login/app", LoginAppRequest{Connector: fqn}, &out)
+	err := c.do(ctx, http.MethodPost, "/v1/credentials/login/app", LoginAppRequest{Connector: fqn, Name: name}, &out)
 	return out, err
 }
 

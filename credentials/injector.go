@@ -172,8 +172,9 @@ func (c *Injector) secretFor(ctx context.Context, op *policy.Operation, cred Cre
 		tok, err := c.source(cred).AccessToken(ctx)
 		if tok == "" || err != nil && !errors.Is(err, inject.ErrPersistFailed) {
 			return inject.Secret{}, failure(err, secretValues(cred), "%s: getting an OAuth access token for credential %s failed "+
-				"(check its token endpoint and refresh token; `aileron credential set %s --kind oauth2` stores new ones)",
-				opLabel(op), cred.Name, cred.Name)
+				"(check its token endpoint and refresh token; `aileron credential login %s --connector %s` or "+
+				"`aileron credential set %s --kind oauth2` stores new ones)",
+				opLabel(op), cred.Name, cred.Name, op.FQN, cred.Name)
 		}
 		return inject.Secret{Kind: inject.KindBearer, Token: tok}, nil
 	}

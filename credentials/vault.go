@@ -554,6 +554,11 @@ func isCredentialName(name string) bool {
 	return true
 }
 
+// CheckName validates a credential name, for a caller to check it before
+// it does anything it cannot undo (a login redeeming its one code); the
+// error wraps state.ErrInvalidArgument.
+func CheckName(name string) error { return checkCredentialName(name) }
+
 // checkCredentialName validates a credential name; the error wraps
 // state.ErrInvalidArgument.
 func checkCredentialName(name string) error {

@@ -47,7 +47,7 @@ func credentialLogin(fs *pflag.FlagSet, c *admin.Client, _ io.Reader, stdout io.
 	noBrowser, _ := fs.GetBool("no-browser")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	app, err := c.LoginApp(ctx, fqn)
+	app, err := c.LoginApp(ctx, fqn, fs.Arg(0))
 	if err != nil {
 		return err
 	}
