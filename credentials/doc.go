@@ -4,8 +4,10 @@
 // entry and a placement (the bindings table of the state database, no
 // secret in it), and the Injector that puts the bound credential on the
 // outbound copy of a matched request (dataplane.Injector), refreshing OAuth
-// tokens. Secret bytes never appear in its errors or logs.
+// tokens, and the OAuth login's code exchange (ExchangeCode: the
+// authorization code grant with PKCE against a connector's OAuth app).
+// Secret bytes never appear in its errors or logs.
 //
-// It imports state, policy, inject, audit (event names) and dataplane's
-// types; never another control-plane store.
+// It imports state, policy, inject, audit (event names), dataplane's types
+// and golang.org/x/oauth2; never another control-plane store.
 package credentials

@@ -182,15 +182,19 @@ func (c *Injector) secretFor(ctx context.Context, op *policy.Operation, cred Cre
 }
 
 // source returns the token source of the oauth2 entry cred, creating it on
-// first use and again after the entry was rotated. A request that read the
-// entry before a rotation gets the newer entry's source: a source is never
-// built again for an entry it replaced, so one token set never has two
-// sources, each refreshing with the same refresh token (a provider that
-// rotates refresh tokens revokes the chain on the second use).
+// first use and again after the entry was rotated. It is built from the
+// entry the vault holds now, not from cred: a request that read the entry
+// before a rotation gets the rotated entry's source, so a source is never
+// built again for a token set a newer one replaced, and one token set never
+// has two sources each refreshing with the same refresh token (a provider
+// that rotates refresh tokens revokes the chain on the second use).
 func (c *Injector) source(cred Credential) *inject.OAuthSource {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.sources[cred.Name]; e != nil && !e.rev.Before(cred.UpdatedAt) {
+	if cur, err := c.Vault.Get(cred.Name); err == nil && cur.Kind == inject.KindOAuth2 && cur.OAuth != nil {
+		cred = cur
+	}
+	if e := c.sources[cred.Name]; e != nil && e.rev.Equal(cred.UpdatedAt) {
 		return e.src
 	}
 	if c.sources == nil {

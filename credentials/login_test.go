@@ -160,8 +160,9 @@ func TestExchangeCode(t *testing.T) {
 // source for the rotated entry's token set, nor one again for the entry it
 // replaced: it gets the newest source.
 func TestRotationNeverRebuildsAReplacedSource(t *testing.T) {
-	home := t.TempDir()
-	c, _ := injectorAt(t, home, sampleCredentials("https://oauth2.example.com/token")[4:])
+	clock := testkit.NewClock()
+	c := &Injector{Vault: vaultAt(t, t.TempDir(), clock)}
+	setAll(t, c.Vault, sampleCredentials("https://oauth2.example.com/token")[4:])
 	old, err := c.Vault.Get("google_mail")
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +181,20 @@ func TestRotationNeverRebuildsAReplacedSource(t *testing.T) {
 	}
 	if got := c.source(cur); got != newest {
 		t.Fatal("the rotated entry got a second source: two sources would refresh with one refresh token")
+	}
+
+	// An entry deleted and stored again is a new entry, even when the
+	// clock that stamps it went back (another node of a fleet).
+	if err := c.Vault.Delete("google_mail"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(-time.Hour)
+	again := sampleCredentials("https://oauth2.example.com/token")[4]
+	again.OAuth.RefreshToken = "again-REFRESH-0123456789"
+	setAll(t, c.Vault, []Credential{again})
+	cur, _ = c.Vault.Get("google_mail")
+	if got := c.source(cur); got == newest {
+		t.Fatal("an entry stored again after a deletion kept the deleted entry's source")
 	}
 }
 
