@@ -140,7 +140,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 // the caller's to fix (log in again), so it answers 400, not 500.
 type loginFailure struct{ err error }
 
-func (e loginFailure) Error() string { return "OAuth login failed: " + e.err.Error() }
+func (e loginFailure) Error() string { return e.err.Error() }
 func (e loginFailure) Unwrap() []error {
 	if errors.Is(e.err, state.ErrInvalidArgument) {
 		return []error{e.err}

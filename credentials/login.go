@@ -18,6 +18,10 @@ import (
 	"github.com/aileronhq/aileron/state"
 )
 
+// ErrExchangeFailed is wrapped when the token endpoint refused a login's
+// code, could not be reached, or answered with no usable token set.
+var ErrExchangeFailed = errors.New("OAuth login failed")
+
 // OAuthApp is a publisher's OAuth app, as a connector's manifest declares
 // it in [capabilities.credential.oauth2]. ClientSecret is the app's public
 // client secret (empty for a public client).
@@ -55,7 +59,7 @@ type CodeGrant struct {
 //
 // Failures wrap state.ErrInvalidArgument (a token URL that is not https, a
 // redirect URI that is not http://127.0.0.1:PORT/callback, a code or a
-// verifier of the wrong form) or inject.ErrRefreshFailed (the endpoint
+// verifier of the wrong form) or ErrExchangeFailed (the endpoint
 // refused or could not be reached, or answered without an access token).
 // They keep only the endpoint, the HTTP status and the OAuth error code:
 // never the code, the verifier, a token or the server's description.
@@ -88,7 +92,7 @@ func ExchangeCode(ctx context.Context, hc *http.Client, app OAuthApp, g CodeGran
 		Scopes: slices.Clone(app.Scopes), AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC().Round(0)}
 	if err := validateOAuth("the token endpoint's answer", m, false); err != nil {
 		return nil, fmt.Errorf("%w: token endpoint %s answered with a token set that cannot be stored: %v",
-			inject.ErrRefreshFailed, endpointName(app.TokenURL), err)
+			ErrExchangeFailed, endpointName(app.TokenURL), err)
 	}
 	return m, nil
 }
@@ -150,13 +154,13 @@ func exchangeError(err error, tokenURL string, secrets []string) error {
 		}
 		msg += "; run the login again (a code is good for one exchange, within minutes)"
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %s did not answer in time: %w", inject.ErrRefreshFailed, msg, context.DeadlineExceeded)
+		return fmt.Errorf("%w: %s did not answer in time: %w", ErrExchangeFailed, msg, context.DeadlineExceeded)
 	case strings.Contains(err.Error(), "missing access_token"):
 		msg += " answered without an access_token"
 	default:
 		msg += ": " + redact(err.Error(), secrets)
 	}
-	return fmt.Errorf("%w: %s", inject.ErrRefreshFailed, msg)
+	return fmt.Errorf("%w: %s", ErrExchangeFailed, msg)
 }
 
 // endpointName names a token endpoint in messages: scheme, host and path.

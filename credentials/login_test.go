@@ -115,13 +115,13 @@ func TestExchangeCode(t *testing.T) {
 		reaches bool
 	}{
 		{name: "wrong verifier", mutate: func(_ *OAuthApp, g *CodeGrant) { g.Verifier = oauth2.GenerateVerifier() },
-			sentry: inject.ErrRefreshFailed, says: "HTTP 400 (invalid_grant)", reaches: true},
+			sentry: ErrExchangeFailed, says: "HTTP 400 (invalid_grant)", reaches: true},
 		{name: "wrong client", mutate: func(a *OAuthApp, _ *CodeGrant) { a.ClientID = "app-2" },
-			sentry: inject.ErrRefreshFailed, says: "invalid_grant", reaches: true},
+			sentry: ErrExchangeFailed, says: "invalid_grant", reaches: true},
 		{name: "no access token", answer: `{"token_type":"Bearer","refresh_token":"r-0123456789"}`,
-			sentry: inject.ErrRefreshFailed, says: "without an access_token", reaches: true},
+			sentry: ErrExchangeFailed, says: "without an access_token", reaches: true},
 		{name: "access token with a line break", answer: `{"access_token":"a\r\nX-Evil: 1","token_type":"Bearer"}`,
-			sentry: inject.ErrRefreshFailed, says: "cannot be stored", reaches: true},
+			sentry: ErrExchangeFailed, says: "cannot be stored", reaches: true},
 		{name: "http token url", mutate: func(a *OAuthApp, _ *CodeGrant) { a.TokenURL = "http://auth.example.com/token" },
 			sentry: state.ErrInvalidArgument, says: "token_url must be an https URL"},
 		{name: "redirect elsewhere", mutate: func(_ *OAuthApp, g *CodeGrant) { g.RedirectURI = "https://evil.example.com/callback" },

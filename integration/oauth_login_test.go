@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,7 +23,10 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-const oauthLoginFQN = "local://test/oauth-login"
+const (
+	oauthLoginFQN   = "local://test/oauth-login"
+	oauthGuardedFQN = "local://test/oauth-guarded"
+)
 
 // TestOAuthLogin drives `aileron credential login` end to end: a headless
 // Chromium opens the authorize URL the CLI prints, consents on the
@@ -40,24 +44,47 @@ func TestOAuthLogin(t *testing.T) {
 	}
 	p := startOAuthProvider(t)
 	p.LoginExpiresIn.Store(30) // under the 60 s margin: the first use refreshes
+	// A token endpoint on an address egress.allow_cidrs does not allow: the
+	// daemon's SSRF guard must refuse to dial it.
+	guarded, err := net.Listen("tcp", "127.0.0.3:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guarded.Close()
+	dialled := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := guarded.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			select {
+			case dialled <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	s := theSuite
 	d := s.startTestDaemon(t, map[string]any{
 		"proxy": map[string]any{"listen": "127.0.0.1:0"},
 		"upstream": map[string]any{
-			"resolve":  map[string]string{"other.example.com:" + p.Port(): p.Addr, "api.eu.example.com:443": p.Addr},
+			"resolve": map[string]string{"other.example.com:" + p.Port(): p.Addr, "api.eu.example.com:443": p.Addr,
+				"other.example.com:8443": guarded.Addr().String()},
 			"ca_files": []string{filepath.Join(s.pkiDir, "root.pem")},
 		},
 		"egress": map[string]any{"allow_cidrs": []string{"127.0.0.2/32"}},
 		"log":    map[string]any{"level": "debug"},
 	}, nil)
-	d.install(t, &specFile{Path: writeOAuthPackage(t, p), FQN: oauthLoginFQN, Version: "1.0.0"})
+	d.install(t, &specFile{Path: writeOAuthPackage(t, p, oauthLoginFQN, p.Port()), FQN: oauthLoginFQN, Version: "1.0.0"})
+	d.install(t, &specFile{Path: writeOAuthPackage(t, p, oauthGuardedFQN, "8443"), FQN: oauthGuardedFQN, Version: "1.0.0"})
 	b := newBrowser(t, chromedp.Flag("host-resolver-rules", "MAP other.example.com 127.0.0.2"),
 		chromedp.Flag("ignore-certificate-errors-spki-list", spkiHash(t, filepath.Join(s.pkiDir, "server.pem"))))
 	sess := d.newSession(t)
 	client := goClient(t, sess)
 
 	// Log in: the browser consents, the CLI stores and binds.
-	login := startLogin(t, d, "gmail")
+	login := startLogin(t, d, oauthLoginFQN, "gmail")
 	page := browse(t, b, "consent", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("allow")),
 		chromedp.Click(chromedp.ID("allow")), chromedp.WaitVisible(chromedp.ID("result")))
 	if !strings.Contains(page, "You may close this window") {
@@ -89,7 +116,7 @@ func TestOAuthLogin(t *testing.T) {
 
 	// Logging in again rotates the entry while requests keep going.
 	stop := meLoop(client)
-	login = startLogin(t, d, "gmail")
+	login = startLogin(t, d, oauthLoginFQN, "gmail")
 	browse(t, b, "consent again", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("allow")),
 		chromedp.Click(chromedp.ID("allow")), chromedp.WaitVisible(chromedp.ID("result")))
 	login.wait(t, true)
@@ -113,7 +140,7 @@ func TestOAuthLogin(t *testing.T) {
 	}
 
 	t.Run("foreign_state", func(t *testing.T) {
-		login := startLogin(t, d, "other")
+		login := startLogin(t, d, oauthLoginFQN, "other")
 		redirect := login.redirect(t)
 		page := browse(t, b, "forged answer", chromedp.Navigate(redirect+"?state=not-this-logins&code=code-forged"),
 			chromedp.WaitVisible(chromedp.ID("result")))
@@ -126,7 +153,7 @@ func TestOAuthLogin(t *testing.T) {
 		login.refused(t, redirect)
 	})
 	t.Run("access_denied", func(t *testing.T) {
-		login := startLogin(t, d, "other")
+		login := startLogin(t, d, oauthLoginFQN, "other")
 		page := browse(t, b, "deny", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("deny")),
 			chromedp.Click(chromedp.ID("deny")), chromedp.WaitVisible(chromedp.ID("result")))
 		if !strings.Contains(page, "access_denied") {
@@ -138,11 +165,25 @@ func TestOAuthLogin(t *testing.T) {
 		login.refused(t, login.redirect(t))
 	})
 	t.Run("timeout", func(t *testing.T) {
-		login := startLogin(t, d, "other", "--timeout", "1s")
+		login := startLogin(t, d, oauthLoginFQN, "other", "--timeout", "1s")
 		if errOut := login.wait(t, false); !strings.Contains(errOut, "no answer on "+login.redirect(t)+" within 1s") {
 			t.Errorf("credential login said:\n%s", errOut)
 		}
 		login.refused(t, login.redirect(t))
+	})
+	t.Run("token_endpoint_behind_the_guard", func(t *testing.T) {
+		login := startLogin(t, d, oauthGuardedFQN, "other")
+		browse(t, b, "consent", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("allow")),
+			chromedp.Click(chromedp.ID("allow")), chromedp.WaitVisible(chromedp.ID("result")))
+		if errOut := login.wait(t, false); !strings.Contains(errOut, "token endpoint https://other.example.com:8443/oauth/token") ||
+			!strings.Contains(errOut, "resolves to 127.0.0.3 (loopback), which the proxy does not dial") {
+			t.Errorf("credential login said:\n%s", errOut)
+		}
+		select {
+		case <-dialled:
+			t.Error("the code exchange dialled 127.0.0.3, which egress.allow_cidrs does not allow")
+		default:
+		}
 	})
 	if p.redeemed.Load() != 2 {
 		t.Errorf("the provider redeemed %d codes; want the 2 logins'", p.redeemed.Load())
@@ -152,19 +193,22 @@ func TestOAuthLogin(t *testing.T) {
 	}
 }
 
-// writeOAuthPackage writes a package whose manifest names p's app, with
-// one operation on api.eu.example.com that needs the oauth2 credential.
-func writeOAuthPackage(t *testing.T, p *oauthProvider) string {
+// writeOAuthPackage writes package fqn whose manifest names p's app, its
+// token endpoint on tokenPort, with one operation on api.eu.example.com
+// that needs the oauth2 credential.
+func writeOAuthPackage(t *testing.T, p *oauthProvider, fqn, tokenPort string) string {
 	t.Helper()
 	dir := t.TempDir()
+	tool, path := map[string][2]string{oauthLoginFQN: {"mail", "/v1/me"}, oauthGuardedFQN: {"guarded", "/v1/guarded"}}[fqn][0],
+		map[string]string{oauthLoginFQN: "/v1/me", oauthGuardedFQN: "/v1/guarded"}[fqn]
 	spec := `{"schema_version": "aileron.connector.v1",
-  "connector": {"fqn": "` + oauthLoginFQN + `", "version": "1.0.0"},
-  "tools": [{"name": "mail", "description": "The OAuth login test's API",
-    "operations": [{"name": "me.get", "summary": "Who the token is", "method": "GET", "path": "/v1/me",
+  "connector": {"fqn": "` + fqn + `", "version": "1.0.0"},
+  "tools": [{"name": "` + tool + `", "description": "The OAuth login test's API",
+    "operations": [{"name": "me.get", "summary": "Who the token is", "method": "GET", "path": "` + path + `",
       "hosts": ["api.eu.example.com"], "idempotency": "idempotent", "credential": "oauth2"}]}]}`
 	base := "https://other.example.com:" + p.Port() + "/oauth/"
 	manifest := `[connector]
-name = "` + oauthLoginFQN + `"
+name = "` + fqn + `"
 version = "1.0.0"
 [capabilities.network]
 hosts = ["api.eu.example.com:443"]
@@ -173,7 +217,7 @@ kind = "oauth2"
 scope = "read and send mail"
 [capabilities.credential.oauth2]
 authorize_url = "` + base + `authorize?access_type=offline"
-token_url = "` + base + `token"
+token_url = "https://other.example.com:` + tokenPort + `/oauth/token"
 client_id = "` + oauthAppClientID + `"
 client_secret = "` + p.Secret + `"
 scopes = ["mail.read", "mail.send"]
@@ -239,11 +283,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startLogin starts `credential login NAME --connector oauthLoginFQN
-// --no-browser` and waits for the authorize URL it prints.
-func startLogin(t *testing.T, d *daemon, name string, extra ...string) *loginRun {
+// startLogin starts `credential login NAME --connector FQN --no-browser`
+// and waits for the authorize URL it prints.
+func startLogin(t *testing.T, d *daemon, fqn, name string, extra ...string) *loginRun {
 	t.Helper()
-	args := append([]string{"credential", "login", name, "--connector", oauthLoginFQN, "--no-browser"}, extra...)
+	args := append([]string{"credential", "login", name, "--connector", fqn, "--no-browser"}, extra...)
 	l := &loginRun{d: d, args: args, out: &lockedBuffer{}, errb: &lockedBuffer{}, done: make(chan error, 1)}
 	l.cmd = exec.Command(d.s.bin, args...)
 	l.cmd.Env = cleanEnv(d.home)
