@@ -207,3 +207,53 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A login on one node rotates the entry while both nodes refresh it under
+// load: the provider, which revokes a chain when one of its refresh tokens
+// is used twice, never sees that, and no request fails for the rotation.
+func TestFleetRotationDuringRefreshes(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	keyFile := filepath.Join(t.TempDir(), "vault.key")
+	a := fleetCredsNode(t, dsn, keyFile)
+	b := fleetCredsNode(t, dsn, keyFile)
+	p := newChainProvider(t)
+	entry := func(chain string) Credential {
+		c := sampleCredentials(p.URL + "/token")[4]
+		c.OAuth.AccessToken, c.OAuth.RefreshToken, c.OAuth.Expiry = "", p.chain(chain), time.Time{}
+		return c
+	}
+	if err := a.v.Set(entry("chain0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.b.Bind(t.Context(), Binding{Connector: testkit.LinearFQN, Credential: "google_mail"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "node B sees the binding", func() bool { _, ok := b.b.Get(testkit.LinearFQN); return ok })
+	a.inj.HTTPClient, b.inj.HTTPClient = p.Client(), p.Client()
+	op := linearOp(t, "oauth2")
+	for round := 1; round <= 4; round++ {
+		var wg sync.WaitGroup
+		for i := range 16 {
+			inj := a.inj
+			if i%2 == 1 {
+				inj = b.inj
+			}
+			wg.Go(func() {
+				out := outbound(t, "https://api.linear.app/graphql")
+				if _, err := inj.Inject(context.Background(), nil, op, out); err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			})
+		}
+		wg.Go(func() {
+			if err := a.v.Set(entry(fmt.Sprintf("chain%d", round))); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+	}
+	if n := p.reuses.Load(); n != 0 {
+		t.Fatalf("the provider saw %d refresh tokens used twice (it revokes the chain)", n)
+	}
+}

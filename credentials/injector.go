@@ -169,8 +169,16 @@ func (c *Injector) secretFor(ctx context.Context, op *policy.Operation, cred Cre
 		}
 		return s, nil
 	case inject.KindOAuth2:
-		tok, err := c.source(cred).AccessToken(ctx)
-		if tok == "" || err != nil && !errors.Is(err, inject.ErrPersistFailed) {
+		src := c.source(cred)
+		tok, err := src.AccessToken(ctx)
+		failed := tok == "" || err != nil && !errors.Is(err, inject.ErrPersistFailed)
+		if failed { // rotated meanwhile (a login on another node)? Then the new entry's tokens serve.
+			if next := c.source(cred); next != src {
+				tok, err = next.AccessToken(ctx)
+				failed = tok == "" || err != nil && !errors.Is(err, inject.ErrPersistFailed)
+			}
+		}
+		if failed {
 			return inject.Secret{}, failure(err, secretValues(cred), "%s: getting an OAuth access token for credential %s failed "+
 				"(check its token endpoint and refresh token; `aileron credential login %s --connector %s` or "+
 				"`aileron credential set %s --kind oauth2` stores new ones)",
