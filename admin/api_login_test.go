@@ -184,7 +184,15 @@ func TestAdminLogin(t *testing.T) {
 		}
 	}
 
-	// Refusals: no oauth2 table, not installed, a code the provider refuses.
+}
+
+// A login is refused for a connector without an oauth2 table, one not
+// installed, a code the provider refuses and a bad credential name (before
+// the browser leaves and before the code is spent); none stores anything.
+func TestAdminLoginRefusals(t *testing.T) {
+	p := newLoginProvider(t)
+	c, a, _ := loginDaemon(t, p)
+	ctx := t.Context()
 	verifier := oauth2.GenerateVerifier()
 	for _, tc := range []struct {
 		name, fqn, code string
@@ -212,7 +220,7 @@ func TestAdminLogin(t *testing.T) {
 	}
 	good := oauth2.GenerateVerifier()
 	code := p.code(good)
-	_, err = c.Login(ctx, LoginRequest{Name: "bad name", Connector: testkit.GoogleFQN, Code: code, CodeVerifier: good, RedirectURI: loginRedirect})
+	_, err := c.Login(ctx, LoginRequest{Name: "bad name", Connector: testkit.GoogleFQN, Code: code, CodeVerifier: good, RedirectURI: loginRedirect})
 	apiError(t, "bad name", err, 400, policy.ReasonInvalidArgument)
 	p.mu.Lock()
 	_, unspent := p.codes[code]

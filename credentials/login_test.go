@@ -65,8 +65,7 @@ func newCodeProvider(t *testing.T, verifier string) *codeProvider {
 }
 
 // The code exchange sends the verifier, client and redirect the provider
-// checks, and returns the token set as an oauth2 entry's material; each
-// refusal is clear and quotes neither the code nor the verifier.
+// checks, and returns the token set as an oauth2 entry's material.
 func TestExchangeCode(t *testing.T) {
 	verifier := oauth2.GenerateVerifier()
 	app := func(p *codeProvider) OAuthApp {
@@ -106,6 +105,17 @@ func TestExchangeCode(t *testing.T) {
 		t.Fatalf("storing a token set without a refresh token: %v", err)
 	}
 
+}
+
+// Each refusal of the exchange is clear and quotes neither the code nor
+// the verifier; the provider is reached only when the input is sound.
+func TestExchangeCodeRefusals(t *testing.T) {
+	verifier := oauth2.GenerateVerifier()
+	app := func(p *codeProvider) OAuthApp {
+		return OAuthApp{AuthorizeURL: "https://auth.example.com/authorize", TokenURL: p.URL + "/token", ClientID: "app-1",
+			ClientSecret: oauthClientSec, Scopes: []string{"mail.read"}}
+	}
+	grant := CodeGrant{Code: loginCode, Verifier: verifier, RedirectURI: loginRedirect}
 	for _, tc := range []struct {
 		name    string
 		answer  string

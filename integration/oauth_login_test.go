@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,58 +37,15 @@ const (
 // set, and a request through the proxy carries the new access token.
 // Then: concurrent requests refresh a rotating refresh token once; logging
 // in again while requests run rotates the entry without a refresh token
-// ever used twice; a foreign state, a denial and a timeout fail the login
-// and store nothing.
+// ever used twice; a foreign state, a denial, a timeout and a token
+// endpoint the guard refuses fail the login and store nothing.
 func TestOAuthLogin(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("%s is missing (%v): run `make test`, which installs chromium via scripts/test-deps.sh", chromiumPath, err)
-	}
-	p := startOAuthProvider(t)
-	p.LoginExpiresIn.Store(30) // under the 60 s margin: the first use refreshes
-	// A token endpoint on an address egress.allow_cidrs does not allow: the
-	// daemon's SSRF guard must refuse to dial it.
-	guarded, err := net.Listen("tcp", "127.0.0.3:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer guarded.Close()
-	dialled := make(chan struct{}, 1)
-	go func() {
-		for {
-			c, err := guarded.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-			select {
-			case dialled <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	s := theSuite
-	d := s.startTestDaemon(t, map[string]any{
-		"proxy": map[string]any{"listen": "127.0.0.1:0"},
-		"upstream": map[string]any{
-			"resolve": map[string]string{"other.example.com:" + p.Port(): p.Addr, "api.eu.example.com:443": p.Addr,
-				"other.example.com:8443": guarded.Addr().String()},
-			"ca_files": []string{filepath.Join(s.pkiDir, "root.pem")},
-		},
-		"egress": map[string]any{"allow_cidrs": []string{"127.0.0.2/32"}},
-		"log":    map[string]any{"level": "debug"},
-	}, nil)
-	d.install(t, &specFile{Path: writeOAuthPackage(t, p, oauthLoginFQN, p.Port()), FQN: oauthLoginFQN, Version: "1.0.0"})
-	d.install(t, &specFile{Path: writeOAuthPackage(t, p, oauthGuardedFQN, "8443"), FQN: oauthGuardedFQN, Version: "1.0.0"})
-	b := newBrowser(t, chromedp.Flag("host-resolver-rules", "MAP other.example.com 127.0.0.2"),
-		chromedp.Flag("ignore-certificate-errors-spki-list", spkiHash(t, filepath.Join(s.pkiDir, "server.pem"))))
-	sess := d.newSession(t)
-	client := goClient(t, sess)
+	e := startOAuthLoginEnv(t)
+	p, d := e.p, e.d
 
 	// Log in: the browser consents, the CLI stores and binds.
 	login := startLogin(t, d, oauthLoginFQN, "gmail")
-	page := browse(t, b, "consent", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("allow")),
-		chromedp.Click(chromedp.ID("allow")), chromedp.WaitVisible(chromedp.ID("result")))
-	if !strings.Contains(page, "You may close this window") {
+	if page := e.consent(t, login, "allow"); !strings.Contains(page, "You may close this window") {
 		t.Errorf("the browser was shown %q", page)
 	}
 	out := login.wait(t, true)
@@ -101,37 +59,20 @@ func TestOAuthLogin(t *testing.T) {
 
 	// Many requests at once need the login's short-lived token refreshed:
 	// one refresh grant, every request carries the refreshed chain's token.
-	from := p.apiCalls()
-	if errs := meBurst(client, 24); len(errs) > 0 {
-		t.Fatalf("requests through the proxy after the login: %v", errs)
-	}
+	e.burst(t, "after the login", "1")
 	if g := p.grants.Load(); g != 1 {
 		t.Errorf("24 concurrent requests made %d refresh grants; want 1", g)
 	}
-	for _, c := range p.chainsSeen(from) {
-		if c != "1" {
-			t.Fatalf("the API saw tokens of chains %v; want the login's chain 1 only", p.chainsSeen(from))
-		}
-	}
 
 	// Logging in again rotates the entry while requests keep going.
-	stop := meLoop(client)
+	stop := meLoop(e.client)
 	login = startLogin(t, d, oauthLoginFQN, "gmail")
-	browse(t, b, "consent again", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("allow")),
-		chromedp.Click(chromedp.ID("allow")), chromedp.WaitVisible(chromedp.ID("result")))
+	e.consent(t, login, "allow")
 	login.wait(t, true)
 	if errs := stop(); len(errs) > 0 {
 		t.Fatalf("requests during the second login: %v", errs)
 	}
-	from = p.apiCalls()
-	if errs := meBurst(client, 24); len(errs) > 0 {
-		t.Fatalf("requests after the second login: %v", errs)
-	}
-	for _, c := range p.chainsSeen(from) {
-		if c != "2" {
-			t.Fatalf("after the second login the API saw chains %v; want the new chain 2 only", p.chainsSeen(from))
-		}
-	}
+	e.burst(t, "after the second login", "2")
 	if n := p.reuses.Load(); n != 0 {
 		t.Fatalf("the provider saw %d refresh tokens used twice: it revoked their chains", n)
 	}
@@ -139,10 +80,22 @@ func TestOAuthLogin(t *testing.T) {
 		t.Errorf("the second login did not rotate the credential")
 	}
 
+	e.refusals(t)
+	if p.redeemed.Load() != 2 {
+		t.Errorf("the provider redeemed %d codes; want the 2 logins'", p.redeemed.Load())
+	}
+	if list := d.cli(t, "credential", "list"); strings.Contains(list, "other") {
+		t.Errorf("a failed login stored a credential:\n%s", list)
+	}
+}
+
+// refusals: a foreign state, a denial, a timeout and a token endpoint the
+// SSRF guard refuses each fail the login, and its listener is closed.
+func (e *oauthLoginEnv) refusals(t *testing.T) {
 	t.Run("foreign_state", func(t *testing.T) {
-		login := startLogin(t, d, oauthLoginFQN, "other")
+		login := startLogin(t, e.d, oauthLoginFQN, "other")
 		redirect := login.redirect(t)
-		page := browse(t, b, "forged answer", chromedp.Navigate(redirect+"?state=not-this-logins&code=code-forged"),
+		page := browse(t, e.b, "forged answer", chromedp.Navigate(redirect+"?state=not-this-logins&code=code-forged"),
 			chromedp.WaitVisible(chromedp.ID("result")))
 		if !strings.Contains(page, "state is not this login's") {
 			t.Errorf("the browser was shown %q", page)
@@ -153,10 +106,8 @@ func TestOAuthLogin(t *testing.T) {
 		login.refused(t, redirect)
 	})
 	t.Run("access_denied", func(t *testing.T) {
-		login := startLogin(t, d, oauthLoginFQN, "other")
-		page := browse(t, b, "deny", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("deny")),
-			chromedp.Click(chromedp.ID("deny")), chromedp.WaitVisible(chromedp.ID("result")))
-		if !strings.Contains(page, "access_denied") {
+		login := startLogin(t, e.d, oauthLoginFQN, "other")
+		if page := e.consent(t, login, "deny"); !strings.Contains(page, "access_denied") {
 			t.Errorf("the browser was shown %q", page)
 		}
 		if errOut := login.wait(t, false); !strings.Contains(errOut, "the provider refused the authorization: access_denied (The user denied access)") {
@@ -165,31 +116,100 @@ func TestOAuthLogin(t *testing.T) {
 		login.refused(t, login.redirect(t))
 	})
 	t.Run("timeout", func(t *testing.T) {
-		login := startLogin(t, d, oauthLoginFQN, "other", "--timeout", "1s")
+		login := startLogin(t, e.d, oauthLoginFQN, "other", "--timeout", "1s")
 		if errOut := login.wait(t, false); !strings.Contains(errOut, "no answer on "+login.redirect(t)+" within 1s") {
 			t.Errorf("credential login said:\n%s", errOut)
 		}
 		login.refused(t, login.redirect(t))
 	})
 	t.Run("token_endpoint_behind_the_guard", func(t *testing.T) {
-		login := startLogin(t, d, oauthGuardedFQN, "other")
-		browse(t, b, "consent", chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID("allow")),
-			chromedp.Click(chromedp.ID("allow")), chromedp.WaitVisible(chromedp.ID("result")))
+		login := startLogin(t, e.d, oauthGuardedFQN, "other")
+		e.consent(t, login, "allow")
 		if errOut := login.wait(t, false); !strings.Contains(errOut, "token endpoint https://other.example.com:8443/oauth/token") ||
 			!strings.Contains(errOut, "resolves to 127.0.0.3 (loopback), which the proxy does not dial") {
 			t.Errorf("credential login said:\n%s", errOut)
 		}
-		select {
-		case <-dialled:
+		if e.dialled.Load() {
 			t.Error("the code exchange dialled 127.0.0.3, which egress.allow_cidrs does not allow")
-		default:
 		}
 	})
-	if p.redeemed.Load() != 2 {
-		t.Errorf("the provider redeemed %d codes; want the 2 logins'", p.redeemed.Load())
+}
+
+// oauthLoginEnv is the login tests' provider, daemon, browser and client.
+type oauthLoginEnv struct {
+	p       *oauthProvider
+	d       *daemon
+	b       context.Context
+	client  *http.Client
+	dialled atomic.Bool // something connected to the guarded token endpoint
+}
+
+// startOAuthLoginEnv starts the stand-in provider, a daemon that reaches it
+// through upstream.resolve and trusts the test PKI, with the login package
+// installed and a second one whose token endpoint is on 127.0.0.3, which
+// egress.allow_cidrs does not allow; and a browser that reaches the
+// provider's authorize page directly.
+func startOAuthLoginEnv(t *testing.T) *oauthLoginEnv {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("%s is missing (%v): run `make test`, which installs chromium via scripts/test-deps.sh", chromiumPath, err)
 	}
-	if list := d.cli(t, "credential", "list"); strings.Contains(list, "other") {
-		t.Errorf("a failed login stored a credential:\n%s", list)
+	e := &oauthLoginEnv{p: startOAuthProvider(t)}
+	e.p.LoginExpiresIn.Store(30) // under the 60 s margin: the first use refreshes
+	guarded, err := net.Listen("tcp", "127.0.0.3:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { guarded.Close() })
+	go func() {
+		for {
+			c, err := guarded.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			e.dialled.Store(true)
+		}
+	}()
+	s := theSuite
+	e.d = s.startTestDaemon(t, map[string]any{
+		"proxy": map[string]any{"listen": "127.0.0.1:0"},
+		"upstream": map[string]any{
+			"resolve": map[string]string{"other.example.com:" + e.p.Port(): e.p.Addr, "api.eu.example.com:443": e.p.Addr,
+				"other.example.com:8443": guarded.Addr().String()},
+			"ca_files": []string{filepath.Join(s.pkiDir, "root.pem")},
+		},
+		"egress": map[string]any{"allow_cidrs": []string{"127.0.0.2/32"}},
+		"log":    map[string]any{"level": "debug"},
+	}, nil)
+	e.d.install(t, &specFile{Path: writeOAuthPackage(t, e.p, oauthLoginFQN, e.p.Port()), FQN: oauthLoginFQN, Version: "1.0.0"})
+	e.d.install(t, &specFile{Path: writeOAuthPackage(t, e.p, oauthGuardedFQN, "8443"), FQN: oauthGuardedFQN, Version: "1.0.0"})
+	e.b = newBrowser(t, chromedp.Flag("host-resolver-rules", "MAP other.example.com 127.0.0.2"),
+		chromedp.Flag("ignore-certificate-errors-spki-list", spkiHash(t, filepath.Join(s.pkiDir, "server.pem"))))
+	e.client = goClient(t, e.d.newSession(t))
+	return e
+}
+
+// consent opens the login's authorize URL, presses allow or deny on the
+// provider's page, and returns what the CLI's listener showed.
+func (e *oauthLoginEnv) consent(t *testing.T, login *loginRun, button string) string {
+	t.Helper()
+	return browse(t, e.b, button, chromedp.Navigate(login.authURL), chromedp.WaitVisible(chromedp.ID(button)),
+		chromedp.Click(chromedp.ID(button)), chromedp.WaitVisible(chromedp.ID("result")))
+}
+
+// burst sends 24 API calls at once through the proxy: each must succeed
+// with a token of chain.
+func (e *oauthLoginEnv) burst(t *testing.T, when, chain string) {
+	t.Helper()
+	from := e.p.apiCalls()
+	if errs := meBurst(e.client, 24); len(errs) > 0 {
+		t.Fatalf("requests through the proxy %s: %v", when, errs)
+	}
+	for _, c := range e.p.chainsSeen(from) {
+		if c != chain {
+			t.Fatalf("%s the API saw tokens of chains %v; want chain %s only", when, e.p.chainsSeen(from), chain)
+		}
 	}
 }
 
