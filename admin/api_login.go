@@ -13,6 +13,7 @@ import (
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/manifest"
+	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
 )
@@ -114,11 +115,11 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, loginFailure{err})
 		return
 	}
-	if err := a.Vault.Set(credentials.Credential{Name: req.Name, Kind: "oauth2", OAuth: m}); err != nil {
+	if err := a.Vault.Set(credentials.Credential{Name: req.Name, Kind: policy.CredentialOAuth2, OAuth: m}); err != nil {
 		a.writeError(w, err)
 		return
 	}
-	a.event(audit.EventCredentialSet, map[string]string{"credential": req.Name, "kind": "oauth2", "connector": inst.FQN, "via": "login"})
+	a.event(audit.EventCredentialSet, map[string]string{"credential": req.Name, "kind": policy.CredentialOAuth2, "connector": inst.FQN, "via": "login"})
 	bd, _ := a.Bindings.Get(inst.FQN)
 	bd.Connector, bd.Credential = inst.FQN, req.Name
 	if err := a.Bindings.Bind(r.Context(), bd); err != nil {
