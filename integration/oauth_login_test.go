@@ -79,6 +79,10 @@ func TestOAuthLogin(t *testing.T) {
 	if !credentialUpdated(t, d, "gmail").After(firstUpdate) {
 		t.Errorf("the second login did not rotate the credential")
 	}
+	trail := d.cli(t, "audit", "tail", "--event", "credential.set", "--json")
+	if n := strings.Count(trail, `"via":"login"`); n != 2 || strings.Count(trail, `"connector":"`+oauthLoginFQN+`"`) != 2 {
+		t.Errorf("the audit trail has %d credential.set events of a login; want 2 naming the connector:\n%s", n, trail)
+	}
 
 	e.refusals(t)
 	if p.redeemed.Load() != 2 {
