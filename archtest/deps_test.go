@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"action":    {"policy", "github.com/BurntSushi/toml"},
 	"manifest":  {"policy", "github.com/BurntSushi/toml"},
 	"signing":   {"policy", "github.com/hiddeco/sshsig", "golang.org/x/crypto/ssh"},
-	"pkgsource": {},
+	"pkgsource": {"policy", "dataplane"},
 	"metrics":   {"dataplane", "audit", "github.com/prometheus/", "github.com/rs/zerolog"},
 	"config":    {"policy", "github.com/knadh/koanf/", "github.com/spf13/pflag"},
 	// Containment: the policy DNS, and the fence that wires sandboxes.
