@@ -48,6 +48,20 @@ type Store struct {
 	// unsigned or signed by a key the trust store does not list for its
 	// authority (aileron trust); local:// packages are exempt.
 	RequireSignature bool `koanf:"require_signature"`
+
+	// Sources are where `connector install FQN@VERSION` looks, in order:
+	// the first that has the package wins. See docs/connectors.md,
+	// "Publishing a package".
+	Sources []StoreSource `koanf:"sources"`
+}
+
+// StoreSource is one place packages are fetched from: a release
+// convention under an https base URL (Authority "github" or "gitlab"), or
+// a local mirror directory. An entry sets Authority and BaseURL, or Mirror.
+type StoreSource struct {
+	Authority string `koanf:"authority"`
+	BaseURL   string `koanf:"base_url"`
+	Mirror    string `koanf:"mirror"`
 }
 
 // State selects where the control-plane state lives: one node's SQLite

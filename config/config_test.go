@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,15 @@ func TestInvalidValuesNameTheKey(t *testing.T) {
 		{"state: {node: 'Node 1'}", "state.node"},
 		{"state: {fleet_key_file: /etc/aileron/fleet.key}", "state.backend is sqlite, which has no fleet"},
 		{"state: {backend: postgres, dns: x}", `did you mean "state.dsn"?`},
+		{"store: {sources: [{authority: github, base_url: 'http://github.com'}]}", "store.sources[0].base_url: \"http://github.com\" is not an https URL"},
+		{"store: {sources: [{authority: github, base_url: 'https://tok@github.com'}]}", "store.sources[0].base_url: carries a user"},
+		{"store: {sources: [{authority: githb, base_url: 'https://github.com'}]}", `"githb" is not a source authority; did you mean "github"?`},
+		{"store: {sources: [{authority: github}]}", "store.sources[0].base_url"},
+		{"store: {sources: [{mirror: relative/dir}]}", "store.sources[0].mirror: \"relative/dir\" is not an absolute path"},
+		{"store: {sources: [{mirror: /m, authority: github, base_url: 'https://github.com'}]}", "store.sources[0]: sets mirror and authority/base_url"},
+		{"store: {sources: [{}]}", "store.sources[0]: is empty"},
+		{"store: {sources: [{authority: github, baseurl: 'https://github.com'}]}", `did you mean "store.sources[0].base_url"?`},
+		{"store: {source: []}", `did you mean "store.sources"?`},
 	} {
 		_, err := Load(Options{File: write(t, c.yaml), Environ: []string{"HOME=" + t.TempDir()}})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -237,5 +247,21 @@ func TestMaskDSN(t *testing.T) {
 	b, err := c.YAML()
 	if err != nil || strings.Contains(string(b), "s3cret") || !strings.Contains(string(b), "xxxxx") {
 		t.Errorf("config YAML shows the DSN's password or lost it: %v\n%s", err, b)
+	}
+}
+
+// store.sources takes github and gitlab release sources and mirrors, in
+// the order given.
+func TestStoreSources(t *testing.T) {
+	c, err := Load(Options{File: write(t, "store:\n  sources:\n"+
+		"    - {authority: github, base_url: 'https://github.com'}\n"+
+		"    - {authority: gitlab, base_url: 'https://gitlab.example.com/'}\n"+
+		"    - {mirror: /srv/aileron-mirror}\n"), Environ: []string{"HOME=" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []StoreSource{{Authority: "github", BaseURL: "https://github.com"}, {Authority: "gitlab", BaseURL: "https://gitlab.example.com/"}, {Mirror: "/srv/aileron-mirror"}}
+	if !reflect.DeepEqual(c.Store.Sources, want) {
+		t.Errorf("sources = %+v, want %+v", c.Store.Sources, want)
 	}
 }

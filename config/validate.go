@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/aileronhq/aileron/policy"
 )
 
 // Validate checks every value. The error names the key, the bad value and
@@ -100,6 +102,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	probs = append(probs, c.validateUpstream()...)
+	c.validateSources(add)
 	for i, s := range c.Egress.AllowCIDRs {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			probs = append(probs, fmt.Sprintf("config: egress.allow_cidrs[%d]: %q is not a CIDR; write e.g. \"10.20.0.0/16\" or \"192.0.2.7/32\"", i, s))
@@ -329,4 +332,37 @@ func MaskDSN(dsn string) string {
 		return u.String()
 	}
 	return regexp.MustCompile(`(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|(?:\\.|\S)+)`).ReplaceAllString(dsn, "${1}password=xxxxx")
+}
+
+// validateSources checks store.sources: each entry a github or gitlab
+// authority with an https base URL, or an absolute mirror directory.
+func (c *Config) validateSources(add func(key, format string, args ...any)) {
+	for i, s := range c.Store.Sources {
+		key := fmt.Sprintf("store.sources[%d]", i)
+		switch {
+		case s.Mirror != "" && (s.Authority != "" || s.BaseURL != ""):
+			add(key, "sets mirror and authority/base_url; an entry is either {authority, base_url} or {mirror}")
+		case s.Mirror != "":
+			if !filepath.IsAbs(s.Mirror) {
+				add(key+".mirror", "%q is not an absolute path; write e.g. \"/srv/aileron-mirror\"", s.Mirror)
+			}
+		case s.Authority == "" && s.BaseURL == "":
+			add(key, "is empty; write {authority: github, base_url: \"https://github.com\"} or {mirror: /srv/aileron-mirror}")
+		default:
+			if s.Authority != "github" && s.Authority != "gitlab" {
+				msg := fmt.Sprintf("%q is not a source authority; use github or gitlab (or a mirror entry for any other)", s.Authority)
+				if near, ok := policy.Closest(s.Authority, []string{"github", "gitlab"}); ok {
+					msg = fmt.Sprintf("%q is not a source authority; did you mean %q? (github or gitlab, or a mirror entry for any other)", s.Authority, near)
+				}
+				add(key+".authority", "%s", msg)
+			}
+			u, err := url.Parse(s.BaseURL)
+			switch {
+			case err != nil || u.Scheme != "https" || u.Host == "":
+				add(key+".base_url", "%q is not an https URL such as \"https://github.com\"; packages are fetched over https only", s.BaseURL)
+			case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+				add(key+".base_url", "carries a user, password, query or fragment; a base URL is scheme, host and an optional path")
+			}
+		}
+	}
 }
