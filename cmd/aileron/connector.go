@@ -28,13 +28,14 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	if sub != "statement" {
 		_, cfgFile = clientFlags(fs)
 	}
-	asJSON := new(bool)
+	asJSON, expect := new(bool), new(string)
 	if sub == "list" || sub == "verify" {
 		asJSON = fs.Bool("json", false, "print JSON")
 	}
 	var opts store.InstallOptions
 	if sub == "install" {
 		fs.BoolVar(&opts.AllowUnpinned, "allow-unpinned", false, allowUnpinnedHelp)
+		expect = fs.String("expect", "", "sha256:HEX: install only a package with this hash (as install and list print it)")
 	}
 	if err := fs.Parse(rest); err != nil {
 		return err
@@ -53,12 +54,12 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	switch sub {
 	case "install":
 		if fs.NArg() != 1 {
-			return usagef("want one PATH: a spec file or a package directory, or - for a spec on stdin")
+			return usagef("want one PATH: a spec file, a package directory or archive (.tar.gz), an https URL of one, FQN@VERSION, or - for a spec on stdin")
 		}
-		if fs.Arg(0) == "-" {
+		if fs.Arg(0) == "-" && *expect == "" {
 			return connectorInstallStdin(cfg, c, stdin, stdout)
 		}
-		return connectorInstall(cfg, c, fs.Arg(0), opts, stdout)
+		return connectorInstallFrom(cfg, c, fs.Arg(0), *expect, opts, stdout)
 	case "list":
 		return connectorList(cfg, c, *asJSON, stdout)
 	case "verify":
@@ -87,7 +88,11 @@ func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) erro
 func connectorSynopsis(sub string) string {
 	switch sub {
 	case "install":
-		return "connector install PATH|-   (a spec file, a package directory, or - for a spec's JSON on stdin)\n\n" +
+		return "connector install [--expect sha256:HEX] PATH|ARCHIVE|URL|FQN@VERSION|-\n\n" +
+			"PATH is a spec file or a package directory; ARCHIVE a package archive (.tar.gz); URL an https URL of\n" +
+			"one; FQN@VERSION (github://acme/gmail@1.2.3) is looked up in the config's store.sources, in order; - reads\n" +
+			"a spec's JSON on stdin. An archive is unpacked strictly (regular files and directories only, no links or\n" +
+			"paths outside it, bounded sizes). --expect refuses a package whose hash differs, before installing it.\n\n" +
 			"A package's manifest.toml bounds what its spec may reach: a spec that reaches a host:port or credential\n" +
 			"kind the manifest does not grant is refused, naming each. Without a manifest the package is granted\n" +
 			"exactly what its spec reaches. Install prints the grants; see docs/connectors.md.\n\n" +

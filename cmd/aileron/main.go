@@ -23,7 +23,7 @@ Usage:
   aileron session env ID                                 shell exports for a sandbox
   aileron session list [--json] | delete ID
   aileron session render ID --out DIR [--agent CMD] [--reserve NAME]...   tools.txt and one shim per tool
-  aileron connector install PATH [--allow-unpinned]      a spec file or a package directory
+  aileron connector install [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION   a spec file or package directory, a .tar.gz, an https URL of one, or a release in store.sources
   aileron connector list [--json] | verify | remove FQN@VERSION
   aileron connector statement DIR                        the statement a publisher signs for a package directory
   aileron trust add AUTHORITY --signers FILE             the keys that may sign for github://acme (ssh allowed_signers)

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aileronhq/aileron/admin"
+	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/pkgsource"
+	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/printable"
+	"github.com/aileronhq/aileron/store"
+)
+
+// connectorInstallFrom installs what arg names: a spec file or a package
+// directory as it is, or a package archive (.tar.gz), an https URL of one,
+// or FQN@VERSION found in store.sources, each unpacked into a private
+// directory under the home first (so the offline path reads it too). With
+// expect ("sha256:HEX"), the package's hash must be that, or nothing is
+// installed.
+func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect string, opts store.InstallOptions, stdout io.Writer) error {
+	want, err := parseExpect(expect)
+	if err != nil {
+		return err
+	}
+	if arg == "-" {
+		return usagef("--expect does not apply to a spec on stdin; give a file, directory, archive, URL or FQN@VERSION")
+	}
+	kind, err := installKind(arg)
+	if err != nil {
+		return err
+	}
+	if kind == kindLocal && want == "" {
+		return connectorInstall(cfg, c, arg, opts, stdout)
+	}
+	work, err := privateWorkDir(cfg.Home, "fetch-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	root, from, err := materialize(cfg, kind, arg, filepath.Join(work, "pkg"))
+	if err != nil {
+		return err
+	}
+	if kind == kindRef {
+		if err := checkRef(root, arg); err != nil {
+			return err
+		}
+	}
+	if want != "" {
+		got, err := store.HashPackage(root)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("the package from %s has hash sha256:%s, but --expect wants sha256:%s; nothing was installed (check where it came from before changing --expect)", printable.Line(from), got, want)
+		}
+	}
+	if err := connectorInstall(cfg, c, root, opts, stdout); err != nil {
+		return err
+	}
+	if kind != kindLocal {
+		fmt.Fprintf(stdout, "from %s\n", printable.Line(from))
+	}
+	if want != "" {
+		fmt.Fprintln(stdout, "hash matches --expect")
+	}
+	return nil
+}
+
+// What connector install was given.
+const (
+	kindLocal   = iota // a spec file or a package directory
+	kindArchive        // a .tar.gz file
+	kindURL            // an https URL of a .tar.gz
+	kindRef            // FQN@VERSION
+)
+
+// installKind tells what arg names. A local file is an archive when it
+// starts as gzip data does; a spec file is JSON.
+func installKind(arg string) (int, error) {
+	switch {
+	case strings.HasPrefix(arg, "http://"):
+		return 0, pkgsource.CheckURL(arg)
+	case strings.HasPrefix(arg, "https://"):
+		return kindURL, nil
+	case strings.Contains(arg, "://"):
+		if _, _, err := policy.ParseRef(arg); err != nil {
+			return 0, usagef("%v", err)
+		}
+		return kindRef, nil
+	}
+	f, err := os.Open(arg)
+	if err != nil {
+		return kindLocal, nil // the store names the problem as it always has
+	}
+	defer f.Close()
+	magic := make([]byte, 2)
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+		if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+			return kindArchive, nil
+		}
+	}
+	return kindLocal, nil
+}
+
+// parseExpect reads --expect: "" or "sha256:" and 64 hex digits.
+func parseExpect(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if b, err := hex.DecodeString(h); !ok || err != nil || len(b) != 32 || strings.ToLower(h) != h {
+		return "", usagef("--expect %q is not sha256: and 64 lower-case hex digits, as `connector install` and `connector list` print a package's hash", s)
+	}
+	return h, nil
+}
+
+// materialize puts the package arg names into dir and returns its root
+// and where it came from.
+func materialize(cfg *config.Config, kind int, arg, dir string) (root, from string, err error) {
+	ctx := context.Background()
+	switch kind {
+	case kindArchive:
+		root, err = pkgsource.UnpackFile(arg, dir)
+		return root, arg, err
+	case kindLocal:
+		return copyLocalPackage(arg, dir)
+	}
+	roots, err := upstreamRoots(cfg.Upstream.CAFiles)
+	if err != nil {
+		return "", "", err
+	}
+	f := &pkgsource.Fetcher{Guard: newGuard(cfg), RootCAs: roots}
+	if kind == kindURL {
+		root, err = f.Unpack(ctx, arg, dir)
+		return root, arg, err
+	}
+	sources := make([]pkgsource.Source, len(cfg.Store.Sources))
+	for i, s := range cfg.Store.Sources {
+		sources[i] = pkgsource.Source{Authority: s.Authority, BaseURL: s.BaseURL, Mirror: s.Mirror}
+	}
+	return (&pkgsource.Resolver{Sources: sources, Fetcher: f}).Resolve(ctx, arg, dir)
+}
+
+// checkRef refuses a package whose spec is not the connector and version
+// ref asked for: a source may not answer one name with another.
+func checkRef(root, ref string) error {
+	fqn, version, _ := policy.ParseRef(ref) // checked by installKind
+	p := filepath.Join(root, store.SpecFileName)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("the package fetched for %s has no %s at its root: %w", ref, store.SpecFileName, err)
+	}
+	spec, err := policy.ParseSpec(p, data)
+	if err != nil {
+		return err
+	}
+	if got := spec.Connector.FQN + "@" + spec.Connector.Version; got != fqn+"@"+version {
+		return fmt.Errorf("the package fetched for %s is %s; refused (a source must serve exactly the connector and version asked for)", ref, printable.Line(got))
+	}
+	return nil
+}
+
+// copyLocalPackage copies the spec file or package directory at p into
+// dir, so that what --expect checks is what is installed. The store's
+// rules apply: regular files and directories only.
+func copyLocalPackage(p, dir string) (root, from string, err error) {
+	src, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", "", err
+	}
+	info, err := os.Stat(src)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	if info.Mode().IsRegular() {
+		return dir, p, copyFile(src, filepath.Join(dir, store.SpecFileName))
+	}
+	var files int
+	var total int64
+	err = filepath.WalkDir(src, func(s string, d fs.DirEntry, err error) error {
+		if err != nil || s == src {
+			return err
+		}
+		rel, _ := filepath.Rel(src, s)
+		switch t := d.Type(); {
+		case t.IsDir():
+			return os.Mkdir(filepath.Join(dir, rel), 0o700)
+		case !t.IsRegular():
+			return fmt.Errorf("%w: %s is not a regular file; a package may hold only regular files and directories", store.ErrInvalidPackage, s)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if files, total = files+1, total+info.Size(); files > store.MaxPackageFiles || total > store.MaxPackageSize {
+			return fmt.Errorf("%w: %s holds more than %d files or %d bytes", store.ErrInvalidPackage, p, store.MaxPackageFiles, store.MaxPackageSize)
+		}
+		return copyFile(s, filepath.Join(dir, rel))
+	})
+	return dir, p, err
+}
+
+// copyFile copies the regular file src to the new file dst, keeping
+// whether it is executable, up to the store's file size limit.
+func copyFile(src, dst string) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	info, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file", store.ErrInvalidPackage, src)
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, info.Mode().Perm()&0o755|0o600)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, out.Close()) }()
+	n, err := io.Copy(out, io.LimitReader(in, store.MaxPackageFileSize+1))
+	if err == nil && n > store.MaxPackageFileSize {
+		err = fmt.Errorf("%w: %s is larger than %d bytes (64 MiB), the limit for a package file", store.ErrInvalidPackage, src, store.MaxPackageFileSize)
+	}
+	return err
+}
+
+// privateWorkDir makes a directory only this user reads, under home.
+func privateWorkDir(home, prefix string) (string, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(home, prefix)
+}
