@@ -60,7 +60,8 @@ func (f *Fetcher) Unpack(ctx context.Context, rawURL, dir string) (root string, 
 	return Unpack(&capReader{r: body, left: limit, limit: limit, url: rawURL}, dir)
 }
 
-// open GETs rawURL and returns its body once the answer is 200.
+// open GETs rawURL and returns its body once the answer is 200. Closing
+// the body ends the fetch and its connections.
 func (f *Fetcher) open(ctx context.Context, rawURL string) (io.ReadCloser, error) {
 	if err := CheckURL(rawURL); err != nil {
 		return nil, err
@@ -70,43 +71,48 @@ func (f *Fetcher) open(ctx context.Context, rawURL string) (io.ReadCloser, error
 		timeout = DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
+	client, tr := f.client()
+	done := func() { cancel(); tr.CloseIdleConnections() }
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		cancel()
+		done()
 		return nil, fmt.Errorf("fetching %s: %w", rawURL, err)
 	}
 	req.Header.Set("Accept", "application/octet-stream")
-	resp, err := f.client().Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		cancel()
+		done()
 		return nil, fmt.Errorf("fetching %s: %w", rawURL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		cancel()
+		done()
 		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
 			return nil, fmt.Errorf("fetching %s: %w (%s)", rawURL, ErrNotFound, resp.Status)
 		}
 		return nil, fmt.Errorf("fetching %s: the server answered %s", rawURL, resp.Status)
 	}
-	return cancelCloser{resp.Body, cancel}, nil
+	return doneCloser{resp.Body, done}, nil
 }
 
 // client is the http.Client of one fetch: no proxy from the environment,
-// dials through the guard, TLS verified, https redirects only.
-func (f *Fetcher) client() *http.Client {
+// dials through the guard, TLS verified, https redirects only, and the
+// archive's bytes as sent (no transparent decompression).
+func (f *Fetcher) client() (*http.Client, *http.Transport) {
 	guard := f.Guard
 	if guard == nil {
 		guard = &dataplane.Guard{}
 	}
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         guard.DialContext,
+		TLSClientConfig:     &tls.Config{RootCAs: f.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: 30 * time.Second,
+		ForceAttemptHTTP2:   true,
+		DisableCompression:  true,
+	}
 	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:               nil,
-			DialContext:         guard.DialContext,
-			TLSClientConfig:     &tls.Config{RootCAs: f.RootCAs, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout: 30 * time.Second,
-			ForceAttemptHTTP2:   true,
-		},
+		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > maxRedirects {
 				return fmt.Errorf("more than %d redirects", maxRedirects)
@@ -116,7 +122,7 @@ func (f *Fetcher) client() *http.Client {
 			}
 			return nil
 		},
-	}
+	}, tr
 }
 
 // CheckURL accepts an https URL with a host and no user name or password.
@@ -135,15 +141,15 @@ func CheckURL(rawURL string) error {
 	return nil
 }
 
-// cancelCloser releases a fetch's context when its body is closed.
-type cancelCloser struct {
+// doneCloser ends a fetch when its body is closed.
+type doneCloser struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	done func()
 }
 
-func (c cancelCloser) Close() error {
+func (c doneCloser) Close() error {
 	err := c.ReadCloser.Close()
-	c.cancel()
+	c.done()
 	return err
 }
 

@@ -54,13 +54,16 @@ func (s *standIn) fetcher(allow bool) *Fetcher {
 func TestFetcherUnpacksAnHTTPSArchive(t *testing.T) {
 	body := archive(t, entry{name: "gmail-1.2.3/" + spec, body: "{}"})
 	s := newStandIn(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/old" {
+		switch r.URL.Path {
+		case "/old":
 			http.Redirect(w, r, "https://example.com/pkg.tar.gz", http.StatusFound)
 			return
+		case "/encoded": // a server that labels a .tar.gz as gzip-encoded: the bytes are still the archive
+			w.Header().Set("Content-Encoding", "gzip")
 		}
 		_, _ = w.Write(body)
 	})
-	for _, u := range []string{"https://example.com/pkg.tar.gz", "https://example.com/old"} {
+	for _, u := range []string{"https://example.com/pkg.tar.gz", "https://example.com/old", "https://example.com/encoded"} {
 		dir := filepath.Join(t.TempDir(), "pkg")
 		root, err := s.fetcher(true).Unpack(context.Background(), u, dir)
 		if err != nil {
