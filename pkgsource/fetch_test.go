@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aileronhq/aileron/dataplane"
 )
@@ -125,5 +126,24 @@ func TestFetcherRefuses(t *testing.T) {
 	}
 	if n := s.hits.Load(); n != 4 {
 		t.Errorf("the stand-in got %d requests, want 4 (none for the refused URLs)", n)
+	}
+}
+
+// A source that sends part of an archive and then stalls is cut off at the
+// fetch's time bound (the read then fails as the deadline or as the cut
+// connection, whichever the transport sees first); without the bound the
+// test would hang.
+func TestFetcherBoundsTime(t *testing.T) {
+	body := archive(t, entry{name: spec, body: strings.Repeat("x", 10000)})
+	s := newStandIn(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	f := s.fetcher(true)
+	f.Timeout = 300 * time.Millisecond
+	_, err := f.Unpack(context.Background(), "https://example.com/pkg.tar.gz", filepath.Join(t.TempDir(), "pkg"))
+	if !errors.Is(err, ErrInvalidArchive) {
+		t.Fatalf("err = %v, want the fetch cut off at its deadline", err)
 	}
 }
