@@ -90,9 +90,11 @@ func connectorSynopsis(sub string) string {
 	case "install":
 		return "connector install [--expect sha256:HEX] PATH|ARCHIVE|URL|FQN@VERSION|-\n\n" +
 			"PATH is a spec file or a package directory; ARCHIVE a package archive (.tar.gz); URL an https URL of\n" +
-			"one; FQN@VERSION (github://acme/gmail@1.2.3) is looked up in the config's store.sources, in order; - reads\n" +
-			"a spec's JSON on stdin. An archive is unpacked strictly (regular files and directories only, no links or\n" +
-			"paths outside it, bounded sizes). --expect refuses a package whose hash differs, before installing it.\n\n" +
+			"one; FQN@VERSION (github://acme/gmail@1.2.3) is looked up in store.sources of the config (--config), in\n" +
+			"order; - reads a spec's JSON on stdin. Fetches are https only, TLS verified with upstream.ca_files, and\n" +
+			"pass the SSRF guard (upstream.resolve, egress.allow_cidrs). An archive is unpacked strictly (regular files\n" +
+			"and directories only, no links or paths outside it, bounded sizes). --expect refuses a package whose\n" +
+			"hash differs, before installing it.\n\n" +
 			"A package's manifest.toml bounds what its spec may reach: a spec that reaches a host:port or credential\n" +
 			"kind the manifest does not grant is refused, naming each. Without a manifest the package is granted\n" +
 			"exactly what its spec reaches. Install prints the grants; see docs/connectors.md.\n\n" +
