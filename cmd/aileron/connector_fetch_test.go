@@ -308,3 +308,30 @@ func TestConnectorInstallRef(t *testing.T) {
 		t.Errorf("a bad reference: exit %d\n%s", code, errOut)
 	}
 }
+
+// --expect on a spec file hashes the package the file makes (the spec
+// alone), on a directory its copy; a link in the directory is refused as
+// the store refuses it; and a spec on stdin takes no --expect.
+func TestConnectorInstallExpectLocal(t *testing.T) {
+	linear := filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json")
+	home := t.TempDir()
+	code, out, errOut := runCLI(t, home, "connector", "install", linear)
+	if code != 0 {
+		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
+	}
+	_, hash := installedRef(t, out)
+	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--expect", "sha256:"+hash, linear); code != 0 || !strings.Contains(out, "hash matches --expect") {
+		t.Errorf("--expect on a spec file: exit %d\n%s%s", code, out, errOut)
+	}
+	dir := t.TempDir()
+	putFile(t, filepath.Join(dir, "aileron.connector.v1.json"), []byte(mustRead(t, linear)))
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--expect", "sha256:"+hash, dir); code != 1 || !strings.Contains(errOut, "link is not a regular file") {
+		t.Errorf("a symlink in the directory: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = runCLI(t, t.TempDir(), "connector", "install", "--expect", "sha256:"+hash, "-"); code != 2 || !strings.Contains(errOut, "--expect does not apply to a spec on stdin") {
+		t.Errorf("--expect with stdin: exit %d\n%s", code, errOut)
+	}
+}
