@@ -52,10 +52,16 @@ func writeMirror(t *testing.T, mirror, fqn, version string, body []byte) {
 // everywhere names each place tried.
 func TestResolve(t *testing.T) {
 	fromGitHub := archive(t, entry{name: "gmail-1.2.3/" + spec, body: "github"})
+	fromGitLab := archive(t, entry{name: spec, body: "gitlab"})
+	fromSubpath := archive(t, entry{name: spec, body: "subpath"})
 	s := newStandIn(t, func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
+		switch r.URL.EscapedPath() { // as sent: the escapes are part of the convention
 		case "/acme/gmail/releases/download/v1.2.3/gmail-1.2.3.tar.gz":
 			_, _ = w.Write(fromGitHub)
+		case "/acme/mono/releases/download/connectors%2Fslack%2Fv2.0.0/slack-2.0.0.tar.gz":
+			_, _ = w.Write(fromSubpath)
+		case "/gl/api/v4/projects/team%2Fjira/packages/generic/jira/0.1.0/jira-0.1.0.tar.gz":
+			_, _ = w.Write(fromGitLab)
 		case "/acme/down/releases/download/v1.0.0/down-1.0.0.tar.gz":
 			http.Error(w, "down", http.StatusServiceUnavailable)
 		default:
@@ -66,10 +72,12 @@ func TestResolve(t *testing.T) {
 	writeMirror(t, mirror, "github://acme/gmail", "1.2.4", archive(t, entry{name: spec, body: "mirror"}))
 	writeMirror(t, mirror, "github://acme/down", "1.0.0", archive(t, entry{name: spec, body: "mirror"}))
 	gh := Source{Authority: "github", BaseURL: "https://example.com"}
-	r := &Resolver{Sources: []Source{{Authority: "gitlab", BaseURL: "https://gitlab.example.com"}, gh, {Mirror: mirror}}, Fetcher: s.fetcher(true)}
+	r := &Resolver{Sources: []Source{{Authority: "gitlab", BaseURL: "https://example.com/gl"}, gh, {Mirror: mirror}}, Fetcher: s.fetcher(true)}
 	for _, c := range []struct {
 		ref, body, from string
 	}{
+		{"gitlab://team/jira@0.1.0", "gitlab", "https://example.com/gl/api/v4/projects/team%2Fjira/packages/generic/jira/0.1.0/jira-0.1.0.tar.gz"},
+		{"github://acme/mono/connectors/slack@2.0.0", "subpath", "https://example.com/acme/mono/releases/download/connectors%2Fslack%2Fv2.0.0/slack-2.0.0.tar.gz"},
 		{"github://acme/gmail@1.2.3", "github", "https://example.com/acme/gmail/releases/download/v1.2.3/gmail-1.2.3.tar.gz"},
 		{"github://acme/gmail@1.2.4", "mirror", filepath.Join(mirror, "github/acme/gmail/1.2.4.tar.gz")},
 	} {
@@ -83,7 +91,7 @@ func TestResolve(t *testing.T) {
 	}
 	_, _, err := r.Resolve(context.Background(), "github://acme/gmail@9.9.9", filepath.Join(t.TempDir(), "pkg"))
 	for _, want := range []string{
-		"github://acme/gmail@9.9.9", "gitlab https://gitlab.example.com (serves no github:// FQN)",
+		"github://acme/gmail@9.9.9", "gitlab https://example.com/gl (serves no github:// FQN)",
 		"https://example.com/acme/gmail/releases/download/v9.9.9/gmail-9.9.9.tar.gz",
 		filepath.Join(mirror, "github/acme/gmail/9.9.9.tar.gz"),
 	} {
