@@ -121,7 +121,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		return err
 	}
 	isDir := hdr.Typeflag == tar.TypeDir
-	if !isDir && hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+	if !isDir && hdr.Typeflag != tar.TypeReg { // the reader reports a legacy TypeRegA as TypeReg or TypeDir
 		return fmt.Errorf("%w: %q is a %s; a package holds only regular files and directories", ErrInvalidArchive, hdr.Name, typeName(hdr.Typeflag))
 	}
 	if name == "." {
