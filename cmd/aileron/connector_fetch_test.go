@@ -16,6 +16,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/aileronhq/aileron/internal/testkit"
+	"github.com/aileronhq/aileron/signing"
+	"github.com/aileronhq/aileron/store"
 )
 
 const (
@@ -333,5 +337,35 @@ func TestConnectorInstallExpectLocal(t *testing.T) {
 	}
 	if code, _, errOut = runCLI(t, t.TempDir(), "connector", "install", "--expect", "sha256:"+hash, "-"); code != 2 || !strings.Contains(errOut, "--expect does not apply to a spec on stdin") {
 		t.Errorf("--expect with stdin: exit %d\n%s", code, errOut)
+	}
+}
+
+// A signed package travels in its archive: fetched for FQN@VERSION from a
+// mirror, its signature verifies against the trust store, and --expect
+// pins the hash the signature signs (which leaves the signature out).
+func TestConnectorInstallSignedArchive(t *testing.T) {
+	home, keys := t.TempDir(), t.TempDir()
+	alice := testkit.NewSSHKey(t, keys, "alice", "ed25519")
+	pkg := t.TempDir()
+	putFile(t, filepath.Join(pkg, store.SpecFileName), []byte(gmailSpec(t)))
+	putFile(t, filepath.Join(pkg, "manifest.toml"), []byte(googleManifest))
+	hash, err := store.HashPackage(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := testkit.SSHSign(t, alice, signing.Namespace, signing.Statement("github://acme/aileron-connector-google", "1.2.3", hash))
+	signers := testkit.WriteFile(t, keys, "acme.allowed_signers", []byte("alice@acme "+alice.Public+"\n"))
+	if code, out, errOut := runCLI(t, home, "trust", "add", "github://acme", "--signers", signers); code != 0 {
+		t.Fatalf("trust add: exit %d\n%s%s", code, out, errOut)
+	}
+	mirror := t.TempDir()
+	putFile(t, filepath.Join(mirror, "github", "acme", "aileron-connector-google", "1.2.3.tar.gz"), tarGz(t,
+		tarEntry{name: "p/" + store.SpecFileName, body: gmailSpec(t)},
+		tarEntry{name: "p/manifest.toml", body: googleManifest},
+		tarEntry{name: "p/" + store.SignatureFileName, body: string(sig)}))
+	cfg := putFile(t, filepath.Join(t.TempDir(), "aileron.yaml"), []byte(fmt.Sprintf("store:\n  sources: [{mirror: %q}]\n", mirror)))
+	code, out, errOut := runCLI(t, home, "connector", "install", "--config", cfg, "--expect", "sha256:"+hash, googleRef)
+	if code != 0 || !strings.Contains(out, "signed by github://acme (") || !strings.Contains(out, "hash matches --expect") {
+		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
 	}
 }
