@@ -54,12 +54,9 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	switch sub {
 	case "install":
 		if fs.NArg() != 1 {
-			return usagef("want one PATH: a spec file, a package directory or archive (.tar.gz), an https URL of one, FQN@VERSION, or - for a spec on stdin")
+			return usagef("want one PATH: a spec file, a package directory or archive (.tar.gz), an https URL of one, FQN@VERSION, or - for a spec or archive on stdin")
 		}
-		if fs.Arg(0) == "-" && *expect == "" {
-			return connectorInstallStdin(cfg, c, stdin, stdout)
-		}
-		return connectorInstallFrom(cfg, c, fs.Arg(0), *expect, opts, stdout)
+		return connectorInstallFrom(cfg, c, fs.Arg(0), *expect, opts, stdin, stdout)
 	case "list":
 		return connectorList(cfg, c, *asJSON, stdout)
 	case "verify":
@@ -88,13 +85,13 @@ func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) erro
 func connectorSynopsis(sub string) string {
 	switch sub {
 	case "install":
-		return "connector install [--expect sha256:HEX] PATH|ARCHIVE|URL|FQN@VERSION|-\n\n" +
+		return "connector install [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION|-\n\n" +
 			"PATH is a spec file or a package directory; ARCHIVE a package archive (.tar.gz); URL an https URL of\n" +
 			"one; FQN@VERSION (github://acme/gmail@1.2.3) is looked up in store.sources of the config (--config), in\n" +
-			"order; - reads a spec's JSON on stdin. Fetches are https only, TLS verified with upstream.ca_files, and\n" +
-			"pass the SSRF guard (upstream.resolve, egress.allow_cidrs). An archive is unpacked strictly (regular files\n" +
-			"and directories only, no links or paths outside it, bounded sizes). --expect refuses a package whose\n" +
-			"hash differs, before installing it.\n\n" +
+			"order; - reads a spec's JSON or a package archive on stdin. Fetches are https only, TLS verified with\n" +
+			"upstream.ca_files, and pass the SSRF guard (upstream.resolve, egress.allow_cidrs). An archive is unpacked\n" +
+			"strictly (regular files and directories only, no links or paths outside it, bounded sizes). --expect\n" +
+			"refuses a package whose hash differs, before installing it.\n\n" +
 			"A package's manifest.toml bounds what its spec may reach: a spec that reaches a host:port or credential\n" +
 			"kind the manifest does not grant is refused, naming each. Without a manifest the package is granted\n" +
 			"exactly what its spec reaches. Install prints the grants; see docs/connectors.md.\n\n" +

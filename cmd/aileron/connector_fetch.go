@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -21,24 +22,27 @@ import (
 )
 
 // connectorInstallFrom installs what arg names: a spec file or a package
-// directory as it is, or a package archive (.tar.gz), an https URL of one,
-// or FQN@VERSION found in store.sources, each unpacked into a private
-// directory under the home first (so the offline path reads it too). With
-// expect ("sha256:HEX"), the package's hash must be that, or nothing is
-// installed.
-func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect string, opts store.InstallOptions, stdout io.Writer) error {
+// directory as it is, or a package archive (.tar.gz: a file, stdin when arg
+// is "-", or an https URL of one), or FQN@VERSION found in store.sources,
+// each unpacked into a private directory under the home first (so the
+// offline path reads it too). Stdin that is not an archive is a spec's
+// JSON, as before. With expect ("sha256:HEX"), the package's hash must be
+// that, or nothing is installed.
+func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect string, opts store.InstallOptions, stdin io.Reader, stdout io.Writer) error {
 	want, err := parseExpect(expect)
 	if err != nil {
 		return err
 	}
-	if arg == "-" {
-		return usagef("--expect does not apply to a spec on stdin; give a file, directory, archive, URL or FQN@VERSION")
-	}
-	kind, err := installKind(arg)
+	kind, in, err := installKind(arg, stdin)
 	if err != nil {
 		return err
 	}
-	if kind == kindLocal && want == "" {
+	switch {
+	case kind == kindStdinSpec && want != "":
+		return usagef("--expect does not apply to a spec on stdin; give a package archive, a file, directory, URL or FQN@VERSION")
+	case kind == kindStdinSpec:
+		return connectorInstallStdin(cfg, c, in, stdout)
+	case kind == kindLocal && want == "":
 		return connectorInstall(cfg, c, arg, opts, stdout)
 	}
 	work, err := privateWorkDir(cfg.Home, "fetch-")
@@ -46,23 +50,12 @@ func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect strin
 		return err
 	}
 	defer os.RemoveAll(work)
-	root, from, err := materialize(cfg, kind, arg, filepath.Join(work, "pkg"))
+	root, from, err := materialize(cfg, kind, arg, in, filepath.Join(work, "pkg"))
 	if err != nil {
 		return err
 	}
-	if kind == kindRef {
-		if err := checkRef(root, arg); err != nil {
-			return err
-		}
-	}
-	if want != "" {
-		got, err := store.HashPackage(root)
-		if err != nil {
-			return err
-		}
-		if got != want {
-			return fmt.Errorf("the package from %s has hash sha256:%s, but --expect wants sha256:%s; nothing was installed (check where it came from before changing --expect)", printable.Line(from), got, want)
-		}
+	if err := checkFetched(root, from, kind, arg, want); err != nil {
+		return err
 	}
 	if err := connectorInstall(cfg, c, root, opts, stdout); err != nil {
 		return err
@@ -76,40 +69,72 @@ func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect strin
 	return nil
 }
 
+// checkFetched refuses a package fetched for FQN@VERSION that is another,
+// and, with want, a package whose hash is not want.
+func checkFetched(root, from string, kind int, arg, want string) error {
+	if kind == kindRef {
+		if err := checkRef(root, arg); err != nil {
+			return err
+		}
+	}
+	if want == "" {
+		return nil
+	}
+	got, err := store.HashPackage(root)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("the package from %s has hash sha256:%s, but --expect wants sha256:%s; nothing was installed (check where it came from before changing --expect)", printable.Line(from), got, want)
+	}
+	return nil
+}
+
 // What connector install was given.
 const (
-	kindLocal   = iota // a spec file or a package directory
-	kindArchive        // a .tar.gz file
-	kindURL            // an https URL of a .tar.gz
-	kindRef            // FQN@VERSION
+	kindLocal        = iota // a spec file or a package directory
+	kindArchive             // a .tar.gz file
+	kindStdinArchive        // a .tar.gz on stdin
+	kindStdinSpec           // a spec's JSON on stdin
+	kindURL                 // an https URL of a .tar.gz
+	kindRef                 // FQN@VERSION
 )
 
-// installKind tells what arg names. A local file is an archive when it
-// starts as gzip data does; a spec file is JSON.
-func installKind(arg string) (int, error) {
+// gzipMagic starts every gzip stream; a spec file is JSON.
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// installKind tells what arg names, and returns stdin to read from when
+// arg is "-" (its first bytes looked at, not consumed).
+func installKind(arg string, stdin io.Reader) (int, io.Reader, error) {
 	switch {
+	case arg == "-":
+		br := bufio.NewReader(stdin)
+		if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
+			return kindStdinArchive, br, nil
+		}
+		return kindStdinSpec, br, nil
 	case strings.HasPrefix(arg, "http://"):
-		return 0, pkgsource.CheckURL(arg)
+		return 0, nil, pkgsource.CheckURL(arg)
 	case strings.HasPrefix(arg, "https://"):
-		return kindURL, nil
+		return kindURL, nil, nil
 	case strings.Contains(arg, "://"):
 		if _, _, err := policy.ParseRef(arg); err != nil {
-			return 0, usagef("%v", err)
+			return 0, nil, usagef("%v", err)
 		}
-		return kindRef, nil
+		return kindRef, nil, nil
 	}
 	f, err := os.Open(arg)
 	if err != nil {
-		return kindLocal, nil // the store names the problem as it always has
+		return kindLocal, nil, nil // the store names the problem as it always has
 	}
 	defer f.Close()
 	magic := make([]byte, 2)
 	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
-		if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, []byte{0x1f, 0x8b}) {
-			return kindArchive, nil
+		if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, gzipMagic) {
+			return kindArchive, nil, nil
 		}
 	}
-	return kindLocal, nil
+	return kindLocal, nil, nil
 }
 
 // parseExpect reads --expect: "" or "sha256:" and 64 hex digits.
@@ -124,11 +149,14 @@ func parseExpect(s string) (string, error) {
 	return h, nil
 }
 
-// materialize puts the package arg names into dir and returns its root
-// and where it came from.
-func materialize(cfg *config.Config, kind int, arg, dir string) (root, from string, err error) {
+// materialize puts the package arg names (or stdin holds) into dir and
+// returns its root and where it came from.
+func materialize(cfg *config.Config, kind int, arg string, stdin io.Reader, dir string) (root, from string, err error) {
 	ctx := context.Background()
 	switch kind {
+	case kindStdinArchive:
+		root, err = pkgsource.Unpack(stdin, dir)
+		return root, "stdin", err
 	case kindArchive:
 		root, err = pkgsource.UnpackFile(arg, dir)
 		return root, arg, err

@@ -369,3 +369,32 @@ func TestConnectorInstallSignedArchive(t *testing.T) {
 		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A package archive on stdin (a container image without a shell: docker
+// exec -i aileron aileron connector install - < pkg.tar.gz) installs like
+// the file, --expect included; a spec's JSON on stdin still installs.
+func TestConnectorInstallStdinArchive(t *testing.T) {
+	t.Setenv("AILERON_HOME", t.TempDir())
+	arch := string(googlePackage(t, gmailSpec(t)))
+	code, out, errOut := providerCLI(arch, "connector", "install", "-")
+	if code != 0 || !strings.Contains(out, "from stdin") {
+		t.Fatalf("archive on stdin: exit %d\n%s%s", code, out, errOut)
+	}
+	ref, hash := installedRef(t, out)
+	if ref != googleRef {
+		t.Errorf("installed %s, want %s", ref, googleRef)
+	}
+	if code, out, errOut = providerCLI(arch, "connector", "install", "--expect", "sha256:"+hash, "-"); code != 0 || !strings.Contains(out, "hash matches --expect") {
+		t.Errorf("archive on stdin with --expect: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = providerCLI(arch, "connector", "install", "--expect", "sha256:"+strings.Repeat("0", 64), "-"); code != 1 || !strings.Contains(errOut, "the package from stdin has hash sha256:"+hash) {
+		t.Errorf("archive on stdin with a wrong --expect: exit %d\n%s%s", code, out, errOut)
+	}
+	linear := mustRead(t, filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
+	if code, out, errOut = providerCLI(linear, "connector", "install", "-"); code != 0 || !strings.Contains(out, "installed github://acme/aileron-connector-linear@1.2.3") {
+		t.Errorf("spec on stdin: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut = providerCLI(string(tarGz(t, tarEntry{name: "x", typ: tar.TypeSymlink, link: "/etc/passwd"})), "connector", "install", "-"); code != 1 || !strings.Contains(errOut, `"x" is a symlink`) {
+		t.Errorf("a hostile archive on stdin: exit %d\n%s", code, errOut)
+	}
+}
