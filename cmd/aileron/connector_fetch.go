@@ -123,16 +123,17 @@ func installKind(arg string, stdin io.Reader) (int, io.Reader, error) {
 		}
 		return kindRef, nil, nil
 	}
+	if info, err := os.Stat(arg); err != nil || !info.Mode().IsRegular() {
+		return kindLocal, nil, nil // a directory; or the store names the problem as it always has
+	}
 	f, err := os.Open(arg)
 	if err != nil {
-		return kindLocal, nil, nil // the store names the problem as it always has
+		return kindLocal, nil, nil
 	}
 	defer f.Close()
 	magic := make([]byte, 2)
-	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
-		if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, gzipMagic) {
-			return kindArchive, nil, nil
-		}
+	if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, gzipMagic) {
+		return kindArchive, nil, nil
 	}
 	return kindLocal, nil, nil
 }

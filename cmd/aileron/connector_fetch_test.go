@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/aileronhq/aileron/internal/testkit"
@@ -396,5 +397,17 @@ func TestConnectorInstallStdinArchive(t *testing.T) {
 	}
 	if code, _, errOut = providerCLI(string(tarGz(t, tarEntry{name: "x", typ: tar.TypeSymlink, link: "/etc/passwd"})), "connector", "install", "-"); code != 1 || !strings.Contains(errOut, `"x" is a symlink`) {
 		t.Errorf("a hostile archive on stdin: exit %d\n%s", code, errOut)
+	}
+}
+
+// A path that is a FIFO is refused as the store refuses it, without
+// opening it (which would wait for a writer for ever).
+func TestConnectorInstallFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", p); code != 1 || !strings.Contains(errOut, "is neither a spec file nor a package directory") {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
 }
