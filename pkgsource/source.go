@@ -127,20 +127,20 @@ func (r *Resolver) unpackFrom(ctx context.Context, s Source, loc, dir string) (s
 // UnpackFile unpacks the archive file at p into dir as Unpack does. A
 // file that does not exist wraps ErrNotFound.
 func UnpackFile(p, dir string) (string, error) {
-	f, err := os.Open(p)
+	info, err := os.Stat(p) // before opening: opening a FIFO waits for a writer
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("%s: %w", p, ErrNotFound)
 	}
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
 	if !info.Mode().IsRegular() {
 		return "", fmt.Errorf("%s is not a regular file; a package archive is a .tar.gz file", p)
 	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
 	return Unpack(&capReader{r: f, left: MaxArchiveSize, limit: MaxArchiveSize, url: p}, dir)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -110,5 +111,17 @@ func TestResolve(t *testing.T) {
 	}
 	if _, _, err := (&Resolver{}).Resolve(context.Background(), "github://acme/gmail@1.2.3", t.TempDir()); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no store.sources are configured") {
 		t.Errorf("no sources: err = %v", err)
+	}
+}
+
+// A mirror entry that is not a regular file is refused, without opening it
+// (a FIFO would wait for a writer for ever).
+func TestUnpackFileRefusesAFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "1.2.3.tar.gz")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UnpackFile(p, filepath.Join(t.TempDir(), "pkg")); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Fatalf("err = %v, want a refusal", err)
 	}
 }
