@@ -94,6 +94,9 @@ func TestReloadThatWidensEgressIsOnTheTrail(t *testing.T) {
 		map[string]any{"host": "passthrough.example.org", "port": 443},
 		map[string]any{"host": "newly-open.example", "port": 8443},
 	}
+	// store.sources is read by the CLI at each install: the daemon neither
+	// applies it nor needs a restart for it.
+	cfg["store"] = map[string]any{"sources": []any{map[string]any{"mirror": d.home}}}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +114,9 @@ func TestReloadThatWidensEgressIsOnTheTrail(t *testing.T) {
 			if strings.Contains(line, `"event":"config.reloaded"`) {
 				if !strings.Contains(line, "newly-open.example:8443") || !strings.Contains(line, "proxy.passthrough") {
 					t.Fatalf("config.reloaded does not name the change and the rules in force: %s", line)
+				}
+				if strings.Contains(line, "store.sources") {
+					t.Fatalf("config.reloaded names store.sources, which only the CLI reads: %s", line)
 				}
 				return
 			}

@@ -352,6 +352,9 @@ func (d *daemon) hangup() {
 			d.reloadMu.Lock()
 			var later, applied []string
 			for _, key := range config.Changed(d.cfg, cfg) {
+				if key == "store.sources" {
+					continue // read by the CLI at each install, never by the daemon
+				}
 				if !reloadable(key) {
 					later = append(later, key)
 				} else {
