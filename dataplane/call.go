@@ -42,7 +42,11 @@ type Call struct {
 	// Operation, when set, is the operation the caller built the call for;
 	// a request that policy.Decide matches to any other operation (a path
 	// argument equal to a literal segment, say) is refused, so the approval
-	// and credential that apply are those of the operation asked for.
+	// and credential that apply are those of the operation asked for. One
+	// matched in a package with other bytes (the version was removed and
+	// installed again since the call was built) is refused
+	// connector_changed: an action's pins were checked against the bytes
+	// the call was built from.
 	Operation *policy.Operation
 	// Wait is how long an approval-gated call waits for a human's decision;
 	// 0 answers approval_pending at once (the caller polls or retries).

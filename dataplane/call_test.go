@@ -101,6 +101,42 @@ func TestExecuteKeepsTheOperationAskedFor(t *testing.T) {
 	}
 }
 
+// TestExecuteRefusesACallBuiltForReplacedBytes: a call built for an
+// operation of one package (an action step, whose pins were checked
+// against the policy it was built from) is refused with connector_changed
+// when the active package of that FQN@VERSION now has other bytes (it was
+// removed and reinstalled with other content between the check and the
+// call), and nothing reaches the upstream.
+func TestExecuteRefusesACallBuiltForReplacedBytes(t *testing.T) {
+	e := newEnv(t, nil)
+	sess := &Session{ID: "s1", CA: e.sessCA}
+	get, ok := e.proxy.Policy.Load().Lookup("local://test/items", "items", "items.get")
+	if !ok {
+		t.Fatal("items.get not found")
+	}
+	spec, err := policy.ParseSpec("test.json", []byte(testSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced, errs := policy.Compile([]policy.Source{{Spec: spec, Hash: "other", Origin: "test.json"}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	e.proxy.Policy.Store(replaced)
+	res, err := e.proxy.Execute(context.Background(), Call{Session: sess, Operation: get, URL: mustURL(t, "https://api.example.com/v1/items/7")})
+	if err != nil || res.Refusal == nil || res.Refusal.Reason != "connector_changed" || e.hits.Load() != 0 {
+		t.Fatalf("%v %+v, hits %d; want connector_changed and nothing sent", err, res.Refusal, e.hits.Load())
+	}
+	if !strings.Contains(res.Refusal.Message, "(sha256:h)") || !strings.Contains(res.Refusal.Message, "sha256:other") {
+		t.Fatalf("message %q does not name both hashes", res.Refusal.Message)
+	}
+	now, _ := replaced.Lookup("local://test/items", "items", "items.get")
+	res, err = e.proxy.Execute(context.Background(), Call{Session: sess, Operation: now, URL: mustURL(t, "https://api.example.com/v1/items/7")})
+	if err != nil || res.Status != 200 || e.hits.Load() != 1 {
+		t.Fatalf("a call built for the active bytes: %v %d %+v", err, res.Status, res.Refusal)
+	}
+}
+
 func TestExecuteRejectsMalformedCalls(t *testing.T) {
 	e := newEnv(t, nil)
 	sess := &Session{ID: "s1", CA: e.sessCA}

@@ -138,6 +138,10 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 		return deny(policy.ReasonNoMatchingOperation, "the call for %s %s/%s matches %s/%s instead; change the arguments so that the path names the operation asked for",
 			want.Ref(), want.Tool, want.Spec.Name, d.Op.Tool, d.Op.Spec.Name)
 	}
+	if want := x.terms.want; want != nil && d.Op != nil && want.Hash != d.Op.Hash {
+		return deny(policy.ReasonConnectorChanged, "the call was built for %s (sha256:%s) but sha256:%s is active now; nothing was sent: run it again",
+			want.Ref(), want.Hash, d.Op.Hash)
+	}
 	if err := x.terms.subset.check(x.t.authority, d.Op); err != nil {
 		return err
 	}
