@@ -131,6 +131,11 @@ func (r *Runner) continueRun(ctx context.Context, id string, sess *dataplane.Ses
 			return
 		case res.Outcome == dataplane.ApprovalConsumed:
 			return // an identical Run consumed it and runs the steps
+		case res.Outcome != dataplane.ApprovalApproved && res.ID != run.ApprovalID: // the package changed since
+			r.fail(ctx, &run, &RunError{Reason: policy.ReasonActionChanged, Message: fmt.Sprintf(
+				"approval %s was given for action %s as its package was when the run started, and %s@%s is now sha256:%s; nothing was sent: approval %s asks about the action as installed now, run the action again",
+				run.ApprovalID, inst.Name, inst.Connector, inst.ConnectorVersion, inst.Hash, res.ID)})
+			return
 		case res.Outcome == dataplane.ApprovalExpired:
 			r.fail(ctx, &run, &RunError{Reason: policy.ReasonApprovalExpired, Message: "the approval expired before it was used; run the action again to ask anew"})
 			return

@@ -528,17 +528,20 @@ func (r *Runner) approvalRequest(session string, inst action.Installed, run *act
 	path := "/actions/" + inst.Name
 	return &dataplane.ApprovalRequest{
 		Session: session, Method: actionMethod, Host: inst.Connector, Path: path,
-		Digest: actionDigest(inst.Name, inst.Version, run.ArgsJSON),
+		Digest: actionDigest(inst.Name, inst.Version, inst.Hash, run.ArgsJSON),
 		Preview: dataplane.Preview{Action: inst.Name, Connector: inst.Connector, Version: version, Tool: "action",
 			Operation: inst.Name, Summary: summary, Method: actionMethod, Host: inst.Connector, Path: path, Inputs: run.Args},
 	}
 }
 
-// actionDigest is hex SHA-256 over "action", name, version and the
-// canonical arguments, each length-prefixed.
-func actionDigest(name, version, canonArgs string) string {
+// actionDigest is hex SHA-256 over "action", name, version, the hash of
+// the package holding the action and the canonical arguments, each
+// length-prefixed: an approval covers the action's bytes as they were
+// when it was asked for, not whatever is installed under the same names
+// when it is used.
+func actionDigest(name, version, pkgHash, canonArgs string) string {
 	h := sha256.New()
-	for _, part := range []string{"action", name, version, canonArgs} {
+	for _, part := range []string{"action", name, version, pkgHash, canonArgs} {
 		io.WriteString(h, strconv.Itoa(len(part))+":"+part+"\n")
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/actions"
@@ -205,4 +206,65 @@ func mustCatalog(t *testing.T, acts ...action.Installed) *action.Catalog {
 		t.Fatal(err)
 	}
 	return cat
+}
+
+// TestActionApprovalBoundToPackageBytes: a human's approval of an action
+// run covers the action as its package was when the approval was asked
+// for. If the package is replaced before the approved run starts (other
+// bytes, even under the same action and connector versions), the run
+// fails with action_changed and nothing is sent; the action as installed
+// now is asked about anew.
+func TestActionApprovalBoundToPackageBytes(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{noDecided: true})
+	ctx := context.Background()
+	s1 := e.sessions["s1"]
+	pending, err := e.runner.Run(ctx, s1, "send-email", sendArgs)
+	if err != nil || pending.Status != actions.StatusPendingApproval {
+		t.Fatalf("run %+v %v", pending, err)
+	}
+	if err := e.runner.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The Google package is replaced by other bytes under the same versions.
+	linSpec, linActs := loadTestdataPackage(t, "linear")
+	gooSpec, gooActs := loadTestdataPackage(t, "google")
+	for i := range gooActs {
+		gooActs[i].Hash = tdHash("google-rebuilt")
+	}
+	pol, errs := policy.Compile([]policy.Source{{Spec: linSpec, Hash: tdHash("linear"), Origin: "linear"},
+		{Spec: gooSpec, Hash: tdHash("google-rebuilt"), Origin: "google"}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	e.runner.Policy.Store(pol)
+	cat := mustCatalog(t, append(linActs, gooActs...)...)
+	if err := e.store.Approve(ctx, pending.ApprovalID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+
+	events := make(chan string, 16)
+	r2 := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: func() *action.Catalog { return cat },
+		OnEvent: func(ev audit.EventName, d map[string]string) { events <- string(ev) + " " + d["id"] }}
+	t.Cleanup(func() { r2.Close() })
+	if _, err := r2.Result(ctx, s1, pending.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	for done := false; !done; {
+		select {
+		case ev := <-events:
+			done = strings.HasSuffix(ev, " "+pending.ApprovalID) && (strings.HasPrefix(ev, string(audit.EventActionFailed)) ||
+				strings.HasPrefix(ev, string(audit.EventActionCompleted)))
+		case <-time.After(20 * time.Second):
+			t.Fatal("the approved run did not end")
+		}
+	}
+	got, err := r2.Result(ctx, s1, pending.ApprovalID)
+	if err != nil || got.Status != actions.StatusFailed || got.Error == nil || got.Error.Reason != policy.ReasonActionChanged ||
+		!strings.Contains(got.Error.Message, "sha256:"+tdHash("google-rebuilt")) {
+		t.Fatalf("approved run %+v (error %+v) %v, want failed with action_changed naming the active hash", got, got.Error, err)
+	}
+	if n := e.countHits("POST", "gmail.google.test"); n != 0 {
+		t.Fatalf("sent %d times under an approval given for other bytes", n)
+	}
 }
