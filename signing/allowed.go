@@ -147,7 +147,8 @@ func unquote(s string) string {
 	return s
 }
 
-// keyTypes are the key types ssh signs with; certificates are refused.
+// keyTypes are the key types ssh signs with; certificates are refused,
+// and so is DSA (the last), which is recognised only to say so.
 var keyTypes = []string{
 	ssh.KeyAlgoED25519, ssh.KeyAlgoRSA, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
 	ssh.KeyAlgoSKED25519, ssh.KeyAlgoSKECDSA256, ssh.KeyAlgoDSA,
@@ -169,7 +170,11 @@ func parseKey(keyType, b64 string) (ssh.PublicKey, error) {
 		return nil, fmt.Errorf("key type %s is a certificate; list the signing key itself (certificates and cert-authority are not supported)", keyType)
 	}
 	if !isKeyType(keyType) {
-		return nil, fmt.Errorf("unknown key type %q; want one of %s", keyType, strings.Join(keyTypes, ", "))
+		return nil, fmt.Errorf("unknown key type %q; want one of %s", keyType, strings.Join(keyTypes[:len(keyTypes)-1], ", "))
+	}
+	if keyType == ssh.KeyAlgoDSA {
+		return nil, errors.New("ssh-dss (DSA) keys sign with SHA-1 and 1024-bit keys, and OpenSSH no longer supports them; " +
+			"list an ssh-ed25519, ECDSA or RSA key instead")
 	}
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {

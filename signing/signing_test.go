@@ -1,6 +1,8 @@
 package signing_test
 
 import (
+	"crypto/dsa" // only to show DSA keys are refused
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -216,6 +218,7 @@ func TestParseAllowedSigners(t *testing.T) {
 		{`a@acme ssh-rsa ` + b64, "is a ssh-ed25519 key, but the line says ssh-rsa"},
 		{`a@acme ssh-ed25519-cert-v01@openssh.com ` + b64, "is a certificate"},
 		{`"" ` + key.Public, "principals field is empty"},
+		{`a@acme ` + dsaKey(t), "ssh-dss (DSA) keys sign with SHA-1"},
 	}
 	for _, b := range bad {
 		_, err := signing.ParseAllowedSigners("f", []byte("# first\n"+b.line+"\n"))
@@ -301,4 +304,22 @@ func FuzzReadSignature(f *testing.F) {
 			t.Fatalf("Verify with no signers = %+v", v)
 		}
 	})
+}
+
+// dsaKey returns a DSA public key as "ssh-dss base64-key", made in Go:
+// recent ssh-keygen cannot make one.
+func dsaKey(t *testing.T) string {
+	t.Helper()
+	var k dsa.PrivateKey
+	if err := dsa.GenerateParameters(&k.Parameters, rand.Reader, dsa.L1024N160); err != nil {
+		t.Fatal(err)
+	}
+	if err := dsa.GenerateKey(&k, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
