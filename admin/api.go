@@ -97,6 +97,10 @@ type InstallRequest struct {
 	// names a placeholder hash (store.InstallOptions.AllowUnpinned); for
 	// development only.
 	AllowUnpinned bool `json:"allow_unpinned,omitempty"`
+	// FetchedFrom is the https URL the package was fetched from
+	// (store.InstallOptions.FetchedFrom); "" for a package from the
+	// daemon's machine.
+	FetchedFrom string `json:"fetched_from,omitempty"`
 }
 
 // RemoveRequest is the body of POST /v1/connectors/remove.
@@ -295,7 +299,7 @@ func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 		// simply not active, so it cannot conflict.
 		active, _ := a.Store.Load(r.Context())
 		var err error
-		inst, err = a.Store.InstallWith(r.Context(), req.Path, active, store.InstallOptions{AllowUnpinned: req.AllowUnpinned})
+		inst, err = a.Store.InstallWith(r.Context(), req.Path, active, store.InstallOptions{AllowUnpinned: req.AllowUnpinned, FetchedFrom: req.FetchedFrom})
 		return err
 	})
 	if err != nil {

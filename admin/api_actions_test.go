@@ -78,3 +78,24 @@ Looks an issue up.
 		t.Fatalf("store.installed details = %v, want the second naming triage: %s", installed, want)
 	}
 }
+
+// TestInstallFetchedLocalNotExempt: with store.require_signature on, the
+// install API exempts an unsigned local:// package from the daemon's
+// machine, but not one the request says was fetched from a URL.
+func TestInstallFetchedLocalNotExempt(t *testing.T) {
+	d := startDaemon(t)
+	d.admin.Store.RequireSignature = true
+	spec := testkit.EditJSON(t, testkit.Spec(t, "gmail"), func(m map[string]any) {
+		m["connector"].(map[string]any)["fqn"] = "local://me/google"
+	})
+	pkg := t.TempDir()
+	testkit.WriteFile(t, pkg, store.SpecFileName, spec)
+	ctx := context.Background()
+	_, err := d.client.InstallConnectorWith(ctx, InstallRequest{Path: pkg, FetchedFrom: "https://pkgs.example/google.tar.gz"})
+	if ae := apiError(t, "fetched local:// package", err, http.StatusBadRequest, "invalid_package"); !strings.Contains(ae.Message, "fetched from https://pkgs.example/google.tar.gz") {
+		t.Fatalf("refusal does not say the package was fetched: %s", ae.Message)
+	}
+	if _, err := d.client.InstallConnectorWith(ctx, InstallRequest{Path: pkg}); err != nil {
+		t.Fatalf("the same package from this machine: %v", err)
+	}
+}

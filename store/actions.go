@@ -27,6 +27,11 @@ type InstallOptions struct {
 	// instead of that package's installed hash. Such an action is shown as
 	// unpinned (ActionPin.Unpinned). For development only.
 	AllowUnpinned bool
+	// FetchedFrom is the https URL the package was fetched from, or ""
+	// for a package from this machine (a directory, a file, a mirror). A
+	// fetched package is nobody's own: naming itself local:// does not
+	// exempt it from RequireSignature.
+	FetchedFrom string
 }
 
 // ActionPin is how one action of a package pins the connectors it

@@ -93,9 +93,10 @@ func takeSignature(pkg string) ([]byte, error) {
 // judgeSignature returns the verdict on the signature of the package src:
 // sig, the one it came with, or else the one recorded for its hash by an
 // earlier install. A signature that does not verify wraps ErrBadSignature;
-// with RequireSignature, a verdict other than Trusted for an authority other
-// than local:// wraps ErrSignatureRequired.
-func (s *Store) judgeSignature(ctx context.Context, sig []byte, src policy.Source) (signing.Signature, error) {
+// with RequireSignature, a verdict other than Trusted wraps
+// ErrSignatureRequired, unless the authority is local:// and the package
+// was not fetched (fetchedFrom, its URL, is "").
+func (s *Store) judgeSignature(ctx context.Context, sig []byte, src policy.Source, fetchedFrom string) (signing.Signature, error) {
 	fqn, version := src.Spec.Connector.FQN, src.Spec.Connector.Version
 	if sig == nil {
 		var err error
@@ -118,9 +119,15 @@ func (s *Store) judgeSignature(ctx context.Context, sig []byte, src policy.Sourc
 			return signing.Signature{}, packageError{ErrBadSignature, fmt.Errorf("%s@%s: %s: %w", fqn, version, SignatureFileName, err)}
 		}
 	}
-	if s.RequireSignature && v.Status != signing.Trusted && !strings.HasPrefix(fqn, "local://") {
+	local := strings.HasPrefix(fqn, "local://")
+	if s.RequireSignature && v.Status != signing.Trusted && (!local || fetchedFrom != "") {
+		hint := requireHint(v)
+		if local {
+			hint = fmt.Sprintf("it was fetched from %s, so its local:// name exempts it from nothing (local:// is for your own connectors, "+
+				"installed from a directory or file on this machine); ask its publisher for a package signed under their authority", fetchedFrom)
+		}
 		return signing.Signature{}, packageError{ErrSignatureRequired, fmt.Errorf("%s@%s is %s and store.require_signature is on: %s",
-			fqn, version, DescribeSignature(v), requireHint(v))}
+			fqn, version, DescribeSignature(v), hint)}
 	}
 	return v, nil
 }

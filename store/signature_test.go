@@ -185,31 +185,34 @@ func TestRequireSignature(t *testing.T) {
 		name    string
 		pkg     func(t *testing.T) string
 		wantErr string
+		fetched string // InstallOptions.FetchedFrom
 	}{
-		{"unsigned", func(t *testing.T) string { return gmailPackage(t, "1.2.3") }, "is unsigned and store.require_signature is on"},
+		{"unsigned", func(t *testing.T) string { return gmailPackage(t, "1.2.3") }, "is unsigned and store.require_signature is on", ""},
 		{"untrusted", func(t *testing.T) string {
 			dir := gmailPackage(t, "1.2.3")
 			sign(t, dir, k.bob, signing.Namespace)
 			return dir
-		}, "is signed by a key not trusted for github://acme (" + fingerprintOf(t, k.bob) + ")"},
+		}, "is signed by a key not trusted for github://acme (" + fingerprintOf(t, k.bob) + ")", ""},
 		{"trusted", func(t *testing.T) string {
 			dir := gmailPackage(t, "1.2.3")
 			sign(t, dir, k.alice, signing.Namespace)
 			return dir
-		}, ""},
-		{"local unsigned", local, ""},
+		}, "", ""},
+		{"local unsigned", local, "", ""},
+		{"local unsigned, fetched", local, "is unsigned and store.require_signature is on: it was fetched from https://pkgs.example/google.tar.gz, " +
+			"so its local:// name exempts it from nothing", "https://pkgs.example/google.tar.gz"},
 		{"local untrusted", func(t *testing.T) string {
 			dir := local(t)
 			sign(t, dir, k.bob, signing.Namespace)
 			return dir
-		}, ""},
+		}, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newStore(t)
 			s.RequireSignature = true
 			trust(t, s, "github://acme", "alice@acme "+k.alice.Public)
-			_, err := s.Install(t.Context(), tt.pkg(t), nil)
+			_, err := s.InstallWith(t.Context(), tt.pkg(t), nil, InstallOptions{FetchedFrom: tt.fetched})
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -144,7 +144,7 @@ func (s *Store) install(ctx context.Context, path string, active []policy.Source
 	if err != nil {
 		return Installed{}, err
 	}
-	verdict, err := s.judgeSignature(ctx, sig, src)
+	verdict, err := s.judgeSignature(ctx, sig, src, opts.FetchedFrom)
 	if err != nil {
 		return Installed{}, err
 	}

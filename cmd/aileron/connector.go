@@ -101,7 +101,7 @@ func connectorSynopsis(sub string) string {
 			"A package directory may carry its publisher's signature (" + store.SignatureFileName + "); install prints, after\n" +
 			"its first line, \"signed by AUTHORITY (SHA256:…)\", \"unsigned\" or \"signed by a key not trusted for AUTHORITY\n" +
 			"(SHA256:…)\" (see aileron trust), and refuses a signature that does not verify, and, with\n" +
-			"store.require_signature, any package not signed by a trusted key (local:// excepted)."
+			"store.require_signature, any package not signed by a trusted key (local:// excepted, unless fetched from a URL)."
 	case "remove":
 		return "connector remove FQN@VERSION"
 	case "statement":
@@ -148,7 +148,7 @@ func connectorInstall(cfg *config.Config, c *admin.Client, path string, opts sto
 		return err
 	}
 	ctx := context.Background()
-	inst, err := c.InstallConnectorWith(ctx, admin.InstallRequest{Path: abs, AllowUnpinned: opts.AllowUnpinned})
+	inst, err := c.InstallConnectorWith(ctx, admin.InstallRequest{Path: abs, AllowUnpinned: opts.AllowUnpinned, FetchedFrom: opts.FetchedFrom})
 	if errors.Is(err, admin.ErrDaemonUnreachable) {
 		err = offline(ctx, cfg, func(st *store.Store) error {
 			active, _ := st.Load(ctx)

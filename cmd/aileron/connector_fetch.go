@@ -57,6 +57,9 @@ func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect strin
 	if err := checkFetched(root, from, kind, arg, want); err != nil {
 		return err
 	}
+	if kind == kindURL {
+		opts.FetchedFrom = from // not this machine's: local:// exempts it from nothing
+	}
 	if err := connectorInstall(cfg, c, root, opts, stdout); err != nil {
 		return err
 	}

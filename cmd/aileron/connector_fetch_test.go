@@ -411,3 +411,36 @@ func TestConnectorInstallFIFO(t *testing.T) {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A package fetched from an https URL is nobody's own: naming itself
+// local:// does not exempt it from store.require_signature, while the same
+// package installed from a directory is exempt.
+func TestConnectorInstallURLLocalNotExempt(t *testing.T) {
+	spec := strings.Replace(gmailSpec(t), `"fqn": "github://acme/aileron-connector-google"`, `"fqn": "local://me/google"`, 1)
+	h := newReleaseHost(t, map[string][]byte{"/pkg.tar.gz": tarGz(t, tarEntry{name: "p/" + store.SpecFileName, body: spec})})
+	for _, c := range []struct {
+		name, extra, want string
+	}{
+		{"require_signature", "store:\n  require_signature: true\n", "fetched from https://other.example.com/pkg.tar.gz"},
+		{"without it", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := h.config(t, true, c.extra)
+			code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--config", cfg, "https://other.example.com/pkg.tar.gz")
+			if c.want == "" {
+				if code != 0 || !strings.Contains(out, "installed local://me/google@1.2.3") || !strings.Contains(out, "unsigned") {
+					t.Fatalf("exit %d\n%s%s", code, out, errOut)
+				}
+				return
+			}
+			if code == 0 || !strings.Contains(errOut, "store.require_signature is on") || !strings.Contains(errOut, c.want) {
+				t.Fatalf("exit %d\n%s%s\nwant a refusal naming require_signature and %q", code, out, errOut, c.want)
+			}
+			dir := t.TempDir()
+			putFile(t, filepath.Join(dir, store.SpecFileName), []byte(spec))
+			if code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--config", cfg, dir); code != 0 {
+				t.Fatalf("the same package from a directory: exit %d\n%s%s", code, out, errOut)
+			}
+		})
+	}
+}
