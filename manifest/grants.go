@@ -19,6 +19,13 @@ type Grants struct {
 	Hosts []string `json:"hosts"`
 	// CredentialKinds are the credential kinds, sorted.
 	CredentialKinds []string `json:"credential_kinds,omitempty"`
+	// CredentialScope is the manifest's [capabilities.credential] scope,
+	// free text shown to the user; empty without one.
+	CredentialScope string `json:"credential_scope,omitempty"`
+	// OAuthScopes are the scopes of the manifest's oauth2 table, sorted.
+	OAuthScopes []string `json:"oauth_scopes,omitempty"`
+	// Imports are the runtime imports the manifest asks for, sorted.
+	Imports []string `json:"imports,omitempty"`
 	// FromManifest is true when a manifest.toml bounds the package.
 	FromManifest bool `json:"from_manifest"`
 }
@@ -49,6 +56,15 @@ func (m *Manifest) Grants() Grants {
 	g := Grants{Hosts: slices.Sorted(slices.Values(m.Hosts)), FromManifest: true}
 	if m.Credential != nil && m.Credential.Kind != "" {
 		g.CredentialKinds = []string{m.Credential.Kind}
+	}
+	if m.Credential != nil {
+		g.CredentialScope = m.Credential.Scope
+		if m.Credential.OAuth2 != nil && len(m.Credential.OAuth2.Scopes) > 0 {
+			g.OAuthScopes = slices.Sorted(slices.Values(m.Credential.OAuth2.Scopes))
+		}
+	}
+	if len(m.Imports) > 0 {
+		g.Imports = slices.Sorted(slices.Values(m.Imports))
 	}
 	return g
 }

@@ -38,3 +38,28 @@ func TestCheckFailsClosed(t *testing.T) {
 		t.Errorf("Check = %v, want the unparsable host refused", err)
 	}
 }
+
+// TestGrantsCarryScopesAndImports: what a manifest asks besides hosts and
+// kinds (its credential scope, OAuth scopes and runtime imports) is part
+// of its grants, so a consent can show and bound it.
+func TestGrantsCarryScopesAndImports(t *testing.T) {
+	m, err := Parse("m.toml", []byte(head+`[capabilities.credential]
+kind = "oauth2"
+scope = "Read your mail"
+[capabilities.credential.oauth2]
+authorize_url = "https://auth.example.com/authorize"
+token_url = "https://auth.example.com/token"
+client_id = "app"
+scopes = ["mail.send", "mail.read"]
+[capabilities.runtime]
+imports = ["wasi:http/outgoing-handler", "wasi:cli/stdout"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Grants{CredentialKinds: []string{"oauth2"}, CredentialScope: "Read your mail",
+		OAuthScopes: []string{"mail.read", "mail.send"}, Imports: []string{"wasi:cli/stdout", "wasi:http/outgoing-handler"}, FromManifest: true}
+	if got := m.Grants(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Grants = %+v\nwant     %+v", got, want)
+	}
+}

@@ -32,7 +32,7 @@ func TestInstallWithinManifest(t *testing.T) {
 		`["gmail.googleapis.com:443"]`, `["gmail.googleapis.com:443", "oauth2.googleapis.com:443"]`, 1)))
 	inst := install(t, s, pkg)
 	want := manifest.Grants{Hosts: []string{"gmail.googleapis.com:443", "oauth2.googleapis.com:443"},
-		CredentialKinds: []string{"oauth2"}, FromManifest: true}
+		CredentialKinds: []string{"oauth2"}, CredentialScope: "gmail", FromManifest: true}
 	if !reflect.DeepEqual(inst.Grants, want) {
 		t.Errorf("Install grants = %+v, want %+v", inst.Grants, want)
 	}
