@@ -69,7 +69,7 @@ type API struct {
 	// `aileron config print`); nil answers 404.
 	Config func() ([]byte, error)
 	// OnEvent receives each control-plane change for the audit trail:
-	// session.created, session.deleted, store.installed, store.removed,
+	// session.created, session.deleted, store.installed, store.consented, store.removed,
 	// trust.set, trust.removed,
 	// credential.set, credential.deleted, binding.set, binding.removed, with
 	// identifying details only (never secret values). Nil means none.
@@ -101,6 +101,19 @@ type InstallRequest struct {
 	// (store.InstallOptions.FetchedFrom); "" for a package from the
 	// daemon's machine.
 	FetchedFrom string `json:"fetched_from,omitempty"`
+	// Consent is the caller's yes to the request it was shown, naming its
+	// hash; without one the answer is that request (store.Offer) and
+	// nothing is installed. Its By is the admin API's to set.
+	Consent *store.Consent `json:"consent,omitempty"`
+}
+
+// ApproveRequest is the body of POST /v1/connectors/approve.
+type ApproveRequest struct {
+	// Ref is the quarantined FQN@VERSION.
+	Ref string `json:"ref"`
+	// Consent names the hash of the version shown; without one the answer
+	// is the version and how it asks for more (store.Offer).
+	Consent *store.Consent `json:"consent,omitempty"`
 }
 
 // RemoveRequest is the body of POST /v1/connectors/remove.
@@ -117,6 +130,9 @@ type (
 	}
 	connectorList struct {
 		Connectors []store.Installed `json:"connectors"`
+	}
+	consentList struct {
+		Consents []store.Consented `json:"consents"`
 	}
 	problemList struct {
 		OK       bool            `json:"ok"`
@@ -135,7 +151,9 @@ type (
 //	GET    /v1/sessions/{id}         → sessions.Info (with proxy_url)
 //	DELETE /v1/sessions/{id}         → 204
 //	GET    /v1/connectors            → {"connectors":[Installed…]}
-//	POST   /v1/connectors            InstallRequest → 201 Installed
+//	POST   /v1/connectors            InstallRequest → 200 store.Offer (no consent), 201 Installed
+//	POST   /v1/connectors/approve    ApproveRequest → 200 store.Offer (no consent), 200 Installed
+//	GET    /v1/connectors/consents   → {"consents":[store.Consented…]} (the lock)
 //	POST   /v1/connectors/remove     RemoveRequest → 204
 //	POST   /v1/connectors/verify     → {"ok":bool,"problems":[Problem…]}
 //	GET    /v1/sessions/{id}/tools   → SessionTools
@@ -170,6 +188,8 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/connectors", a.listConnectors)
 	mux.HandleFunc("POST /v1/connectors", a.installConnector)
 	mux.HandleFunc("POST /v1/connectors/remove", a.removeConnector)
+	mux.HandleFunc("POST /v1/connectors/approve", a.approveConnector)
+	mux.HandleFunc("GET /v1/connectors/consents", a.listConsents)
 	mux.HandleFunc("POST /v1/connectors/verify", a.verifyConnectors)
 	a.sandboxRoutes(mux)
 	a.credentialRoutes(mux)
@@ -293,13 +313,25 @@ func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, fmt.Errorf("%w: path %q is not absolute; the daemon resolves it on its own machine", state.ErrInvalidArgument, req.Path))
 		return
 	}
+	opts := store.InstallOptions{AllowUnpinned: req.AllowUnpinned, FetchedFrom: req.FetchedFrom}
+	if req.Consent == nil {
+		offer, err := a.Store.OfferWith(r.Context(), req.Path, opts)
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, offer)
+		return
+	}
+	c := *req.Consent
+	c.By = caller(r)
 	var inst store.Installed
 	err := a.changeStore(func() error {
 		// Load's refusals are the daemon's to report; a refused package is
 		// simply not active, so it cannot conflict.
 		active, _ := a.Store.Load(r.Context())
 		var err error
-		inst, err = a.Store.InstallWith(r.Context(), req.Path, active, store.InstallOptions{AllowUnpinned: req.AllowUnpinned, FetchedFrom: req.FetchedFrom})
+		inst, err = a.Store.InstallWith(r.Context(), req.Path, active, opts, c)
 		return err
 	})
 	if err != nil {
@@ -314,7 +346,65 @@ func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 		details["unpinned_actions"] = u
 	}
 	a.event(audit.EventStoreInstalled, details)
+	a.event(audit.EventStoreConsented, consentDetails(inst, c))
 	dataplane.WriteJSON(w, http.StatusCreated, inst)
+}
+
+// consentDetails are the details of a store.consented line for the
+// version inst, installed or approved under c.
+func consentDetails(inst store.Installed, c store.Consent) map[string]string {
+	d := map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash,
+		"by": c.By, "via": c.Via, "hosts": strings.Join(inst.Grants.Hosts, ","),
+		"credential_kinds": strings.Join(inst.Grants.CredentialKinds, ","), "signature": string(inst.Signature.Status)}
+	if inst.Signature.Fingerprint != "" {
+		d["signer"], d["authority"] = inst.Signature.Fingerprint, inst.Signature.Authority
+	}
+	if inst.Quarantined {
+		d["quarantined"] = "true"
+		d["widening"] = strings.Join(inst.Widening, "; ")
+	}
+	return d
+}
+
+func (a *API) approveConnector(w http.ResponseWriter, r *http.Request) {
+	var req ApproveRequest
+	if err := decodeBody(r, &req); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	if req.Consent == nil {
+		offer, err := a.Store.Pending(r.Context(), req.Ref)
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, offer)
+		return
+	}
+	c := *req.Consent
+	c.By, c.Via = caller(r), store.ViaApprove
+	var inst store.Installed
+	err := a.changeStore(func() error {
+		active, _ := a.Store.Load(r.Context())
+		var err error
+		inst, err = a.Store.Approve(r.Context(), req.Ref, active, c)
+		return err
+	})
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	a.event(audit.EventStoreConsented, consentDetails(inst, c))
+	dataplane.WriteJSON(w, http.StatusOK, inst)
+}
+
+func (a *API) listConsents(w http.ResponseWriter, r *http.Request) {
+	list, err := a.Store.Consents(r.Context())
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	dataplane.WriteJSON(w, http.StatusOK, consentList{Consents: append([]store.Consented{}, list...)})
 }
 
 func (a *API) removeConnector(w http.ResponseWriter, r *http.Request) {

@@ -29,7 +29,7 @@ func TestInstallAllowUnpinned(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	if _, err := d.client.InstallConnector(ctx, testkit.WriteFile(t, t.TempDir(), "google.json", testkit.Spec(t, "gmail"))); err != nil {
+	if _, err := d.install(ctx, testkit.WriteFile(t, t.TempDir(), "google.json", testkit.Spec(t, "gmail"))); err != nil {
 		t.Fatal(err)
 	}
 	spec, err := os.ReadFile(filepath.Join("..", "action", "testdata", "linear", store.SpecFileName))
@@ -60,11 +60,11 @@ op = "get-issue"
 +++
 Looks an issue up.
 `))
-	_, err = d.client.InstallConnector(ctx, pkg)
+	_, err = d.install(ctx, pkg)
 	if ae := apiError(t, "placeholder without allow_unpinned", err, http.StatusBadRequest, "invalid_package"); !strings.Contains(ae.Message, "--allow-unpinned") {
 		t.Fatalf("refusal does not say how to allow it: %s", ae.Message)
 	}
-	inst, err := d.client.InstallConnectorWith(ctx, InstallRequest{Path: pkg, AllowUnpinned: true})
+	inst, err := d.installWith(ctx, InstallRequest{Path: pkg, AllowUnpinned: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +91,11 @@ func TestInstallFetchedLocalNotExempt(t *testing.T) {
 	pkg := t.TempDir()
 	testkit.WriteFile(t, pkg, store.SpecFileName, spec)
 	ctx := context.Background()
-	_, err := d.client.InstallConnectorWith(ctx, InstallRequest{Path: pkg, FetchedFrom: "https://pkgs.example/google.tar.gz"})
+	_, err := d.installWith(ctx, InstallRequest{Path: pkg, FetchedFrom: "https://pkgs.example/google.tar.gz"})
 	if ae := apiError(t, "fetched local:// package", err, http.StatusBadRequest, "invalid_package"); !strings.Contains(ae.Message, "fetched from https://pkgs.example/google.tar.gz") {
 		t.Fatalf("refusal does not say the package was fetched: %s", ae.Message)
 	}
-	if _, err := d.client.InstallConnectorWith(ctx, InstallRequest{Path: pkg}); err != nil {
+	if _, err := d.installWith(ctx, InstallRequest{Path: pkg}); err != nil {
 		t.Fatalf("the same package from this machine: %v", err)
 	}
 }

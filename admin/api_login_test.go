@@ -117,7 +117,7 @@ client_secret = "`+loginSecret+`"
 scopes = ["mail.read", "mail.send"]
 `))
 	for _, path := range []string{pkg, testkit.WriteFile(t, t.TempDir(), "linear.json", testkit.Spec(t, "linear"))} {
-		if _, err := c.InstallConnector(t.Context(), path); err != nil {
+		if _, err := installYes(t.Context(), c, InstallRequest{Path: path}); err != nil {
 			t.Fatal(err)
 		}
 	}

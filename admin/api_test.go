@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
@@ -25,6 +27,15 @@ type daemon struct {
 	client  *Client
 	reloads atomic.Int32
 	home    string
+
+	mu     sync.Mutex
+	events []event
+}
+
+// event is one OnEvent call.
+type event struct {
+	name    audit.EventName
+	details map[string]string
 }
 
 func startDaemon(t *testing.T) *daemon {
@@ -34,18 +45,45 @@ func startDaemon(t *testing.T) *daemon {
 	sm := sessionsAt(t, home, testkit.NewClock())
 	st := &store.Store{Dir: filepath.Join(home, "store"), DB: sm.DB}
 	d.admin = &API{Store: st, Sessions: sm,
-		OnStoreChange: func() error { d.reloads.Add(1); return nil }}
+		OnStoreChange: func() error { d.reloads.Add(1); return nil },
+		OnEvent: func(name audit.EventName, details map[string]string) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.events = append(d.events, event{name, details})
+		}}
 	sock := filepath.Join(home, "admin.sock")
 	ln, err := ListenUnix(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: d.admin.Handler()}
+	srv := &http.Server{Handler: d.admin.Handler(), ConnContext: ConnContext}
 	done := make(chan struct{})
 	go func() { srv.Serve(ln); close(done) }()
 	t.Cleanup(func() { srv.Close(); <-done })
 	d.client = &Client{Socket: sock}
 	return d
+}
+
+// install offers the package at path and installs it with the consent
+// --yes gives, as the CLI does; an offer refused is install's error.
+func (d *daemon) install(ctx context.Context, path string) (store.Installed, error) {
+	return d.installWith(ctx, InstallRequest{Path: path})
+}
+
+// installWith is install with the rest of req's choices.
+func (d *daemon) installWith(ctx context.Context, req InstallRequest) (store.Installed, error) {
+	return installYes(ctx, d.client, req)
+}
+
+// installYes offers req's package through c and installs it with the
+// consent --yes gives.
+func installYes(ctx context.Context, c *Client, req InstallRequest) (store.Installed, error) {
+	offer, err := c.OfferConnectorWith(ctx, req)
+	if err != nil {
+		return store.Installed{}, err
+	}
+	req.Consent = &store.Consent{Hash: offer.Hash, Via: store.ViaYes}
+	return c.InstallConnectorWith(ctx, req)
 }
 
 // apiError asserts err is an *dataplane.Refusal with the given status and reason.
@@ -66,7 +104,7 @@ func TestAdminSessionsRoundTrip(t *testing.T) {
 	}
 	_, err := d.client.CreateSession(ctx, sessions.CreateRequest{Connectors: []string{testkit.GoogleFQN}})
 	apiError(t, "scope naming a connector not installed", err, 400, "invalid_argument")
-	if _, err := d.client.InstallConnector(ctx, testkit.WriteFile(t, t.TempDir(), "google.json", testkit.Spec(t, "gmail"))); err != nil {
+	if _, err := d.install(ctx, testkit.WriteFile(t, t.TempDir(), "google.json", testkit.Spec(t, "gmail"))); err != nil {
 		t.Fatal(err)
 	}
 	info, err := d.client.CreateSession(ctx, sessions.CreateRequest{Name: "ci", TTL: 90 * time.Minute, Connectors: []string{testkit.GoogleFQN}})
@@ -101,7 +139,7 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 	d := startDaemon(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	inst, err := d.client.InstallConnector(ctx, testkit.WriteFile(t, dir, "google.json", testkit.Spec(t, "gmail")))
+	inst, err := d.install(ctx, testkit.WriteFile(t, dir, "google.json", testkit.Spec(t, "gmail")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,20 +155,20 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 	testkit.WriteFile(t, dir, "linear.json", testkit.Spec(t, "linear"))
 	gmail, linear := testkit.Spec(t, "gmail"), testkit.Spec(t, "linear")
 	t.Chdir(dir)
-	if _, err := d.client.InstallConnector(ctx, "linear.json"); err != nil {
+	if _, err := d.install(ctx, "linear.json"); err != nil {
 		t.Errorf("relative install: %v", err)
 	}
 
 	clash := testkit.EditJSON(t, linear, func(m map[string]any) {
 		m["connector"].(map[string]any)["fqn"] = "github://other/linear-fork"
 	})
-	_, err = d.client.InstallConnector(ctx, testkit.WriteFile(t, dir, "fork.json", clash))
+	_, err = d.install(ctx, testkit.WriteFile(t, dir, "fork.json", clash))
 	ae := apiError(t, "conflicting install", err, 409, "conflict")
 	if !strings.Contains(ae.Message, testkit.LinearFQN) {
 		t.Errorf("conflict message %q does not name the other connector", ae.Message)
 	}
 	bad := testkit.EditJSON(t, gmail, func(m map[string]any) { m["schema_version"] = "v0" })
-	_, err = d.client.InstallConnector(ctx, testkit.WriteFile(t, dir, "bad.json", bad))
+	_, err = d.install(ctx, testkit.WriteFile(t, dir, "bad.json", bad))
 	if ae := apiError(t, "bad spec", err, 400, "invalid_spec"); !strings.Contains(ae.Message, "bad.json: $.schema_version") {
 		t.Errorf("bad spec message %q lacks file and JSON path", ae.Message)
 	}
@@ -140,7 +178,7 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 	pkg := t.TempDir()
 	testkit.WriteFile(t, pkg, store.SpecFileName, testkit.WithVersion(t, gmail, "1.2.4"))
 	testkit.WriteFile(t, pkg, "manifest.toml", []byte("[connector]\nname = \""+testkit.GoogleFQN+"\"\nversion = \"1.2.4\"\n"))
-	_, err = d.client.InstallConnector(ctx, pkg)
+	_, err = d.install(ctx, pkg)
 	if ae := apiError(t, "manifest excess", err, 400, "invalid_package"); !strings.Contains(ae.Message, `reaches host "gmail.googleapis.com:443"`) {
 		t.Errorf("manifest excess message %q does not name the host", ae.Message)
 	}
@@ -172,7 +210,7 @@ func TestAdminConnectorsRoundTrip(t *testing.T) {
 func TestAdminReloadFailure(t *testing.T) {
 	d := startDaemon(t)
 	d.admin.OnStoreChange = func() error { return errors.New("compile exploded") }
-	_, err := d.client.InstallConnector(context.Background(), testkit.WriteFile(t, t.TempDir(), "g.json", testkit.Spec(t, "gmail")))
+	_, err := d.install(context.Background(), testkit.WriteFile(t, t.TempDir(), "g.json", testkit.Spec(t, "gmail")))
 	ae := apiError(t, "install with failing reload", err, 500, "policy_reload_failed")
 	if !strings.Contains(ae.Message, "compile exploded") {
 		t.Errorf("message %q", ae.Message)

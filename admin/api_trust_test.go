@@ -47,16 +47,19 @@ func TestAdminTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WriteFile(t, pkg, store.SignatureFileName, testkit.SSHSign(t, alice, "file", stmt))
-	_, err = d.client.InstallConnector(ctx, pkg)
+	_, err = d.install(ctx, pkg)
 	apiError(t, "signature in another namespace", err, 400, "invalid_package")
 	testkit.WriteFile(t, pkg, store.SignatureFileName, testkit.SSHSign(t, alice, signing.Namespace, stmt))
-	inst, err := d.client.InstallConnector(ctx, pkg)
+	inst, err := d.install(ctx, pkg)
 	want := signing.Signature{Status: signing.Trusted, Authority: "github://acme", Fingerprint: fp, Principal: "alice@acme"}
 	if err != nil || inst.Signature != want {
 		t.Fatalf("InstallConnector = %+v, %v; want signature %+v", inst.Signature, err, want)
 	}
-	if d := events.Detail(-1); d["signature"] != "trusted" || d["signer"] != fp || d["authority"] != "github://acme" {
-		t.Errorf("store.installed details %v", d)
+	// store.installed, then store.consented: both name the signer.
+	for _, i := range []int{-2, -1} {
+		if d := events.Detail(i); d["signature"] != "trusted" || d["signer"] != fp || d["authority"] != "github://acme" {
+			t.Errorf("%s details %v", events.Names()[len(events.Names())+i], d)
+		}
 	}
 
 	if err := d.client.Untrust(ctx, "github://acme"); err != nil {

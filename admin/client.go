@@ -83,16 +83,38 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)
 }
 
-// InstallConnector installs the spec file or package directory at path,
-// made absolute against the current directory first (the daemon runs on the
-// same machine).
-func (c *Client) InstallConnector(ctx context.Context, path string) (store.Installed, error) {
-	return c.InstallConnectorWith(ctx, InstallRequest{Path: path})
+// OfferConnector asks what installing the spec file or package directory
+// at path would grant (made absolute against the current directory first:
+// the daemon runs on the same machine); nothing is installed.
+func (c *Client) OfferConnector(ctx context.Context, path string) (store.Offer, error) {
+	return c.OfferConnectorWith(ctx, InstallRequest{Path: path})
 }
 
-// InstallConnectorWith is InstallConnector with the rest of req's choices;
-// req.Path is made absolute likewise.
+// OfferConnectorWith is OfferConnector with the rest of req's choices
+// (its Consent is left out); req.Path is made absolute likewise.
+func (c *Client) OfferConnectorWith(ctx context.Context, req InstallRequest) (store.Offer, error) {
+	abs, err := filepath.Abs(req.Path)
+	if err != nil {
+		return store.Offer{}, fmt.Errorf("%w: %q: %v", state.ErrInvalidArgument, req.Path, err)
+	}
+	req.Path, req.Consent = abs, nil
+	var o store.Offer
+	err = c.do(ctx, http.MethodPost, "/v1/connectors", req, &o)
+	return o, err
+}
+
+// InstallConnector installs the package at path under consent, which must
+// name the hash OfferConnector showed.
+func (c *Client) InstallConnector(ctx context.Context, path string, consent store.Consent) (store.Installed, error) {
+	return c.InstallConnectorWith(ctx, InstallRequest{Path: path, Consent: &consent})
+}
+
+// InstallConnectorWith is InstallConnector with the rest of req's choices,
+// which must hold the consent; req.Path is made absolute likewise.
 func (c *Client) InstallConnectorWith(ctx context.Context, req InstallRequest) (store.Installed, error) {
+	if req.Consent == nil {
+		return store.Installed{}, fmt.Errorf("%w: an install needs a consent naming the hash OfferConnector showed", state.ErrInvalidArgument)
+	}
 	abs, err := filepath.Abs(req.Path)
 	if err != nil {
 		return store.Installed{}, fmt.Errorf("%w: %q: %v", state.ErrInvalidArgument, req.Path, err)
@@ -101,6 +123,30 @@ func (c *Client) InstallConnectorWith(ctx context.Context, req InstallRequest) (
 	var inst store.Installed
 	err = c.do(ctx, http.MethodPost, "/v1/connectors", req, &inst)
 	return inst, err
+}
+
+// PendingConnector returns the quarantined version ref and how it asks for
+// more than the active version's consent.
+func (c *Client) PendingConnector(ctx context.Context, ref string) (store.Offer, error) {
+	var o store.Offer
+	err := c.do(ctx, http.MethodPost, "/v1/connectors/approve", ApproveRequest{Ref: ref}, &o)
+	return o, err
+}
+
+// ApproveConnector activates the quarantined version ref under consent,
+// which must name its hash.
+func (c *Client) ApproveConnector(ctx context.Context, ref string, consent store.Consent) (store.Installed, error) {
+	var inst store.Installed
+	err := c.do(ctx, http.MethodPost, "/v1/connectors/approve", ApproveRequest{Ref: ref, Consent: &consent}, &inst)
+	return inst, err
+}
+
+// ConnectorConsents returns the consent of every version served or that
+// may be (the lock).
+func (c *Client) ConnectorConsents(ctx context.Context) ([]store.Consented, error) {
+	var out consentList
+	err := c.do(ctx, http.MethodGet, "/v1/connectors/consents", nil, &out)
+	return out.Consents, err
 }
 
 // ListConnectors lists installed connector versions.

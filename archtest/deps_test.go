@@ -33,14 +33,14 @@ var allowed = map[string][]string{
 	// The control plane: state at the bottom, one store per job over it
 	// (none imports another: small interfaces instead), then the two faces.
 	"state":       {"modernc.org/sqlite", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/"},
-	"store":       {"state", "policy", "action", "manifest", "signing", "github.com/rs/zerolog"},
+	"store":       {"state", "policy", "action", "manifest", "signing", "github.com/BurntSushi/toml", "github.com/rs/zerolog"},
 	"sessions":    {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials": {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "golang.org/x/oauth2", "github.com/rs/zerolog"},
 	"approvals":   {"state", "audit", "dataplane"},
 	"budgets":     {"state", "policy", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
-	"admin":       {"state", "store", "manifest", "sessions", "budgets", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "printable", "github.com/rs/zerolog"},
+	"admin":       {"state", "store", "manifest", "sessions", "budgets", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "printable", "github.com/rs/zerolog", "golang.org/x/sys/"},
 	"notify":      {"github.com/rs/zerolog"},
 	"witness":     {"golang.org/x/mod/sumdb/"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},

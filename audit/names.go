@@ -55,7 +55,10 @@ const (
 	EventSessionCreated EventName = "session.created"
 	EventSessionDeleted EventName = "session.deleted"
 
-	EventStoreInstalled      EventName = "store.installed"
+	EventStoreInstalled EventName = "store.installed"
+	// EventStoreConsented: a connector version was installed or approved
+	// under a consent (who, how, the grants, hash and signer).
+	EventStoreConsented      EventName = "store.consented"
 	EventStoreRemoved        EventName = "store.removed"
 	EventStoreTamperDetected EventName = "store.tamper_detected"
 
@@ -107,7 +110,7 @@ func EventNames() []EventName {
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
 		EventSessionCreated, EventSessionDeleted,
-		EventStoreInstalled, EventStoreRemoved, EventStoreTamperDetected, EventTrustSet, EventTrustRemoved, EventConfigReloaded,
+		EventStoreInstalled, EventStoreConsented, EventStoreRemoved, EventStoreTamperDetected, EventTrustSet, EventTrustRemoved, EventConfigReloaded,
 		EventDaemonStarted, EventDaemonStopped,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,
 		EventCheckpoint, EventTrailStarted, EventTrailResumed,

@@ -179,6 +179,12 @@ func TestAuditSIGHUPReload(t *testing.T) {
 	if !strings.Contains(out, "daemon not running") || !strings.Contains(out, "installed "+auditFQN+"@1.1.0 sha256:") {
 		t.Errorf("offline install printed %q, want the \"daemon not running\" note and the installed line", out)
 	}
+	// 1.1.0 adds news.get, an operation without approval: it is
+	// quarantined until approved, with the daemon's store offline too.
+	if !strings.Contains(out, "QUARANTINED") {
+		t.Errorf("offline install of a widening upgrade printed %q, want it quarantined", out)
+	}
+	d.cli(t, "connector", "approve", "--yes", "--config", offline, auditFQN+"@1.1.0")
 	if st, reused := send("/audit/news"); st != http.StatusForbidden || !reused {
 		t.Fatalf("GET /audit/news before SIGHUP: status %d reused %v, want 403 on the same connection", st, reused)
 	}

@@ -223,7 +223,7 @@ func startTokenServer(t *testing.T) (string, func() int) {
 	return ln.Addr().String(), func() int { return len(hits) }
 }
 
-// controlPlane: store.installed and store.removed (an extra connector),
+// controlPlane: store.installed, store.consented and store.removed (an extra connector),
 // credential.set and binding.set, session.created.
 func (f *auditFixture) controlPlane(t *testing.T) {
 	specs := filepath.Join(theSuite.root, "integration", "testdata", "specs")
@@ -433,6 +433,7 @@ func (f *auditFixture) goldenCases() []auditCase {
 	sess := func(l auditLine) bool { return l.str("session") == f.s.ID }
 	return []auditCase{
 		{"store.installed", ev("store.installed", det("connector", auditFQN))},
+		{"store.consented", ev("store.consented", det("connector", auditFQN))},
 		{"store.removed", ev("store.removed", det("ref", "local://test/audit-extra@0.1.0"))},
 		{"credential.set", ev("credential.set", det("credential", "audit-oauth-bad"))},
 		{"binding.set", ev("binding.set", det("credential", "audit-oauth-bad"))},
@@ -470,7 +471,8 @@ func volatile() map[string]string {
 
 // volatileDetails are the details keys normalised the same way.
 func volatileDetails() map[string]string {
-	return map[string]string{"session": "<session id>", "expires_at": "<time>", "hash": "<sha256 hex>", "error": "<error text>"}
+	return map[string]string{"session": "<session id>", "expires_at": "<time>", "hash": "<sha256 hex>", "error": "<error text>",
+		"by": "<uid N (user)>"}
 }
 
 // normalise replaces run-dependent values by placeholders.

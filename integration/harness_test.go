@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -488,7 +489,7 @@ func (d *daemon) runInput(ctx context.Context, stdin string, args ...string) (st
 func (d *daemon) runIn(ctx context.Context, dir, stdin string, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, d.s.bin, args...)
+	cmd := exec.CommandContext(ctx, d.s.bin, consentYes(args)...)
 	cmd.Env, cmd.Dir = cleanEnv(d.home), dir
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -496,6 +497,24 @@ func (d *daemon) runIn(ctx context.Context, dir, stdin string, args ...string) (
 	err = cmd.Run()
 	d.s.seen.add("output of `aileron "+strings.Join(args, " ")+"`", nil, append(out.Bytes(), errb.Bytes()...))
 	return out.String(), errb.String(), err
+}
+
+// consentYes gives `connector install` --yes, the consent of a caller
+// without a terminal, unless args already say how to consent (--yes,
+// --lock) or the test wants the prompt (--no-yes, removed).
+func consentYes(args []string) []string {
+	if len(args) < 2 || args[0] != "connector" || args[1] != "install" {
+		return args
+	}
+	for i, a := range args {
+		switch {
+		case a == "--no-yes":
+			return append(slices.Clone(args[:i]), args[i+1:]...)
+		case a == "--yes" || a == "--lock" || strings.HasPrefix(a, "--lock="):
+			return args
+		}
+	}
+	return append([]string{"connector", "install", "--yes"}, args[2:]...)
 }
 
 // cli runs the aileron CLI and fails t unless it exits 0.

@@ -159,7 +159,11 @@ func TestPackagesInstall(t *testing.T) {
 			if len(errs) != 0 {
 				t.Fatal(errs)
 			}
-			inst, err := st.Install(t.Context(), dir, active)
+			offer, err := st.Offer(t.Context(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inst, err := st.Install(t.Context(), dir, active, store.Consent{Hash: offer.Hash, By: "test", Via: store.ViaProvider})
 			if err != nil {
 				t.Fatalf("installing %s: %v", p.Name, err)
 			}

@@ -251,5 +251,23 @@ CREATE TABLE store_signatures (
 	recorded_at TEXT NOT NULL
 ) STRICT;
 `},
+		{version: 15, name: "store_consents", sql: `
+-- A version installed but not served: it asks for more than the consent of
+-- its connector's active version, and waits for aileron connector approve.
+ALTER TABLE store_versions ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0 CHECK (quarantined IN (0, 1));
+-- The consent each installed version was installed under: what the package
+-- asked (store.Request as JSON), its hash, who consented, how and when.
+-- One row per version; an approval replaces its row.
+CREATE TABLE store_consents (
+	fqn        TEXT NOT NULL,
+	version    TEXT NOT NULL,
+	hash       TEXT NOT NULL CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),
+	request    TEXT NOT NULL,
+	granted_by TEXT NOT NULL,
+	via        TEXT NOT NULL,
+	granted_at TEXT NOT NULL,
+	PRIMARY KEY (fqn, version)
+) STRICT;
+`},
 	}
 }

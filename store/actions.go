@@ -44,11 +44,6 @@ type ActionPin struct {
 	Unpinned []string `json:"unpinned,omitempty"`
 }
 
-// InstallWith is Install with opts.
-func (s *Store) InstallWith(ctx context.Context, path string, active []policy.Source, opts InstallOptions) (Installed, error) {
-	return s.install(ctx, path, active, opts)
-}
-
 // checkActions loads the staged package's actions (pkg; dir names it in
 // messages) and checks each requirement: the package itself is pinned by
 // containment; another connector's FQN@VERSION must be its active version,

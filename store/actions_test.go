@@ -123,7 +123,8 @@ func TestInstallActionPins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			active, _ := s.Load(t.Context())
-			inst, err := s.InstallWith(t.Context(), linearPackage(t, tt.act), active, tt.opts)
+			pkg := linearPackage(t, tt.act)
+			inst, err := s.InstallWith(t.Context(), pkg, active, tt.opts, yesWith(t, s, pkg, tt.opts))
 			if tt.errIs == nil {
 				if err != nil {
 					t.Fatalf("InstallWith: %v", err)
@@ -183,7 +184,8 @@ func TestInstallActionPinsTheActiveVersion(t *testing.T) {
 	testkit.WriteFile(t, next, manifest.FileName, []byte(strings.Replace(gmailManifest, `version = "1.2.3"`, `version = "1.2.4"`, 1)))
 	install(t, s, next)
 	active, _ := s.Load(t.Context())
-	_, err := s.InstallWith(t.Context(), linearPackage(t, triage("sha256:"+ghash, "", "", "")), active, InstallOptions{})
+	lin := linearPackage(t, triage("sha256:"+ghash, "", "", ""))
+	_, err := s.InstallWith(t.Context(), lin, active, InstallOptions{}, yes(t, s, lin))
 	if !errors.Is(err, ErrActionRequirement) || !strings.Contains(err.Error(),
 		googleRef+" is installed but github://acme/aileron-connector-google@1.2.4 is the active version, so the action could never run") {
 		t.Fatalf("InstallWith: %v", err)
@@ -193,7 +195,7 @@ func TestInstallActionPinsTheActiveVersion(t *testing.T) {
 	testkit.WriteFile(t, pkg, manifest.FileName, []byte(gmailManifest))
 	install(t, s, pkg) // 1.2.3 active again
 	active, _ = s.Load(t.Context())
-	if _, err := s.InstallWith(t.Context(), linearPackage(t, triage("sha256:"+ghash, "", "", "")), active, InstallOptions{}); err != nil {
+	if _, err := s.InstallWith(t.Context(), lin, active, InstallOptions{}, yes(t, s, lin)); err != nil {
 		t.Fatalf("InstallWith with the pinned version active: %v", err)
 	}
 }

@@ -1,6 +1,10 @@
 package store
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/aileronhq/aileron/state"
+)
 
 // Errors of the store, beside the state sentinels it also wraps
 // (state.ErrInvalidArgument, ErrNotFound, ErrConflict, ErrCorruptState).
@@ -27,4 +31,19 @@ var (
 	// its content hash (a file edited, added or removed, or the directory
 	// gone).
 	ErrTampered = errors.New("connector package failed its integrity check")
+	// ErrConsentMismatch is wrapped when an install's consent does not
+	// name the package: no hash, another hash (the package changed after
+	// it was shown), or a lock entry that records another hash or less
+	// than the package asks. It also wraps state.ErrConflict.
+	ErrConsentMismatch = consentError{}
+	// ErrInvalidLock is wrapped when a lock file does not parse or
+	// validate; the file and the key or entry follow it.
+	ErrInvalidLock = errors.New("invalid connector lock file")
 )
+
+// consentError is ErrConsentMismatch: its own sentinel that also wraps
+// state.ErrConflict, so the admin API answers 409.
+type consentError struct{}
+
+func (consentError) Error() string { return "install consent does not match the package" }
+func (consentError) Unwrap() error { return state.ErrConflict }

@@ -121,3 +121,32 @@ func FuzzParseStream(f *testing.F) {
 		}
 	})
 }
+
+// Consent is fleet state: a version consented on node A is in node B's
+// lock; one quarantined on A is quarantined on B and, approved on B, is
+// served by A.
+func TestFleetConsentReachesEveryNode(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	a, b := fleetStore(t, dsn), fleetStore(t, dsn)
+	v1 := install(t, a, gmailAt(t, "1.0.0", nil))
+	c, err := b.Consents(t.Context())
+	if err != nil || len(c) != 1 || c[0].Hash != v1.Hash || c[0].By != "test" {
+		t.Fatalf("node B Consents = %+v, %v; want A's consent to %s", c, err, v1.Hash)
+	}
+	wide := install(t, a, gmailAt(t, "1.1.0", func(ops []any) { op(ops, 0)["hosts"] = []any{"evil.example.com"} }))
+	list, err := b.List(t.Context())
+	if err != nil || len(list) != 2 || !list[1].Quarantined || list[1].Widening == nil {
+		t.Fatalf("node B List = %+v, %v; want 1.1.0 quarantined", list, err)
+	}
+	if _, err := b.Approve(t.Context(), wide.Ref(), nil, Consent{Hash: wide.Hash, By: "bob", Via: ViaApprove}); err != nil {
+		t.Fatal(err)
+	}
+	srcs, errs := a.Load(t.Context())
+	if len(errs) != 0 || len(srcs) != 1 || srcs[0].Hash != wide.Hash {
+		t.Fatalf("node A Load after B approved = %v, %v; want %s", srcs, errs, wide.Hash)
+	}
+	if c, _ := a.Consents(t.Context()); len(c) != 2 || c[1].By != "bob" {
+		t.Errorf("node A Consents = %+v, want 1.1.0 approved by bob", c)
+	}
+}

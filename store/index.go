@@ -26,6 +26,9 @@ type indexConnector struct {
 type indexVersion struct {
 	Hash        string
 	InstalledAt time.Time
+	// Quarantined is true for a version installed but not served: it asks
+	// for more than the active version's consent (see Approve).
+	Quarantined bool
 }
 
 // newIndex returns an empty index.
@@ -52,8 +55,10 @@ func validateIndexEntry(fqn string, c *indexConnector) error {
 			return fmt.Errorf("versions[%q].hash %q is not 64 lower-case hex digits", v, e.Hash)
 		}
 	}
-	if _, ok := c.Versions[c.Active]; !ok {
+	if e, ok := c.Versions[c.Active]; !ok {
 		return fmt.Errorf("active version %q is not installed", c.Active)
+	} else if e.Quarantined {
+		return fmt.Errorf("active version %q is quarantined", c.Active)
 	}
 	return nil
 }

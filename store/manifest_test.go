@@ -118,7 +118,7 @@ func TestInstallRefusesExcess(t *testing.T) {
 			}
 			testkit.WriteFile(t, pkg, SpecFileName, spec)
 			testkit.WriteFile(t, pkg, manifest.FileName, []byte(c.manifest))
-			_, err := s.Install(t.Context(), pkg, nil)
+			_, err := s.Install(t.Context(), pkg, nil, yes(t, s, pkg))
 			if !errors.Is(err, ErrExceedsManifest) || !errors.Is(err, manifest.ErrExceedsManifest) || !errors.Is(err, ErrInvalidPackage) {
 				t.Fatalf("Install = %v, want ErrExceedsManifest", err)
 			}
@@ -142,7 +142,7 @@ func TestInstallRefusesInvalidManifest(t *testing.T) {
 	pkg := t.TempDir()
 	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
 	testkit.WriteFile(t, pkg, manifest.FileName, []byte(strings.Replace(gmailManifest, "hosts =", "host =", 1)))
-	_, err := s.Install(t.Context(), pkg, nil)
+	_, err := s.Install(t.Context(), pkg, nil, yes(t, s, pkg))
 	if !errors.Is(err, ErrInvalidManifest) || !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), `capabilities.network.host: unknown key "host" in [capabilities.network] (did you mean "hosts"?)`) {
 		t.Fatalf("Install = %v, want the manifest's unknown key named", err)
 	}

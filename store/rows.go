@@ -27,7 +27,7 @@ func (s *Store) database() (*state.DB, error) {
 // exactly one active version per connector. Content failures wrap
 // state.ErrCorruptState and name the database, the table and the connector.
 func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex, error) {
-	rows, err := q.QueryContext(ctx, `SELECT fqn, version, hash, active, installed_at FROM store_versions`)
+	rows, err := q.QueryContext(ctx, `SELECT fqn, version, hash, active, quarantined, installed_at FROM store_versions`)
 	if err != nil {
 		return nil, fmt.Errorf("reading the store index from %s: %w", db.Path(), err)
 	}
@@ -35,8 +35,8 @@ func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex,
 	ix := newIndex()
 	for rows.Next() {
 		var fqn, version, hash, at string
-		var active bool
-		if err := rows.Scan(&fqn, &version, &hash, &active, &at); err != nil {
+		var active, quarantined bool
+		if err := rows.Scan(&fqn, &version, &hash, &active, &quarantined, &at); err != nil {
 			return nil, fmt.Errorf("reading the store index from %s: %w", db.Path(), err)
 		}
 		when, err := db.ParseTime("store_versions "+fqn+"@"+version+" installed_at", at)
@@ -48,7 +48,7 @@ func loadIndex(ctx context.Context, q state.Querier, db *state.DB) (*storeIndex,
 			c = &indexConnector{Versions: map[string]indexVersion{}}
 			ix.Connectors[fqn] = c
 		}
-		c.Versions[version] = indexVersion{Hash: hash, InstalledAt: when}
+		c.Versions[version] = indexVersion{Hash: hash, InstalledAt: when, Quarantined: quarantined}
 		if active {
 			c.Active = version
 		}
@@ -96,18 +96,32 @@ func activateVersion(ctx context.Context, tx *state.Tx, fqn, version, hash strin
 		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO store_versions (fqn, version, hash, active, installed_at)
-		VALUES (?, ?, ?, 1, ?) ON CONFLICT (fqn, version) DO UPDATE SET active = 1`, fqn, version, hash, state.FormatTime(at))
+		VALUES (?, ?, ?, 1, ?) ON CONFLICT (fqn, version) DO UPDATE SET active = 1, quarantined = 0`, fqn, version, hash, state.FormatTime(at))
 	if err != nil {
 		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
 	}
 	return nil
 }
 
-// deleteVersion removes fqn@version from the index and, if newActive is not
-// empty, makes that version active.
+// quarantineVersion records fqn@version (inserting it with hash and at if
+// it is new) as installed but not served. It is never the active version.
+func quarantineVersion(ctx context.Context, tx *state.Tx, fqn, version, hash string, at time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO store_versions (fqn, version, hash, active, quarantined, installed_at)
+		VALUES (?, ?, ?, 0, 1, ?) ON CONFLICT (fqn, version) DO UPDATE SET quarantined = 1`, fqn, version, hash, state.FormatTime(at))
+	if err != nil {
+		return fmt.Errorf("recording %s@%s in the store index: %w", fqn, version, err)
+	}
+	return nil
+}
+
+// deleteVersion removes fqn@version and its consent from the index and, if
+// newActive is not empty, makes that version active.
 func deleteVersion(ctx context.Context, tx *state.Tx, fqn, version, newActive string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM store_versions WHERE fqn = ? AND version = ?`, fqn, version); err != nil {
 		return fmt.Errorf("removing %s@%s from the store index: %w", fqn, version, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM store_consents WHERE fqn = ? AND version = ?`, fqn, version); err != nil {
+		return fmt.Errorf("removing the consent of %s@%s: %w", fqn, version, err)
 	}
 	if newActive == "" {
 		return nil

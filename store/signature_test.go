@@ -106,7 +106,7 @@ func TestInstallSignature(t *testing.T) {
 			dir := gmailPackage(t, "1.2.3")
 			tt.prepare(t, dir)
 			active, _ := s.Load(t.Context())
-			inst, err := s.Install(t.Context(), dir, active)
+			inst, err := s.Install(t.Context(), dir, active, yes(t, s, dir))
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrBadSignature) || !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Install err = %v; want ErrBadSignature, ErrInvalidPackage and %q", err, tt.wantErr)
@@ -212,7 +212,8 @@ func TestRequireSignature(t *testing.T) {
 			s, _ := newStore(t)
 			s.RequireSignature = true
 			trust(t, s, "github://acme", "alice@acme "+k.alice.Public)
-			_, err := s.InstallWith(t.Context(), tt.pkg(t), nil, InstallOptions{FetchedFrom: tt.fetched})
+			pkg, opts := tt.pkg(t), InstallOptions{FetchedFrom: tt.fetched}
+			_, err := s.InstallWith(t.Context(), pkg, nil, opts, yesWith(t, s, pkg, opts))
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -70,6 +70,11 @@ type Installed struct {
 	// Actions are the package's actions and how each pins what it
 	// requires. Set by Install and List.
 	Actions []ActionPin `json:"actions,omitempty"`
+	// Quarantined is true for a version installed but not served: it asks
+	// for more than the consent of its FQN's active version (Widening
+	// says how) and waits for Approve.
+	Quarantined bool     `json:"quarantined,omitempty"`
+	Widening    []string `json:"widening,omitempty"`
 }
 
 // Ref returns the connector reference FQN@VERSION.
@@ -83,10 +88,16 @@ type Problem struct {
 	Err  string `json:"error"`
 }
 
-// Install adds the connector package at path to the store and makes its
-// version the active one for its FQN. path is either a spec file (the package
-// is then that file alone, stored as aileron.connector.v1.json) or a package
-// directory with aileron.connector.v1.json at its root.
+// Install adds the connector package at path to the store under consent c,
+// which must name the hash of the package as staged now (see Offer). path
+// is either a spec file (the package is then that file alone, stored as
+// aileron.connector.v1.json) or a package directory with
+// aileron.connector.v1.json at its root.
+//
+// The version becomes the active one for its FQN, unless it asks for more
+// than the consent of the FQN's active version (Request.Exceeds) and c is
+// neither a lock entry recording it nor provider add's: it is then
+// installed but quarantined, not served until Approve. Either way c is recorded as the version's consent.
 //
 // active is the set of specs currently enforced; the new spec is compiled
 // together with those of other FQNs and refused if it conflicts with one of
@@ -96,7 +107,9 @@ type Problem struct {
 // without a manifest, exactly what its spec reaches.
 //
 // Reinstalling identical content is a no-op apart from making that version
-// active again, and repairs a damaged copy in the store. Errors: a spec that
+// active again (unless quarantined), and repairs a damaged copy in the
+// store. Errors: a consent that does not name the staged package's hash, or
+// a lock entry that does not cover it, wraps ErrConsentMismatch; a spec that
 // does not parse wraps ErrInvalidSpec and keeps the parser's message (file,
 // JSON path, rule); a bad path or package content wraps state.ErrInvalidArgument or
 // ErrInvalidPackage; a manifest.toml that does not parse wraps
@@ -112,68 +125,113 @@ type Problem struct {
 // SignatureFileName (see signature.go): one that does not verify wraps
 // ErrBadSignature; with RequireSignature, a package that is not signed by
 // a key trusted for its authority wraps ErrSignatureRequired. The returned
-// Installed carries the verdict.
-func (s *Store) Install(ctx context.Context, path string, active []policy.Source) (Installed, error) {
-	return s.install(ctx, path, active, InstallOptions{})
+// Installed carries the verdict. A signature is information: it never
+// stands in for the consent.
+func (s *Store) Install(ctx context.Context, path string, active []policy.Source, c Consent) (Installed, error) {
+	return s.InstallWith(ctx, path, active, InstallOptions{}, c)
 }
 
-// install is Install with opts (InstallWith).
-func (s *Store) install(ctx context.Context, path string, active []policy.Source, opts InstallOptions) (Installed, error) {
-	if err := s.checkDir(); err != nil {
-		return Installed{}, err
-	}
-	staging, err := s.newStaging()
+// InstallWith is Install with opts.
+func (s *Store) InstallWith(ctx context.Context, path string, active []policy.Source, opts InstallOptions, c Consent) (Installed, error) {
+	st, err := s.stage(ctx, path, opts)
 	if err != nil {
 		return Installed{}, err
 	}
-	defer os.RemoveAll(staging)
-	pkg := filepath.Join(staging, "pkg")
-	origin, err := stagePackage(path, pkg)
-	if err != nil {
+	defer os.RemoveAll(st.dir)
+	if err := c.check(st.req); err != nil {
 		return Installed{}, err
 	}
-	sig, err := takeSignature(pkg)
-	if err != nil {
-		return Installed{}, err
+	if c.By == "" {
+		return Installed{}, fmt.Errorf("%w: the consent does not say who gave it", state.ErrInvalidArgument)
 	}
-	src, err := readStagedPackage(pkg, origin)
-	if err != nil {
-		return Installed{}, err
-	}
-	grants, err := checkManifest(pkg, filepath.Dir(origin), src.Spec)
-	if err != nil {
-		return Installed{}, err
-	}
-	verdict, err := s.judgeSignature(ctx, sig, src, opts.FetchedFrom)
-	if err != nil {
-		return Installed{}, err
-	}
-	pins, err := s.checkActions(ctx, pkg, filepath.Dir(origin), src.Spec, grants, opts)
-	if err != nil {
-		return Installed{}, err
-	}
-	if err := checkConflicts(src, active); err != nil {
+	if err := checkConflicts(st.src, active); err != nil {
 		return Installed{}, err
 	}
 	// Hash a copy already in the store before taking the write lock, which
 	// the approval store shares: the common reinstall then holds it briefly.
-	got, herr := HashPackage(s.packageDir(src.Hash))
-	intact := herr == nil && got == src.Hash
+	got, herr := HashPackage(s.packageDir(st.src.Hash))
+	intact := herr == nil && got == st.src.Hash
 	var inst Installed
 	err = s.update(ctx, func(ctx context.Context, tx *state.Tx, ix *storeIndex) error {
-		if inst, err = s.commitInstall(ctx, tx, ix, src, pkg, staging, intact); err != nil {
+		if inst, err = s.commitInstall(ctx, tx, ix, st, c, intact); err != nil {
 			return err
 		}
-		return s.recordSignature(ctx, tx, src.Hash, sig)
+		return s.recordSignature(ctx, tx, st.src.Hash, st.sig)
 	})
 	if err != nil {
 		return Installed{}, err
 	}
-	inst.Grants, inst.Actions, inst.Signature = grants, pins, verdict
-	s.log().Info().Str("event", "store.installed").Str("connector", inst.Ref()).Str("hash", inst.Hash).
-		Str("from", origin).Str("signature", string(verdict.Status)).Str("authority", verdict.Authority).
-		Str("signer", verdict.Fingerprint).Msg("connector installed")
+	inst.Grants, inst.Actions, inst.Signature = st.req.Grants, st.pins, st.req.Signature
+	ev := s.log().Info().Str("event", "store.installed").Str("connector", inst.Ref()).Str("hash", inst.Hash).
+		Str("from", st.origin).Str("signature", string(st.req.Signature.Status)).Str("authority", st.req.Signature.Authority).
+		Str("signer", st.req.Signature.Fingerprint).Str("consent_by", c.By).Str("consent_via", c.Via)
+	if inst.Quarantined {
+		ev.Strs("widening", inst.Widening).Msg("connector installed but QUARANTINED: it asks for more than the active version; `aileron connector approve " + inst.Ref() + "` to serve it")
+		return inst, nil
+	}
+	ev.Msg("connector installed")
 	return inst, nil
+}
+
+// staged is a package copied into a private staging directory (dir, to be
+// removed by the caller) and checked: its spec, manifest, signature and
+// actions read, and what it asks for.
+type staged struct {
+	dir, pkg, origin string
+	src              policy.Source
+	sig              []byte // the publisher's signature, taken out of pkg; nil when none
+	pins             []ActionPin
+	req              Request
+}
+
+// stage copies the package at path into a new staging directory and reads
+// it (see Install for the errors).
+func (s *Store) stage(ctx context.Context, path string, opts InstallOptions) (*staged, error) {
+	if err := s.checkDir(); err != nil {
+		return nil, err
+	}
+	dir, err := s.newStaging()
+	if err != nil {
+		return nil, err
+	}
+	st := &staged{dir: dir, pkg: filepath.Join(dir, "pkg")}
+	if err := s.read(ctx, st, path, opts); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return st, nil
+}
+
+// read stages the package at path into st and checks it.
+func (s *Store) read(ctx context.Context, st *staged, path string, opts InstallOptions) error {
+	var err error
+	if st.origin, err = stagePackage(path, st.pkg); err != nil {
+		return err
+	}
+	if st.sig, err = takeSignature(st.pkg); err != nil {
+		return err
+	}
+	if st.src, err = readStagedPackage(st.pkg, st.origin); err != nil {
+		return err
+	}
+	dir := filepath.Dir(st.origin)
+	grants, err := checkManifest(st.pkg, dir, st.src.Spec)
+	if err != nil {
+		return err
+	}
+	verdict, err := s.judgeSignature(ctx, st.sig, st.src, opts.FetchedFrom)
+	if err != nil {
+		return err
+	}
+	if st.pins, err = s.checkActions(ctx, st.pkg, dir, st.src.Spec, grants, opts); err != nil {
+		return err
+	}
+	var names []string
+	for _, p := range st.pins {
+		names = append(names, p.Name)
+	}
+	st.req = buildRequest(st.src, grants, names, verdict)
+	return nil
 }
 
 // newStaging creates a private staging directory under Dir/tmp.
@@ -347,35 +405,52 @@ func checkConflicts(src policy.Source, active []policy.Source) error {
 }
 
 // commitInstall places the staged package and records it in the index ix
-// read in tx, the store's write transaction. intact says the package
-// directory was found intact just before.
-func (s *Store) commitInstall(ctx context.Context, tx *state.Tx, ix *storeIndex, src policy.Source, pkg, staging string, intact bool) (Installed, error) {
+// read in tx, the store's write transaction, with its consent c: active,
+// or quarantined when it asks for more than the active version's consent
+// and c is not a lock entry. intact says the package directory was found
+// intact just before.
+func (s *Store) commitInstall(ctx context.Context, tx *state.Tx, ix *storeIndex, st *staged, c Consent, intact bool) (Installed, error) {
+	src := st.src
 	fqn, version := src.Spec.Connector.FQN, src.Spec.Connector.Version
-	c := ix.Connectors[fqn]
-	if c != nil {
-		if e, ok := c.Versions[version]; ok && e.Hash != src.Hash {
-			return Installed{}, fmt.Errorf("%w: %s@%s is already installed with different content (sha256 %s, new %s); "+
-				"a version's content never changes: bump connector.version, or `aileron connector remove %s@%s` first",
-				state.ErrConflict, fqn, version, e.Hash, src.Hash, fqn, version)
-		}
-	}
-	if err := s.sharePackage(ctx, tx, pkg, src.Hash); err != nil {
-		return Installed{}, err
-	}
-	if err := s.place(pkg, src.Hash, staging, intact); err != nil {
-		return Installed{}, err
-	}
 	e, ok := indexVersion{}, false
-	if c != nil {
-		e, ok = c.Versions[version]
+	if ic := ix.Connectors[fqn]; ic != nil {
+		e, ok = ic.Versions[version]
 	}
-	if !ok {
-		e = indexVersion{Hash: src.Hash, InstalledAt: s.now().UTC().Round(0)}
+	if ok && e.Hash != src.Hash {
+		return Installed{}, fmt.Errorf("%w: %s@%s is already installed with different content (sha256 %s, new %s); "+
+			"a version's content never changes: bump connector.version, or `aileron connector remove %s@%s` first",
+			state.ErrConflict, fqn, version, e.Hash, src.Hash, fqn, version)
 	}
-	if err := activateVersion(ctx, tx, fqn, version, e.Hash, e.InstalledAt); err != nil {
+	widening, err := s.widening(ctx, tx, ix, st.req)
+	if err != nil {
 		return Installed{}, err
 	}
-	return Installed{FQN: fqn, Version: version, Hash: src.Hash, Dir: s.packageDir(src.Hash), Active: true, InstalledAt: e.InstalledAt}, nil
+	// A lock records a consent given before; provider add's command is
+	// the consent to the package it writes.
+	quarantine := len(widening) > 0 && c.Via != ViaLock && c.Via != ViaProvider
+	if err := s.sharePackage(ctx, tx, st.pkg, src.Hash); err != nil {
+		return Installed{}, err
+	}
+	if err := s.place(st.pkg, src.Hash, st.dir, intact); err != nil {
+		return Installed{}, err
+	}
+	now := s.now().UTC().Round(0)
+	if !ok {
+		e = indexVersion{Hash: src.Hash, InstalledAt: now}
+	}
+	if quarantine {
+		err = quarantineVersion(ctx, tx, fqn, version, e.Hash, e.InstalledAt)
+	} else {
+		err = activateVersion(ctx, tx, fqn, version, e.Hash, e.InstalledAt)
+	}
+	if err != nil {
+		return Installed{}, err
+	}
+	if err := saveConsent(ctx, tx, st.req, c, now); err != nil {
+		return Installed{}, err
+	}
+	return Installed{FQN: fqn, Version: version, Hash: src.Hash, Dir: s.packageDir(src.Hash), Active: !quarantine,
+		Quarantined: quarantine, Widening: widening, InstalledAt: e.InstalledAt}, nil
 }
 
 // place renames the staged package into Dir/connectors/sha256/<hash>. If a
@@ -437,9 +512,19 @@ func (s *Store) List(ctx context.Context) ([]Installed, error) {
 	for fqn, c := range ix.Connectors {
 		for v, e := range c.Versions {
 			dir := s.packageDir(e.Hash)
-			out = append(out, Installed{FQN: fqn, Version: v, Hash: e.Hash, Dir: dir,
-				Active: v == c.Active, InstalledAt: e.InstalledAt, Grants: storedGrants(dir), Actions: storedActions(dir),
-				Signature: judge(fqn, v, e.Hash)})
+			i := Installed{FQN: fqn, Version: v, Hash: e.Hash, Dir: dir, Active: v == c.Active,
+				InstalledAt: e.InstalledAt, Grants: storedGrants(dir), Actions: storedActions(dir),
+				Signature: judge(fqn, v, e.Hash), Quarantined: e.Quarantined}
+			if e.Quarantined {
+				req, err := s.consentedRequest(ctx, s.DB, fqn, v, e.Hash)
+				if err != nil {
+					return nil, err
+				}
+				if i.Widening, err = s.widening(ctx, s.DB, ix, req); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, i)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -452,8 +537,9 @@ func (s *Store) List(ctx context.Context) ([]Installed, error) {
 }
 
 // Remove uninstalls the connector version ref (FQN@VERSION, strict SemVer).
-// If it was the active version, the highest remaining version becomes
-// active. The package directory is deleted unless another version still
+// If it was the active version, the highest remaining version not
+// quarantined becomes active; when only quarantined versions would remain,
+// the removal is refused (state.ErrConflict). The package directory is deleted unless another version still
 // refers to the same hash. A malformed ref wraps state.ErrInvalidArgument; a
 // version that is not installed wraps state.ErrNotFound.
 func (s *Store) Remove(ctx context.Context, ref string) error {
@@ -481,9 +567,12 @@ func (s *Store) Remove(ctx context.Context, ref string) error {
 		case len(c.Versions) == 0:
 			delete(ix.Connectors, fqn)
 		case c.Active == version:
-			vs := sortedVersions(c)
-			c.Active = vs[len(vs)-1]
-			newActive = c.Active
+			if newActive = servable(c); newActive == "" {
+				return fmt.Errorf("%w: %s is the only version of %s not quarantined; approve another version "+
+					"(`aileron connector approve`) or remove the quarantined ones (%s) first",
+					state.ErrConflict, ref, fqn, strings.Join(sortedVersions(c), ", "))
+			}
+			c.Active = newActive
 		}
 		if err := deleteVersion(ctx, tx, fqn, version, newActive); err != nil {
 			return err
@@ -528,6 +617,18 @@ func sortedVersions(c *indexConnector) []string {
 	}
 	sort.Slice(vs, func(i, j int) bool { return policy.CompareVersions(vs[i], vs[j]) < 0 })
 	return vs
+}
+
+// servable returns the highest version of c that is not quarantined, or
+// "" when there is none.
+func servable(c *indexConnector) string {
+	vs := sortedVersions(c)
+	for i := len(vs) - 1; i >= 0; i-- {
+		if !c.Versions[vs[i]].Quarantined {
+			return vs[i]
+		}
+	}
+	return ""
 }
 
 // hashInUse reports whether any index entry refers to hash.

@@ -31,11 +31,29 @@ func newStore(t *testing.T) (*Store, *testkit.Log) {
 func install(t *testing.T, s *Store, path string) Installed {
 	t.Helper()
 	active, _ := s.Load(t.Context())
-	inst, err := s.Install(t.Context(), path, active)
+	inst, err := s.Install(t.Context(), path, active, yes(t, s, path))
 	if err != nil {
 		t.Fatalf("Install(%s): %v", path, err)
 	}
 	return inst
+}
+
+// yes is a consent to what the package at path asks now (Offer), given
+// by "test" with --yes; when Offer fails, a consent naming no hash, so that
+// Install fails the way Offer did.
+func yes(t *testing.T, s *Store, path string) Consent {
+	t.Helper()
+	return yesWith(t, s, path, InstallOptions{})
+}
+
+// yesWith is yes for an install with opts.
+func yesWith(t *testing.T, s *Store, path string, opts InstallOptions) Consent {
+	t.Helper()
+	o, err := s.OfferWith(t.Context(), path, opts)
+	if err != nil {
+		return Consent{By: "test", Via: ViaYes}
+	}
+	return Consent{Hash: o.Hash, By: "test", Via: ViaYes}
 }
 
 // refs renders List as "FQN@VERSION[*]" strings, * marking the active one.
@@ -242,7 +260,8 @@ func TestSameVersionDifferentContentConflicts(t *testing.T) {
 	changed := testkit.EditJSON(t, gmail, func(m map[string]any) {
 		m["tools"].([]any)[0].(map[string]any)["description"] = "changed"
 	})
-	_, err := s.Install(t.Context(), testkit.WriteFile(t, dir, "b.json", changed), nil)
+	b := testkit.WriteFile(t, dir, "b.json", changed)
+	_, err := s.Install(t.Context(), b, nil, yes(t, s, b))
 	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "bump connector.version") {
 		t.Fatalf("err = %v, want state.ErrConflict asking for a version bump", err)
 	}
@@ -387,7 +406,7 @@ func TestInstallRefusesBadPackages(t *testing.T) {
 			dir := t.TempDir()
 			testkit.WriteFile(t, dir, SpecFileName, testkit.Spec(t, "gmail"))
 			tt.setup(t, dir)
-			_, err := s.Install(t.Context(), dir, nil)
+			_, err := s.Install(t.Context(), dir, nil, yes(t, s, dir))
 			if !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Install = %v, want ErrInvalidPackage mentioning %q", err, tt.want)
 			}
@@ -415,7 +434,7 @@ func TestInstallBadPaths(t *testing.T) {
 	s, _ := newStore(t)
 	dir := t.TempDir()
 	for _, p := range []string{filepath.Join(dir, "missing.json"), "/dev/null"} {
-		if _, err := s.Install(t.Context(), p, nil); !errors.Is(err, state.ErrInvalidArgument) {
+		if _, err := s.Install(t.Context(), p, nil, yes(t, s, p)); !errors.Is(err, state.ErrInvalidArgument) {
 			t.Errorf("Install(%s) = %v, want state.ErrInvalidArgument", p, err)
 		}
 	}
@@ -423,7 +442,7 @@ func TestInstallBadPaths(t *testing.T) {
 	spec := testkit.WriteFile(t, dir, "g.json", testkit.Spec(t, "gmail"))
 	link := filepath.Join(dir, "link.json")
 	os.Symlink(spec, link)
-	if _, err := s.Install(t.Context(), link, nil); err != nil {
+	if _, err := s.Install(t.Context(), link, nil, yes(t, s, link)); err != nil {
 		t.Errorf("Install(symlink to spec) = %v", err)
 	}
 }
@@ -447,7 +466,7 @@ func TestInstallBadSpecKeepsLocation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := s.Install(t.Context(), tt.path(dir), nil)
+			_, err := s.Install(t.Context(), tt.path(dir), nil, yes(t, s, tt.path(dir)))
 			if !errors.Is(err, ErrInvalidSpec) || !errors.Is(err, policy.ErrInvalidSpec) {
 				t.Fatalf("Install = %v, want ErrInvalidSpec", err)
 			}
@@ -476,7 +495,7 @@ func TestInstallConflicts(t *testing.T) {
 	})
 	clashPath := testkit.WriteFile(t, dir, "clash.json", clash)
 	active, _ := s.Load(t.Context())
-	_, err := s.Install(t.Context(), clashPath, active)
+	_, err := s.Install(t.Context(), clashPath, active, yes(t, s, clashPath))
 	if !errors.Is(err, state.ErrConflict) || !errors.Is(err, policy.ErrConflict) {
 		t.Fatalf("Install = %v, want state.ErrConflict", err)
 	}
@@ -502,7 +521,8 @@ func TestInstallConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	active = append(active, dupSrc) // clashes with the google connector
-	if _, err := s.Install(t.Context(), testkit.WriteFile(t, dir, "linear.json", testkit.Spec(t, "linear")), active); err != nil {
+	lin := testkit.WriteFile(t, dir, "linear.json", testkit.Spec(t, "linear"))
+	if _, err := s.Install(t.Context(), lin, active, yes(t, s, lin)); err != nil {
 		t.Errorf("unrelated install refused because of an existing conflict: %v", err)
 	}
 }
@@ -533,7 +553,7 @@ func TestConcurrentInstalls(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Install(t.Context(), p, nil)
+			_, err := s.Install(t.Context(), p, nil, yes(t, s, p))
 			errs <- err
 		}()
 	}
@@ -559,10 +579,11 @@ func TestConcurrentInstalls(t *testing.T) {
 func TestCorruptIndexRows(t *testing.T) {
 	hash := strings.Repeat("a", 64)
 	tests := map[string][]string{
-		"bad fqn":     {`INSERT INTO store_versions VALUES ('gmail', '1.0.0', '` + hash + `', 1, '2026-01-01T00:00:00.000000000Z')`},
-		"bad version": {`INSERT INTO store_versions VALUES ('github://a/b', '1.0', '` + hash + `', 1, '2026-01-01T00:00:00.000000000Z')`},
-		"no active":   {`INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '` + hash + `', 0, '2026-01-01T00:00:00.000000000Z')`},
-		"bad time":    {`INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '` + hash + `', 1, 'yesterday')`},
+		"bad fqn":            {`INSERT INTO store_versions (fqn, version, hash, active, installed_at) VALUES ('gmail', '1.0.0', '` + hash + `', 1, '2026-01-01T00:00:00.000000000Z')`},
+		"bad version":        {`INSERT INTO store_versions (fqn, version, hash, active, installed_at) VALUES ('github://a/b', '1.0', '` + hash + `', 1, '2026-01-01T00:00:00.000000000Z')`},
+		"no active":          {`INSERT INTO store_versions (fqn, version, hash, active, installed_at) VALUES ('github://a/b', '1.0.0', '` + hash + `', 0, '2026-01-01T00:00:00.000000000Z')`},
+		"quarantined active": {`INSERT INTO store_versions (fqn, version, hash, active, quarantined, installed_at) VALUES ('github://a/b', '1.0.0', '` + hash + `', 1, 1, '2026-01-01T00:00:00.000000000Z')`},
+		"bad time":           {`INSERT INTO store_versions (fqn, version, hash, active, installed_at) VALUES ('github://a/b', '1.0.0', '` + hash + `', 1, 'yesterday')`},
 	}
 	for name, stmts := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -586,7 +607,7 @@ func TestCorruptIndexRows(t *testing.T) {
 	}
 	// The schema itself refuses a hash that could name a path outside the store.
 	s, _ := newStore(t)
-	err := testkit.Exec(t, s.DB, `INSERT INTO store_versions VALUES ('github://a/b', '1.0.0', '../../../etc', 1, '2026-01-01T00:00:00.000000000Z')`)
+	err := testkit.Exec(t, s.DB, `INSERT INTO store_versions (fqn, version, hash, active, installed_at) VALUES ('github://a/b', '1.0.0', '../../../etc', 1, '2026-01-01T00:00:00.000000000Z')`)
 	if err == nil {
 		t.Error("store_versions accepted a hash that is not 64 hex digits")
 	}
@@ -597,7 +618,7 @@ func TestInstallRefusesBrokenActions(t *testing.T) {
 	pkg := t.TempDir()
 	testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
 	testkit.WriteFile(t, pkg, "actions/send/action.md", []byte("+++\nname = \"send\"\nversoin = \"1.0.0\"\n+++\nSends.\n"))
-	_, err := s.Install(t.Context(), pkg, nil)
+	_, err := s.Install(t.Context(), pkg, nil, yes(t, s, pkg))
 	if !errors.Is(err, ErrInvalidPackage) || !strings.Contains(err.Error(), "versoin") {
 		t.Fatalf("Install of a package with a misspelt action key: %v", err)
 	}

@@ -20,7 +20,7 @@ import (
 
 func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: install, list, verify, remove or statement")
+		return usagef("want a subcommand: install, list, verify, remove, approve, lock or statement")
 	}
 	sub, rest := args[0], args[1:]
 	fs := newFlags("connector "+sub, connectorSynopsis(sub), stderr)
@@ -32,9 +32,13 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	if sub == "list" || sub == "verify" {
 		asJSON = fs.Bool("json", false, "print JSON")
 	}
-	var opts store.InstallOptions
+	var cf consentFlags
+	if sub == "install" || sub == "approve" {
+		fs.BoolVar(&cf.yes, "yes", false, "consent to what is shown without being asked (needed when stdin is not a terminal)")
+	}
 	if sub == "install" {
-		fs.BoolVar(&opts.AllowUnpinned, "allow-unpinned", false, allowUnpinnedHelp)
+		fs.StringVar(&cf.lock, "lock", "", "consent as the lock `FILE` records (aileron connector lock): the same hash, no more grants; no prompt")
+		fs.BoolVar(&cf.opts.AllowUnpinned, "allow-unpinned", false, allowUnpinnedHelp)
 		expect = fs.String("expect", "", "sha256:HEX: install only a package with this hash (as install and list print it)")
 	}
 	if err := fs.Parse(rest); err != nil {
@@ -46,6 +50,9 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		}
 		return connectorStatement(fs.Arg(0), stdout)
 	}
+	if cf.yes && cf.lock != "" {
+		return usagef("--yes and --lock exclude each other: --lock installs only what the lock records")
+	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
 		return err
@@ -56,16 +63,27 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		if fs.NArg() != 1 {
 			return usagef("want one PATH: a spec file, a package directory or archive (.tar.gz), an https URL of one, FQN@VERSION, or - for a spec or archive on stdin")
 		}
-		return connectorInstallFrom(cfg, c, fs.Arg(0), *expect, opts, stdin, stdout)
+		if fs.Arg(0) == "-" && !cf.yes && cf.lock == "" {
+			return usagef("a package on stdin leaves no terminal to ask on: add --yes, or --lock FILE")
+		}
+		return connectorInstallFrom(cfg, c, fs.Arg(0), *expect, cf, stdin, stdout, stderr)
 	case "list":
 		return connectorList(cfg, c, *asJSON, stdout)
 	case "verify":
 		return connectorVerify(cfg, c, *asJSON, stdout)
-	case "remove":
+	case "remove", "approve":
 		if fs.NArg() != 1 {
 			return usagef("want one reference FQN@VERSION, e.g. github://acme/google@1.2.3")
 		}
+		if sub == "approve" {
+			return connectorApprove(cfg, c, fs.Arg(0), cf, stdin, stdout, stderr)
+		}
 		return connectorRemove(cfg, c, fs.Arg(0), stdout)
+	case "lock":
+		if fs.NArg() != 0 {
+			return usagef("connector lock takes no arguments; redirect its output to a file: aileron connector lock > aileron.lock")
+		}
+		return connectorLock(cfg, c, stdout)
 	}
 	return unknownSubcommand("connector", sub)
 }
@@ -85,7 +103,12 @@ func offline(ctx context.Context, cfg *config.Config, fn func(*store.Store) erro
 func connectorSynopsis(sub string) string {
 	switch sub {
 	case "install":
-		return "connector install [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION|-\n\n" +
+		return "connector install [--yes | --lock FILE] [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION|-\n\n" +
+			"Install shows what the package asks for (hosts, credential and scopes, operations with and without\n" +
+			"approval, actions, runtime imports, signature, hash) and asks on the terminal; without one it needs --yes,\n" +
+			"or --lock FILE to install only what a lock file records (same hash, no more grants). The consent is\n" +
+			"recorded. An upgrade that asks for more than the version served is installed but quarantined until\n" +
+			"`aileron connector approve`. See docs/connectors.md, \"Consent\".\n\n" +
 			"PATH is a spec file or a package directory; ARCHIVE a package archive (.tar.gz); URL an https URL of\n" +
 			"one; FQN@VERSION (github://acme/gmail@1.2.3) is looked up in store.sources of the config (--config), in\n" +
 			"order; - reads a spec's JSON or a package archive on stdin. Fetches are https only, TLS verified with\n" +
@@ -101,9 +124,17 @@ func connectorSynopsis(sub string) string {
 			"A package directory may carry its publisher's signature (" + store.SignatureFileName + "); install prints, after\n" +
 			"its first line, \"signed by AUTHORITY (SHA256:…)\", \"unsigned\" or \"signed by a key not trusted for AUTHORITY\n" +
 			"(SHA256:…)\" (see aileron trust), and refuses a signature that does not verify, and, with\n" +
-			"store.require_signature, any package not signed by a trusted key (local:// excepted, unless fetched from a URL)."
+			"store.require_signature, any package not signed by a trusted key (local:// excepted, unless fetched from a URL).\n" +
+			"A signature never stands in for the consent."
 	case "remove":
 		return "connector remove FQN@VERSION"
+	case "approve":
+		return "connector approve [--yes] FQN@VERSION\n\n" +
+			"Shows how a quarantined version asks for more than the version served, asks on the terminal (or --yes),\n" +
+			"then serves it."
+	case "lock":
+		return "connector lock   (prints the lock file: every consented FQN@VERSION, its hash, grants and signer)\n\n" +
+			"Replay it elsewhere with `aileron connector install PATH --lock FILE`."
 	case "statement":
 		return "connector statement DIR\n\n" +
 			"Prints the statement a publisher signs for the package directory DIR: its FQN, version and package hash\n" +
@@ -117,9 +148,9 @@ func connectorSynopsis(sub string) string {
 }
 
 // connectorInstallStdin installs a spec read from stdin (a container image
-// without a shell: docker exec -i aileron aileron connector install - < spec.json),
+// without a shell: docker exec -i aileron aileron connector install --yes - < spec.json),
 // through a file in the home that the daemon can read, removed after.
-func connectorInstallStdin(cfg *config.Config, c *admin.Client, stdin io.Reader, stdout io.Writer) error {
+func connectorInstallStdin(cfg *config.Config, c *admin.Client, cf consentFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	b, err := io.ReadAll(io.LimitReader(stdin, 4<<20+1))
 	if err != nil {
 		return err
@@ -139,39 +170,7 @@ func connectorInstallStdin(cfg *config.Config, c *admin.Client, stdin io.Reader,
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return err
 	}
-	return connectorInstall(cfg, c, path, store.InstallOptions{}, stdout)
-}
-
-func connectorInstall(cfg *config.Config, c *admin.Client, path string, opts store.InstallOptions, stdout io.Writer) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	inst, err := c.InstallConnectorWith(ctx, admin.InstallRequest{Path: abs, AllowUnpinned: opts.AllowUnpinned, FetchedFrom: opts.FetchedFrom})
-	if errors.Is(err, admin.ErrDaemonUnreachable) {
-		err = offline(ctx, cfg, func(st *store.Store) error {
-			active, _ := st.Load(ctx)
-			var ierr error
-			inst, ierr = st.InstallWith(ctx, abs, active, opts)
-			return ierr
-		})
-		if err == nil {
-			fmt.Fprintln(stdout, "(daemon not running: installed into the store; it takes effect when the daemon starts)")
-		}
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "installed %s@%s sha256:%s\n", inst.FQN, inst.Version, inst.Hash)
-	fmt.Fprintln(stdout, store.DescribeSignature(inst.Signature))
-	if inst.Grants.FromManifest {
-		fmt.Fprintf(stdout, "grants (its manifest.toml): %s\n", describeGrants(inst.Grants))
-	} else {
-		fmt.Fprintf(stdout, "grants (no manifest: exactly what its spec reaches): %s\n", describeGrants(inst.Grants))
-	}
-	printActionPins(stdout, inst.Actions)
-	return nil
+	return connectorInstall(cfg, c, path, cf, stdin, stdout, stderr)
 }
 
 // describeGrants renders a package's grants on one line.
@@ -205,8 +204,11 @@ func connectorList(cfg *config.Config, c *admin.Client, asJSON bool, stdout io.W
 	fmt.Fprintln(tw, "CONNECTOR\tVERSION\tACTIVE\tHASH\tSIGNER\tGRANTS")
 	for _, i := range list {
 		active, from := "", " (spec)"
-		if i.Active {
+		switch {
+		case i.Active:
 			active = "yes"
+		case i.Quarantined:
+			active = "quarantined"
 		}
 		if i.Grants.FromManifest {
 			from = " (manifest)"

@@ -16,7 +16,7 @@ func TestConnectorInstallActionPins(t *testing.T) {
 	home := t.TempDir()
 	google := t.TempDir()
 	writeFile(t, google, "aileron.connector.v1.json", mustRead(t, filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json")))
-	code, out, errOut := runCLI(t, home, "connector", "install", google)
+	code, out, errOut := runCLI(t, home, "connector", "install", "--yes", google)
 	m := regexp.MustCompile(`sha256:([0-9a-f]{64})`).FindStringSubmatch(out)
 	if code != 0 || m == nil {
 		t.Fatalf("install google: exit %d\n%s%s", code, out, errOut)
@@ -29,16 +29,16 @@ func TestConnectorInstallActionPins(t *testing.T) {
 		return pkg
 	}
 	wrong := strings.Repeat("0", 64)
-	code, out, errOut = runCLI(t, home, "connector", "install", linear("sha256:"+wrong))
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", linear("sha256:"+wrong))
 	if code != 1 || !strings.Contains(errOut, "requires.connectors[1] github://acme/aileron-connector-google@1.2.3: the hash is sha256:"+wrong+
 		" but the installed package's hash is sha256:"+ghash) {
 		t.Fatalf("wrong hash: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, home, "connector", "install", linear("sha256:bound-at-release"))
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", linear("sha256:bound-at-release"))
 	if code != 1 || !strings.Contains(errOut, `hash "sha256:bound-at-release" is a placeholder`) || !strings.Contains(errOut, "--allow-unpinned") {
 		t.Fatalf("placeholder without the flag: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, home, "connector", "install", "--allow-unpinned", linear("sha256:bound-at-release"))
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", "--allow-unpinned", linear("sha256:bound-at-release"))
 	if code != 0 || !strings.Contains(out, "actions: triage (UNPINNED: github://acme/aileron-connector-google@1.2.3 by a placeholder hash)") {
 		t.Fatalf("placeholder with the flag: exit %d\n%s%s", code, out, errOut)
 	}
@@ -49,7 +49,7 @@ func TestConnectorInstallActionPins(t *testing.T) {
 	if code, out, errOut = runCLI(t, home, "connector", "remove", "github://acme/aileron-connector-linear@1.0.0"); code != 0 {
 		t.Fatalf("remove: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, home, "connector", "install", linear("sha256:"+ghash))
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", linear("sha256:"+ghash))
 	if code != 0 || !strings.Contains(out, "actions: triage (pinned)") {
 		t.Fatalf("pinned: exit %d\n%s%s", code, out, errOut)
 	}

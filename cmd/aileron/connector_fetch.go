@@ -28,7 +28,7 @@ import (
 // offline path reads it too). Stdin that is not an archive is a spec's
 // JSON, as before. With expect ("sha256:HEX"), the package's hash must be
 // that, or nothing is installed.
-func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect string, opts store.InstallOptions, stdin io.Reader, stdout io.Writer) error {
+func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect string, cf consentFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	want, err := parseExpect(expect)
 	if err != nil {
 		return err
@@ -41,9 +41,9 @@ func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect strin
 	case kind == kindStdinSpec && want != "":
 		return usagef("--expect does not apply to a spec on stdin; give a package archive, a file, directory, URL or FQN@VERSION")
 	case kind == kindStdinSpec:
-		return connectorInstallStdin(cfg, c, in, stdout)
+		return connectorInstallStdin(cfg, c, cf, in, stdout, stderr)
 	case kind == kindLocal && want == "":
-		return connectorInstall(cfg, c, arg, opts, stdout)
+		return connectorInstall(cfg, c, arg, cf, stdin, stdout, stderr)
 	}
 	work, err := privateWorkDir(cfg.Home, "fetch-")
 	if err != nil {
@@ -58,9 +58,9 @@ func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect strin
 		return err
 	}
 	if kind == kindURL {
-		opts.FetchedFrom = from // not this machine's: local:// exempts it from nothing
+		cf.opts.FetchedFrom = from // not this machine's: local:// exempts it from nothing
 	}
-	if err := connectorInstall(cfg, c, root, opts, stdout); err != nil {
+	if err := connectorInstall(cfg, c, root, cf, stdin, stdout, stderr); err != nil {
 		return err
 	}
 	if kind != kindLocal {

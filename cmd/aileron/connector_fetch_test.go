@@ -106,7 +106,7 @@ func TestConnectorInstallArchiveAndExpect(t *testing.T) {
 	dir := t.TempDir()
 	putFile(t, filepath.Join(dir, "aileron.connector.v1.json"), []byte(spec))
 	putFile(t, filepath.Join(dir, "manifest.toml"), []byte(googleManifest))
-	code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", dir)
+	code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--yes", dir)
 	if code != 0 {
 		t.Fatalf("install dir: exit %d\n%s%s", code, out, errOut)
 	}
@@ -115,7 +115,7 @@ func TestConnectorInstallArchiveAndExpect(t *testing.T) {
 	wrong := "sha256:" + strings.Repeat("0", 64)
 
 	home := t.TempDir()
-	code, out, errOut = runCLI(t, home, "connector", "install", "--expect", wrong, arch)
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", "--expect", wrong, arch)
 	if code != 1 || !strings.Contains(errOut, "has hash sha256:"+dirHash) || !strings.Contains(errOut, "--expect wants "+wrong) || !strings.Contains(errOut, "nothing was installed") {
 		t.Errorf("wrong --expect: exit %d\n%s%s", code, out, errOut)
 	}
@@ -123,7 +123,7 @@ func TestConnectorInstallArchiveAndExpect(t *testing.T) {
 		t.Errorf("a package refused by --expect is listed:\n%s", out)
 	}
 	for _, args := range [][]string{{arch}, {"--expect", "sha256:" + dirHash, arch}, {"--expect", "sha256:" + dirHash, dir}} {
-		code, out, errOut = runCLI(t, home, append([]string{"connector", "install"}, args...)...)
+		code, out, errOut = runCLI(t, home, append([]string{"connector", "install", "--yes"}, args...)...)
 		if code != 0 {
 			t.Fatalf("install %v: exit %d\n%s%s", args, code, out, errOut)
 		}
@@ -134,10 +134,10 @@ func TestConnectorInstallArchiveAndExpect(t *testing.T) {
 			t.Errorf("install %v does not say the hash matched:\n%s", args, out)
 		}
 	}
-	if code, _, errOut = runCLI(t, home, "connector", "install", "--expect", wrong, dir); code != 1 || !strings.Contains(errOut, "has hash sha256:"+dirHash) {
+	if code, _, errOut = runCLI(t, home, "connector", "install", "--yes", "--expect", wrong, dir); code != 1 || !strings.Contains(errOut, "has hash sha256:"+dirHash) {
 		t.Errorf("wrong --expect on a directory: exit %d\n%s", code, errOut)
 	}
-	if code, _, errOut = runCLI(t, home, "connector", "install", "--expect", "sha256:ABC", arch); code != 2 || !strings.Contains(errOut, "64 lower-case hex digits") {
+	if code, _, errOut = runCLI(t, home, "connector", "install", "--yes", "--expect", "sha256:ABC", arch); code != 2 || !strings.Contains(errOut, "64 lower-case hex digits") {
 		t.Errorf("malformed --expect: exit %d\n%s", code, errOut)
 	}
 	if entries, _ := filepath.Glob(filepath.Join(home, "fetch-*")); len(entries) != 0 {
@@ -157,7 +157,7 @@ func TestConnectorInstallHostileArchive(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			home := t.TempDir()
 			arch := putFile(t, filepath.Join(t.TempDir(), "p.tar.gz"), tarGz(t, c.entries...))
-			code, out, errOut := runCLI(t, home, "connector", "install", arch)
+			code, out, errOut := runCLI(t, home, "connector", "install", "--yes", arch)
 			if code != 1 || !strings.Contains(errOut, "invalid package archive") || !strings.Contains(errOut, c.want) {
 				t.Errorf("exit %d\n%s%s\nwant a refusal naming %q", code, out, errOut, c.want)
 			}
@@ -234,7 +234,7 @@ func TestConnectorInstallURL(t *testing.T) {
 	h := newReleaseHost(t, map[string][]byte{"/pkg.tar.gz": googlePackage(t, gmailSpec(t))})
 	cfg := h.config(t, true, "")
 	home := t.TempDir()
-	code, out, errOut := runCLI(t, home, "connector", "install", "--config", cfg, "https://other.example.com/pkg.tar.gz")
+	code, out, errOut := runCLI(t, home, "connector", "install", "--yes", "--config", cfg, "https://other.example.com/pkg.tar.gz")
 	if code != 0 || !strings.Contains(out, "from https://other.example.com/pkg.tar.gz") {
 		t.Fatalf("install URL: exit %d\n%s%s", code, out, errOut)
 	}
@@ -253,7 +253,7 @@ func TestConnectorInstallURL(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home := t.TempDir()
-			code, out, errOut := runCLI(t, home, "connector", "install", "--config", c.cfg, c.url)
+			code, out, errOut := runCLI(t, home, "connector", "install", "--yes", "--config", c.cfg, c.url)
 			if code == 0 || !strings.Contains(errOut, c.want) {
 				t.Errorf("exit %d\n%s%s\nwant a refusal naming %q", code, out, errOut, c.want)
 			}
@@ -277,7 +277,7 @@ func TestConnectorInstallRef(t *testing.T) {
 		"    - {authority: github, base_url: 'https://other.example.com'}\n    - {mirror: %q}\n", mirror)
 	cfg := h.config(t, true, sources)
 
-	code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--config", cfg, googleRef)
+	code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--yes", "--config", cfg, googleRef)
 	if code != 0 || !strings.Contains(out, "from https://other.example.com"+googleAsset) {
 		t.Fatalf("install %s: exit %d\n%s%s", googleRef, code, out, errOut)
 	}
@@ -285,17 +285,17 @@ func TestConnectorInstallRef(t *testing.T) {
 		t.Errorf("installed %s, want %s", ref, googleRef)
 	}
 	mirrorOnly := putFile(t, filepath.Join(t.TempDir(), "m.yaml"), []byte(fmt.Sprintf("store:\n  sources:\n    - {mirror: %q}\n", mirror)))
-	code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--config", mirrorOnly, googleRef)
+	code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--yes", "--config", mirrorOnly, googleRef)
 	if code != 0 || !strings.Contains(out, "from "+filepath.Join(mirror, "github", "acme", "aileron-connector-google", "1.2.3.tar.gz")) {
 		t.Fatalf("install from the mirror: exit %d\n%s%s", code, out, errOut)
 	}
 
 	home := t.TempDir()
-	code, out, errOut = runCLI(t, home, "connector", "install", "--config", cfg, "github://acme/aileron-connector-google@2.0.0")
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", "--config", cfg, "github://acme/aileron-connector-google@2.0.0")
 	if code != 1 || !strings.Contains(errOut, "the package fetched for github://acme/aileron-connector-google@2.0.0 is github://acme/aileron-connector-google@1.2.4; refused") {
 		t.Errorf("another version: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, home, "connector", "install", "--config", cfg, "github://acme/aileron-connector-google@9.0.0")
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", "--config", cfg, "github://acme/aileron-connector-google@9.0.0")
 	for _, want := range []string{
 		"github://acme/aileron-connector-google@9.0.0: not found in store.sources; tried:",
 		"gitlab https://other.example.com (serves no github:// FQN)",
@@ -309,7 +309,7 @@ func TestConnectorInstallRef(t *testing.T) {
 	if _, out, _ := runCLI(t, home, "connector", "list"); strings.Contains(out, "aileron-connector-google") {
 		t.Errorf("a refused package is listed:\n%s", out)
 	}
-	if code, _, errOut = runCLI(t, home, "connector", "install", "github://acme/aileron-connector-google@latest"); code != 2 || !strings.Contains(errOut, "latest") {
+	if code, _, errOut = runCLI(t, home, "connector", "install", "--yes", "github://acme/aileron-connector-google@latest"); code != 2 || !strings.Contains(errOut, "latest") {
 		t.Errorf("a bad reference: exit %d\n%s", code, errOut)
 	}
 }
@@ -320,12 +320,12 @@ func TestConnectorInstallRef(t *testing.T) {
 func TestConnectorInstallExpectLocal(t *testing.T) {
 	linear := filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json")
 	home := t.TempDir()
-	code, out, errOut := runCLI(t, home, "connector", "install", linear)
+	code, out, errOut := runCLI(t, home, "connector", "install", "--yes", linear)
 	if code != 0 {
 		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
 	}
 	_, hash := installedRef(t, out)
-	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--expect", "sha256:"+hash, linear); code != 0 || !strings.Contains(out, "hash matches --expect") {
+	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--yes", "--expect", "sha256:"+hash, linear); code != 0 || !strings.Contains(out, "hash matches --expect") {
 		t.Errorf("--expect on a spec file: exit %d\n%s%s", code, out, errOut)
 	}
 	dir := t.TempDir()
@@ -333,10 +333,10 @@ func TestConnectorInstallExpectLocal(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--expect", "sha256:"+hash, dir); code != 1 || !strings.Contains(errOut, "link is not a regular file") {
+	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--yes", "--expect", "sha256:"+hash, dir); code != 1 || !strings.Contains(errOut, "link is not a regular file") {
 		t.Errorf("a symlink in the directory: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut = runCLI(t, t.TempDir(), "connector", "install", "--expect", "sha256:"+hash, "-"); code != 2 || !strings.Contains(errOut, "--expect does not apply to a spec on stdin") {
+	if code, _, errOut = runCLI(t, t.TempDir(), "connector", "install", "--yes", "--expect", "sha256:"+hash, "-"); code != 2 || !strings.Contains(errOut, "--expect does not apply to a spec on stdin") {
 		t.Errorf("--expect with stdin: exit %d\n%s", code, errOut)
 	}
 }
@@ -365,7 +365,7 @@ func TestConnectorInstallSignedArchive(t *testing.T) {
 		tarEntry{name: "p/manifest.toml", body: googleManifest},
 		tarEntry{name: "p/" + store.SignatureFileName, body: string(sig)}))
 	cfg := putFile(t, filepath.Join(t.TempDir(), "aileron.yaml"), []byte(fmt.Sprintf("store:\n  sources: [{mirror: %q}]\n", mirror)))
-	code, out, errOut := runCLI(t, home, "connector", "install", "--config", cfg, "--expect", "sha256:"+hash, googleRef)
+	code, out, errOut := runCLI(t, home, "connector", "install", "--yes", "--config", cfg, "--expect", "sha256:"+hash, googleRef)
 	if code != 0 || !strings.Contains(out, "signed by github://acme (") || !strings.Contains(out, "hash matches --expect") {
 		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
 	}
@@ -377,7 +377,7 @@ func TestConnectorInstallSignedArchive(t *testing.T) {
 func TestConnectorInstallStdinArchive(t *testing.T) {
 	t.Setenv("AILERON_HOME", t.TempDir())
 	arch := string(googlePackage(t, gmailSpec(t)))
-	code, out, errOut := providerCLI(arch, "connector", "install", "-")
+	code, out, errOut := providerCLI(arch, "connector", "install", "--yes", "-")
 	if code != 0 || !strings.Contains(out, "from stdin") {
 		t.Fatalf("archive on stdin: exit %d\n%s%s", code, out, errOut)
 	}
@@ -385,17 +385,17 @@ func TestConnectorInstallStdinArchive(t *testing.T) {
 	if ref != googleRef {
 		t.Errorf("installed %s, want %s", ref, googleRef)
 	}
-	if code, out, errOut = providerCLI(arch, "connector", "install", "--expect", "sha256:"+hash, "-"); code != 0 || !strings.Contains(out, "hash matches --expect") {
+	if code, out, errOut = providerCLI(arch, "connector", "install", "--yes", "--expect", "sha256:"+hash, "-"); code != 0 || !strings.Contains(out, "hash matches --expect") {
 		t.Errorf("archive on stdin with --expect: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, out, errOut = providerCLI(arch, "connector", "install", "--expect", "sha256:"+strings.Repeat("0", 64), "-"); code != 1 || !strings.Contains(errOut, "the package from stdin has hash sha256:"+hash) {
+	if code, out, errOut = providerCLI(arch, "connector", "install", "--yes", "--expect", "sha256:"+strings.Repeat("0", 64), "-"); code != 1 || !strings.Contains(errOut, "the package from stdin has hash sha256:"+hash) {
 		t.Errorf("archive on stdin with a wrong --expect: exit %d\n%s%s", code, out, errOut)
 	}
 	linear := mustRead(t, filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
-	if code, out, errOut = providerCLI(linear, "connector", "install", "-"); code != 0 || !strings.Contains(out, "installed github://acme/aileron-connector-linear@1.2.3") {
+	if code, out, errOut = providerCLI(linear, "connector", "install", "--yes", "-"); code != 0 || !strings.Contains(out, "installed github://acme/aileron-connector-linear@1.2.3") {
 		t.Errorf("spec on stdin: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut = providerCLI(string(tarGz(t, tarEntry{name: "x", typ: tar.TypeSymlink, link: "/etc/passwd"})), "connector", "install", "-"); code != 1 || !strings.Contains(errOut, `"x" is a symlink`) {
+	if code, _, errOut = providerCLI(string(tarGz(t, tarEntry{name: "x", typ: tar.TypeSymlink, link: "/etc/passwd"})), "connector", "install", "--yes", "-"); code != 1 || !strings.Contains(errOut, `"x" is a symlink`) {
 		t.Errorf("a hostile archive on stdin: exit %d\n%s", code, errOut)
 	}
 }
@@ -407,7 +407,7 @@ func TestConnectorInstallFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", p); code != 1 || !strings.Contains(errOut, "is neither a spec file nor a package directory") {
+	if code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--yes", p); code != 1 || !strings.Contains(errOut, "is neither a spec file nor a package directory") {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
 }
@@ -426,7 +426,7 @@ func TestConnectorInstallURLLocalNotExempt(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := h.config(t, true, c.extra)
-			code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--config", cfg, "https://other.example.com/pkg.tar.gz")
+			code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--yes", "--config", cfg, "https://other.example.com/pkg.tar.gz")
 			if c.want == "" {
 				if code != 0 || !strings.Contains(out, "installed local://me/google@1.2.3") || !strings.Contains(out, "unsigned") {
 					t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -438,7 +438,7 @@ func TestConnectorInstallURLLocalNotExempt(t *testing.T) {
 			}
 			dir := t.TempDir()
 			putFile(t, filepath.Join(dir, store.SpecFileName), []byte(spec))
-			if code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--config", cfg, dir); code != 0 {
+			if code, out, errOut := runCLI(t, t.TempDir(), "connector", "install", "--yes", "--config", cfg, dir); code != 0 {
 				t.Fatalf("the same package from a directory: exit %d\n%s%s", code, out, errOut)
 			}
 		})

@@ -575,7 +575,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	mux.Handle("GET /metrics", d.metrics.Handler())
 	d.serveHealth(mux)
 	mux.Handle("/", api.Handler())
-	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ConnContext: admin.ConnContext}
 	servers := []*http.Server{adminSrv}
 	go func() { errc <- adminSrv.Serve(al) }() // not servers[0]: the append below may move it
 	webSrv, addr, err := d.serveWeb(errc)

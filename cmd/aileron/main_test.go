@@ -48,7 +48,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"session", "lst"}, 2, `unknown subcommand "lst": did you mean "aileron session list"?`},
 		{[]string{"approvals", "aprove", "ap_1"}, 2, `did you mean "aileron approvals approve"?`},
 		{[]string{"credential", "bnd"}, 2, `did you mean "aileron credential bind"?`},
-		{[]string{"connector", "frobnicate"}, 2, "(want install, list, verify, remove or statement; see aileron connector --help)"},
+		{[]string{"connector", "frobnicate"}, 2, "(want install, list, verify, remove, approve, lock or statement; see aileron connector --help)"},
 		{[]string{"trust", "add", "github://acme"}, 2, "want one AUTHORITY and --signers FILE"},
 		{[]string{"trust", "lst"}, 2, `did you mean "aileron trust list"?`},
 		{[]string{"version"}, 0, "aileron "},
@@ -74,7 +74,16 @@ func TestUsageAndExitCodes(t *testing.T) {
 func TestConnectorCommandsOffline(t *testing.T) {
 	home := t.TempDir()
 	spec := filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json")
+	// Nobody to ask: stdin is not a terminal, and there is no --yes.
 	code, out, errOut := runCLI(t, home, "connector", "install", spec)
+	if code != 2 || !strings.Contains(errOut, "stdin is not a terminal") || !strings.Contains(errOut, "--yes") ||
+		!strings.Contains(errOut, "hosts:              gmail.googleapis.com:443") {
+		t.Errorf("install without a terminal or --yes: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = runCLI(t, home, "connector", "list"); strings.Contains(out, "aileron-connector-google") {
+		t.Fatalf("installed without consent:\n%s", out)
+	}
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", spec)
 	if code != 0 || !strings.Contains(out, "installed github://acme/aileron-connector-google@1.2.3 sha256:") {
 		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
 	}
@@ -86,7 +95,7 @@ func TestConnectorCommandsOffline(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = runCLI(t, home, "connector", "install", bad)
+	code, _, errOut = runCLI(t, home, "connector", "install", "--yes", bad)
 	if code != 1 || !strings.Contains(errOut, "bad.json") || !strings.Contains(errOut, "hosts[0]") || !strings.Contains(errOut, "scheme") {
 		t.Errorf("bad spec: exit %d, stderr %q", code, errOut)
 	}
@@ -200,7 +209,7 @@ func TestConnectorInstallFromStdin(t *testing.T) {
 	t.Setenv("AILERON_HOME", home)
 	spec := mustRead(t, filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
 	var out, errb bytes.Buffer
-	if code := run([]string{"connector", "install", "-"}, strings.NewReader(spec), &out, &errb); code != 0 ||
+	if code := run([]string{"connector", "install", "--yes", "-"}, strings.NewReader(spec), &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "installed github://acme/aileron-connector-linear@") {
 		t.Fatalf("install -: exit %d\n%s%s", code, out.String(), errb.String())
 	}
@@ -208,7 +217,7 @@ func TestConnectorInstallFromStdin(t *testing.T) {
 		t.Fatalf("left behind: %v", left)
 	}
 	out.Reset()
-	if code := run([]string{"connector", "install", "-"}, strings.NewReader("{not json"), &out, &errb); code == 0 {
+	if code := run([]string{"connector", "install", "--yes", "-"}, strings.NewReader("{not json"), &out, &errb); code == 0 {
 		t.Fatal("a bad spec on stdin was installed")
 	}
 }

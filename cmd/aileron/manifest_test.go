@@ -23,7 +23,7 @@ func TestConnectorInstallManifest(t *testing.T) {
 	write("aileron.connector.v1.json", spec)
 	write("manifest.toml", "[connector]\nname = \"github://acme/aileron-connector-google\"\nversion = \"1.2.3\"\n"+
 		"[capabilities.network]\nhosts = [\"www.googleapis.com:443\"]\n[capabilities.credential]\nkind = \"api_key\"\n")
-	code, out, errOut := runCLI(t, home, "connector", "install", pkg)
+	code, out, errOut := runCLI(t, home, "connector", "install", "--yes", pkg)
 	for _, want := range []string{
 		filepath.Join(pkg, "manifest.toml"),
 		`reaches host "gmail.googleapis.com:443" (used by google/gmail.messages.search`,
@@ -40,12 +40,12 @@ func TestConnectorInstallManifest(t *testing.T) {
 
 	write("manifest.toml", "[connector]\nname = \"github://acme/aileron-connector-google\"\nversion = \"1.2.3\"\n"+
 		"[capabilities.network]\nhosts = [\"gmail.googleapis.com:443\"]\n[capabilities.credential]\nkind = \"oauth2\"\n")
-	code, out, errOut = runCLI(t, home, "connector", "install", pkg)
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", pkg)
 	if code != 0 || !strings.Contains(out, "grants (its manifest.toml): hosts gmail.googleapis.com:443; credential oauth2") {
 		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
 	}
 	linear := filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json")
-	code, out, errOut = runCLI(t, home, "connector", "install", linear)
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", linear)
 	if code != 0 || !strings.Contains(out, "grants (no manifest: exactly what its spec reaches): hosts api.linear.app:443; credential") {
 		t.Fatalf("install linear: exit %d\n%s%s", code, out, errOut)
 	}

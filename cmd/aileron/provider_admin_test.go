@@ -128,7 +128,12 @@ func TestProviderAddNewHost(t *testing.T) {
 	if code != 1 || errOut != want {
 		t.Errorf("a host clash: exit %d\n%s\nwant one line:\n%s", code, errOut, want)
 	}
-	if _, err := c.InstallConnector(t.Context(), filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json")); err != nil {
+	gmail := filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json")
+	offer, err := c.OfferConnector(t.Context(), gmail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InstallConnector(t.Context(), gmail, store.Consent{Hash: offer.Hash, Via: store.ViaYes}); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut = providerCLI("k\n", "provider", "add", "openai-compatible", "--name", "google", "--host", "g.example")

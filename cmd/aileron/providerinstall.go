@@ -64,7 +64,13 @@ func installProvider(ctx context.Context, c *admin.Client, home string, p provid
 	if err != nil {
 		return providerInstall{}, err
 	}
-	inst, err := c.InstallConnector(ctx, pkg)
+	// The command is the consent to the package it writes: it names the
+	// provider, and the host when it is one the user chose.
+	offer, err := c.OfferConnector(ctx, pkg)
+	if err != nil {
+		return providerInstall{}, installError(p, err)
+	}
+	inst, err := c.InstallConnector(ctx, pkg, store.Consent{Hash: offer.Hash, Via: store.ViaProvider})
 	if err != nil {
 		return providerInstall{}, installError(p, err)
 	}

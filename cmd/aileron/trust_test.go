@@ -77,15 +77,15 @@ func trustCLI(t *testing.T) {
 		t.Fatalf("trust list --json = %+v, %v", list, err)
 	}
 
-	out := expect(0, []string{"signed by github://acme (" + aliceFP + ")"}, "connector", "install", signed(alice, "1.2.3"))
+	out := expect(0, []string{"signed by github://acme (" + aliceFP + ")"}, "connector", "install", "--yes", signed(alice, "1.2.3"))
 	if lines := strings.Split(out, "\n"); !strings.HasPrefix(afterInstalled(lines), "signed by github://acme (") {
 		t.Errorf("the verdict is not the line after installed:\n%s", out)
 	}
-	expect(0, []string{"signed by a key not trusted for github://acme (" + bobFP + ")"}, "connector", "install", signed(bob, "1.2.4"))
-	expect(0, []string{"\nunsigned\n"}, "connector", "install", filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
+	expect(0, []string{"signed by a key not trusted for github://acme (" + bobFP + ")"}, "connector", "install", "--yes", signed(bob, "1.2.4"))
+	expect(0, []string{"\nunsigned\n"}, "connector", "install", "--yes", filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
 	wrongNS := signed(alice, "1.2.5")
 	testkit.WriteFile(t, wrongNS, store.SignatureFileName, testkit.SSHSign(t, alice, "git", []byte(mustRead(t, filepath.Join(wrongNS, store.SpecFileName)))))
-	expect(1, []string{"connector package signature does not verify", `namespace "git"`}, "connector", "install", wrongNS)
+	expect(1, []string{"connector package signature does not verify", `namespace "git"`}, "connector", "install", "--yes", wrongNS)
 	expect(0, []string{"SIGNER", "trusted " + aliceFP, "not-trusted " + bobFP, "unsigned"}, "connector", "list")
 
 	expect(0, []string{"removed github://acme from the trust store"}, "trust", "remove", "github://acme")
@@ -109,14 +109,14 @@ func afterInstalled(lines []string) string {
 func TestRequireSignatureCLI(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("AILERON_STORE__REQUIRE_SIGNATURE", "true")
-	code, out, errOut := runCLI(t, home, "connector", "install", filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
+	code, out, errOut := runCLI(t, home, "connector", "install", "--yes", filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))
 	if code != 1 || !strings.Contains(errOut, "is unsigned and store.require_signature is on") {
 		t.Fatalf("install unsigned: exit %d\n%s%s", code, out, errOut)
 	}
 	local := testkit.EditJSON(t, []byte(mustRead(t, filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json"))), func(m map[string]any) {
 		m["connector"].(map[string]any)["fqn"] = "local://me/linear"
 	})
-	code, out, errOut = runCLI(t, home, "connector", "install", testkit.WriteFile(t, t.TempDir(), "linear.json", local))
+	code, out, errOut = runCLI(t, home, "connector", "install", "--yes", testkit.WriteFile(t, t.TempDir(), "linear.json", local))
 	if code != 0 || !strings.Contains(out, "installed local://me/linear@") || !strings.Contains(out, "\nunsigned\n") {
 		t.Fatalf("install local unsigned: exit %d\n%s%s", code, out, errOut)
 	}

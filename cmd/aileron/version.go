@@ -102,7 +102,7 @@ func subcommands(group string) []string {
 	case "session":
 		return []string{"create", "env", "list", "delete", "render"}
 	case "connector":
-		return []string{"install", "list", "verify", "remove", "statement"}
+		return []string{"install", "list", "verify", "remove", "approve", "lock", "statement"}
 	case "trust":
 		return []string{"add", "list", "remove"}
 	case "credential":

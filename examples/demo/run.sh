@@ -48,7 +48,7 @@ fi
 
 say "1. Install the demo connector: the operations of api.demo.test a session may use"
 note "greetings.list and greetings.get are allowed; greetings.create needs a human's approval."
-aileron connector install examples/demo/connector.json
+aileron connector install --yes examples/demo/connector.json
 
 say "2. Give Aileron the API's key, and bind it to the connector"
 note "The stand-in API made a key at start, as a provider's dashboard would ($DEMO/api.key)."

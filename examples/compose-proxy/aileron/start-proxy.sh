@@ -13,7 +13,7 @@ until aileron health >/dev/null 2>&1; do
   sleep 0.2
 done
 for spec in /connectors/*.json; do
-  [ -e "$spec" ] && aileron connector install "$spec"
+  [ -e "$spec" ] && aileron connector install --yes "$spec"
 done
 for old in $(aileron session list --json | jq -r '.[] | select(.name == "agent") | .id'); do
   aileron session delete "$old"      # the previous run's session
