@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"embed"
@@ -26,6 +27,7 @@ import (
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/state"
+	"github.com/aileronhq/aileron/store"
 	"github.com/rs/zerolog"
 )
 
@@ -88,6 +90,10 @@ type Web struct {
 	// SessionLimits shows a session's limits and what it used of them
 	// (LimitsLine) beside its approvals; nil, or "", shows nothing.
 	SessionLimits func(id string) string
+	// Quarantined lists the connector versions installed but not served
+	// (Store.List, those Quarantined), shown below the approvals with the
+	// command that approves each; nil shows none.
+	Quarantined func(ctx context.Context) ([]store.Installed, error)
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Log receives unexpected failures. Nil discards them.
@@ -470,6 +476,7 @@ type indexView struct {
 	CSRF        string
 	Fingerprint string
 	Approvals   []approvalView
+	Quarantined []quarantineView
 }
 
 // approvalView is one approval as the page shows it: every string from
@@ -544,6 +551,7 @@ func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSess
 	for _, ap := range list {
 		v.Approvals = append(v.Approvals, wb.view(ap, s))
 	}
+	v.Quarantined = wb.quarantined(r.Context())
 	wb.render(w, http.StatusOK, "index.html", v)
 }
 

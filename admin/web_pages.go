@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"html/template"
 	"net/http"
@@ -149,4 +150,37 @@ func (wb *Web) approval(w http.ResponseWriter, r *http.Request) (approvals.Appro
 		return ap, false
 	}
 	return ap, true
+}
+
+// quarantineView is a quarantined connector version as the page lists it,
+// every string made printable.
+type quarantineView struct {
+	Ref, Hash, Command string
+	Widening           []string
+}
+
+// quarantined lists the quarantined versions for the page; a failure to
+// list them is logged and shown as none.
+func (wb *Web) quarantined(ctx context.Context) []quarantineView {
+	if wb.Quarantined == nil {
+		return nil
+	}
+	list, err := wb.Quarantined(ctx)
+	if err != nil {
+		wb.fail("listing quarantined connectors", err)
+		return nil
+	}
+	var out []quarantineView
+	for _, i := range list {
+		if !i.Quarantined {
+			continue
+		}
+		v := quarantineView{Ref: printable.Clip(i.Ref(), 300), Hash: i.Hash,
+			Command: printable.Clip("aileron connector approve "+i.Ref(), 400)}
+		for _, m := range i.Widening {
+			v.Widening = append(v.Widening, printable.Clip(m, 400))
+		}
+		out = append(out, v)
+	}
+	return out
 }

@@ -42,7 +42,7 @@ func (d *daemon) serveWeb(errc chan<- error) (*http.Server, string, error) {
 				return "" // deleted or expired since: the id alone
 			}
 			return info.Name
-		}, SessionLimits: d.sessionLimits}
+		}, SessionLimits: d.sessionLimits, Quarantined: d.store.List}
 	srv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { errc <- srv.Serve(wl) }()
 	addr := wl.Addr().String()
