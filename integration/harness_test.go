@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -501,16 +500,13 @@ func (d *daemon) runIn(ctx context.Context, dir, stdin string, args ...string) (
 
 // consentYes gives `connector install` --yes, the consent of a caller
 // without a terminal, unless args already say how to consent (--yes,
-// --lock) or the test wants the prompt (--no-yes, removed).
+// --lock).
 func consentYes(args []string) []string {
 	if len(args) < 2 || args[0] != "connector" || args[1] != "install" {
 		return args
 	}
-	for i, a := range args {
-		switch {
-		case a == "--no-yes":
-			return append(slices.Clone(args[:i]), args[i+1:]...)
-		case a == "--yes" || a == "--lock" || strings.HasPrefix(a, "--lock="):
+	for _, a := range args {
+		if a == "--yes" || a == "--lock" || strings.HasPrefix(a, "--lock=") {
 			return args
 		}
 	}

@@ -39,7 +39,7 @@ func providerHome(t *testing.T) (string, *admin.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: api.Handler()}
+	srv := &http.Server{Handler: api.Handler(), ConnContext: admin.ConnContext}
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ln); close(done) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
@@ -121,6 +121,13 @@ func TestProviderAddNewHost(t *testing.T) {
 		if got := installed(t, c, fqn); !slices.Equal(got, step.versions) {
 			t.Errorf("after --host %s: installed %v, want %v", step.host, got, step.versions)
 		}
+	}
+	// The command is the consent to each package it wrote, a new host
+	// included: recorded as provider add, never quarantined.
+	cons, err := c.ConnectorConsents(t.Context())
+	if err != nil || len(cons) != 1 || cons[0].Ref() != fqn+"@1.0.2" || cons[0].Via != store.ViaProvider ||
+		!strings.HasPrefix(cons[0].By, "uid ") {
+		t.Errorf("consents after provider add = %+v, %v; want %s@1.0.2 via provider add", cons, err, fqn)
 	}
 	code, _, errOut := providerCLI("k\n", "provider", "add", "openai-compatible", "--name", "w", "--host", "a.example")
 	want := "aileron provider: provider w cannot be installed: its host a.example clashes with connector local://openai-compatible/v; " +
