@@ -382,20 +382,33 @@ func (a *API) approveConnector(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := *req.Consent
-	c.By, c.Via = caller(r), store.ViaApprove
-	var inst store.Installed
-	err := a.changeStore(func() error {
-		active, _ := a.Store.Load(r.Context())
-		var err error
-		inst, err = a.Store.Approve(r.Context(), req.Ref, active, c)
-		return err
-	})
+	c.By = caller(r)
+	inst, err := a.ApproveConnector(r.Context(), req.Ref, c)
 	if err != nil {
 		a.writeError(w, err)
 		return
 	}
-	a.event(audit.EventStoreConsented, consentDetails(inst, c))
 	dataplane.WriteJSON(w, http.StatusOK, inst)
+}
+
+// ApproveConnector serves the quarantined version ref under consent c
+// (which must name its hash; c.By says who), serialised with the other
+// store changes, and audits it as store.consented. The approvals page
+// calls it too (Web.ApproveConnector).
+func (a *API) ApproveConnector(ctx context.Context, ref string, c store.Consent) (store.Installed, error) {
+	c.Via = store.ViaApprove
+	var inst store.Installed
+	err := a.changeStore(func() error {
+		active, _ := a.Store.Load(ctx)
+		var err error
+		inst, err = a.Store.Approve(ctx, ref, active, c)
+		return err
+	})
+	if err != nil {
+		return store.Installed{}, err
+	}
+	a.event(audit.EventStoreConsented, consentDetails(inst, c))
+	return inst, nil
 }
 
 func (a *API) listConsents(w http.ResponseWriter, r *http.Request) {

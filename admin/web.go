@@ -94,6 +94,9 @@ type Web struct {
 	// (Store.List, those Quarantined), shown below the approvals with the
 	// command that approves each; nil shows none.
 	Quarantined func(ctx context.Context) ([]store.Installed, error)
+	// ApproveConnector serves a quarantined version (API.ApproveConnector)
+	// when a login presses its Approve button; nil shows no button.
+	ApproveConnector func(ctx context.Context, ref string, c store.Consent) (store.Installed, error)
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Log receives unexpected failures. Nil discards them.
@@ -189,6 +192,7 @@ func (wb *Web) Handler() http.Handler {
 	mux.HandleFunc("GET /history", wb.page(wb.history))
 	mux.HandleFunc("POST /approvals/{id}/approve", wb.post(wb.approve))
 	mux.HandleFunc("POST /approvals/{id}/deny", wb.post(wb.deny))
+	mux.HandleFunc("POST /connectors/approve", wb.post(wb.approveConnector))
 	mux.HandleFunc("/", wb.page(func(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
 		wb.message(w, http.StatusNotFound, "Not found", "There is no page at "+r.URL.Path+".")
 	}))
@@ -551,7 +555,7 @@ func (wb *Web) index(w http.ResponseWriter, r *http.Request, _ string, s webSess
 	for _, ap := range list {
 		v.Approvals = append(v.Approvals, wb.view(ap, s))
 	}
-	v.Quarantined = wb.quarantined(r.Context())
+	v.Quarantined = wb.quarantined(r.Context(), s)
 	wb.render(w, http.StatusOK, "index.html", v)
 }
 

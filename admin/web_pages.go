@@ -12,6 +12,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/state"
+	"github.com/aileronhq/aileron/store"
 )
 
 // view is ap as a card of the page, for the login s.
@@ -153,15 +154,15 @@ func (wb *Web) approval(w http.ResponseWriter, r *http.Request) (approvals.Appro
 }
 
 // quarantineView is a quarantined connector version as the page lists it,
-// every string made printable.
+// every string made printable; CSRF is set when the page may approve it.
 type quarantineView struct {
-	Ref, Hash, Command string
-	Widening           []string
+	Ref, Hash, Command, CSRF string
+	Widening                 []string
 }
 
-// quarantined lists the quarantined versions for the page; a failure to
+// quarantined lists the quarantined versions for the login s; a failure to
 // list them is logged and shown as none.
-func (wb *Web) quarantined(ctx context.Context) []quarantineView {
+func (wb *Web) quarantined(ctx context.Context, s webSession) []quarantineView {
 	if wb.Quarantined == nil {
 		return nil
 	}
@@ -177,10 +178,37 @@ func (wb *Web) quarantined(ctx context.Context) []quarantineView {
 		}
 		v := quarantineView{Ref: printable.Clip(i.Ref(), 300), Hash: i.Hash,
 			Command: printable.Clip("aileron connector approve "+i.Ref(), 400)}
+		if wb.ApproveConnector != nil {
+			v.CSRF = s.csrf
+		}
 		for _, m := range i.Widening {
 			v.Widening = append(v.Widening, printable.Clip(m, 400))
 		}
 		out = append(out, v)
 	}
 	return out
+}
+
+// approveConnector serves the quarantined version the form names, under
+// the consent of the login, naming the hash the page showed: a version
+// that changed since is refused.
+func (wb *Web) approveConnector(w http.ResponseWriter, r *http.Request, _ string, s webSession) {
+	if wb.ApproveConnector == nil {
+		wb.message(w, http.StatusNotFound, "Not found", "This page does not approve connectors; use `aileron connector approve`.")
+		return
+	}
+	ref, hash := r.PostForm.Get("ref"), r.PostForm.Get("hash")
+	_, err := wb.ApproveConnector(r.Context(), ref, store.Consent{Hash: hash, By: s.decider()})
+	switch {
+	case err == nil:
+		w.Header().Set("Location", "/")
+		w.WriteHeader(http.StatusSeeOther)
+	case errors.Is(err, state.ErrNotFound):
+		wb.message(w, http.StatusNotFound, "No such connector version", err.Error())
+	case errors.Is(err, state.ErrConflict), errors.Is(err, state.ErrInvalidArgument):
+		wb.message(w, http.StatusConflict, "Not approved", err.Error())
+	default:
+		wb.fail("approving a connector", err)
+		wb.message(w, http.StatusInternalServerError, "Not approved", err.Error())
+	}
 }

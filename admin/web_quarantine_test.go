@@ -2,9 +2,12 @@ package admin
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/store"
 )
 
@@ -34,5 +37,49 @@ func TestWebListsQuarantined(t *testing.T) {
 	f.web.Quarantined = nil
 	if _, page = f.do(t, "GET", "/", nil, cookie, nil); strings.Contains(page, `id="quarantined"`) {
 		t.Error("page lists quarantined versions with none to show")
+	}
+}
+
+// TestWebApprovesQuarantined: a login approves a quarantined version with
+// its button: the form must carry the login's CSRF token and the hash the
+// page showed; the approval is audited as the login's.
+func TestWebApprovesQuarantined(t *testing.T) {
+	d := startDaemon(t)
+	ctx := t.Context()
+	if _, err := d.install(ctx, testkit.WriteFile(t, t.TempDir(), "g.json", testkit.Spec(t, "gmail"))); err != nil {
+		t.Fatal(err)
+	}
+	wide := testkit.EditJSON(t, testkit.WithVersion(t, testkit.Spec(t, "gmail"), "1.3.0"), func(m map[string]any) {
+		m["tools"].([]any)[0].(map[string]any)["operations"].([]any)[0].(map[string]any)["hosts"] = []any{"evil.example.com"}
+	})
+	inst, err := d.install(ctx, testkit.WriteFile(t, t.TempDir(), "g.json", wide))
+	if err != nil || !inst.Quarantined {
+		t.Fatalf("widening install = %+v, %v", inst, err)
+	}
+	f := newWebFixture(t)
+	f.web.Quarantined, f.web.ApproveConnector = d.admin.Store.List, d.admin.ApproveConnector
+	cookie, csrf := f.login(t)
+	if _, page := f.do(t, "GET", "/", nil, cookie, nil); !strings.Contains(page, `name="hash" value="`+inst.Hash+`"`) ||
+		!strings.Contains(page, `action="/connectors/approve"`) {
+		t.Fatalf("page has no approve form for %s:\n%s", inst.Ref(), page)
+	}
+	served := func() bool {
+		list, _ := d.admin.Store.List(ctx)
+		return len(list) == 2 && list[1].Active
+	}
+	for name, form := range map[string]url.Values{
+		"no csrf":    {"ref": {inst.Ref()}, "hash": {inst.Hash}},
+		"other hash": {"csrf": {csrf}, "ref": {inst.Ref()}, "hash": {strings.Repeat("0", 64)}},
+	} {
+		if resp, body := f.do(t, "POST", "/connectors/approve", form, cookie, nil); resp.StatusCode < 400 || served() {
+			t.Errorf("%s: %d, served %v\n%s", name, resp.StatusCode, served(), body)
+		}
+	}
+	form := url.Values{"csrf": {csrf}, "ref": {inst.Ref()}, "hash": {inst.Hash}}
+	if resp, body := f.do(t, "POST", "/connectors/approve", form, cookie, nil); resp.StatusCode != http.StatusSeeOther || !served() {
+		t.Fatalf("approve: %d, served %v\n%s", resp.StatusCode, served(), body)
+	}
+	if ev := d.consented(); len(ev) != 3 || ev[2]["via"] != "approve" || ev[2]["by"] != "web" {
+		t.Errorf("store.consented of the page's approval = %v", ev)
 	}
 }

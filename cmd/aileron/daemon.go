@@ -578,7 +578,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 	adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ConnContext: admin.ConnContext}
 	servers := []*http.Server{adminSrv}
 	go func() { errc <- adminSrv.Serve(al) }() // not servers[0]: the append below may move it
-	webSrv, addr, err := d.serveWeb(errc)
+	webSrv, addr, err := d.serveWeb(errc, api)
 	if err != nil {
 		_ = al.Close()
 		return nil, "", err

@@ -17,7 +17,8 @@ import (
 // admin.web_tls_cert is set, and returns its server and bound address
 // (nil and "" when the page is off). Approvals' review URLs point at it:
 // https://WEB_HOST:PORT when it is published under a name.
-func (d *daemon) serveWeb(errc chan<- error) (*http.Server, string, error) {
+// A login may approve a quarantined connector version there, through api.
+func (d *daemon) serveWeb(errc chan<- error, api *admin.API) (*http.Server, string, error) {
 	a := d.cfg.Admin
 	if a.WebListen == "" {
 		return nil, "", nil
@@ -42,7 +43,8 @@ func (d *daemon) serveWeb(errc chan<- error) (*http.Server, string, error) {
 				return "" // deleted or expired since: the id alone
 			}
 			return info.Name
-		}, SessionLimits: d.sessionLimits, Quarantined: d.store.List}
+		}, SessionLimits: d.sessionLimits,
+		Quarantined: d.store.List, ApproveConnector: api.ApproveConnector}
 	srv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { errc <- srv.Serve(wl) }()
 	addr := wl.Addr().String()
