@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/aileronhq/aileron/action"
@@ -110,7 +109,8 @@ func actionNames(ms []*action.Manifest) []string {
 
 // Consents returns the consent of every installed version that is served
 // or may be (not quarantined), sorted by FQN and then by SemVer
-// precedence: what `aileron connector lock` prints.
+// precedence: what `aileron connector lock` prints. A version installed
+// before consents were recorded has none until it is installed again.
 func (s *Store) Consents(ctx context.Context) ([]Consented, error) {
 	ix, err := s.readIndex(ctx)
 	if err != nil {
@@ -133,6 +133,5 @@ func (s *Store) Consents(ctx context.Context) ([]Consented, error) {
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].FQN < out[j].FQN })
 	return out, nil
 }

@@ -310,3 +310,32 @@ func TestExceedsSignerAndManifest(t *testing.T) {
 		t.Errorf("unsigned over unsigned: Exceeds = %q", got)
 	}
 }
+
+// TestVersionInstalledBeforeConsents: a version with no consent on record
+// (installed before consents were recorded) is compared by what its
+// package asks; it is not in the lock until installed again.
+func TestVersionInstalledBeforeConsents(t *testing.T) {
+	s, _ := newStore(t)
+	v1 := gmailAt(t, "1.0.0", nil)
+	install(t, s, v1)
+	if err := testkit.Exec(t, s.DB, `DELETE FROM store_consents`); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.Consents(t.Context()); len(c) != 0 {
+		t.Errorf("Consents = %+v, want none", c)
+	}
+	if inst := install(t, s, gmailAt(t, "1.0.1", nil)); inst.Quarantined {
+		t.Errorf("an upgrade asking what the old package asks was quarantined: %+v", inst.Widening)
+	}
+	if err := testkit.Exec(t, s.DB, `DELETE FROM store_consents`); err != nil {
+		t.Fatal(err)
+	}
+	wide := install(t, s, gmailAt(t, "1.1.0", func(ops []any) { op(ops, 2)["approval"] = "none" }))
+	if !wide.Quarantined || !slices.Equal(wide.Widening, []string{"operation google/gmail.messages.send no longer waits for approval"}) {
+		t.Errorf("widening over a version without a consent = %+v", wide)
+	}
+	install(t, s, v1) // installed again: consented now
+	if c, _ := s.Consents(t.Context()); len(c) != 1 || c[0].Version != "1.0.0" {
+		t.Errorf("Consents after reinstalling 1.0.0 = %+v", c)
+	}
+}
