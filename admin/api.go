@@ -324,7 +324,7 @@ func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := *req.Consent
-	c.By = caller(r)
+	c.By, c.Audited = caller(r), a.OnEvent != nil
 	var inst store.Installed
 	err := a.changeStore(func() error {
 		// Load's refusals are the daemon's to report; a refused package is
@@ -346,13 +346,13 @@ func (a *API) installConnector(w http.ResponseWriter, r *http.Request) {
 		details["unpinned_actions"] = u
 	}
 	a.event(audit.EventStoreInstalled, details)
-	a.event(audit.EventStoreConsented, consentDetails(inst, c))
+	a.event(audit.EventStoreConsented, ConsentDetails(inst, c))
 	dataplane.WriteJSON(w, http.StatusCreated, inst)
 }
 
-// consentDetails are the details of a store.consented line for the
+// ConsentDetails are the details of a store.consented line for the
 // version inst, installed or approved under c.
-func consentDetails(inst store.Installed, c store.Consent) map[string]string {
+func ConsentDetails(inst store.Installed, c store.Consent) map[string]string {
 	d := map[string]string{"connector": inst.FQN, "version": inst.Version, "hash": inst.Hash,
 		"by": c.By, "via": c.Via, "hosts": strings.Join(inst.Grants.Hosts, ","),
 		"credential_kinds": strings.Join(inst.Grants.CredentialKinds, ","), "signature": string(inst.Signature.Status)}
@@ -361,6 +361,8 @@ func consentDetails(inst store.Installed, c store.Consent) map[string]string {
 	}
 	if inst.Quarantined {
 		d["quarantined"] = "true"
+	}
+	if len(inst.Widening) > 0 {
 		d["widening"] = strings.Join(inst.Widening, "; ")
 	}
 	return d
@@ -396,7 +398,7 @@ func (a *API) approveConnector(w http.ResponseWriter, r *http.Request) {
 // store changes, and audits it as store.consented. The approvals page
 // calls it too (Web.ApproveConnector).
 func (a *API) ApproveConnector(ctx context.Context, ref string, c store.Consent) (store.Installed, error) {
-	c.Via = store.ViaApprove
+	c.Via, c.Audited = store.ViaApprove, a.OnEvent != nil
 	var inst store.Installed
 	err := a.changeStore(func() error {
 		active, _ := a.Store.Load(ctx)
@@ -407,7 +409,7 @@ func (a *API) ApproveConnector(ctx context.Context, ref string, c store.Consent)
 	if err != nil {
 		return store.Installed{}, err
 	}
-	a.event(audit.EventStoreConsented, consentDetails(inst, c))
+	a.event(audit.EventStoreConsented, ConsentDetails(inst, c))
 	return inst, nil
 }
 

@@ -213,6 +213,13 @@ func TestAuditSIGHUPReload(t *testing.T) {
 			return l.str("event") == "connector.proxy.proxied" && l.str("operation") == "news.get" && l.str("connector_version") == "1.1.0"
 		}) != nil
 	})
+	// The reload wrote the audit line of the approval given offline.
+	waitAudit(t, d, "store.consented of the offline approval", func(ls []auditLine) bool {
+		return findLine(ls, func(l auditLine) bool {
+			return l.str("event") == "store.consented" && l.detail("offline") == "true" && l.detail("via") == "approve" &&
+				l.detail("version") == "1.1.0" && strings.HasSuffix(l.detail("by"), ", offline)")
+		}) != nil
+	})
 }
 
 // TestAuditFileMovedUnderTheDaemon: the live audit file moved away while

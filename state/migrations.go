@@ -256,7 +256,9 @@ CREATE TABLE store_signatures (
 -- its connector's active version, and waits for aileron connector approve.
 ALTER TABLE store_versions ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0 CHECK (quarantined IN (0, 1));
 -- The consent each installed version was installed under: what the package
--- asked (store.Request as JSON), its hash, who consented, how and when.
+-- asked (store.Request as JSON), its hash, who consented, how and when, and
+-- whether a daemon wrote its store.consented audit line yet (not for one
+-- given with the daemon stopped, until a daemon claims it).
 -- One row per version; an approval replaces its row.
 CREATE TABLE store_consents (
 	fqn        TEXT NOT NULL,
@@ -266,6 +268,7 @@ CREATE TABLE store_consents (
 	granted_by TEXT NOT NULL,
 	via        TEXT NOT NULL,
 	granted_at TEXT NOT NULL,
+	audited    INTEGER NOT NULL DEFAULT 0 CHECK (audited IN (0, 1)),
 	PRIMARY KEY (fqn, version)
 ) STRICT;
 `},

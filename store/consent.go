@@ -69,6 +69,10 @@ type Consent struct {
 	// version the lock records is activated even where it asks for more
 	// than the active version: the lock is a consent given before.
 	Lock *Request `json:"lock,omitempty"`
+	// Audited says the caller writes the consent's store.consented audit
+	// line itself (the daemon does); otherwise a daemon writes it when it
+	// next claims the consents not yet audited (ClaimUnaudited).
+	Audited bool `json:"-"`
 }
 
 // check refuses a consent that is incomplete or does not name req.

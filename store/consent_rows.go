@@ -23,6 +23,8 @@ type Consented struct {
 	By  string    `json:"by"`
 	Via string    `json:"via"`
 	At  time.Time `json:"at"`
+	// Quarantined is set by ClaimUnaudited for a version not served.
+	Quarantined bool `json:"quarantined,omitempty"`
 }
 
 // saveConsent records c as the consent of req's version, replacing any
@@ -32,10 +34,14 @@ func saveConsent(ctx context.Context, tx *state.Tx, req Request, c Consent, at t
 	if err != nil {
 		return fmt.Errorf("recording the consent of %s: %w", req.Ref(), err)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO store_consents (fqn, version, hash, request, granted_by, via, granted_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (fqn, version) DO UPDATE SET hash = excluded.hash, request = excluded.request,
-		granted_by = excluded.granted_by, via = excluded.via, granted_at = excluded.granted_at`,
-		req.FQN, req.Version, req.Hash, string(b), c.By, c.Via, state.FormatTime(at))
+	audited := 0
+	if c.Audited {
+		audited = 1
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO store_consents (fqn, version, hash, request, granted_by, via, granted_at, audited)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (fqn, version) DO UPDATE SET hash = excluded.hash, request = excluded.request,
+		granted_by = excluded.granted_by, via = excluded.via, granted_at = excluded.granted_at, audited = excluded.audited`,
+		req.FQN, req.Version, req.Hash, string(b), c.By, c.Via, state.FormatTime(at), audited)
 	if err != nil {
 		return fmt.Errorf("recording the consent of %s: %w", req.Ref(), err)
 	}
@@ -134,4 +140,65 @@ func (s *Store) Consents(ctx context.Context) ([]Consented, error) {
 		}
 	}
 	return out, nil
+}
+
+// ClaimUnaudited marks every consent whose store.consented line no daemon
+// wrote yet (one given with the daemon stopped) as written, and returns
+// them for the caller to write. Each is claimed once, also across the
+// nodes of a fleet.
+func (s *Store) ClaimUnaudited(ctx context.Context) ([]Consented, error) {
+	db, err := s.database()
+	if err != nil {
+		return nil, err
+	}
+	var out []Consented
+	err = db.Write(ctx, func(tx *state.Tx) error {
+		out = nil // a retried transaction starts afresh
+		keys, err := unaudited(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			res, err := tx.ExecContext(ctx, `UPDATE store_consents SET audited = 1 WHERE fqn = ? AND version = ? AND audited = 0`, k.fqn, k.version)
+			if err != nil {
+				return fmt.Errorf("claiming the consent of %s@%s: %w", k.fqn, k.version, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				continue
+			}
+			c, err := s.loadConsent(ctx, tx, k.fqn, k.version, k.hash)
+			if err != nil || c == nil {
+				return err
+			}
+			c.Quarantined = k.quarantined
+			out = append(out, *c)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// consentKey names one consent row.
+type consentKey struct {
+	fqn, version, hash string
+	quarantined        bool
+}
+
+// unaudited lists the consents not yet audited, in a stable order.
+func unaudited(ctx context.Context, q state.Querier) ([]consentKey, error) {
+	rows, err := q.QueryContext(ctx, `SELECT c.fqn, c.version, c.hash, v.quarantined FROM store_consents c
+		JOIN store_versions v ON v.fqn = c.fqn AND v.version = c.version WHERE c.audited = 0 ORDER BY c.fqn, c.version`)
+	if err != nil {
+		return nil, fmt.Errorf("reading the consents not yet audited: %w", err)
+	}
+	defer rows.Close()
+	var keys []consentKey
+	for rows.Next() {
+		var k consentKey
+		if err := rows.Scan(&k.fqn, &k.version, &k.hash, &k.quarantined); err != nil {
+			return nil, fmt.Errorf("reading the consents not yet audited: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
 }

@@ -339,3 +339,27 @@ func TestVersionInstalledBeforeConsents(t *testing.T) {
 		t.Errorf("Consents after reinstalling 1.0.0 = %+v", c)
 	}
 }
+
+// TestClaimUnaudited: a consent given without the daemon (Audited false)
+// is claimed once for its audit line; one the daemon audited is not.
+func TestClaimUnaudited(t *testing.T) {
+	s, _ := newStore(t)
+	install(t, s, gmailAt(t, "1.0.0", nil))
+	wide := gmailAt(t, "1.1.0", func(ops []any) { op(ops, 0)["hosts"] = []any{"evil.example.com"} })
+	install(t, s, wide)
+	got, err := s.ClaimUnaudited(t.Context())
+	if err != nil || len(got) != 2 || got[0].Version != "1.0.0" || got[0].Quarantined || !got[1].Quarantined || got[1].By != "test" {
+		t.Fatalf("ClaimUnaudited = %+v, %v; want both versions, 1.1.0 quarantined", got, err)
+	}
+	if again, err := s.ClaimUnaudited(t.Context()); err != nil || len(again) != 0 {
+		t.Errorf("second ClaimUnaudited = %+v, %v; want nothing", again, err)
+	}
+	c := yes(t, s, gmailAt(t, "1.0.1", nil))
+	c.Audited = true
+	if _, err := s.Install(t.Context(), gmailAt(t, "1.0.1", nil), nil, c); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ClaimUnaudited(t.Context()); err != nil || len(got) != 0 {
+		t.Errorf("ClaimUnaudited after an audited install = %+v, %v; want nothing", got, err)
+	}
+}

@@ -424,7 +424,27 @@ func (d *daemon) reload() error {
 	}
 	d.catalog.Store(cat)
 	d.log.Info().Str("event", "policy.loaded").Int("connectors", len(srcs)-len(cerrs)).Msg("policy compiled")
+	d.auditOfflineConsents()
 	return nil
+}
+
+// auditOfflineConsents writes the store.consented lines of the consents
+// given with the daemon stopped (connector install or approve against the
+// store itself), claimed so that each is written once, on one node.
+func (d *daemon) auditOfflineConsents() {
+	if d.rec == nil || !d.cfg.Audit.Enabled {
+		return
+	}
+	claimed, err := d.store.ClaimUnaudited(context.Background())
+	if err != nil {
+		d.log.Error().Str("event", "store.consents_unaudited").Err(err).Msg("consents given with the daemon stopped could not be read; retried at the next reload")
+	}
+	for _, c := range claimed {
+		inst := store.Installed{FQN: c.FQN, Version: c.Version, Hash: c.Hash, Grants: c.Grants, Signature: c.Signature, Quarantined: c.Quarantined}
+		details := admin.ConsentDetails(inst, store.Consent{By: c.By, Via: c.Via})
+		details["offline"], details["granted_at"] = "true", c.At.UTC().Format(time.RFC3339Nano)
+		d.rec.Event(audit.EventStoreConsented, details)
+	}
 }
 
 func newGuard(cfg *config.Config) *dataplane.Guard {
