@@ -150,3 +150,32 @@ func TestFleetConsentReachesEveryNode(t *testing.T) {
 		t.Errorf("node A Consents = %+v, want 1.1.0 approved by bob", c)
 	}
 }
+
+// The consents given without a daemon are claimed once across the fleet:
+// two nodes claiming at once get each one exactly once between them.
+func TestFleetClaimUnauditedOnce(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn := pg.NewDatabase()
+	a, b := fleetStore(t, dsn), fleetStore(t, dsn)
+	install(t, a, gmailAt(t, "1.0.0", nil))
+	install(t, a, testkit.WriteFile(t, t.TempDir(), "linear.json", testkit.Spec(t, "linear")))
+	got := make(chan []Consented, 2)
+	for _, s := range []*Store{a, b} {
+		go func() {
+			c, err := s.ClaimUnaudited(t.Context())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- c
+		}()
+	}
+	seen := map[string]int{}
+	for range 2 {
+		for _, c := range <-got {
+			seen[c.Ref()]++
+		}
+	}
+	if len(seen) != 2 || seen[testkit.GoogleFQN+"@1.0.0"] != 1 {
+		t.Errorf("claimed %v, want each of the two consents once", seen)
+	}
+}
