@@ -21,7 +21,12 @@ import (
 type consentFlags struct {
 	yes  bool
 	lock string // install only
-	opts store.InstallOptions
+	// expect is --expect's hash (lower-case hex) or empty; from names where
+	// the package came from in its refusal. The offer's hash must be
+	// expect, and the consent names that hash, so the daemon installs
+	// exactly those bytes.
+	expect, from string
+	opts         store.InstallOptions
 }
 
 // installer is the store an install goes to: the daemon's, through its
@@ -91,6 +96,10 @@ func installFlow(ctx context.Context, in installer, path string, f consentFlags,
 	if err != nil {
 		return err
 	}
+	if f.expect != "" && offer.Hash != f.expect {
+		return fmt.Errorf("the package from %s has hash sha256:%s, but --expect wants sha256:%s; nothing was installed "+
+			"(check where it came from before changing --expect)", printable.Line(f.from), offer.Hash, f.expect)
+	}
 	showOffer(stderr, offer)
 	var consent store.Consent
 	switch {
@@ -121,6 +130,9 @@ func installFlow(ctx context.Context, in installer, path string, f consentFlags,
 		fmt.Fprintf(stdout, "grants (no manifest: exactly what its spec reaches): %s\n", describeGrants(inst.Grants))
 	}
 	printActionPins(stdout, inst.Actions)
+	if f.expect != "" {
+		fmt.Fprintln(stdout, "hash matches --expect")
+	}
 	if inst.Quarantined {
 		fmt.Fprintf(stdout, "QUARANTINED: it asks for more than %s@%s, which keeps serving: %s\n"+
 			"to serve it: aileron connector approve %s\n", inst.FQN, offer.Active,

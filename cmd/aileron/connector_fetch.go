@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,20 +27,20 @@ import (
 // JSON, as before. With expect ("sha256:HEX"), the package's hash must be
 // that, or nothing is installed.
 func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect string, cf consentFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	want, err := parseExpect(expect)
-	if err != nil {
+	var err error
+	if cf.expect, err = parseExpect(expect); err != nil {
 		return err
 	}
 	kind, in, err := installKind(arg, stdin)
 	if err != nil {
 		return err
 	}
-	switch {
-	case kind == kindStdinSpec && want != "":
-		return usagef("--expect does not apply to a spec on stdin; give a package archive, a file, directory, URL or FQN@VERSION")
-	case kind == kindStdinSpec:
+	cf.from = arg
+	switch kind {
+	case kindStdinSpec:
+		cf.from = "stdin"
 		return connectorInstallStdin(cfg, c, cf, in, stdout, stderr)
-	case kind == kindLocal && want == "":
+	case kindLocal:
 		return connectorInstall(cfg, c, arg, cf, stdin, stdout, stderr)
 	}
 	work, err := privateWorkDir(cfg.Home, "fetch-")
@@ -54,42 +52,19 @@ func connectorInstallFrom(cfg *config.Config, c *admin.Client, arg, expect strin
 	if err != nil {
 		return err
 	}
-	if err := checkFetched(root, from, kind, arg, want); err != nil {
-		return err
+	if kind == kindRef {
+		if err := checkRef(root, arg); err != nil {
+			return err
+		}
 	}
+	cf.from = from
 	if kind == kindURL {
 		cf.opts.FetchedFrom = from // not this machine's: local:// exempts it from nothing
 	}
 	if err := connectorInstall(cfg, c, root, cf, stdin, stdout, stderr); err != nil {
 		return err
 	}
-	if kind != kindLocal {
-		fmt.Fprintf(stdout, "from %s\n", printable.Line(from))
-	}
-	if want != "" {
-		fmt.Fprintln(stdout, "hash matches --expect")
-	}
-	return nil
-}
-
-// checkFetched refuses a package fetched for FQN@VERSION that is another,
-// and, with want, a package whose hash is not want.
-func checkFetched(root, from string, kind int, arg, want string) error {
-	if kind == kindRef {
-		if err := checkRef(root, arg); err != nil {
-			return err
-		}
-	}
-	if want == "" {
-		return nil
-	}
-	got, err := store.HashPackage(root)
-	if err != nil {
-		return err
-	}
-	if got != want {
-		return fmt.Errorf("the package from %s has hash sha256:%s, but --expect wants sha256:%s; nothing was installed (check where it came from before changing --expect)", printable.Line(from), got, want)
-	}
+	fmt.Fprintf(stdout, "from %s\n", printable.Line(from))
 	return nil
 }
 
@@ -164,8 +139,6 @@ func materialize(cfg *config.Config, kind int, arg string, stdin io.Reader, dir 
 	case kindArchive:
 		root, err = pkgsource.UnpackFile(arg, dir)
 		return root, arg, err
-	case kindLocal:
-		return copyLocalPackage(arg, dir)
 	}
 	roots, err := upstreamRoots(cfg.Upstream.CAFiles)
 	if err != nil {
@@ -200,76 +173,6 @@ func checkRef(root, ref string) error {
 		return fmt.Errorf("the package fetched for %s is %s; refused (a source must serve exactly the connector and version asked for)", ref, printable.Line(got))
 	}
 	return nil
-}
-
-// copyLocalPackage copies the spec file or package directory at p into
-// dir, so that what --expect checks is what is installed. The store's
-// rules apply: regular files and directories only.
-func copyLocalPackage(p, dir string) (root, from string, err error) {
-	src, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", "", err
-	}
-	info, err := os.Stat(src)
-	if err != nil {
-		return "", "", err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return "", "", err
-	}
-	if info.Mode().IsRegular() {
-		return dir, p, copyFile(src, filepath.Join(dir, store.SpecFileName))
-	}
-	var files int
-	var total int64
-	err = filepath.WalkDir(src, func(s string, d fs.DirEntry, err error) error {
-		if err != nil || s == src {
-			return err
-		}
-		rel, _ := filepath.Rel(src, s)
-		switch t := d.Type(); {
-		case t.IsDir():
-			return os.Mkdir(filepath.Join(dir, rel), 0o700)
-		case !t.IsRegular():
-			return fmt.Errorf("%w: %s is not a regular file; a package may hold only regular files and directories", store.ErrInvalidPackage, s)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if files, total = files+1, total+info.Size(); files > store.MaxPackageFiles || total > store.MaxPackageSize {
-			return fmt.Errorf("%w: %s holds more than %d files or %d bytes", store.ErrInvalidPackage, p, store.MaxPackageFiles, store.MaxPackageSize)
-		}
-		return copyFile(s, filepath.Join(dir, rel))
-	})
-	return dir, p, err
-}
-
-// copyFile copies the regular file src to the new file dst, keeping
-// whether it is executable, up to the store's file size limit.
-func copyFile(src, dst string) (err error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	info, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is not a regular file", store.ErrInvalidPackage, src)
-	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, info.Mode().Perm()&0o755|0o600)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, out.Close()) }()
-	n, err := io.Copy(out, io.LimitReader(in, store.MaxPackageFileSize+1))
-	if err == nil && n > store.MaxPackageFileSize {
-		err = fmt.Errorf("%w: %s is larger than %d bytes (64 MiB), the limit for a package file", store.ErrInvalidPackage, src, store.MaxPackageFileSize)
-	}
-	return err
 }
 
 // privateWorkDir makes a directory only this user reads, under home.

@@ -314,9 +314,10 @@ func TestConnectorInstallRef(t *testing.T) {
 	}
 }
 
-// --expect on a spec file hashes the package the file makes (the spec
-// alone), on a directory its copy; a link in the directory is refused as
-// the store refuses it; and a spec on stdin takes no --expect.
+// --expect on a spec file is checked against the package the file makes
+// (the spec alone), as on a directory and a spec on stdin: the hash the
+// daemon offers, which the consent names; a wrong one installs nothing; a
+// link in the directory is refused as the store refuses it.
 func TestConnectorInstallExpectLocal(t *testing.T) {
 	linear := filepath.Join("..", "..", "policy", "testdata", "specs", "linear.json")
 	home := t.TempDir()
@@ -333,11 +334,20 @@ func TestConnectorInstallExpectLocal(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--yes", "--expect", "sha256:"+hash, dir); code != 1 || !strings.Contains(errOut, "link is not a regular file") {
+	if code, out, errOut = runCLI(t, t.TempDir(), "connector", "install", "--yes", "--expect", "sha256:"+hash, dir); code != 1 || !strings.Contains(errOut, "link is a symlink") {
 		t.Errorf("a symlink in the directory: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut = runCLI(t, t.TempDir(), "connector", "install", "--yes", "--expect", "sha256:"+hash, "-"); code != 2 || !strings.Contains(errOut, "--expect does not apply to a spec on stdin") {
-		t.Errorf("--expect with stdin: exit %d\n%s", code, errOut)
+	t.Setenv("AILERON_HOME", t.TempDir())
+	spec := mustRead(t, linear)
+	if code, out, errOut = providerCLI(spec, "connector", "install", "--yes", "--expect", "sha256:"+strings.Repeat("0", 64), "-"); code != 1 ||
+		!strings.Contains(errOut, "the package from stdin has hash sha256:"+hash) || !strings.Contains(errOut, "nothing was installed") {
+		t.Errorf("a spec on stdin with a wrong --expect: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ = providerCLI("", "connector", "list"); strings.Contains(out, "linear") {
+		t.Errorf("a spec refused by --expect is listed:\n%s", out)
+	}
+	if code, out, errOut = providerCLI(spec, "connector", "install", "--yes", "--expect", "sha256:"+hash, "-"); code != 0 || !strings.Contains(out, "hash matches --expect") {
+		t.Errorf("a spec on stdin with --expect: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
