@@ -164,3 +164,35 @@ func TestListOldManifest(t *testing.T) {
 		t.Errorf("List = %+v, %v; want the spec's reach %+v", list, err, want)
 	}
 }
+
+// TestStatementChecksManifest: the statement a publisher signs is refused
+// for a package install would refuse (a manifest that does not parse, a
+// spec beyond its manifest), so no one signs a package that cannot install.
+func TestStatementChecksManifest(t *testing.T) {
+	cases := map[string]struct {
+		manifest string
+		want     error
+		text     string
+	}{
+		"within":          {manifest: gmailManifest},
+		"invalid":         {manifest: strings.Replace(gmailManifest, "hosts =", "hots =", 1), want: ErrInvalidManifest, text: `did you mean "hosts"?`},
+		"beyond manifest": {manifest: strings.Replace(gmailManifest, `kind = "oauth2"`, `kind = "bearer"`, 1), want: ErrExceedsManifest, text: `credential kind "oauth2"`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			pkg := t.TempDir()
+			testkit.WriteFile(t, pkg, SpecFileName, testkit.Spec(t, "gmail"))
+			testkit.WriteFile(t, pkg, manifest.FileName, []byte(c.manifest))
+			stmt, err := PackageStatement(pkg)
+			if c.want == nil {
+				if err != nil || !strings.Contains(string(stmt), "fqn github://acme/aileron-connector-google\n") {
+					t.Fatalf("PackageStatement = %q, %v", stmt, err)
+				}
+				return
+			}
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) || stmt != nil {
+				t.Fatalf("PackageStatement = %q, %v; want %v naming %s", stmt, err, c.want, c.text)
+			}
+		})
+	}
+}

@@ -39,7 +39,9 @@ var (
 // PackageStatement returns the statement a publisher signs for the package
 // directory dir (signing.Statement of its spec's FQN and version and its
 // HashPackage hash): what `aileron connector statement` prints. Errors are
-// those of HashPackage and of parsing the spec (ErrInvalidSpec).
+// those of HashPackage, of parsing the spec (ErrInvalidSpec), and of the
+// manifest check install makes (ErrInvalidManifest, ErrExceedsManifest), so
+// a publisher is not handed a statement for a package install refuses.
 func PackageStatement(dir string) ([]byte, error) {
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -59,6 +61,9 @@ func PackageStatement(dir string) ([]byte, error) {
 	}
 	spec, err := parseSpec(origin, data)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := checkManifest(dir, dir, spec); err != nil {
 		return nil, err
 	}
 	return signing.Statement(spec.Connector.FQN, spec.Connector.Version, hash), nil

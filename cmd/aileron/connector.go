@@ -138,7 +138,8 @@ func connectorSynopsis(sub string) string {
 	case "statement":
 		return "connector statement DIR\n\n" +
 			"Prints the statement a publisher signs for the package directory DIR: its FQN, version and package hash\n" +
-			"(which leaves out " + store.SignatureFileName + "). Sign it and ship the signature in the package:\n" +
+			"(which leaves out " + store.SignatureFileName + "). The spec and manifest are checked as install checks them,\n" +
+			"so a package install would refuse gets that error instead. Sign it and ship the signature in the package:\n" +
 			"  aileron connector statement DIR > statement\n" +
 			"  ssh-keygen -Y sign -n " + signing.Namespace + " -f KEY statement\n" +
 			"  mv statement.sig DIR/" + store.SignatureFileName + "\n" +
