@@ -13,6 +13,7 @@ import (
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/manifest"
+	"github.com/aileronhq/aileron/pkgsource"
 	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/signing"
 	"github.com/aileronhq/aileron/store"
@@ -46,7 +47,7 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	}
 	if sub == "statement" { // the publisher's side: no daemon, no home
 		if fs.NArg() != 1 {
-			return usagef("want one package directory")
+			return usagef("want one package directory or archive (.tar.gz)")
 		}
 		return connectorStatement(fs.Arg(0), stdout)
 	}
@@ -136,10 +137,12 @@ func connectorSynopsis(sub string) string {
 		return "connector lock   (prints the lock file: every consented FQN@VERSION, its hash, grants and signer)\n\n" +
 			"Replay it elsewhere with `aileron connector install PATH --lock FILE`."
 	case "statement":
-		return "connector statement DIR\n\n" +
-			"Prints the statement a publisher signs for the package directory DIR: its FQN, version and package hash\n" +
-			"(which leaves out " + store.SignatureFileName + "). The spec and manifest are checked as install checks them,\n" +
-			"so a package install would refuse gets that error instead. Sign it and ship the signature in the package:\n" +
+		return "connector statement DIR|ARCHIVE\n\n" +
+			"Prints the statement a publisher signs for the package directory DIR, or for what the package archive\n" +
+			"ARCHIVE (.tar.gz, unpacked as install unpacks it) holds: its FQN, version and package hash (which leaves\n" +
+			"out " + store.SignatureFileName + "; every other file counts, so a git checkout's .git would too: give a\n" +
+			"`git archive` of it). The spec and manifest are checked as install checks them, so a package install\n" +
+			"would refuse gets that error instead. Sign it and ship the signature in the package:\n" +
 			"  aileron connector statement DIR > statement\n" +
 			"  ssh-keygen -Y sign -n " + signing.Namespace + " -f KEY statement\n" +
 			"  mv statement.sig DIR/" + store.SignatureFileName + "\n" +
@@ -237,8 +240,21 @@ func signerColumn(v signing.Signature) string {
 }
 
 // connectorStatement prints the statement a publisher signs for the
-// package directory dir.
-func connectorStatement(dir string, stdout io.Writer) error {
+// package directory or archive (.tar.gz) arg. An archive is unpacked as
+// install unpacks it, into a temporary directory removed after: what is
+// hashed is exactly what the archive holds (not a checkout's .git).
+func connectorStatement(arg string, stdout io.Writer) error {
+	dir := arg
+	if isArchiveFile(arg) {
+		tmp, err := os.MkdirTemp("", "aileron-statement-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		if dir, err = pkgsource.UnpackFile(arg, filepath.Join(tmp, "pkg")); err != nil {
+			return err
+		}
+	}
 	stmt, err := store.PackageStatement(dir)
 	if err != nil {
 		return err

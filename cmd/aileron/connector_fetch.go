@@ -101,19 +101,25 @@ func installKind(arg string, stdin io.Reader) (int, io.Reader, error) {
 		}
 		return kindRef, nil, nil
 	}
-	if info, err := os.Stat(arg); err != nil || !info.Mode().IsRegular() {
-		return kindLocal, nil, nil // a directory; or the store names the problem as it always has
+	if isArchiveFile(arg) {
+		return kindArchive, nil, nil
 	}
-	f, err := os.Open(arg)
+	return kindLocal, nil, nil // a directory or a spec; or the store names the problem as it always has
+}
+
+// isArchiveFile tells whether p is a regular file that starts as gzip does.
+func isArchiveFile(p string) bool {
+	if info, err := os.Stat(p); err != nil || !info.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.Open(p)
 	if err != nil {
-		return kindLocal, nil, nil
+		return false
 	}
 	defer f.Close()
 	magic := make([]byte, 2)
-	if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, gzipMagic) {
-		return kindArchive, nil, nil
-	}
-	return kindLocal, nil, nil
+	_, err = io.ReadFull(f, magic)
+	return err == nil && bytes.Equal(magic, gzipMagic)
 }
 
 // parseExpect reads --expect: "" or "sha256:" and 64 hex digits.

@@ -454,3 +454,30 @@ func TestConnectorInstallURLLocalNotExempt(t *testing.T) {
 		})
 	}
 }
+
+// connector statement of a package archive is the statement of the package
+// it holds (what install will hash), the same as of its files in a
+// directory; an archive install would refuse is refused.
+func TestConnectorStatementArchive(t *testing.T) {
+	home := t.TempDir()
+	pkg := t.TempDir()
+	putFile(t, filepath.Join(pkg, store.SpecFileName), []byte(gmailSpec(t)))
+	putFile(t, filepath.Join(pkg, "manifest.toml"), []byte(googleManifest))
+	hash, err := store.HashPackage(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(signing.Statement("github://acme/aileron-connector-google", "1.2.3", hash))
+	arch := putFile(t, filepath.Join(t.TempDir(), "google-1.2.3.tar.gz"), googlePackage(t, gmailSpec(t)))
+	for _, arg := range []string{pkg, arch} {
+		if code, out, errOut := runCLI(t, home, "connector", "statement", arg); code != 0 || out != want {
+			t.Errorf("connector statement %s: exit %d\n%s%s\nwant:\n%s", arg, code, out, errOut, want)
+		}
+	}
+	hostile := putFile(t, filepath.Join(t.TempDir(), "link.tar.gz"), tarGz(t,
+		tarEntry{name: store.SpecFileName, body: gmailSpec(t)},
+		tarEntry{name: "manifest.toml", typ: tar.TypeSymlink, link: "/etc/passwd"}))
+	if code, out, errOut := runCLI(t, home, "connector", "statement", hostile); code != 1 || !strings.Contains(errOut, "manifest.toml") || out != "" {
+		t.Errorf("connector statement of an archive with a link: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -26,7 +26,7 @@ Usage:
   aileron connector install [--yes | --lock FILE] [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION   a spec file or package directory, a .tar.gz, an https URL of one, or a release in store.sources; shows what it asks, and asks
   aileron connector list [--json] | verify | remove FQN@VERSION
   aileron connector approve [--yes] FQN@VERSION | lock     serve a quarantined upgrade | print the lock of consents
-  aileron connector statement DIR                        the statement a publisher signs for a package directory
+  aileron connector statement DIR|ARCHIVE                the statement a publisher signs for a package directory or archive
   aileron trust add AUTHORITY --signers FILE             the keys that may sign for github://acme (ssh allowed_signers)
   aileron trust list [--json] | remove AUTHORITY
   aileron credential set NAME --kind KIND [--username U] [--service S]   (secret on stdin or --from-file)
