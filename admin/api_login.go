@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
@@ -164,6 +165,10 @@ func (a *API) oauthApp(ctx context.Context, fqn string) (store.Installed, creden
 		return store.Installed{}, credentials.OAuthApp{}, err
 	}
 	i := slices.IndexFunc(all, func(in store.Installed) bool { return in.FQN == fqn && in.Active })
+	if name, version, ok := strings.Cut(fqn, "@"); i < 0 && ok {
+		return store.Installed{}, credentials.OAuthApp{}, fmt.Errorf("%w: connector %q names a version (%s); give the FQN alone (%s): "+
+			"login uses the app of the connector's active version", state.ErrInvalidArgument, fqn, version, name)
+	}
 	if i < 0 {
 		return store.Installed{}, credentials.OAuthApp{}, fmt.Errorf("%w: connector %q is not installed (see `aileron connector list`)", state.ErrNotFound, fqn)
 	}
@@ -180,11 +185,25 @@ func (a *API) oauthApp(ctx context.Context, fqn string) (store.Installed, creden
 		}
 	}
 	if m == nil || m.Credential == nil || m.Credential.OAuth2 == nil {
-		return inst, credentials.OAuthApp{}, fmt.Errorf("%w: %s has no [capabilities.credential.oauth2] table in its manifest, so it names no OAuth app to log in with; "+
-			"store a token set with `aileron credential set NAME --kind oauth2` (JSON on stdin) and bind it with `aileron credential bind %s --credential NAME`",
-			state.ErrInvalidArgument, inst.Ref(), inst.FQN)
+		return inst, credentials.OAuthApp{}, noOAuthApp(inst)
 	}
 	o := m.Credential.OAuth2
 	return inst, credentials.OAuthApp{AuthorizeURL: o.AuthorizeURL, TokenURL: o.TokenURL, ClientID: o.ClientID,
 		ClientSecret: o.ClientSecret, Scopes: slices.Clone(o.Scopes)}, nil
+}
+
+// noOAuthApp says why the installed connector inst has no app to log in
+// with, and how to give it the credential its spec uses instead.
+func noOAuthApp(inst store.Installed) error {
+	head := fmt.Sprintf("%s has no [capabilities.credential.oauth2] table in its manifest, so it names no OAuth app to log in with", inst.Ref())
+	kinds := inst.Grants.CredentialKinds
+	switch {
+	case len(kinds) == 0:
+		return fmt.Errorf("%w: %s; it uses no credential, so there is nothing to log in to", state.ErrInvalidArgument, head)
+	case !slices.Contains(kinds, policy.CredentialOAuth2):
+		return fmt.Errorf("%w: %s; it uses %s: store the secret with `aileron credential set NAME --kind %s` (on stdin; docs/credentials.md) and bind it with "+
+			"`aileron credential bind %s --credential NAME`", state.ErrInvalidArgument, head, strings.Join(kinds, ", "), kinds[0], inst.FQN)
+	}
+	return fmt.Errorf("%w: %s; store a token set with `aileron credential set NAME --kind oauth2` (JSON on stdin) and bind it with "+
+		"`aileron credential bind %s --credential NAME`", state.ErrInvalidArgument, head, inst.FQN)
 }

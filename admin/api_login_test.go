@@ -200,7 +200,9 @@ func TestAdminLoginRefusals(t *testing.T) {
 		says            string
 	}{
 		{"no oauth2 table", testkit.LinearFQN, "CODE-x-0123456789", 400, "no [capabilities.credential.oauth2] table"},
+		{"another kind", testkit.LinearFQN, "CODE-x-0123456789", 400, "it uses api_key: store the secret with `aileron credential set NAME --kind api_key`"},
 		{"not installed", "github://acme/nothing", "CODE-x-0123456789", 404, "not installed"},
+		{"a version", testkit.GoogleFQN + "@1.2.3", "CODE-x-0123456789", 400, `names a version (1.2.3); give the FQN alone (` + testkit.GoogleFQN + ")"},
 		{"refused code", testkit.GoogleFQN, "CODE-unknown-0123456789", 400, "refused the authorization code with HTTP 400 (invalid_grant)"},
 	} {
 		_, err := c.Login(ctx, LoginRequest{Name: "other", Connector: tc.fqn, Code: tc.code, CodeVerifier: verifier, RedirectURI: loginRedirect})
