@@ -46,7 +46,13 @@ func credentialSynopsis(sub string) string {
 	case "set":
 		return "credential set NAME --kind KIND [--username U] [--service S] [--from-file F]   (secret on stdin)"
 	case "login":
-		return "credential login NAME --connector FQN [--no-browser] [--timeout D]   (OAuth with the connector's app, in a browser)"
+		return "credential login NAME --connector FQN [--no-browser] [--timeout D]\n\n" +
+			"Logs in with the OAuth app that the active version of connector FQN names in its manifest\n" +
+			"([capabilities.credential.oauth2]): the authorization code flow with PKCE (S256). It prints the authorize\n" +
+			"URL (and opens a browser where there is a display) and waits for the provider to send the browser back to\n" +
+			"http://127.0.0.1:PORT/callback, on a random port. The daemon, which must be running, redeems the code,\n" +
+			"stores the token set as the oauth2 credential NAME and binds it to FQN; logging in again rotates it.\n" +
+			"See docs/credentials.md, \"OAuth login\"."
 	case "bind":
 		return "credential bind FQN --credential NAME [--header H] [--format F] [--query Q] [--env VAR[,VAR…]]"
 	case "delete":
@@ -71,7 +77,7 @@ func credentialFlags(sub string, fs *pflag.FlagSet) {
 		fs.String("query", "", "query parameter to put the credential in, instead of a header")
 		fs.StringSlice("env", nil, "sandbox variables that get a placeholder value, e.g. LINEAR_API_KEY (comma-separated or repeated)")
 	case "login":
-		fs.String("connector", "", "the installed connector whose manifest names the OAuth app")
+		fs.String("connector", "", "the installed connector (its FQN, without @VERSION) whose manifest names the OAuth app")
 		fs.Bool("no-browser", false, "only print the authorize URL; do not open a browser")
 		fs.Duration("timeout", defaultLoginTimeout, "how long to wait for the browser's answer")
 	case "list":
