@@ -110,12 +110,13 @@ func (s *Store) judgeSignature(ctx context.Context, sig []byte, src policy.Sourc
 		}
 	}
 	v := signing.Signature{Status: signing.Unsigned}
+	var signers []signing.Signer
 	if sig != nil {
 		authority, err := policy.FQNAuthority(fqn)
 		if err != nil {
 			return signing.Signature{}, fmt.Errorf("%w: %v", ErrInvalidPackage, err)
 		}
-		signers, err := s.trustedSigners(ctx, authority)
+		signers, err = s.trustedSigners(ctx, authority)
 		if err != nil {
 			return signing.Signature{}, err
 		}
@@ -126,7 +127,7 @@ func (s *Store) judgeSignature(ctx context.Context, sig []byte, src policy.Sourc
 	}
 	local := strings.HasPrefix(fqn, "local://")
 	if s.RequireSignature && v.Status != signing.Trusted && (!local || fetchedFrom != "") {
-		hint := requireHint(v)
+		hint := requireHint(v, signers)
 		if local {
 			hint = fmt.Sprintf("it was fetched from %s, so its local:// name exempts it from nothing (local:// is for your own connectors, "+
 				"installed from a directory or file on this machine); ask its publisher for a package signed under their authority", fetchedFrom)
@@ -137,10 +138,19 @@ func (s *Store) judgeSignature(ctx context.Context, sig []byte, src policy.Sourc
 	return v, nil
 }
 
-// requireHint says how to satisfy RequireSignature for a verdict.
-func requireHint(v signing.Signature) string {
+// requireHint says how to satisfy RequireSignature for a verdict, given
+// the signers the trust store lists for its authority: a key listed there
+// but not valid now needs a new signature, not a new trust entry.
+func requireHint(v signing.Signature, signers []signing.Signer) string {
 	if v.Status == signing.Unsigned {
 		return "ask the publisher for a signed package (docs/connectors.md, \"Signing a package\")"
+	}
+	for _, sg := range signers {
+		if sg.Fingerprint == v.Fingerprint {
+			return fmt.Sprintf("the key is listed for %s (line %d of its signers) but may not sign packages now (its validity period, or "+
+				"its namespaces); ask the publisher for this release signed with a current key (docs/connectors.md, \"Signing a package\": rotating a key)",
+				v.Authority, sg.Line)
+		}
 	}
 	return fmt.Sprintf("if you trust this key for %s, add it with `aileron trust add %s --signers FILE`", v.Authority, v.Authority)
 }

@@ -198,6 +198,11 @@ func TestRequireSignature(t *testing.T) {
 			sign(t, dir, k.alice, signing.Namespace)
 			return dir
 		}, "", ""},
+		{"expired", func(t *testing.T) string {
+			dir := gmailPackage(t, "1.2.3")
+			sign(t, dir, k.old, signing.Namespace)
+			return dir
+		}, "the key is listed for github://acme (line 2 of its signers) but may not sign packages now", ""},
 		{"local unsigned", local, "", ""},
 		{"local unsigned, fetched", local, "is unsigned and store.require_signature is on: it was fetched from https://pkgs.example/google.tar.gz, " +
 			"so its local:// name exempts it from nothing", "https://pkgs.example/google.tar.gz"},
@@ -211,7 +216,7 @@ func TestRequireSignature(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, _ := newStore(t)
 			s.RequireSignature = true
-			trust(t, s, "github://acme", "alice@acme "+k.alice.Public)
+			trust(t, s, "github://acme", "alice@acme "+k.alice.Public, `old@acme valid-before="20200101Z" `+k.old.Public)
 			pkg, opts := tt.pkg(t), InstallOptions{FetchedFrom: tt.fetched}
 			_, err := s.InstallWith(t.Context(), pkg, nil, opts, yesWith(t, s, pkg, opts))
 			if tt.wantErr == "" {
