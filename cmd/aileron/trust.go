@@ -78,7 +78,7 @@ func trustAdd(cfg *config.Config, c *admin.Client, authority, file string, stdin
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
-			return err
+			return fmt.Errorf("--signers: %w; give the authority's allowed_signers file, or - to read it on stdin", err)
 		}
 		defer f.Close()
 		r = f
