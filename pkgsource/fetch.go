@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aileronhq/aileron/dataplane"
@@ -76,13 +77,13 @@ func (f *Fetcher) open(ctx context.Context, rawURL string) (io.ReadCloser, error
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		done()
-		return nil, fmt.Errorf("fetching %s: %w", rawURL, err)
+		return nil, fetchError(rawURL, err)
 	}
 	req.Header.Set("Accept", "application/octet-stream")
 	resp, err := client.Do(req)
 	if err != nil {
 		done()
-		return nil, fmt.Errorf("fetching %s: %w", rawURL, err)
+		return nil, fetchError(rawURL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
@@ -93,6 +94,24 @@ func (f *Fetcher) open(ctx context.Context, rawURL string) (io.ReadCloser, error
 		return nil, fmt.Errorf("fetching %s: the server answered %s", rawURL, resp.Status)
 	}
 	return doneCloser{resp.Body, done}, nil
+}
+
+// fetchError is a failed GET of rawURL. net/http's *url.Error repeats the
+// URL, so only its cause is kept (with the URL a redirect led to, when it
+// led elsewhere and the cause does not say); a certificate no configured root vouches for gets a hint.
+func fetchError(rawURL string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+		if ue.URL != rawURL && !strings.Contains(ue.Err.Error(), ue.URL) {
+			err = fmt.Errorf("at %s: %w", ue.URL, ue.Err)
+		}
+	}
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) {
+		return fmt.Errorf("fetching %s: %w; if this source is meant to be trusted, add its root certificate to upstream.ca_files", rawURL, err)
+	}
+	return fmt.Errorf("fetching %s: %w", rawURL, err)
 }
 
 // client is the http.Client of one fetch: no proxy from the environment,

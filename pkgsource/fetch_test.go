@@ -112,7 +112,9 @@ func TestFetcherRefuses(t *testing.T) {
 		{"credentials in the URL", s.fetcher(true), "https://u:p@example.com/x.tar.gz", nil, "carries a user name or password"},
 		{"not a URL", s.fetcher(true), "ftp://example.com/x.tar.gz", nil, "is not an https URL"},
 		{"loopback without egress.allow_cidrs", s.fetcher(false), "https://example.com/pkg.tar.gz", dataplane.ErrPrivateAddress, "loopback"},
-		{"untrusted certificate", untrusted, "https://example.com/pkg.tar.gz", nil, "certificate"},
+		{"untrusted certificate", untrusted, "https://example.com/pkg.tar.gz", nil,
+			"fetching https://example.com/pkg.tar.gz: tls: failed to verify certificate: x509: certificate signed by unknown authority; " +
+				"if this source is meant to be trusted, add its root certificate to upstream.ca_files"},
 		{"404", s.fetcher(true), "https://example.com/missing", ErrNotFound, "404"},
 		{"502", s.fetcher(true), "https://example.com/broken", nil, "the server answered 502"},
 		{"too big", small, "https://example.com/big", ErrInvalidArchive, "larger than 64 bytes"},
@@ -121,6 +123,9 @@ func TestFetcherRefuses(t *testing.T) {
 			_, err := c.f.Unpack(context.Background(), c.url, filepath.Join(t.TempDir(), "pkg"))
 			if err == nil || !strings.Contains(err.Error(), c.want) || (c.is != nil && !errors.Is(err, c.is)) {
 				t.Fatalf("err = %v, want one naming %q (is %v)", err, c.want, c.is)
+			}
+			if n := strings.Count(err.Error(), c.url); n > 1 && !strings.Contains(err.Error(), "redirected from "+c.url) {
+				t.Errorf("err = %v names %s %d times, want once", err, c.url, n)
 			}
 		})
 	}
