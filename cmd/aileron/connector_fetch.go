@@ -155,6 +155,10 @@ func materialize(cfg *config.Config, kind int, arg string, stdin io.Reader, dir 
 		root, err = f.Unpack(ctx, arg, dir)
 		return root, arg, err
 	}
+	if len(cfg.Store.Sources) == 0 {
+		return "", "", fmt.Errorf("%s: no store.sources are configured: connector install reads them (and upstream.*, egress.*) "+
+			"from the config file --config names, not from the running daemon; give --config FILE, or install an archive, URL or directory", arg)
+	}
 	sources := make([]pkgsource.Source, len(cfg.Store.Sources))
 	for i, s := range cfg.Store.Sources {
 		sources[i] = pkgsource.Source{Authority: s.Authority, BaseURL: s.BaseURL, Mirror: s.Mirror}

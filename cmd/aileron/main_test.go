@@ -51,6 +51,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"connector", "frobnicate"}, 2, "(want install, list, verify, remove, approve, lock or statement; see aileron connector --help)"},
 		{[]string{"trust", "add", "github://acme"}, 2, "want one AUTHORITY and --signers FILE"},
 		{[]string{"trust", "lst"}, 2, `did you mean "aileron trust list"?`},
+		{[]string{"connector", "install", "github://acme/google@1.2.3"}, 1, "no store.sources are configured: connector install reads them (and upstream.*, egress.*) from the config file --config names"},
 		{[]string{"trust", "add", "github://acme", "--signers", "/nonexistent/acme.allowed_signers"}, 1, "--signers: open /nonexistent/acme.allowed_signers: no such file or directory; give the authority's allowed_signers file"},
 		{[]string{"credential", "login", "--help"}, 0, "the authorization code flow with PKCE (S256)"},
 		{[]string{"version"}, 0, "aileron "},
