@@ -54,7 +54,7 @@ type ActionPin struct {
 func (s *Store) checkActions(ctx context.Context, pkg, dir string, spec *policy.Spec, grants manifest.Grants, opts InstallOptions) ([]ActionPin, error) {
 	ms, err := action.LoadPackage(pkg, spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the package's actions (from %s): %w", ErrInvalidPackage, dir, err)
+		return nil, fmt.Errorf("%w: the package's actions: %w", ErrInvalidPackage, stagedAs(err, pkg, dir))
 	}
 	var ix *storeIndex
 	var pins []ActionPin
@@ -186,4 +186,22 @@ func storedActions(dir string) []ActionPin {
 		pins = append(pins, ActionPin{Name: m.Name, Unpinned: m.Unpinned()})
 	}
 	return pins
+}
+
+// renamedError is an error whose message names files by where the package
+// was installed from rather than where it was staged.
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e renamedError) Error() string { return e.msg }
+func (e renamedError) Unwrap() error { return e.err }
+
+// stagedAs returns err with each path under the staged package pkg in its
+// message written under dir, the directory it was installed from, so an
+// error names the file the publisher edits.
+func stagedAs(err error, pkg, dir string) error {
+	sep := string(filepath.Separator)
+	return renamedError{msg: strings.ReplaceAll(err.Error(), pkg+sep, dir+sep), err: err}
 }

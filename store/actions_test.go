@@ -148,6 +148,10 @@ func TestInstallActionPins(t *testing.T) {
 					t.Errorf("refusal %q does not contain %q", err, m)
 				}
 			}
+			if file := filepath.Join(pkg, "actions", "triage", "action.md"); !strings.Contains(err.Error(), file) ||
+				strings.Contains(err.Error(), filepath.Join(s.Dir, "tmp")) {
+				t.Errorf("refusal %q does not name the action's file %s, or names where it was staged", err, file)
+			}
 			if got := listedActions(t, s, linearFQN); got != nil {
 				t.Fatalf("a refused package was installed: %+v", got)
 			}
