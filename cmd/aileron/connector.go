@@ -122,8 +122,8 @@ func connectorSynopsis(sub string) string {
 			"Each action must pin what it requires: hash = \"self\" for its own package, the installed sha256 for\n" +
 			"another; a wrong hash, or a step beyond the action's capabilities, is refused (docs/connectors.md,\n" +
 			"Actions: pins and capabilities).\n\n" +
-			"A package directory may carry its publisher's signature (" + store.SignatureFileName + "); install prints, after\n" +
-			"its first line, \"signed by AUTHORITY (SHA256:…)\", \"unsigned\" or \"signed by a key not trusted for AUTHORITY\n" +
+			"A package (directory or archive) may carry its publisher's signature (" + store.SignatureFileName + "); install prints,\n" +
+			"after its first line, \"signed by AUTHORITY (SHA256:…)\", \"unsigned\" or \"signed by a key not trusted for AUTHORITY\n" +
 			"(SHA256:…)\" (see aileron trust), and refuses a signature that does not verify, and, with\n" +
 			"store.require_signature, any package not signed by a trusted key (local:// excepted, unless fetched from a URL).\n" +
 			"A signature never stands in for the consent."

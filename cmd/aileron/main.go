@@ -23,7 +23,7 @@ Usage:
   aileron session env ID                                 shell exports for a sandbox
   aileron session list [--json] | delete ID
   aileron session render ID --out DIR [--agent CMD] [--reserve NAME]...   tools.txt and one shim per tool
-  aileron connector install [--yes | --lock FILE] [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION   a spec file or package directory, a .tar.gz, an https URL of one, or a release in store.sources; shows what it asks, and asks
+  aileron connector install [--yes | --lock FILE] [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION|-   a spec file or package directory, a .tar.gz, an https URL of one, a release in store.sources, or - for stdin; shows what it asks, and asks
   aileron connector list [--json] | verify | remove FQN@VERSION
   aileron connector approve [--yes] FQN@VERSION | lock     serve a quarantined upgrade | print the lock of consents
   aileron connector statement DIR|ARCHIVE                the statement a publisher signs for a package directory or archive
