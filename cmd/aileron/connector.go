@@ -49,7 +49,7 @@ func cmdConnector(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		if fs.NArg() != 1 {
 			return usagef("want one package directory or archive (.tar.gz)")
 		}
-		return connectorStatement(fs.Arg(0), stdout)
+		return connectorStatement(fs.Arg(0), stdout, stderr)
 	}
 	if cf.yes && cf.lock != "" {
 		return usagef("--yes and --lock exclude each other: --lock installs only what the lock records")
@@ -242,9 +242,14 @@ func signerColumn(v signing.Signature) string {
 // connectorStatement prints the statement a publisher signs for the
 // package directory or archive (.tar.gz) arg. An archive is unpacked as
 // install unpacks it, into a temporary directory removed after: what is
-// hashed is exactly what the archive holds (not a checkout's .git).
-func connectorStatement(arg string, stdout io.Writer) error {
+// hashed is exactly what the archive holds (not a checkout's .git). A
+// directory holding .git gets a note on stderr: the hash covers it.
+func connectorStatement(arg string, stdout, stderr io.Writer) error {
 	dir := arg
+	if _, err := os.Lstat(filepath.Join(arg, ".git")); err == nil {
+		fmt.Fprintf(stderr, "note: the package hash covers %s too; if you publish a git archive, sign that: "+
+			"aileron connector statement ARCHIVE (docs/connectors.md, \"Publishing a package\")\n", filepath.Join(arg, ".git"))
+	}
 	if isArchiveFile(arg) {
 		tmp, err := os.MkdirTemp("", "aileron-statement-")
 		if err != nil {

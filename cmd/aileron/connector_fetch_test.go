@@ -470,9 +470,15 @@ func TestConnectorStatementArchive(t *testing.T) {
 	want := string(signing.Statement("github://acme/aileron-connector-google", "1.2.3", hash))
 	arch := putFile(t, filepath.Join(t.TempDir(), "google-1.2.3.tar.gz"), googlePackage(t, gmailSpec(t)))
 	for _, arg := range []string{pkg, arch} {
-		if code, out, errOut := runCLI(t, home, "connector", "statement", arg); code != 0 || out != want {
+		if code, out, errOut := runCLI(t, home, "connector", "statement", arg); code != 0 || out != want || errOut != "" {
 			t.Errorf("connector statement %s: exit %d\n%s%s\nwant:\n%s", arg, code, out, errOut, want)
 		}
+	}
+	// A git checkout: its .git is hashed too, and the publisher is told.
+	putFile(t, filepath.Join(pkg, ".git", "HEAD"), []byte("ref: refs/heads/main\n"))
+	if code, out, errOut := runCLI(t, home, "connector", "statement", pkg); code != 0 || out == want ||
+		!strings.Contains(errOut, "note: the package hash covers "+filepath.Join(pkg, ".git")+" too") {
+		t.Errorf("connector statement of a checkout: exit %d\n%s%s", code, out, errOut)
 	}
 	hostile := putFile(t, filepath.Join(t.TempDir(), "link.tar.gz"), tarGz(t,
 		tarEntry{name: store.SpecFileName, body: gmailSpec(t)},
