@@ -105,7 +105,17 @@ func trustAdd(cfg *config.Config, c *admin.Client, authority, file string, stdin
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "trusted %s: %d key(s) may sign its packages\n", ta.Authority, len(ta.Signers))
+	valid := 0
+	for _, s := range ta.Signers {
+		if s.ValidAt(time.Now()) {
+			valid++
+		}
+	}
+	if valid == len(ta.Signers) {
+		fmt.Fprintf(stdout, "trusted %s: %d key(s) may sign its packages\n", ta.Authority, len(ta.Signers))
+	} else {
+		fmt.Fprintf(stdout, "trusted %s: %d key(s) listed; %d may sign its packages now\n", ta.Authority, len(ta.Signers), valid)
+	}
 	for _, s := range ta.Signers {
 		fmt.Fprintf(stdout, "  %s %s %s%s\n", s.Fingerprint, s.KeyType, printable.Line(s.Principals), validity(s, " "))
 	}

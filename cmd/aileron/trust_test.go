@@ -62,7 +62,7 @@ func trustCLI(t *testing.T) {
 	expect(1, []string{bad + ":2: cert-authority is not supported"}, "trust", "add", "github://acme", "--signers", bad)
 	expect(1, []string{"without a repository"}, "trust", "add", "github://acme/google", "--signers", signers)
 	expect(0, []string{"no publisher is trusted"}, "trust", "list")
-	expect(0, []string{"trusted github://acme: 2 key(s)", aliceFP + " ssh-ed25519 alice@acme\n",
+	expect(0, []string{"trusted github://acme: 2 key(s) listed; 1 may sign its packages now", aliceFP + " ssh-ed25519 alice@acme\n",
 		bobFP + " ecdsa-sha2-nistp256 old@acme until 2020-01-01T00:00:00Z, NOT VALID NOW"}, "trust", "add", "github://acme", "--signers", signers)
 	expect(0, []string{"AUTHORITY", "github://acme", aliceFP, "alice@acme", "always", "until 2020-01-01T00:00:00Z, NOT VALID NOW"}, "trust", "list")
 	expect(1, []string{"is not a package directory"}, "connector", "statement", filepath.Join("..", "..", "policy", "testdata", "specs", "gmail.json"))
