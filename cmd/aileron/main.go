@@ -182,8 +182,11 @@ func newFlags(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: aileron %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: aileron %s\n", synopsis)
+		if fs.HasFlags() {
+			fmt.Fprint(stderr, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }

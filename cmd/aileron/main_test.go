@@ -224,3 +224,11 @@ func TestConnectorInstallFromStdin(t *testing.T) {
 		t.Fatal("a bad spec on stdin was installed")
 	}
 }
+
+// A command without flags has no empty "Flags:" heading in its usage.
+func TestUsageWithoutFlags(t *testing.T) {
+	code, out, errOut := runCLI(t, t.TempDir(), "connector", "statement", "--help")
+	if code != 0 || strings.Contains(out+errOut, "Flags:") || !strings.HasSuffix(out+errOut, "\"Signing a package\".\n") {
+		t.Errorf("connector statement --help: exit %d\n%s%s", code, out, errOut)
+	}
+}
