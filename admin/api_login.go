@@ -79,6 +79,9 @@ func (a *API) loginRoutes(mux *http.ServeMux) {
 			}
 		}
 		inst, app, err := a.oauthApp(r.Context(), req.Connector)
+		if err == nil && req.Name != "" {
+			err = a.checkLoginTarget(req.Name)
+		}
 		if err != nil {
 			a.writeError(w, err)
 			return
@@ -104,6 +107,9 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inst, app, err := a.oauthApp(r.Context(), req.Connector)
+	if err == nil {
+		err = a.checkLoginTarget(req.Name) // before the code is spent
+	}
 	if err != nil {
 		a.writeError(w, err)
 		return
@@ -190,6 +196,19 @@ func (a *API) oauthApp(ctx context.Context, fqn string) (store.Installed, creden
 	o := m.Credential.OAuth2
 	return inst, credentials.OAuthApp{AuthorizeURL: o.AuthorizeURL, TokenURL: o.TokenURL, ClientID: o.ClientID,
 		ClientSecret: o.ClientSecret, Scopes: slices.Clone(o.Scopes)}, nil
+}
+
+// checkLoginTarget refuses a login into the vault entry name when it holds
+// a credential of another kind: the login would replace it with a token
+// set, and what uses it (its bindings) would lose it without a word.
+func (a *API) checkLoginTarget(name string) error {
+	for _, info := range a.Vault.List() {
+		if info.Name == name && info.Kind != policy.CredentialOAuth2 {
+			return fmt.Errorf("%w: credential %s holds a %s credential, which a login would replace with an OAuth token set; "+
+				"log in under another NAME, or `aileron credential delete %s` first", state.ErrConflict, name, info.Kind, name)
+		}
+	}
+	return nil
 }
 
 // noOAuthApp says why the installed connector inst has no app to log in

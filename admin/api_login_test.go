@@ -13,6 +13,7 @@ import (
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/credentials"
+	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/store"
@@ -229,5 +230,26 @@ func TestAdminLoginRefusals(t *testing.T) {
 	p.mu.Unlock()
 	if !unspent {
 		t.Error("a login refused for its name spent its code")
+	}
+
+	// A name holding another kind of credential is refused the same way:
+	// the login would replace that key with a token set.
+	if err := a.Vault.Set(credentials.Credential{Name: "linear", Kind: policy.CredentialAPIKey, Secret: inject.Secret{Kind: policy.CredentialAPIKey, Token: "lin-key"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LoginApp(ctx, testkit.GoogleFQN, "linear"); err == nil ||
+		!strings.Contains(err.Error(), "credential linear holds a api_key credential, which a login would replace") {
+		t.Errorf("LoginApp into an api_key entry = %v; want it refused", err)
+	}
+	_, err = c.Login(ctx, LoginRequest{Name: "linear", Connector: testkit.GoogleFQN, Code: code, CodeVerifier: good, RedirectURI: loginRedirect})
+	apiError(t, "an api_key entry", err, 409, policy.ReasonConflict)
+	if got, err := a.Vault.Get("linear"); err != nil || got.Kind != policy.CredentialAPIKey {
+		t.Errorf("the api_key entry after a refused login: %+v, %v", got.Kind, err)
+	}
+	p.mu.Lock()
+	_, unspent = p.codes[code]
+	p.mu.Unlock()
+	if !unspent {
+		t.Error("a login refused for its name's kind spent its code")
 	}
 }
