@@ -204,7 +204,7 @@ func (a *API) oauthApp(ctx context.Context, fqn string) (store.Installed, creden
 func (a *API) checkLoginTarget(name string) error {
 	for _, info := range a.Vault.List() {
 		if info.Name == name && info.Kind != policy.CredentialOAuth2 {
-			return fmt.Errorf("%w: credential %s holds a %s credential, which a login would replace with an OAuth token set; "+
+			return fmt.Errorf("%w: credential %s is of kind %s, and a login would replace it with an OAuth token set; "+
 				"log in under another NAME, or `aileron credential delete %s` first", state.ErrConflict, name, info.Kind, name)
 		}
 	}

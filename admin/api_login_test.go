@@ -238,7 +238,7 @@ func TestAdminLoginRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.LoginApp(ctx, testkit.GoogleFQN, "linear"); err == nil ||
-		!strings.Contains(err.Error(), "credential linear holds a api_key credential, which a login would replace") {
+		!strings.Contains(err.Error(), "credential linear is of kind api_key, and a login would replace it") {
 		t.Errorf("LoginApp into an api_key entry = %v; want it refused", err)
 	}
 	_, err = c.Login(ctx, LoginRequest{Name: "linear", Connector: testkit.GoogleFQN, Code: code, CodeVerifier: good, RedirectURI: loginRedirect})
