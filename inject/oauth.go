@@ -25,6 +25,19 @@ const (
 	backoffCap     = 5 * time.Minute
 )
 
+// How a client authenticates at the token endpoint (OAuthConfig.AuthMethod),
+// named as in RFC 7591's token_endpoint_auth_method and providers' metadata.
+const (
+	// AuthMethodBasic sends the client id and secret as HTTP Basic
+	// credentials, which every provider must accept (RFC 6749 2.3.1).
+	AuthMethodBasic = "client_secret_basic"
+	// AuthMethodPost sends client_id and client_secret in the request body,
+	// for providers that refuse Basic.
+	AuthMethodPost = "client_secret_post"
+	// AuthMethodNone sends only client_id in the body: a public client.
+	AuthMethodNone = "none"
+)
+
 // OAuthConfig is the client side of an OAuth2 refresh-token grant. Scopes
 // are kept for the record: golang.org/x/oauth2's refresh grant does not send
 // them, so a refreshed token keeps the scope originally granted.
@@ -33,6 +46,61 @@ type OAuthConfig struct {
 	ClientID     string   `json:"client_id"`
 	ClientSecret string   `json:"client_secret,omitempty"`
 	Scopes       []string `json:"scopes,omitempty"`
+	// AuthMethod is how the client authenticates: one of the AuthMethod
+	// constants; empty means AuthMethodBasic with a client secret and
+	// AuthMethodNone without one. It is never guessed by trying another
+	// way after a failure: that would present the refresh token twice.
+	AuthMethod string `json:"token_endpoint_auth_method,omitempty"`
+}
+
+// AuthStyle is the x/oauth2 style of c's AuthMethod, or an error wrapping
+// ErrBadSecret (see CheckAuthMethod).
+func (c OAuthConfig) AuthStyle() (oauth2.AuthStyle, error) {
+	if err := CheckAuthMethod(c.AuthMethod, c.ClientSecret); err != nil {
+		return oauth2.AuthStyleAutoDetect, err
+	}
+	if c.method() == AuthMethodBasic {
+		return oauth2.AuthStyleInHeader, nil
+	}
+	return oauth2.AuthStyleInParams, nil
+}
+
+// method is the AuthMethod in effect: AuthMethod, or its default.
+func (c OAuthConfig) method() string {
+	switch {
+	case c.AuthMethod != "":
+		return c.AuthMethod
+	case c.ClientSecret != "":
+		return AuthMethodBasic
+	}
+	return AuthMethodNone
+}
+
+// CheckAuthMethod checks a token_endpoint_auth_method against whether the
+// client has a secret: the secret methods need one, none refuses one. The
+// error wraps ErrBadSecret and never quotes the secret.
+func CheckAuthMethod(method, clientSecret string) error {
+	switch method {
+	case "":
+		return nil
+	case AuthMethodBasic, AuthMethodPost:
+		if clientSecret == "" {
+			return fmt.Errorf("%w: token_endpoint_auth_method %s needs a client_secret; add it, or use %s for a public client",
+				ErrBadSecret, method, AuthMethodNone)
+		}
+		return nil
+	case AuthMethodNone:
+		if clientSecret != "" {
+			return fmt.Errorf("%w: token_endpoint_auth_method none is for a client without a client_secret; remove the secret or use %s or %s",
+				ErrBadSecret, AuthMethodBasic, AuthMethodPost)
+		}
+		return nil
+	}
+	if !policy.IsToken(method) || len(method) > 64 {
+		method = "(unprintable)"
+	}
+	return fmt.Errorf("%w: token_endpoint_auth_method %s is not supported; use %s, %s or %s (or leave it out)",
+		ErrBadSecret, method, AuthMethodBasic, AuthMethodPost, AuthMethodNone)
 }
 
 // OAuthToken is an OAuth2 token as stored in the vault. A zero Expiry means
@@ -92,7 +160,6 @@ type OAuthSource struct {
 	Coordinate func(ctx context.Context) (OAuthToken, func(), error)
 
 	mu       sync.Mutex
-	cfg      *oauth2.Config // built at the first refresh; keeps x/oauth2's auth-style cache
 	flight   *refreshFlight
 	failures int
 	retryAt  time.Time
@@ -142,15 +209,7 @@ func (s *OAuthSource) AccessToken(ctx context.Context) (string, error) {
 	if f == nil {
 		f = &refreshFlight{done: make(chan struct{})}
 		s.flight = f
-		if s.cfg == nil {
-			s.cfg = &oauth2.Config{
-				ClientID:     s.Config.ClientID,
-				ClientSecret: s.Config.ClientSecret,
-				Endpoint:     oauth2.Endpoint{TokenURL: s.Config.TokenURL},
-				Scopes:       s.Config.Scopes,
-			}
-		}
-		go s.refresh(context.WithoutCancel(ctx), f, s.cfg, s.Token)
+		go s.refresh(context.WithoutCancel(ctx), f, s.Token)
 	}
 	s.mu.Unlock()
 
@@ -171,7 +230,7 @@ func (s *OAuthSource) AccessToken(ctx context.Context) (string, error) {
 }
 
 // refresh runs one refresh grant for the flight f, started from old.
-func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, cfg *oauth2.Config, old OAuthToken) {
+func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, old OAuthToken) {
 	defer close(f.done)
 	ctx, cancel := context.WithTimeout(ctx, RefreshTimeout)
 	defer cancel()
@@ -195,7 +254,7 @@ func (s *OAuthSource) refresh(ctx context.Context, f *refreshFlight, cfg *oauth2
 			old = latest
 		}
 	}
-	tok, err := s.grant(ctx, cfg, old)
+	tok, err := s.grant(ctx, old)
 	if err != nil {
 		s.failed(f, err)
 		return
@@ -229,9 +288,17 @@ func (s *OAuthSource) failed(f *refreshFlight, err error) {
 	s.report(false, err)
 }
 
-// grant performs the refresh-token grant. Failures wrap ErrRefreshFailed and
-// carry no secret: the server's error description is dropped.
-func (s *OAuthSource) grant(ctx context.Context, cfg *oauth2.Config, old OAuthToken) (OAuthToken, error) {
+// grant performs the refresh-token grant: one request, in the style the
+// config names, so the refresh token is presented once. Failures wrap
+// ErrRefreshFailed and carry no secret: the server's error description is
+// dropped.
+func (s *OAuthSource) grant(ctx context.Context, old OAuthToken) (OAuthToken, error) {
+	style, err := s.Config.AuthStyle()
+	if err != nil {
+		return OAuthToken{}, fmt.Errorf("%w: %v", ErrRefreshFailed, err)
+	}
+	cfg := &oauth2.Config{ClientID: s.Config.ClientID, ClientSecret: s.Config.ClientSecret,
+		Endpoint: oauth2.Endpoint{TokenURL: s.Config.TokenURL, AuthStyle: style}, Scopes: s.Config.Scopes}
 	client := s.HTTPClient
 	if client == nil {
 		client = http.DefaultClient
@@ -264,8 +331,12 @@ func (s *OAuthSource) refreshError(err error, old OAuthToken) error {
 		if policy.IsToken(re.ErrorCode) && len(re.ErrorCode) <= 64 {
 			msg += " (" + re.ErrorCode + ")"
 		}
-		if re.ErrorCode == "invalid_grant" {
+		switch {
+		case re.ErrorCode == "invalid_grant":
 			msg += "; the refresh token was revoked or expired, re-authorize the credential"
+		case re.ErrorCode == "invalid_client" || re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized:
+			msg += "; the client was not accepted with token_endpoint_auth_method " + s.Config.method() +
+				": check the client id and secret, or set the method the provider documents in the credential"
 		}
 		return fmt.Errorf("%w: %s", ErrRefreshFailed, msg)
 	}
