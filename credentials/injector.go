@@ -212,7 +212,7 @@ func (c *Injector) source(cred Credential) *inject.OAuthSource {
 	hc := c.TokenClient()
 	src := &inject.OAuthSource{
 		Config: inject.OAuthConfig{TokenURL: m.TokenURL, ClientID: m.ClientID, ClientSecret: m.ClientSecret,
-			Scopes: slices.Clone(m.Scopes)},
+			Scopes: slices.Clone(m.Scopes), AuthMethod: m.AuthMethod},
 		Token: inject.OAuthToken{AccessToken: m.AccessToken, RefreshToken: m.RefreshToken, TokenType: "Bearer", Expiry: m.Expiry},
 		Persist: func(t inject.OAuthToken) error {
 			return c.Vault.updateOAuthToken(name, t, &rev)

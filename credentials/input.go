@@ -107,6 +107,9 @@ func validateOAuth(where string, m *OAuthMaterial, loopbackHTTP bool) error {
 			return fmt.Errorf("%w: %s: %w", state.ErrInvalidArgument, where, err)
 		}
 	}
+	if err := inject.CheckAuthMethod(m.AuthMethod, m.ClientSecret); err != nil {
+		return fmt.Errorf("%w: %s: %w", state.ErrInvalidArgument, where, err)
+	}
 	for _, s := range m.Scopes {
 		if s == "" || strings.ContainsAny(s, " \t\r\n\x00\"\\") {
 			return fmt.Errorf("%w: %s: scope %q must be one non-empty word without spaces, quotes or backslashes",
@@ -252,9 +255,10 @@ func parseSigV4Input(input []byte, service string) (inject.Secret, *OAuthMateria
 // parseOAuthInput reads oauth2 material as JSON.
 func parseOAuthInput(input []byte) (*OAuthMaterial, error) {
 	const shape = `{"token_url":"https://…","client_id":"…","client_secret":"…","scopes":["…"],` +
-		`"refresh_token":"…","access_token":"…","expiry":"2026-01-02T15:04:05Z"} (client_secret, scopes, access_token, expiry optional)`
-	obj, err := jsonObject(input, inject.KindOAuth2, shape,
-		"token_url", "client_id", "client_secret", "scopes", "refresh_token", "access_token", "expiry")
+		`"refresh_token":"…","access_token":"…","expiry":"2026-01-02T15:04:05Z","token_endpoint_auth_method":"…"}` +
+		` (client_secret, scopes, access_token, expiry, token_endpoint_auth_method optional)`
+	obj, err := jsonObject(input, inject.KindOAuth2, shape, "token_url", "client_id", "client_secret", "scopes",
+		"refresh_token", "access_token", "expiry", "token_endpoint_auth_method")
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +268,8 @@ func parseOAuthInput(input []byte) (*OAuthMaterial, error) {
 		dst      *string
 		required bool
 	}{{"token_url", &m.TokenURL, true}, {"client_id", &m.ClientID, true}, {"client_secret", &m.ClientSecret, false},
-		{"refresh_token", &m.RefreshToken, true}, {"access_token", &m.AccessToken, false}} {
+		{"refresh_token", &m.RefreshToken, true}, {"access_token", &m.AccessToken, false},
+		{"token_endpoint_auth_method", &m.AuthMethod, false}} {
 		if *f.dst, err = obj.str(f.name, f.required); err != nil {
 			return nil, err
 		}

@@ -75,12 +75,13 @@ func ExchangeCode(ctx context.Context, hc *http.Client, app OAuthApp, g CodeGran
 	}
 	// One request per code: x/oauth2's auto-detection would send the code a
 	// second time after any failure, and a provider revokes what a reused
-	// code issued. A client with a secret authenticates with HTTP Basic,
-	// which every provider must accept (RFC 6749 2.3.1); a public client
-	// names itself in the body.
-	style := oauth2.AuthStyleInHeader
-	if app.ClientSecret == "" {
-		style = oauth2.AuthStyleInParams
+	// code issued. The style is the refresh's default (inject.OAuthConfig):
+	// a client with a secret authenticates with HTTP Basic, which every
+	// provider must accept (RFC 6749 2.3.1); a public client names itself in
+	// the body.
+	style, err := inject.OAuthConfig{ClientSecret: app.ClientSecret}.AuthStyle()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", state.ErrInvalidArgument, err)
 	}
 	cfg := &oauth2.Config{ClientID: app.ClientID, ClientSecret: app.ClientSecret, RedirectURL: g.RedirectURI,
 		Endpoint: oauth2.Endpoint{AuthURL: app.AuthorizeURL, TokenURL: app.TokenURL, AuthStyle: style}, Scopes: app.Scopes}

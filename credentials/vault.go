@@ -49,6 +49,11 @@ type OAuthMaterial struct {
 	ClientSecret string `json:"client_secret,omitempty"`
 	// Scopes are requested on refresh; empty means the grant's scopes.
 	Scopes []string `json:"scopes,omitempty"`
+	// AuthMethod is how the client authenticates at the token endpoint
+	// (inject.AuthMethod*); empty, as in entries stored before it existed,
+	// means HTTP Basic with a client secret and client_id in the body
+	// without one, the choice the login makes.
+	AuthMethod string `json:"token_endpoint_auth_method,omitempty"`
 	// AccessToken is the current access token; empty forces a refresh.
 	AccessToken string `json:"access_token,omitempty"`
 	// RefreshToken obtains new access tokens. Required.
