@@ -229,7 +229,11 @@ func TestFleetRotationDuringRefreshes(t *testing.T) {
 	if err := a.b.Bind(t.Context(), Binding{Connector: testkit.LinearFQN, Credential: "google_mail"}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "node B sees the binding", func() bool { _, ok := b.b.Get(testkit.LinearFQN); return ok })
+	waitUntil(t, "node B sees the entry and the binding", func() bool {
+		_, err := b.v.Get("google_mail")
+		_, ok := b.b.Get(testkit.LinearFQN)
+		return err == nil && ok
+	})
 	a.inj.HTTPClient, b.inj.HTTPClient = p.Client(), p.Client()
 	op := linearOp(t, "oauth2")
 	for round := 1; round <= 4; round++ {
