@@ -21,6 +21,10 @@ import (
 // credentialKinds is the list of kinds for messages.
 const credentialKinds = "api_key, bearer, basic, oauth2 or aws_sigv4"
 
+// maxRotationRetries is how many newer entries a request tries after its
+// OAuth refresh lost to a rotation (a login) before it fails.
+const maxRotationRetries = 3
+
 // Injector implements dataplane.Injector over a Vault and Bindings: for a
 // matched operation whose spec declares a credential, it looks up the
 // binding of the operation's connector, reads the bound vault entry (so a
@@ -172,11 +176,18 @@ func (c *Injector) secretFor(ctx context.Context, op *policy.Operation, cred Cre
 		src := c.source(cred)
 		tok, err := src.AccessToken(ctx)
 		failed := tok == "" || err != nil && !errors.Is(err, inject.ErrPersistFailed)
-		if failed { // rotated meanwhile (a login on another node)? Then the new entry's tokens serve.
-			if next := c.source(cred); next != src {
-				tok, err = next.AccessToken(ctx)
-				failed = tok == "" || err != nil && !errors.Is(err, inject.ErrPersistFailed)
+		// Rotated meanwhile (a login on another node)? Then the new entry's
+		// tokens serve. A node that learns of rotations late can meet
+		// several in a row: each failed attempt read the vault again, so
+		// the next source is newer; maxRotationRetries bounds the chase.
+		for i := 0; failed && i < maxRotationRetries; i++ {
+			next := c.source(cred)
+			if next == src {
+				break
 			}
+			src = next
+			tok, err = src.AccessToken(ctx)
+			failed = tok == "" || err != nil && !errors.Is(err, inject.ErrPersistFailed)
 		}
 		if failed {
 			return inject.Secret{}, failure(err, secretValues(cred), "%s: getting an OAuth access token for credential %s failed "+
