@@ -26,6 +26,12 @@ type Grants struct {
 	OAuthScopes []string `json:"oauth_scopes,omitempty"`
 	// Imports are the runtime imports the manifest asks for, sorted.
 	Imports []string `json:"imports,omitempty"`
+	// OAuthAuthorizeURL, OAuthTokenURL and OAuthClientID name the OAuth
+	// app of the manifest's oauth2 table (empty without one): where a
+	// login sends the browser and its code, and where refreshes go.
+	OAuthAuthorizeURL string `json:"oauth_authorize_url,omitempty"`
+	OAuthTokenURL     string `json:"oauth_token_url,omitempty"`
+	OAuthClientID     string `json:"oauth_client_id,omitempty"`
 	// FromManifest is true when a manifest.toml bounds the package.
 	FromManifest bool `json:"from_manifest"`
 }
@@ -59,8 +65,11 @@ func (m *Manifest) Grants() Grants {
 	}
 	if m.Credential != nil {
 		g.CredentialScope = m.Credential.Scope
-		if m.Credential.OAuth2 != nil && len(m.Credential.OAuth2.Scopes) > 0 {
-			g.OAuthScopes = slices.Sorted(slices.Values(m.Credential.OAuth2.Scopes))
+		if o := m.Credential.OAuth2; o != nil {
+			if len(o.Scopes) > 0 {
+				g.OAuthScopes = slices.Sorted(slices.Values(o.Scopes))
+			}
+			g.OAuthAuthorizeURL, g.OAuthTokenURL, g.OAuthClientID = o.AuthorizeURL, o.TokenURL, o.ClientID
 		}
 	}
 	if len(m.Imports) > 0 {

@@ -40,7 +40,7 @@ func TestCheckFailsClosed(t *testing.T) {
 }
 
 // TestGrantsCarryScopesAndImports: what a manifest asks besides hosts and
-// kinds (its credential scope, OAuth scopes and runtime imports) is part
+// kinds (its credential scope, OAuth scopes and app, runtime imports) is part
 // of its grants, so a consent can show and bound it.
 func TestGrantsCarryScopesAndImports(t *testing.T) {
 	m, err := Parse("m.toml", []byte(head+`[capabilities.credential]
@@ -58,7 +58,8 @@ imports = ["wasi:http/outgoing-handler", "wasi:cli/stdout"]
 		t.Fatal(err)
 	}
 	want := Grants{CredentialKinds: []string{"oauth2"}, CredentialScope: "Read your mail",
-		OAuthScopes: []string{"mail.read", "mail.send"}, Imports: []string{"wasi:cli/stdout", "wasi:http/outgoing-handler"}, FromManifest: true}
+		OAuthScopes: []string{"mail.read", "mail.send"}, Imports: []string{"wasi:cli/stdout", "wasi:http/outgoing-handler"}, FromManifest: true,
+		OAuthAuthorizeURL: "https://auth.example.com/authorize", OAuthTokenURL: "https://auth.example.com/token", OAuthClientID: "app"}
 	if got := m.Grants(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Grants = %+v\nwant     %+v", got, want)
 	}

@@ -132,7 +132,8 @@ func buildRequest(src policy.Source, grants manifest.Grants, actions []string, s
 
 // Exceeds lists every way r asks for more than base, one phrase each: a
 // host, credential kind, OAuth scope or runtime import base does not
-// have, a credential scope that differs, an operation that does not wait
+// have, a credential scope or OAuth app (authorize URL, token URL, client
+// ID) that differs, an operation that does not wait
 // for approval where base has none such (one that lost its approval, or a
 // new one), a signer no longer trusted, or a signing key that is neither
 // base's nor trusted. Nil means r asks for no more.
@@ -151,6 +152,7 @@ func (r Request) Exceeds(base Request) []string {
 		more = append(more, fmt.Sprintf("credential scope %s (was %s)", strconv.Quote(r.Grants.CredentialScope), strconv.Quote(base.Grants.CredentialScope)))
 	}
 	missing("OAuth scope", base.Grants.OAuthScopes, r.Grants.OAuthScopes)
+	more = append(more, oauthAppExceeds(r.Grants, base.Grants)...)
 	for _, op := range r.NoApproval {
 		switch {
 		case slices.Contains(base.NoApproval, op):
@@ -162,6 +164,26 @@ func (r Request) Exceeds(base Request) []string {
 	}
 	missing("runtime import", base.Grants.Imports, r.Grants.Imports)
 	return append(more, signerExceeds(r.Signature, base.Signature)...)
+}
+
+// oauthAppExceeds says how the OAuth app of g differs from base's: a login
+// would send the browser, the code or (later) the refresh token somewhere
+// not consented to. No app in g asks for nothing.
+func oauthAppExceeds(g, base manifest.Grants) []string {
+	if g.OAuthTokenURL == "" {
+		return nil
+	}
+	var more []string
+	for _, f := range []struct{ name, got, was string }{
+		{"authorize_url", g.OAuthAuthorizeURL, base.OAuthAuthorizeURL},
+		{"token_url", g.OAuthTokenURL, base.OAuthTokenURL},
+		{"client_id", g.OAuthClientID, base.OAuthClientID},
+	} {
+		if f.got != f.was {
+			more = append(more, fmt.Sprintf("OAuth %s %s (was %s)", f.name, strconv.Quote(f.got), strconv.Quote(f.was)))
+		}
+	}
+	return more
 }
 
 // signerExceeds says how signer sig vouches for less than base did: base

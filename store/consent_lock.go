@@ -36,6 +36,9 @@ type lockEntry struct {
 	CredentialScope   string   `toml:"credential_scope,omitempty"`
 	OAuthScopes       []string `toml:"oauth_scopes"`
 	Imports           []string `toml:"imports"`
+	OAuthAuthorizeURL string   `toml:"oauth_authorize_url,omitempty"`
+	OAuthTokenURL     string   `toml:"oauth_token_url,omitempty"`
+	OAuthClientID     string   `toml:"oauth_client_id,omitempty"`
 	Approval          []string `toml:"approval"`
 	NoApproval        []string `toml:"no_approval"`
 	Actions           []string `toml:"actions"`
@@ -58,6 +61,7 @@ func RenderLock(consents []Consented) ([]byte, error) {
 		lf.Connector = append(lf.Connector, lockEntry{Name: r.FQN, Version: r.Version, Hash: "sha256:" + r.Hash,
 			FromManifest: r.Grants.FromManifest, Hosts: list(r.Grants.Hosts), CredentialKinds: list(r.Grants.CredentialKinds),
 			CredentialScope: r.Grants.CredentialScope, OAuthScopes: list(r.Grants.OAuthScopes), Imports: list(r.Grants.Imports),
+			OAuthAuthorizeURL: r.Grants.OAuthAuthorizeURL, OAuthTokenURL: r.Grants.OAuthTokenURL, OAuthClientID: r.Grants.OAuthClientID,
 			Approval: list(r.Approval), NoApproval: list(r.NoApproval), Actions: list(r.Actions),
 			Signature: string(r.Signature.Status), SignerAuthority: r.Signature.Authority,
 			SignerFingerprint: r.Signature.Fingerprint, SignerPrincipal: r.Signature.Principal})
@@ -140,7 +144,8 @@ func (e lockEntry) request() (Request, error) {
 	}
 	return Request{FQN: e.Name, Version: e.Version, Hash: hash,
 		Grants: manifest.Grants{Hosts: e.Hosts, CredentialKinds: e.CredentialKinds, CredentialScope: e.CredentialScope,
-			OAuthScopes: e.OAuthScopes, Imports: e.Imports, FromManifest: e.FromManifest},
+			OAuthScopes: e.OAuthScopes, Imports: e.Imports, FromManifest: e.FromManifest,
+			OAuthAuthorizeURL: e.OAuthAuthorizeURL, OAuthTokenURL: e.OAuthTokenURL, OAuthClientID: e.OAuthClientID},
 		Approval: e.Approval, NoApproval: e.NoApproval, Actions: e.Actions,
 		Signature: signing.Signature{Status: signing.Status(e.Signature), Authority: e.SignerAuthority,
 			Fingerprint: e.SignerFingerprint, Principal: e.SignerPrincipal}}, nil

@@ -199,6 +199,10 @@ func showOffer(w io.Writer, o store.Offer) {
 	if len(g.OAuthScopes) > 0 {
 		fmt.Fprintf(w, "  OAuth scopes:       %s\n", none(g.OAuthScopes))
 	}
+	if g.OAuthTokenURL != "" {
+		fmt.Fprintf(w, "  OAuth app:          client %s, authorize %s, token %s\n",
+			pr(g.OAuthClientID), pr(g.OAuthAuthorizeURL), pr(g.OAuthTokenURL))
+	}
 	fmt.Fprintf(w, "  with approval:      %s\n", none(o.Approval))
 	fmt.Fprintf(w, "  without approval:   %s\n", none(o.NoApproval))
 	fmt.Fprintf(w, "  actions:            %s\n", none(o.Actions))
