@@ -22,7 +22,8 @@ const (
 	MaxTotalSize = 256 << 20
 	// MaxFiles bounds how many regular files an archive may hold.
 	MaxFiles = 10000
-	// MaxDirs bounds how many directory entries an archive may hold.
+	// MaxDirs bounds how many directories an archive may make: named by
+	// an entry, or implied by the path of one.
 	MaxDirs = 10000
 	// MaxNameLen bounds the length of one entry's path, in bytes.
 	MaxNameLen = 1024
@@ -134,9 +135,6 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		return err
 	}
 	if isDir {
-		if u.dirs++; u.dirs > u.lim.dirs {
-			return fmt.Errorf("%w: more than %d directories", ErrInvalidArchive, u.lim.dirs)
-		}
 		return os.MkdirAll(filepath.Join(u.dir, filepath.FromSlash(name)), 0o755)
 	}
 	if u.files++; u.files > u.lim.files {
@@ -168,6 +166,11 @@ func (u *unpacker) claim(name string, isDir bool, raw string) error {
 	case k == implicitDir && !isDir:
 		return fmt.Errorf("%w: %q is a file, but other entries lie under it", ErrInvalidArchive, raw)
 	}
+	if isDir && u.seen[name] == 0 {
+		if err := u.countDir(); err != nil {
+			return err
+		}
+	}
 	u.seen[name] = file
 	if isDir {
 		u.seen[name] = explicitDir
@@ -177,11 +180,24 @@ func (u *unpacker) claim(name string, isDir bool, raw string) error {
 		case file:
 			return fmt.Errorf("%w: %q lies under %q, which is a file", ErrInvalidArchive, raw, p)
 		case 0:
+			if err := u.countDir(); err != nil {
+				return err
+			}
 			u.seen[p] = implicitDir
 		}
 	}
 	top, rest, _ := strings.Cut(name, "/")
 	u.tops[top] = u.tops[top] || isDir || rest != ""
+	return nil
+}
+
+// countDir counts one more directory the archive makes, named by an entry
+// or implied by an entry's path: a deep path in each of many files would
+// otherwise make millions.
+func (u *unpacker) countDir() error {
+	if u.dirs++; u.dirs > u.lim.dirs {
+		return fmt.Errorf("%w: more than %d directories", ErrInvalidArchive, u.lim.dirs)
+	}
 	return nil
 }
 
