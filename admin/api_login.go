@@ -80,7 +80,7 @@ func (a *API) loginRoutes(mux *http.ServeMux) {
 		}
 		inst, app, err := a.oauthApp(r.Context(), req.Connector)
 		if err == nil && req.Name != "" {
-			err = a.checkLoginTarget(req.Name)
+			err = errors.Join(a.checkLoginTarget(req.Name), a.boundElsewhere(req.Name, inst.FQN))
 		}
 		if err != nil {
 			a.writeError(w, err)
@@ -108,7 +108,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	}
 	inst, app, err := a.oauthApp(r.Context(), req.Connector)
 	if err == nil {
-		err = a.checkLoginTarget(req.Name) // before the code is spent
+		err = errors.Join(a.checkLoginTarget(req.Name), a.boundElsewhere(req.Name, inst.FQN)) // before the code is spent
 	}
 	if err != nil {
 		a.writeError(w, err)
@@ -142,6 +142,19 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	dataplane.WriteJSON(w, http.StatusCreated, res)
+}
+
+// boundElsewhere refuses a login into credential name while it is bound
+// to a connector other than fqn: that connector would carry the tokens of
+// fqn's app to its own hosts. It wraps state.ErrConflict.
+func (a *API) boundElsewhere(name, fqn string) error {
+	for _, b := range a.Bindings.List() {
+		if b.Credential == name && b.Connector != fqn {
+			return fmt.Errorf("%w: credential %s is bound to %s; a login for %s would hand that connector this app's tokens: "+
+				"log in under another name, or `aileron credential unbind %s` first", state.ErrConflict, name, b.Connector, fqn, b.Connector)
+		}
+	}
+	return nil
 }
 
 // loginFailure is a refused code exchange: the token endpoint's refusal is
