@@ -34,7 +34,7 @@ func TestAdminInstallConsentHandshake(t *testing.T) {
 	path := testkit.WriteFile(t, dir, "gmail.json", testkit.Spec(t, "gmail"))
 	offer, err := d.client.OfferConnector(ctx, path)
 	if err != nil || offer.FQN != testkit.GoogleFQN || len(offer.Hash) != 64 ||
-		!slices.Equal(offer.Approval, []string{"google/gmail.messages.send"}) {
+		!slices.Equal(offer.Approval, []string{"google/gmail.messages.send (POST /gmail/v1/users/me/messages/send)"}) {
 		t.Fatalf("OfferConnector = %+v, %v", offer, err)
 	}
 	if list, _ := d.client.ListConnectors(ctx); len(list) != 0 || d.reloads.Load() != 0 {

@@ -23,7 +23,7 @@ func TestConsentOnATerminal(t *testing.T) {
 		typeLine, screen, _ := tmuxPane(t, cleanEnv(d.home), "sh", "-c", script, d.s.bin, sp.Path)
 		s := waitScreen(t, screen, "Install "+auditFQN+"@1.0.0? [y/N]")
 		for _, want := range []string{auditFQN + "@1.0.0 asks for:", "hosts:              stream.example.com:443, stream.example.com:9441",
-			"without approval:   audit/echo.get, audit/search.get", "signature:          unsigned", "hash:               sha256:"} {
+			"without approval:   audit/echo.get (GET /echo/{rest...}),\n                      audit/search.get (GET /audit/search)", "signature:          unsigned", "hash:               sha256:"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("the prompt does not show %q:\n%s", want, s)
 			}
@@ -99,7 +99,7 @@ func TestConsentQuarantineServesTheOldVersion(t *testing.T) {
 
 	// 1.1.0 adds news.get without approval: quarantined, 1.0.1 serves.
 	out := d.cli(t, "connector", "install", auditSpecFile(t, "audit-v2").Path)
-	if !strings.Contains(out, "QUARANTINED") || !strings.Contains(out, "operation audit/news.get (new) does not wait for approval") {
+	if !strings.Contains(out, "QUARANTINED") || !strings.Contains(out, "operation audit/news.get (GET /audit/news) (new) does not wait for approval") {
 		t.Fatalf("a widening upgrade was not quarantined:\n%s", out)
 	}
 	if list := d.cli(t, "connector", "list"); !strings.Contains(list, "1.1.0    quarantined") {

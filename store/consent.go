@@ -41,8 +41,9 @@ type Request struct {
 	// Hash is the package's HashPackage hash (lower-case hex SHA-256).
 	Hash   string          `json:"hash"`
 	Grants manifest.Grants `json:"grants"`
-	// Approval lists the operations (tool/operation) that wait for a
-	// human's approval, NoApproval those that do not; both sorted.
+	// Approval lists the operations (tool/operation (METHOD PATH), see
+	// opLabel) that wait for a human's approval, NoApproval those that do
+	// not; both sorted.
 	Approval   []string `json:"approval,omitempty"`
 	NoApproval []string `json:"no_approval,omitempty"`
 	// Actions are the package's actions, sorted.
@@ -117,7 +118,7 @@ func buildRequest(src policy.Source, grants manifest.Grants, actions []string, s
 	}
 	for _, t := range src.Spec.Tools {
 		for _, op := range t.Operations {
-			name := t.Name + "/" + op.Name
+			name := opLabel(t.Name, op)
 			if op.RequiresApproval() {
 				r.Approval = append(r.Approval, name)
 			} else {
@@ -128,6 +129,18 @@ func buildRequest(src policy.Source, grants manifest.Grants, actions []string, s
 	slices.Sort(r.Approval)
 	slices.Sort(r.NoApproval)
 	return r
+}
+
+// opLabel names an operation in a request by tool/operation and what it
+// matches, "google/gmail.messages.get (GET /gmail/v1/users/me/messages/{id})":
+// an upgrade that keeps the name but changes the method or path of an
+// operation without approval asks for an operation it did not have.
+func opLabel(tool string, op policy.OperationSpec) string {
+	method := op.Method
+	if method == "" {
+		method = "any method"
+	}
+	return tool + "/" + op.Name + " (" + method + " " + op.Path + ")"
 }
 
 // Exceeds lists every way r asks for more than base, one phrase each: a

@@ -39,8 +39,8 @@ func TestInstallNeedsConsentToTheHashShown(t *testing.T) {
 	}
 	want := Request{FQN: testkit.GoogleFQN, Version: "1.0.0", Hash: offer.Hash,
 		Grants:     manifest.Grants{Hosts: []string{"gmail.googleapis.com:443"}, CredentialKinds: []string{"oauth2"}},
-		Approval:   []string{"google/gmail.messages.send"},
-		NoApproval: []string{"google/gmail.messages.get", "google/gmail.messages.search"},
+		Approval:   []string{"google/gmail.messages.send (POST /gmail/v1/users/me/messages/send)"},
+		NoApproval: []string{"google/gmail.messages.get (GET /gmail/v1/users/me/messages/{id})", "google/gmail.messages.search (GET /gmail/v1/users/me/messages)"},
 		Signature:  signing.Signature{Status: signing.Unsigned}}
 	if !reflect.DeepEqual(offer.Request, want) || offer.Active != "" || offer.Widening != nil {
 		t.Errorf("Offer = %+v\nwant request %+v", offer, want)
@@ -98,11 +98,15 @@ func TestUpgrades(t *testing.T) {
 		{"asks less", func(ops []any) { op(ops, 1)["approval"] = "required" }, ""},
 		{"new host", func(ops []any) { op(ops, 0)["hosts"] = []any{"gmail.googleapis.com", "evil.example.com"} }, `host "evil.example.com:443"`},
 		{"new credential kind", func(ops []any) { op(ops, 0)["credential"] = "bearer" }, `credential kind "bearer"`},
-		{"loses approval", func(ops []any) { op(ops, 2)["approval"] = "none" }, "operation google/gmail.messages.send no longer waits for approval"},
+		{"loses approval", func(ops []any) { op(ops, 2)["approval"] = "none" }, "operation google/gmail.messages.send (POST /gmail/v1/users/me/messages/send) no longer waits for approval"},
 		{"new operation without approval", func(ops []any) {
 			o := op(ops, 1)
 			o["name"], o["path"] = "gmail.messages.trash", "/gmail/v1/users/me/messages/{id}/trash"
-		}, "operation google/gmail.messages.trash (new) does not wait for approval"},
+		}, "operation google/gmail.messages.trash (GET /gmail/v1/users/me/messages/{id}/trash) (new) does not wait for approval"},
+		{"same name, another method, without approval", func(ops []any) { op(ops, 1)["method"] = "DELETE" },
+			"operation google/gmail.messages.get (DELETE /gmail/v1/users/me/messages/{id}) (new) does not wait for approval"},
+		{"same name, another path, without approval", func(ops []any) { op(ops, 1)["path"] = "/gmail/v1/users/me/settings/{id}" },
+			"operation google/gmail.messages.get (GET /gmail/v1/users/me/settings/{id}) (new) does not wait for approval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,7 +335,7 @@ func TestVersionInstalledBeforeConsents(t *testing.T) {
 		t.Fatal(err)
 	}
 	wide := install(t, s, gmailAt(t, "1.1.0", func(ops []any) { op(ops, 2)["approval"] = "none" }))
-	if !wide.Quarantined || !slices.Equal(wide.Widening, []string{"operation google/gmail.messages.send no longer waits for approval"}) {
+	if !wide.Quarantined || !slices.Equal(wide.Widening, []string{"operation google/gmail.messages.send (POST /gmail/v1/users/me/messages/send) no longer waits for approval"}) {
 		t.Errorf("widening over a version without a consent = %+v", wide)
 	}
 	install(t, s, v1) // installed again: consented now

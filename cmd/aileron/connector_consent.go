@@ -188,6 +188,16 @@ func showOffer(w io.Writer, o store.Offer) {
 		}
 		return pr(strings.Join(l, ", "))
 	}
+	ops := func(l []string) string { // one operation a line: each names its method and path
+		if len(l) == 0 {
+			return "none"
+		}
+		out := make([]string, len(l))
+		for i, op := range l {
+			out[i] = pr(op)
+		}
+		return strings.Join(out, ",\n                      ")
+	}
 	g := o.Grants
 	fmt.Fprintf(w, "%s asks for:\n", pr(o.Ref()))
 	fmt.Fprintf(w, "  hosts:              %s\n", none(g.Hosts))
@@ -203,8 +213,8 @@ func showOffer(w io.Writer, o store.Offer) {
 		fmt.Fprintf(w, "  OAuth app:          client %s, authorize %s, token %s\n",
 			pr(g.OAuthClientID), pr(g.OAuthAuthorizeURL), pr(g.OAuthTokenURL))
 	}
-	fmt.Fprintf(w, "  with approval:      %s\n", none(o.Approval))
-	fmt.Fprintf(w, "  without approval:   %s\n", none(o.NoApproval))
+	fmt.Fprintf(w, "  with approval:      %s\n", ops(o.Approval))
+	fmt.Fprintf(w, "  without approval:   %s\n", ops(o.NoApproval))
 	fmt.Fprintf(w, "  actions:            %s\n", none(o.Actions))
 	fmt.Fprintf(w, "  runtime imports:    %s\n", none(g.Imports))
 	fmt.Fprintf(w, "  signature:          %s\n", pr(store.DescribeSignature(o.Signature)))
