@@ -18,7 +18,7 @@ var tables = map[string][]string{
 	"capabilities":                   {"network", "credential", "runtime"},
 	"capabilities.network":           {"hosts"},
 	"capabilities.credential":        {"kind", "scope", "oauth2"},
-	"capabilities.credential.oauth2": {"authorize_url", "token_url", "client_id", "scopes", "client_secret"},
+	"capabilities.credential.oauth2": {"authorize_url", "token_url", "client_id", "scopes", "client_secret", "token_endpoint_auth_method"},
 	"capabilities.runtime":           {"imports"},
 	"provides":                       {"intents"},
 }

@@ -62,7 +62,24 @@ type OAuth2 struct {
 	Scopes       []string
 	// ClientSecret is the app's public-client secret, or empty.
 	ClientSecret string
+	// TokenEndpointAuthMethod is how the client authenticates at TokenURL:
+	// one of the AuthMethod constants, or empty for the default
+	// (client_secret_basic with a secret, none without one).
+	TokenEndpointAuthMethod string
 }
+
+// How a client authenticates at the token endpoint, named as in RFC 7591's
+// token_endpoint_auth_method (the same names package inject uses).
+const (
+	// AuthMethodBasic sends the client id and secret as HTTP Basic.
+	AuthMethodBasic = "client_secret_basic"
+	// AuthMethodPost sends client_id and client_secret in the request body.
+	AuthMethodPost = "client_secret_post"
+	// AuthMethodNone sends only client_id: a public client without a secret.
+	AuthMethodNone = "none"
+)
+
+var authMethods = []string{AuthMethodBasic, AuthMethodPost, AuthMethodNone}
 
 // ValidationError is one broken rule: the file, the key path and the rule.
 type ValidationError struct {
@@ -124,6 +141,7 @@ type rawCredential struct {
 		ClientID     *string  `toml:"client_id"`
 		Scopes       []string `toml:"scopes"`
 		ClientSecret string   `toml:"client_secret"`
+		AuthMethod   *string  `toml:"token_endpoint_auth_method"`
 	} `toml:"oauth2"`
 }
 
@@ -249,7 +267,33 @@ func credential(raw *rawCredential, p *problems) *Credential {
 	} else {
 		c.OAuth2.ClientID = *o.ClientID
 	}
+	c.OAuth2.TokenEndpointAuthMethod = authMethod(o.AuthMethod, o.ClientSecret, p)
 	return c
+}
+
+// authMethod checks the oauth2 table's token_endpoint_auth_method against
+// its client_secret and returns it, or "" when it is left out or broken.
+func authMethod(m *string, secret string, p *problems) string {
+	const key = "capabilities.credential.oauth2.token_endpoint_auth_method"
+	switch {
+	case m == nil:
+		return ""
+	case !contains(authMethods, *m):
+		msg := fmt.Sprintf("unknown token_endpoint_auth_method %s; use one of %s, or leave it out", strconv.Quote(*m), strings.Join(authMethods, ", "))
+		if s, ok := policy.Closest(*m, authMethods); ok {
+			msg = fmt.Sprintf("unknown token_endpoint_auth_method %s (did you mean %s?); use one of %s, or leave it out",
+				strconv.Quote(*m), strconv.Quote(s), strings.Join(authMethods, ", "))
+		}
+		p.add(key, "auth_method", msg)
+	case *m == AuthMethodNone && secret != "":
+		p.add(key, "auth_method_secret", "token_endpoint_auth_method \"none\" is for a public client, yet the table has a client_secret; "+
+			"remove the secret, or use \"client_secret_basic\" or \"client_secret_post\"")
+	case *m != AuthMethodNone && secret == "":
+		p.add(key, "auth_method_secret", fmt.Sprintf("token_endpoint_auth_method %s needs a client_secret; add it, or use \"none\" for a public client", strconv.Quote(*m)))
+	default:
+		return *m
+	}
+	return ""
 }
 
 func contains(list []string, s string) bool {

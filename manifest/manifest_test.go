@@ -26,6 +26,7 @@ token_url = "https://oauth2.example.com/token"
 client_id = "app-123"
 scopes = ["mail.read", "mail.send"]
 client_secret = "not-so-secret"
+token_endpoint_auth_method = "client_secret_post"
 
 [capabilities.runtime]
 imports = ["http.fetch"]
@@ -45,7 +46,8 @@ func TestParseFull(t *testing.T) {
 		Hosts:          []string{"gmail.googleapis.com:443", "[2001:db8::1]:8443"},
 		Credential: &Credential{Kind: "oauth2", Scope: "read and send mail", OAuth2: &OAuth2{
 			AuthorizeURL: "https://accounts.example.com/o/oauth2/auth", TokenURL: "https://oauth2.example.com/token",
-			ClientID: "app-123", Scopes: []string{"mail.read", "mail.send"}, ClientSecret: "not-so-secret"}},
+			ClientID: "app-123", Scopes: []string{"mail.read", "mail.send"}, ClientSecret: "not-so-secret",
+			TokenEndpointAuthMethod: "client_secret_post"}},
 		Imports: []string{"http.fetch"},
 		Intents: []string{"email.search", "email.send"},
 	}
@@ -65,6 +67,30 @@ func TestParseMinimal(t *testing.T) {
 }
 
 const head = "[connector]\nname = \"github://acme/x\"\nversion = \"1.0.0\"\n"
+
+// oauthHead is a manifest whose oauth2 table lacks only optional keys.
+const oauthHead = head + "[capabilities.credential]\nkind = \"oauth2\"\n[capabilities.credential.oauth2]\n" +
+	"authorize_url = \"https://a.example.com/a\"\ntoken_url = \"https://a.example.com/t\"\nclient_id = \"c\"\n"
+
+// TestParseAuthMethod: each method is kept as written, and leaving it out
+// leaves the default to the login.
+func TestParseAuthMethod(t *testing.T) {
+	for _, c := range []struct{ extra, want string }{
+		{"", ""},
+		{"client_secret = \"s\"\n", ""},
+		{"client_secret = \"s\"\ntoken_endpoint_auth_method = \"client_secret_basic\"\n", "client_secret_basic"},
+		{"client_secret = \"s\"\ntoken_endpoint_auth_method = \"client_secret_post\"\n", "client_secret_post"},
+		{"token_endpoint_auth_method = \"none\"\n", "none"},
+	} {
+		m, err := Parse("m.toml", []byte(oauthHead+c.extra))
+		if err != nil {
+			t.Fatalf("%q: %v", c.extra, err)
+		}
+		if got := m.Credential.OAuth2.TokenEndpointAuthMethod; got != c.want {
+			t.Errorf("%q: TokenEndpointAuthMethod = %q, want %q", c.extra, got, c.want)
+		}
+	}
+}
 
 // TestParseRejects breaks each rule once: the error names the key path and
 // the rule, and says what to write instead.
@@ -93,6 +119,12 @@ func TestParseRejects(t *testing.T) {
 		{"oauth2 http url", head + "[capabilities.credential]\nkind = \"oauth2\"\n[capabilities.credential.oauth2]\nauthorize_url = \"http://a.example.com/a\"\ntoken_url = \"https://a.example.com/t\"\nclient_id = \"c\"\n", "capabilities.credential.oauth2.authorize_url", "oauth2_url", "https://"},
 		{"oauth2 userinfo url", head + "[capabilities.credential]\nkind = \"oauth2\"\n[capabilities.credential.oauth2]\nauthorize_url = \"https://a.example.com/a\"\ntoken_url = \"https://u:p@a.example.com/t\"\nclient_id = \"c\"\n", "capabilities.credential.oauth2.token_url", "oauth2_url", "user information"},
 		{"oauth2 scope twice", head + "[capabilities.credential]\nkind = \"oauth2\"\n[capabilities.credential.oauth2]\nauthorize_url = \"https://a.example.com/a\"\ntoken_url = \"https://a.example.com/t\"\nclient_id = \"c\"\nscopes = [\"a\", \"a\"]\n", "capabilities.credential.oauth2.scopes[1]", "name_duplicate", "twice"},
+		{"oauth2 auth method unknown", oauthHead + "client_secret = \"s\"\ntoken_endpoint_auth_method = \"client_secret_jwt\"\n", "capabilities.credential.oauth2.token_endpoint_auth_method", "auth_method", "client_secret_basic, client_secret_post, none"},
+		{"oauth2 auth method typo", oauthHead + "client_secret = \"s\"\ntoken_endpoint_auth_method = \"client_secret_pots\"\n", "capabilities.credential.oauth2.token_endpoint_auth_method", "auth_method", `did you mean "client_secret_post"`},
+		{"oauth2 auth method none with secret", oauthHead + "client_secret = \"s\"\ntoken_endpoint_auth_method = \"none\"\n", "capabilities.credential.oauth2.token_endpoint_auth_method", "auth_method_secret", "remove the secret"},
+		{"oauth2 auth method post without secret", oauthHead + "token_endpoint_auth_method = \"client_secret_post\"\n", "capabilities.credential.oauth2.token_endpoint_auth_method", "auth_method_secret", "needs a client_secret"},
+		{"oauth2 auth method basic without secret", oauthHead + "token_endpoint_auth_method = \"client_secret_basic\"\n", "capabilities.credential.oauth2.token_endpoint_auth_method", "auth_method_secret", "needs a client_secret"},
+		{"oauth2 auth method key misspelled", oauthHead + "client_secret = \"s\"\ntoken_endpoint_auth_metod = \"client_secret_post\"\n", "capabilities.credential.oauth2.token_endpoint_auth_metod", "unknown_key", `did you mean "token_endpoint_auth_method"`},
 		{"empty import", head + "[capabilities.runtime]\nimports = [\"\"]\n", "capabilities.runtime.imports[0]", "name_empty", "bare name"},
 		{"intent with space", head + "[provides]\nintents = [\"send mail\"]\n", "provides.intents[0]", "name_chars", "one word"},
 		{"unknown top key", head + "[capabilites]\n", "capabilites", "unknown_key", `did you mean "capabilities"`},
@@ -145,6 +177,7 @@ func FuzzManifest(f *testing.F) {
 	f.Add([]byte(head))
 	f.Add([]byte(head + "[capabilities.network]\nhosts = [\"API.example.com:443\"]\n"))
 	f.Add([]byte("[capabilities.credential.oauth2]\nscopes = [1]\n"))
+	f.Add([]byte(oauthHead + "client_secret = \"s\"\ntoken_endpoint_auth_method = \"client_secret_post\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Parse("f.toml", data)
 		if err != nil {
@@ -167,6 +200,21 @@ func FuzzManifest(f *testing.F) {
 		}
 		if c := m.Credential; c != nil && c.OAuth2 != nil && c.Kind != "oauth2" {
 			t.Fatalf("oauth2 table accepted with kind %q", c.Kind)
+		}
+		if c := m.Credential; c != nil && c.OAuth2 != nil {
+			switch o := c.OAuth2; o.TokenEndpointAuthMethod {
+			case "":
+			case AuthMethodNone:
+				if o.ClientSecret != "" {
+					t.Fatalf("method none accepted with a client_secret")
+				}
+			case AuthMethodBasic, AuthMethodPost:
+				if o.ClientSecret == "" {
+					t.Fatalf("method %s accepted without a client_secret", o.TokenEndpointAuthMethod)
+				}
+			default:
+				t.Fatalf("accepted token_endpoint_auth_method %q", o.TokenEndpointAuthMethod)
+			}
 		}
 	})
 }
