@@ -208,7 +208,7 @@ func (a *API) oauthApp(ctx context.Context, fqn string) (store.Installed, creden
 	}
 	o := m.Credential.OAuth2
 	return inst, credentials.OAuthApp{AuthorizeURL: o.AuthorizeURL, TokenURL: o.TokenURL, ClientID: o.ClientID,
-		ClientSecret: o.ClientSecret, Scopes: slices.Clone(o.Scopes)}, nil
+		ClientSecret: o.ClientSecret, Scopes: slices.Clone(o.Scopes), AuthMethod: o.TokenEndpointAuthMethod}, nil
 }
 
 // checkLoginTarget refuses a login into the vault entry name when it holds

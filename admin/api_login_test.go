@@ -25,12 +25,15 @@ const (
 )
 
 // loginProvider is a token endpoint that redeems each code it was told
-// of once, for the PKCE challenge and redirect it was issued with.
+// of once, for the PKCE challenge and redirect it was issued with. With
+// postOnly it refuses HTTP Basic and takes the client from the body
+// (client_secret_post), as some providers do.
 type loginProvider struct {
 	*httptest.Server
-	mu     sync.Mutex
-	codes  map[string]string // code → S256 challenge
-	issued int
+	mu       sync.Mutex
+	codes    map[string]string // code → S256 challenge
+	issued   int
+	postOnly bool
 }
 
 func newLoginProvider(t *testing.T) *loginProvider {
@@ -39,7 +42,15 @@ func newLoginProvider(t *testing.T) *loginProvider {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		id, secret, _ := r.BasicAuth()
+		id, secret, basic := r.BasicAuth()
+		if p.postOnly {
+			if basic {
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprint(w, `{"error":"invalid_client"}`)
+				return
+			}
+			id, secret = r.PostFormValue("client_id"), r.PostFormValue("client_secret")
+		}
 		code := r.PostFormValue("code")
 		challenge, ok := p.codes[code]
 		delete(p.codes, code)
@@ -70,6 +81,13 @@ func (p *loginProvider) code(verifier string) string {
 // token client trusts p; the gmail connector is installed with a manifest
 // naming p as its OAuth app, the linear one without a manifest.
 func loginDaemon(t *testing.T, p *loginProvider) (*Client, *API, *[]string) {
+	t.Helper()
+	return loginDaemonWith(t, p, "")
+}
+
+// loginDaemonWith is loginDaemon with extra lines in the gmail manifest's
+// oauth2 table.
+func loginDaemonWith(t *testing.T, p *loginProvider, extra string) (*Client, *API, *[]string) {
 	t.Helper()
 	home := t.TempDir()
 	db := testkit.OpenDB(t, filepath.Join(home, "aileron.db"))
@@ -116,7 +134,7 @@ token_url = "`+p.URL+`/token"
 client_id = "app-1"
 client_secret = "`+loginSecret+`"
 scopes = ["mail.read", "mail.send"]
-`))
+`+extra))
 	for _, path := range []string{pkg, testkit.WriteFile(t, t.TempDir(), "linear.json", testkit.Spec(t, "linear"))} {
 		if _, err := installYes(t.Context(), c, InstallRequest{Path: path}); err != nil {
 			t.Fatal(err)
@@ -185,6 +203,30 @@ func TestAdminLogin(t *testing.T) {
 		}
 	}
 
+}
+
+// A manifest that names client_secret_post logs in at a provider that
+// refuses HTTP Basic, and the entry records the method, so each refresh
+// authenticates the same way; a second login keeps it.
+func TestAdminLoginClientSecretPost(t *testing.T) {
+	p := newLoginProvider(t)
+	p.postOnly = true
+	c, a, _ := loginDaemonWith(t, p, "token_endpoint_auth_method = \"client_secret_post\"\n")
+	for i := 1; i <= 2; i++ {
+		verifier := oauth2.GenerateVerifier()
+		if _, err := c.Login(t.Context(), LoginRequest{Name: "gmail", Connector: testkit.GoogleFQN, Code: p.code(verifier),
+			CodeVerifier: verifier, RedirectURI: loginRedirect}); err != nil {
+			t.Fatalf("login %d: %v", i, err)
+		}
+		stored, err := a.Vault.Get("gmail")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fresh := stored.OAuth.RefreshToken == fmt.Sprintf("REFRESH-%d-0123456789", i); !fresh || stored.OAuth.AuthMethod != inject.AuthMethodPost {
+			t.Fatalf("after login %d the entry holds this login's refresh token: %v, token_endpoint_auth_method %q; want client_secret_post",
+				i, fresh, stored.OAuth.AuthMethod)
+		}
+	}
 }
 
 // A login is refused for a connector without an oauth2 table, one not

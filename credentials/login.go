@@ -24,13 +24,15 @@ var ErrExchangeFailed = errors.New("OAuth login failed")
 
 // OAuthApp is a publisher's OAuth app, as a connector's manifest declares
 // it in [capabilities.credential.oauth2]. ClientSecret is the app's public
-// client secret (empty for a public client).
+// client secret (empty for a public client). AuthMethod is its
+// token_endpoint_auth_method (inject.AuthMethod*), empty for the default.
 type OAuthApp struct {
 	AuthorizeURL string
 	TokenURL     string
 	ClientID     string
 	ClientSecret string
 	Scopes       []string
+	AuthMethod   string
 }
 
 // String names the app without its client secret.
@@ -75,11 +77,13 @@ func ExchangeCode(ctx context.Context, hc *http.Client, app OAuthApp, g CodeGran
 	}
 	// One request per code: x/oauth2's auto-detection would send the code a
 	// second time after any failure, and a provider revokes what a reused
-	// code issued. The style is the refresh's default (inject.OAuthConfig):
-	// a client with a secret authenticates with HTTP Basic, which every
-	// provider must accept (RFC 6749 2.3.1); a public client names itself in
-	// the body.
-	style, err := inject.OAuthConfig{ClientSecret: app.ClientSecret}.AuthStyle()
+	// code issued. The style is the refresh's rule (inject.OAuthConfig): the
+	// app's AuthMethod, or by default HTTP Basic for a client with a secret,
+	// which every provider must accept (RFC 6749 2.3.1), and the body for a
+	// public client. The entry records the app's AuthMethod, so each refresh
+	// authenticates the way the login did.
+	auth := inject.OAuthConfig{ClientSecret: app.ClientSecret, AuthMethod: app.AuthMethod}
+	style, err := auth.AuthStyle()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", state.ErrInvalidArgument, err)
 	}
@@ -87,10 +91,10 @@ func ExchangeCode(ctx context.Context, hc *http.Client, app OAuthApp, g CodeGran
 		Endpoint: oauth2.Endpoint{AuthURL: app.AuthorizeURL, TokenURL: app.TokenURL, AuthStyle: style}, Scopes: app.Scopes}
 	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), g.Code, oauth2.VerifierOption(g.Verifier))
 	if err != nil {
-		return nil, exchangeError(err, app.TokenURL, []string{g.Code, g.Verifier, app.ClientSecret})
+		return nil, exchangeError(err, app.TokenURL, auth.Method(), []string{g.Code, g.Verifier, app.ClientSecret})
 	}
 	m := &OAuthMaterial{TokenURL: app.TokenURL, ClientID: app.ClientID, ClientSecret: app.ClientSecret,
-		Scopes: slices.Clone(app.Scopes), AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC().Round(0)}
+		Scopes: slices.Clone(app.Scopes), AuthMethod: app.AuthMethod, AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC().Round(0)}
 	if err := validateOAuth("the token endpoint's answer", m, false); err != nil {
 		return nil, fmt.Errorf("%w: token endpoint %s answered with a token set that cannot be stored: %v",
 			ErrExchangeFailed, endpointName(app.TokenURL), err)
@@ -141,7 +145,7 @@ func validVerifier(v string) bool {
 
 // exchangeError describes a failed code exchange without any secret: for
 // an OAuth error answer only the status and the error code are kept.
-func exchangeError(err error, tokenURL string, secrets []string) error {
+func exchangeError(err error, tokenURL, method string, secrets []string) error {
 	msg := "token endpoint " + endpointName(tokenURL)
 	var re *oauth2.RetrieveError
 	switch {
@@ -153,7 +157,12 @@ func exchangeError(err error, tokenURL string, secrets []string) error {
 		if policy.IsToken(re.ErrorCode) && len(re.ErrorCode) <= 64 {
 			msg += " (" + re.ErrorCode + ")"
 		}
-		msg += "; run the login again (a code is good for one exchange, within minutes)"
+		if re.ErrorCode == "invalid_client" || re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
+			msg += "; the client was not accepted with token_endpoint_auth_method " + method +
+				": the connector's manifest ([capabilities.credential.oauth2]) must name the client and the method the provider documents"
+		} else {
+			msg += "; run the login again (a code is good for one exchange, within minutes)"
+		}
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %s did not answer in time: %w", ErrExchangeFailed, msg, context.DeadlineExceeded)
 	case strings.Contains(err.Error(), "missing access_token"):

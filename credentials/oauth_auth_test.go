@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/aileronhq/aileron/inject"
 	"github.com/aileronhq/aileron/internal/testkit"
 )
@@ -94,5 +96,70 @@ func TestVaultRefusesAContradictoryAuthMethod(t *testing.T) {
 			}
 			assertNoSecrets(t, "the error", err.Error())
 		})
+	}
+}
+
+// A login whose app names client_secret_post exchanges its code at a
+// provider that refuses HTTP Basic, and the entry it stores refreshes there
+// the same way. Without it the refusal names the method the login used.
+func TestLoginAuthMethodCarriesToRefresh(t *testing.T) {
+	const fresh = "ya29.FRESHaccess-0123456789"
+	verifier := oauth2.GenerateVerifier()
+	var grants []string
+	var mu sync.Mutex
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		grant := r.PostFormValue("grant_type")
+		mu.Lock()
+		grants = append(grants, grant)
+		mu.Unlock()
+		if _, _, basic := r.BasicAuth(); basic || r.PostFormValue("client_id") != "app-1" || r.PostFormValue("client_secret") != oauthClientSec {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client"}`)
+			return
+		}
+		switch {
+		case grant == "authorization_code" && r.PostFormValue("code") == loginCode &&
+			oauth2.S256ChallengeFromVerifier(r.PostFormValue("code_verifier")) == oauth2.S256ChallengeFromVerifier(verifier):
+			fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":3600,"refresh_token":%q}`, oauthAccess, oauthRefresh)
+		case grant == "refresh_token" && r.PostFormValue("refresh_token") == oauthRefresh:
+			fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":3600}`, fresh)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant"}`)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	app := OAuthApp{AuthorizeURL: "https://auth.example.com/authorize", TokenURL: ts.URL + "/token", ClientID: "app-1",
+		ClientSecret: oauthClientSec}
+	grant := CodeGrant{Code: loginCode, Verifier: verifier, RedirectURI: loginRedirect}
+	// Without the method the login uses Basic, and the refusal names it.
+	if _, err := ExchangeCode(t.Context(), ts.Client(), app, grant); !errors.Is(err, ErrExchangeFailed) ||
+		!strings.Contains(err.Error(), "not accepted with token_endpoint_auth_method client_secret_basic") {
+		t.Fatalf("ExchangeCode with Basic = %v; want a refusal naming the method", err)
+	}
+	app.AuthMethod = inject.AuthMethodPost
+	m, err := ExchangeCode(t.Context(), ts.Client(), app, grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.AuthMethod != inject.AuthMethodPost {
+		t.Fatalf("the login's material records token_endpoint_auth_method %q, want client_secret_post", m.AuthMethod)
+	}
+	m.AccessToken = "" // force a refresh
+	c, _ := injectorAt(t, t.TempDir(), []Credential{{Name: "google_mail", Kind: inject.KindOAuth2, OAuth: m}},
+		Binding{Connector: testkit.LinearFQN, Credential: "google_mail"})
+	c.HTTPClient = ts.Client()
+	out := outbound(t, "https://api.linear.app/graphql")
+	if _, err := c.Inject(t.Context(), nil, linearOp(t, "oauth2"), out); err != nil {
+		t.Fatalf("Inject = %v; want a refresh with client_secret_post", err)
+	}
+	if got := out.Header.Get("Authorization"); got != "Bearer "+fresh {
+		t.Errorf("Authorization = %q, want the refreshed token", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(grants, " ") != "authorization_code authorization_code refresh_token" {
+		t.Errorf("the endpoint saw grants %v, want two exchanges and one refresh", grants)
 	}
 }

@@ -59,14 +59,14 @@ func (c OAuthConfig) AuthStyle() (oauth2.AuthStyle, error) {
 	if err := CheckAuthMethod(c.AuthMethod, c.ClientSecret); err != nil {
 		return oauth2.AuthStyleAutoDetect, err
 	}
-	if c.method() == AuthMethodBasic {
+	if c.Method() == AuthMethodBasic {
 		return oauth2.AuthStyleInHeader, nil
 	}
 	return oauth2.AuthStyleInParams, nil
 }
 
-// method is the AuthMethod in effect: AuthMethod, or its default.
-func (c OAuthConfig) method() string {
+// Method is the AuthMethod in effect: AuthMethod, or its default.
+func (c OAuthConfig) Method() string {
 	switch {
 	case c.AuthMethod != "":
 		return c.AuthMethod
@@ -335,7 +335,7 @@ func (s *OAuthSource) refreshError(err error, old OAuthToken) error {
 		case re.ErrorCode == "invalid_grant":
 			msg += "; the refresh token was revoked or expired, re-authorize the credential"
 		case re.ErrorCode == "invalid_client" || re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized:
-			msg += "; the client was not accepted with token_endpoint_auth_method " + s.Config.method() +
+			msg += "; the client was not accepted with token_endpoint_auth_method " + s.Config.Method() +
 				": check the client id and secret, or set the method the provider documents in the credential"
 		}
 		return fmt.Errorf("%w: %s", ErrRefreshFailed, msg)
