@@ -220,7 +220,7 @@ func (d *daemon) installSpec(ctx context.Context, upstreamAddr, grpcAddr string)
 	if err := os.WriteFile(path, fmt.Appendf(nil, benchSpec, upstreamAddr, grpcAddr), 0o600); err != nil {
 		return "", fmt.Errorf("write connector spec: %w", err)
 	}
-	out, err := d.cli(ctx, "connector", "install", path)
+	out, err := d.cli(ctx, "connector", "install", "--yes", path)
 	if err != nil {
 		return "", err
 	}
