@@ -58,6 +58,9 @@ type Call struct {
 	// Subset, when set, bounds the call to part of its connector's grants
 	// (an action step's capabilities); nil bounds nothing beyond policy.
 	Subset *Subset
+	// Step marks the call as an action step's: internal operations are
+	// reachable (policy.Args.Step). The sandbox API never sets it.
+	Step bool
 }
 
 // CallResult is what a proxy client would have received for the call.

@@ -51,6 +51,10 @@ type Args struct {
 	// Connectors is the session's scope: the FQNs it may use. Nil means
 	// every installed connector; an empty, non-nil slice means none.
 	Connectors []string
+	// Step is true when an action step sent the request: internal
+	// operations are then reachable. For every other request an internal
+	// operation is treated as if it did not exist.
+	Step bool
 }
 
 // Decision is the outcome of Decide or DecideConnect.

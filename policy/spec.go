@@ -92,7 +92,26 @@ type OperationSpec struct {
 	// the model asked for and the tokens the provider reports from them, for
 	// the audit line, metrics and budgets. Empty: not a model call.
 	Usage string `json:"usage,omitempty"`
+	// Visibility is VisibilityExternal, VisibilityInternal or empty (=
+	// external). An internal operation is reachable only as a step of an
+	// installed action.
+	Visibility string `json:"visibility,omitempty"`
+	// InputSchema, when set, is a whole JSON Schema (2020-12) for the
+	// operation's arguments, used instead of the per-input constraints.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// OutputSchema, when set, is a JSON Schema of the operation's answer.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
+
+// Visibility values of OperationSpec.Visibility. The empty string means
+// VisibilityExternal.
+const (
+	VisibilityExternal = "external"
+	VisibilityInternal = "internal"
+)
+
+// IsInternal reports whether the operation's visibility is "internal".
+func (o *OperationSpec) IsInternal() bool { return o.Visibility == VisibilityInternal }
 
 // The model API dialects an operation's Usage may name.
 const (
