@@ -14,7 +14,7 @@ const module = "github.com/aileronhq/aileron"
 // cmd, integration, bench, examples and archtest may import anything.
 var allowed = map[string][]string{
 	"ca":        {},
-	"policy":    {"golang.org/x/net/idna"},
+	"policy":    {"golang.org/x/net/idna", "github.com/santhosh-tekuri/jsonschema/v6", "github.com/santhosh-tekuri/jsonschema/v6/"},
 	"inject":    {"policy", "golang.org/x/oauth2", "github.com/aws/"},
 	"printable": {},
 	"usage":     {},

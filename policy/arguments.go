@@ -31,22 +31,6 @@ type ArgumentError struct {
 
 func (e *ArgumentError) Error() string { return e.Message }
 
-// ChecksBody reports whether the operation's schema describes the request
-// body, which must then be read whole and passed to CheckArguments.
-// SKELETON: replaced by the schema work (issue 29).
-func (o *Operation) ChecksBody() bool { return false }
-
-// CheckArguments checks v against the operation's compiled input schema:
-// nil when it fits, else an *ArgumentError.
-// SKELETON: replaced by the schema work (issue 29).
-func (o *Operation) CheckArguments(v ArgumentValues) error { return nil }
-
-// InputSchema returns the operation's arguments as one JSON Schema object
-// (the whole input_schema, or one built from its inputs), for discovery,
-// MCP tool schemas and help; nil when it declares none. Never modify it.
-// SKELETON: replaced by the schema work (issue 29).
-func (o *Operation) InputSchema() json.RawMessage { return o.Spec.InputSchema }
-
 // OutputSchema returns the operation's output_schema; nil when it declares
 // none. Never modify it.
 func (o *Operation) OutputSchema() json.RawMessage { return o.Spec.OutputSchema }

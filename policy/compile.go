@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -41,7 +42,8 @@ type Operation struct {
 	// Origin is the Source.Origin the operation came from.
 	Origin string
 
-	pat *pattern
+	pat  *pattern
+	args *argSchema // nil: no arguments declared, nothing checked
 }
 
 // RequiresApproval reports whether the operation's approval is "required".
@@ -152,7 +154,8 @@ func (b *builder) add(src Source, n int) []error {
 		return []error{&ValidationError{File: origin, Path: "$", Rule: ruleRequired, Message: "source has no spec"}}
 	}
 	spec := cloneSpec(src.Spec)
-	if err := spec.Validate(origin); err != nil {
+	args := map[*OperationSpec]*argSchema{}
+	if err := spec.validate(origin, args); err != nil {
 		return flatten(err)
 	}
 	fqn := spec.Connector.FQN
@@ -169,7 +172,7 @@ func (b *builder) add(src Source, n int) []error {
 				quote(t.Name), prev.ref, prev.origin, prev.path, fqn)))
 		}
 	}
-	routes := b.routes(spec, src.Hash, origin)
+	routes := b.routes(spec, src.Hash, origin, args)
 	local := map[string]*route{}
 	for _, r := range routes {
 		if r.method == "" {
@@ -197,13 +200,13 @@ func (b *builder) add(src Source, n int) []error {
 
 // routes builds the Operations of a valid spec and one route per
 // routable operation, method and host.
-func (b *builder) routes(spec *Spec, hash, origin string) []*route {
+func (b *builder) routes(spec *Spec, hash, origin string, args map[*OperationSpec]*argSchema) []*route {
 	var out []*route
 	for i := range spec.Tools {
 		t := &spec.Tools[i]
 		for j := range t.Operations {
 			ospec := &t.Operations[j]
-			op := &Operation{FQN: spec.Connector.FQN, Version: spec.Connector.Version, Hash: hash, Tool: t.Name, Spec: ospec, Origin: origin}
+			op := &Operation{FQN: spec.Connector.FQN, Version: spec.Connector.Version, Hash: hash, Tool: t.Name, Spec: ospec, Origin: origin, args: args[ospec]}
 			if ospec.Path != "" {
 				op.pat, _, _ = parsePattern(ospec.Path)
 			}
@@ -336,6 +339,8 @@ func cloneSpec(s *Spec) *Spec {
 		for j, op := range s.Tools[i].Operations {
 			op.Hosts = append([]string(nil), op.Hosts...)
 			op.Inputs = append([]Input(nil), op.Inputs...)
+			op.InputSchema = append(json.RawMessage(nil), op.InputSchema...)
+			op.OutputSchema = append(json.RawMessage(nil), op.OutputSchema...)
 			op.Audit = append([]AuditField(nil), op.Audit...)
 			op.Credential.Alternatives = append([]CredentialPlace(nil), op.Credential.Alternatives...)
 			t.Operations[j] = op

@@ -162,6 +162,10 @@ const (
 	shArray
 	shObject
 	shStringOrObject
+	shNumber      // a JSON number
+	shCount       // a non-negative integer
+	shAny         // any JSON value (checked later, e.g. a JSON Schema)
+	shBoolOrNames // true|false, or a list of strings
 )
 
 // shape describes the JSON types the schema expects at one position.
@@ -176,7 +180,12 @@ func specShape() *shape {
 	boolean := &shape{kind: shBool}
 	obj := func(f map[string]*shape) *shape { return &shape{kind: shObject, fields: f} }
 	arr := func(e *shape) *shape { return &shape{kind: shArray, elem: e} }
-	input := obj(map[string]*shape{"name": str, "type": str, "required": boolean, "description": str})
+	num, cnt, anyv := &shape{kind: shNumber}, &shape{kind: shCount}, &shape{kind: shAny}
+	input := obj(map[string]*shape{"name": str, "type": str, "required": {kind: shBoolOrNames}, "description": str,
+		"in": str, "enum": arr(anyv), "const": anyv, "pattern": str, "format": str,
+		"minimum": num, "maximum": num, "exclusiveMinimum": num, "exclusiveMaximum": num,
+		"minLength": cnt, "maxLength": cnt, "items": anyv, "minItems": cnt, "maxItems": cnt,
+		"properties": {kind: shObject, elem: anyv}, "additionalProperties": anyv})
 	audit := obj(map[string]*shape{"name": str, "source": str, "redact": str})
 	place := obj(map[string]*shape{"header": str, "format": str, "query": str})
 	cred := &shape{kind: shStringOrObject, fields: map[string]*shape{
@@ -185,6 +194,7 @@ func specShape() *shape {
 		"name": str, "summary": str, "description": str, "method": str, "path": str,
 		"hosts": arr(str), "idempotency": str, "approval": str, "credential": cred,
 		"inputs": arr(input), "audit": arr(audit), "websocket": boolean, "usage": str,
+		"visibility": str, "input_schema": anyv, "output_schema": anyv,
 	})
 	tool := obj(map[string]*shape{"name": str, "description": str, "operations": arr(op)})
 	return obj(map[string]*shape{
@@ -204,6 +214,12 @@ func (s *shape) describe() string {
 		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(s.elem.describe(), "a "), "an ") + "s"
 	case shObject:
 		return "an object"
+	case shNumber:
+		return "a number"
+	case shCount:
+		return "a non-negative integer"
+	case shBoolOrNames:
+		return "true, false or a list of property names"
 	}
 	return "a string or an object"
 }
@@ -230,25 +246,40 @@ func checkShape(v any, s *shape, path string, p *problems) {
 	if v == nil {
 		return
 	}
-	ok := false
+	ok := s.kind == shAny
 	switch t := v.(type) {
+	case json.Number:
+		ok = ok || s.kind == shNumber
+		if s.kind == shCount {
+			_, ok = count(t)
+		}
 	case string:
-		ok = s.kind == shString || s.kind == shStringOrObject
+		ok = ok || s.kind == shString || s.kind == shStringOrObject
 		if ok && s.kind == shStringOrObject && t == "" {
 			// Credential is the only string-or-object field; "" would
 			// otherwise decode to "no credential".
 			p.add(path, ruleCredentialKind, "credential is an empty string; use "+credentialKindsList+", or remove the field")
 		}
 	case bool:
-		ok = s.kind == shBool
+		ok = ok || s.kind == shBool || s.kind == shBoolOrNames
 	case []any:
-		if ok = s.kind == shArray; ok {
+		if s.kind == shBoolOrNames {
+			ok = namesProblem("required", t) == ""
+		}
+		if s.kind == shArray {
+			ok = true
 			for i, e := range t {
 				checkShape(e, s.elem, idx(path, i), p)
 			}
 		}
 	case map[string]any:
-		if ok = s.kind == shObject || s.kind == shStringOrObject; ok {
+		if s.kind == shObject && s.elem != nil {
+			ok = true // an object of values of one shape
+			for k, e := range t {
+				checkShape(e, s.elem, keyPath(path, k), p)
+			}
+		} else if s.kind == shObject || s.kind == shStringOrObject {
+			ok = true
 			checkFields(t, s, path, p)
 		}
 	}

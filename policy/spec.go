@@ -202,14 +202,114 @@ func (c Credential) MarshalJSON() ([]byte, error) {
 	return json.Marshal(credentialObject(c))
 }
 
-// Input documents one argument of an operation.
+// Input documents one argument of an operation and, through its JSON
+// Schema keywords, constrains it: CheckArguments refuses a request whose
+// argument breaks them. Nested schemas (Items, Properties,
+// AdditionalProperties) are JSON Schema 2020-12 documents.
 type Input struct {
 	Name string `json:"name"`
 	// Type is a JSON Schema primitive: string, integer, number, boolean,
 	// array or object. Empty means string.
-	Type        string `json:"type,omitempty"`
-	Required    bool   `json:"required,omitempty"`
-	Description string `json:"description,omitempty"`
+	Type string `json:"type,omitempty"`
+	// Required says the argument must be present. In JSON it is "required":
+	// true|false; a list of names there is RequiredProperties instead.
+	Required bool `json:"-"`
+	// RequiredProperties lists the properties an object input must have
+	// (JSON "required": [...]).
+	RequiredProperties []string `json:"-"`
+	Description        string   `json:"description,omitempty"`
+	// In is where the argument travels: InPath, InQuery or InBody. Empty:
+	// path for a template variable, else body for POST, PUT and PATCH and
+	// query for other methods.
+	In               string                     `json:"in,omitempty"`
+	Enum             []json.RawMessage          `json:"enum,omitempty"`
+	Const            json.RawMessage            `json:"const,omitempty"`
+	Pattern          string                     `json:"pattern,omitempty"`
+	Format           string                     `json:"format,omitempty"`
+	Minimum          *json.Number               `json:"minimum,omitempty"`
+	Maximum          *json.Number               `json:"maximum,omitempty"`
+	ExclusiveMinimum *json.Number               `json:"exclusiveMinimum,omitempty"`
+	ExclusiveMaximum *json.Number               `json:"exclusiveMaximum,omitempty"`
+	MinLength        *int64                     `json:"minLength,omitempty"`
+	MaxLength        *int64                     `json:"maxLength,omitempty"`
+	Items            json.RawMessage            `json:"items,omitempty"`
+	MinItems         *int64                     `json:"minItems,omitempty"`
+	MaxItems         *int64                     `json:"maxItems,omitempty"`
+	Properties       map[string]json.RawMessage `json:"properties,omitempty"`
+	// AdditionalProperties is a JSON Schema (or true/false) for an object
+	// input's properties not in Properties.
+	AdditionalProperties json.RawMessage `json:"additionalProperties,omitempty"`
+}
+
+// Where an Input travels (Input.In).
+const (
+	InPath  = "path"
+	InQuery = "query"
+	InBody  = "body"
+)
+
+// inputJSON is Input's JSON form, "required" left raw.
+type inputJSON struct {
+	Name                 string                     `json:"name"`
+	Type                 string                     `json:"type,omitempty"`
+	Required             json.RawMessage            `json:"required,omitempty"`
+	Description          string                     `json:"description,omitempty"`
+	In                   string                     `json:"in,omitempty"`
+	Enum                 []json.RawMessage          `json:"enum,omitempty"`
+	Const                json.RawMessage            `json:"const,omitempty"`
+	Pattern              string                     `json:"pattern,omitempty"`
+	Format               string                     `json:"format,omitempty"`
+	Minimum              *json.Number               `json:"minimum,omitempty"`
+	Maximum              *json.Number               `json:"maximum,omitempty"`
+	ExclusiveMinimum     *json.Number               `json:"exclusiveMinimum,omitempty"`
+	ExclusiveMaximum     *json.Number               `json:"exclusiveMaximum,omitempty"`
+	MinLength            *int64                     `json:"minLength,omitempty"`
+	MaxLength            *int64                     `json:"maxLength,omitempty"`
+	Items                json.RawMessage            `json:"items,omitempty"`
+	MinItems             *int64                     `json:"minItems,omitempty"`
+	MaxItems             *int64                     `json:"maxItems,omitempty"`
+	Properties           map[string]json.RawMessage `json:"properties,omitempty"`
+	AdditionalProperties json.RawMessage            `json:"additionalProperties,omitempty"`
+}
+
+// UnmarshalJSON reads "required" as true|false (the input is required) or
+// a list of names (an object input's required properties).
+func (in *Input) UnmarshalJSON(data []byte) error {
+	var j inputJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*in = Input{Name: j.Name, Type: j.Type, Description: j.Description, In: j.In, Enum: j.Enum, Const: j.Const,
+		Pattern: j.Pattern, Format: j.Format, Minimum: j.Minimum, Maximum: j.Maximum,
+		ExclusiveMinimum: j.ExclusiveMinimum, ExclusiveMaximum: j.ExclusiveMaximum, MinLength: j.MinLength,
+		MaxLength: j.MaxLength, Items: j.Items, MinItems: j.MinItems, MaxItems: j.MaxItems,
+		Properties: j.Properties, AdditionalProperties: j.AdditionalProperties}
+	req := bytes.TrimSpace(j.Required)
+	switch {
+	case len(req) == 0 || bytes.Equal(req, []byte("null")):
+	case req[0] == '[':
+		return json.Unmarshal(req, &in.RequiredProperties)
+	default:
+		return json.Unmarshal(req, &in.Required)
+	}
+	return nil
+}
+
+// MarshalJSON writes "required" as a list when RequiredProperties is set,
+// else as true when Required is.
+func (in Input) MarshalJSON() ([]byte, error) {
+	j := inputJSON{Name: in.Name, Type: in.Type, Description: in.Description, In: in.In, Enum: in.Enum, Const: in.Const,
+		Pattern: in.Pattern, Format: in.Format, Minimum: in.Minimum, Maximum: in.Maximum,
+		ExclusiveMinimum: in.ExclusiveMinimum, ExclusiveMaximum: in.ExclusiveMaximum, MinLength: in.MinLength,
+		MaxLength: in.MaxLength, Items: in.Items, MinItems: in.MinItems, MaxItems: in.MaxItems,
+		Properties: in.Properties, AdditionalProperties: in.AdditionalProperties}
+	switch {
+	case in.RequiredProperties != nil:
+		j.Required, _ = json.Marshal(in.RequiredProperties)
+	case in.Required:
+		j.Required = json.RawMessage("true")
+	}
+	return json.Marshal(j)
 }
 
 // AuditField names a request value copied into the audit event after

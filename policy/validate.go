@@ -10,7 +10,11 @@ import (
 // all problems joined with errors.Join, each a *ValidationError (wrapping
 // ErrInvalidSpec) whose File is file. It also rejects two operations of the
 // spec that would match the same requests equally.
-func (s *Spec) Validate(file string) error {
+func (s *Spec) Validate(file string) error { return s.validate(file, nil) }
+
+// validate is Validate; when out is not nil it also receives each
+// operation's compiled argument schema.
+func (s *Spec) validate(file string, out map[*OperationSpec]*argSchema) error {
 	p := &problems{file: file}
 	if s.SchemaVersion != SchemaVersion {
 		p.add("$.schema_version", ruleSchemaVersion, fmt.Sprintf("schema_version is %s; it must be %s", quote(s.SchemaVersion), quote(SchemaVersion)))
@@ -26,7 +30,7 @@ func (s *Spec) Validate(file string) error {
 	}
 	tools := map[string]string{}
 	for i := range s.Tools {
-		validateTool(&s.Tools[i], idx("$.tools", i), tools, p)
+		validateTool(&s.Tools[i], idx("$.tools", i), tools, out, p)
 	}
 	if len(p.errs) == 0 {
 		checkSpecRoutes(s, p)
@@ -34,14 +38,18 @@ func (s *Spec) Validate(file string) error {
 	return p.err()
 }
 
-func validateTool(t *Tool, path string, seen map[string]string, p *problems) {
+func validateTool(t *Tool, path string, seen map[string]string, out map[*OperationSpec]*argSchema, p *problems) {
 	validateName("tool", t.Name, path+".name", seen, p)
 	if len(t.Operations) == 0 {
 		p.add(path+".operations", ruleOperationsEmpty, fmt.Sprintf("tool %s declares no operations; each tool needs at least one", quote(t.Name)))
 	}
 	ops := map[string]string{}
 	for j := range t.Operations {
-		validateOperation(&t.Operations[j], idx(path+".operations", j), ops, p)
+		op := &t.Operations[j]
+		a := validateOperation(op, idx(path+".operations", j), ops, p)
+		if out != nil && a != nil {
+			out[op] = a
+		}
 	}
 }
 
@@ -58,7 +66,7 @@ func validateName(what, name, path string, seen map[string]string, p *problems) 
 	seen[name] = path
 }
 
-func validateOperation(op *OperationSpec, path string, seen map[string]string, p *problems) {
+func validateOperation(op *OperationSpec, path string, seen map[string]string, p *problems) *argSchema {
 	validateName("operation", op.Name, path+".name", seen, p)
 	if op.Method != "" {
 		if rule, msg := checkMethod(op.Method); rule != "" {
@@ -119,6 +127,12 @@ func validateOperation(op *OperationSpec, path string, seen map[string]string, p
 	for k := range op.Audit {
 		validateAudit(&op.Audit[k], idx(path+".audit", k), audit, op.Path, pat, p)
 	}
+	switch op.Visibility {
+	case "", VisibilityExternal, VisibilityInternal:
+	default:
+		p.add(path+".visibility", ruleVisibility, fmt.Sprintf("visibility %s is unknown; use \"external\" (the default) or \"internal\" (reachable only as a step of an action)", quote(op.Visibility)))
+	}
+	return validateArgs(op, path, pat, p)
 }
 
 func validateInput(in *Input, path string, seen map[string]string, p *problems) {

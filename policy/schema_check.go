@@ -1,0 +1,321 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Bounds on the arguments CheckArguments reads, so that a hostile body
+// costs time linear in its size.
+const (
+	// maxBodyDepth bounds the nesting of a JSON body.
+	maxBodyDepth = 64
+	// maxNumberLen bounds the text of one number.
+	maxNumberLen = 100
+	// maxNumberExp bounds a number's decimal exponent: a check compares
+	// numbers exactly, and 1e999999 would cost a million digits.
+	maxNumberExp = 400
+)
+
+// ChecksBody reports whether the operation's schema describes the request
+// body, which must then be read whole and passed to CheckArguments: an
+// input in the body, or an input_schema of a POST, PUT or PATCH.
+func (o *Operation) ChecksBody() bool { return o.args != nil && o.args.body }
+
+// InputSchema returns the operation's arguments as one JSON Schema object
+// (the whole input_schema, or one built from its inputs), for discovery,
+// MCP tool schemas and help; nil when it declares none. Never modify it.
+func (o *Operation) InputSchema() json.RawMessage {
+	if o.args == nil {
+		return nil
+	}
+	return o.args.doc
+}
+
+// CheckArguments checks v against the operation's compiled input schema:
+// nil when it fits (always, for an operation that declares no arguments),
+// else an *ArgumentError naming the first field that does not fit and the
+// rule it breaks, never its value. The arguments are one object: the path
+// variables, the query parameters (a credential's query parameter left
+// out) and, when ChecksBody, the fields of a JSON object or form body, with
+// wire text converted to the declared type ("42" for an integer). A name
+// given in two places, a repeated parameter whose schema is not an array,
+// a body of another media type, and JSON that is invalid, deeper than 64
+// levels or has duplicate keys are refused.
+func (o *Operation) CheckArguments(v ArgumentValues) error {
+	a := o.args
+	if a == nil {
+		return nil
+	}
+	obj, from, aerr := a.collect(v)
+	if aerr != nil {
+		return aerr
+	}
+	if err := a.schema.Validate(obj); err != nil {
+		return a.explain(err, obj, from)
+	}
+	return nil
+}
+
+// collect builds the argument object and where each name came from.
+func (a *argSchema) collect(v ArgumentValues) (map[string]any, map[string]string, *ArgumentError) {
+	obj := make(map[string]any, len(v.Path)+len(v.Query))
+	from := make(map[string]string, len(v.Path)+len(v.Query))
+	put := func(where, name string, val any) *ArgumentError {
+		if prev, dup := from[name]; dup {
+			f := fieldName(where, name)
+			return &ArgumentError{Field: f, Rule: "duplicate", Message: fmt.Sprintf(
+				"argument %s is also given in the %s; an argument is one field, send it once (duplicate)", f, prev)}
+		}
+		obj[name], from[name] = val, where
+		return nil
+	}
+	for _, name := range sortedKeys(v.Path) {
+		f := a.fields[name]
+		if err := put(InPath, name, wireValue(v.Path[name], f.types, f.items)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := a.collectWire(InQuery, v.Query, put); err != nil {
+		return nil, nil, err
+	}
+	if a.body && len(v.Body) > 0 {
+		if err := a.collectBody(v, put); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, name := range sortedKeys(from) {
+		if want := a.fields[name].in; want != "" && want != from[name] {
+			f := fieldName(from[name], name)
+			return nil, nil, &ArgumentError{Field: f, Rule: "in", Message: fmt.Sprintf(
+				"argument %s does not fit its schema: it belongs in the %s (in)", f, want)}
+		}
+	}
+	return obj, from, nil
+}
+
+type putFunc func(where, name string, val any) *ArgumentError
+
+// collectWire adds query or form values, converted to their types.
+func (a *argSchema) collectWire(where string, vals url.Values, put putFunc) *ArgumentError {
+	names := make([]string, 0, len(vals))
+	for k := range vals {
+		if where == InQuery && a.credQuery[k] {
+			continue
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		vs := vals[name]
+		f := a.fields[name]
+		var val any
+		switch {
+		case len(vs) == 1:
+			val = wireValue(vs[0], f.types, f.items)
+		case !hasType(f.types, "array"):
+			fn := fieldName(where, name)
+			return &ArgumentError{Field: fn, Rule: "type", Message: fmt.Sprintf(
+				"argument %s does not fit its schema: it is given %d times, and only an array may repeat (type)", fn, len(vs))}
+		default:
+			arr := make([]any, len(vs))
+			for i, s := range vs {
+				arr[i] = wireValue(s, f.items, nil)
+			}
+			val = arr
+		}
+		if err := put(where, name, val); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collectBody adds the fields of a JSON object or form body.
+func (a *argSchema) collectBody(v ArgumentValues, put putFunc) *ArgumentError {
+	mt, _, err := mime.ParseMediaType(v.ContentType)
+	switch {
+	case err == nil && mt == "application/x-www-form-urlencoded":
+		vals, err := url.ParseQuery(string(v.Body))
+		if err != nil {
+			return &ArgumentError{Field: "body", Rule: "content_type", Message: "the body is not valid application/x-www-form-urlencoded data (content_type)"}
+		}
+		return a.collectWire(InBody, vals, put)
+	case err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")):
+	default:
+		return &ArgumentError{Field: "body", Rule: "content_type", Message: "the operation's schema describes the body, so it must be application/json or application/x-www-form-urlencoded (content_type)"}
+	}
+	val, aerr := decodeBody(v.Body)
+	if aerr != nil {
+		return aerr
+	}
+	m, ok := val.(map[string]any)
+	if !ok {
+		return &ArgumentError{Field: "body", Rule: "type", Message: fmt.Sprintf("the body must be a JSON object of fields, not %s (type)", jsonTypeName(val))}
+	}
+	for _, name := range sortedKeys(m) {
+		if err := put(InBody, name, m[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeBody decodes one JSON value (numbers as json.Number), refusing
+// invalid JSON, trailing data, duplicate keys, nesting deeper than
+// maxBodyDepth and numbers too long or too large to check.
+func decodeBody(body []byte) (any, *ArgumentError) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	val, aerr := readBodyValue(dec, "body", 0)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &ArgumentError{Field: "body", Rule: "json", Message: "the body is not one JSON value: data follows it (json)"}
+	}
+	return val, nil
+}
+
+func badJSON(err error) *ArgumentError {
+	msg := "the body is not valid JSON"
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		msg += fmt.Sprintf(" (syntax error at byte %d)", se.Offset)
+	}
+	return &ArgumentError{Field: "body", Rule: "json", Message: msg + " (json)"}
+}
+
+func readBodyValue(dec *json.Decoder, path string, depth int) (any, *ArgumentError) {
+	if depth > maxBodyDepth {
+		return nil, &ArgumentError{Field: path, Rule: "json", Message: fmt.Sprintf("the body nests deeper than %d levels at %s (json)", maxBodyDepth, path)}
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badJSON(err)
+	}
+	switch t := tok.(type) {
+	case json.Number:
+		if !checkableNumber(string(t)) {
+			return nil, &ArgumentError{Field: path, Rule: "number", Message: fmt.Sprintf(
+				"argument %s is a number too long or too large to check (at most %d characters, exponent at most %d) (number)", path, maxNumberLen, maxNumberExp)}
+		}
+		return t, nil
+	case json.Delim:
+		if t == '{' {
+			return readBodyObject(dec, path, depth)
+		}
+		var arr []any
+		for i := 0; dec.More(); i++ {
+			v, aerr := readBodyValue(dec, idx(path, i), depth+1)
+			if aerr != nil {
+				return nil, aerr
+			}
+			arr = append(arr, v)
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, badJSON(err)
+		}
+		if arr == nil {
+			arr = []any{}
+		}
+		return arr, nil
+	}
+	return tok, nil
+}
+
+func readBodyObject(dec *json.Decoder, path string, depth int) (any, *ArgumentError) {
+	m := map[string]any{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, badJSON(err)
+		}
+		k, _ := kt.(string)
+		kp := keyPath(path, k)
+		if _, dup := m[k]; dup {
+			return nil, &ArgumentError{Field: kp, Rule: "duplicate", Message: fmt.Sprintf("argument %s appears twice in one JSON object; send it once (duplicate)", kp)}
+		}
+		v, aerr := readBodyValue(dec, kp, depth+1)
+		if aerr != nil {
+			return nil, aerr
+		}
+		m[k] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, badJSON(err)
+	}
+	return m, nil
+}
+
+// checkableNumber reports a JSON number short enough, with a small enough
+// exponent, to compare exactly in bounded time.
+func checkableNumber(s string) bool {
+	if len(s) > maxNumberLen {
+		return false
+	}
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return true
+	}
+	e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+	return err == nil && e >= -maxNumberExp && e <= maxNumberExp
+}
+
+// wireValue converts wire text to the first declared type it fits; text
+// that fits none stays a string, for the schema to refuse.
+func wireValue(s string, types, items []string) any {
+	for _, t := range types {
+		switch t {
+		case "string":
+			return s
+		case "integer", "number":
+			if isJSONNumber(s) && checkableNumber(s) {
+				return json.Number(s)
+			}
+		case "boolean":
+			if s == "true" || s == "false" {
+				return s == "true"
+			}
+		case "array":
+			return []any{wireValue(s, items, nil)}
+		}
+	}
+	return s
+}
+
+func isJSONNumber(s string) bool {
+	if s == "" || !(s[0] == '-' || s[0] >= '0' && s[0] <= '9') || !(s[len(s)-1] >= '0' && s[len(s)-1] <= '9') {
+		return false
+	}
+	return json.Valid([]byte(s))
+}
+
+func hasType(types []string, t string) bool {
+	for _, x := range types {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldName renders where and name as "body.to" or `query["a b"]`.
+func fieldName(where, name string) string { return keyPath(where, name) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

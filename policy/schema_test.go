@@ -1,0 +1,249 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// schemaSpec returns a spec document with one operation whose fields are
+// opJSON (a JSON object's members, without braces).
+func schemaSpec(opJSON string) []byte {
+	return []byte(`{"schema_version":"aileron.connector.v1","connector":{"fqn":"github://acme/schema-test","version":"1.0.0"},
+"tools":[{"name":"t","operations":[{"name":"op","hosts":["api.example.com"],` + opJSON + `}]}]}`)
+}
+
+// schemaOp parses and compiles a one-operation spec and returns its
+// operation.
+func schemaOp(t testing.TB, opJSON string) *Operation {
+	t.Helper()
+	s, err := ParseSpec("schema.json", schemaSpec(opJSON))
+	if err != nil {
+		t.Fatalf("ParseSpec: %v", err)
+	}
+	p, errs := Compile([]Source{{Spec: s, Origin: "schema.json"}}, nil)
+	if len(errs) > 0 {
+		t.Fatalf("Compile: %v", errs)
+	}
+	op, ok := p.Lookup("github://acme/schema-test", "t", "op")
+	if !ok {
+		t.Fatal("operation not found")
+	}
+	return op
+}
+
+// argCase is one request checked against one schema: Field and Rule are
+// the expected ArgumentError's, both empty when the request fits.
+type argCase struct {
+	name  string
+	path  map[string]string
+	query string
+	ctype string
+	body  string
+	field string
+	rule  string
+}
+
+func runArgCases(t *testing.T, op *Operation, cases []argCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q, err := url.ParseQuery(c.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ct := c.ctype
+			if ct == "" && c.body != "" {
+				ct = "application/json"
+			}
+			err = op.CheckArguments(ArgumentValues{Path: c.path, Query: q, ContentType: ct, Body: []byte(c.body)})
+			checkArgErr(t, err, c.field, c.rule)
+		})
+	}
+}
+
+func checkArgErr(t testing.TB, err error, field, rule string) {
+	t.Helper()
+	if rule == "" {
+		if err != nil {
+			t.Fatalf("want the arguments to fit, got %v", err)
+		}
+		return
+	}
+	var ae *ArgumentError
+	if !errors.As(err, &ae) {
+		t.Fatalf("want an *ArgumentError at %s (%s), got %v", field, rule, err)
+	}
+	if ae.Field != field || ae.Rule != rule {
+		t.Fatalf("want %s (%s), got %s (%s): %s", field, rule, ae.Field, ae.Rule, ae.Message)
+	}
+	if !strings.Contains(ae.Message, field) || !strings.HasSuffix(ae.Message, "("+rule+")") {
+		t.Fatalf("message %q does not name the field %s and end with the rule (%s)", ae.Message, field, rule)
+	}
+}
+
+func TestCheckArgumentsInputs(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/v1/mail/{box}",
+"inputs":[
+ {"name":"box","type":"integer","minimum":1,"maximum":9},
+ {"name":"to","required":true,"pattern":"^[^@]+@example\\.com$"},
+ {"name":"cc","format":"email"},
+ {"name":"subject","minLength":1,"maxLength":10},
+ {"name":"model","enum":["small","large"]},
+ {"name":"kind","const":"mail"},
+ {"name":"max_tokens","type":"integer","in":"query","exclusiveMinimum":0,"exclusiveMaximum":4097},
+ {"name":"ratio","type":"number","in":"query"},
+ {"name":"dry","type":"boolean","in":"query"},
+ {"name":"tags","type":"array","in":"query","items":{"type":"string","maxLength":3},"maxItems":2},
+ {"name":"attachments","type":"array","minItems":1,"items":{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}},"required":["name"]}},
+ {"name":"meta","type":"object","properties":{"lang":{"enum":["en","de"]}},"required":["lang"],"additionalProperties":false},
+ {"name":"when","format":"date-time"},
+ {"name":"id","format":"uuid"}
+]`)
+	if !op.ChecksBody() {
+		t.Fatal("ChecksBody is false for an operation with body inputs")
+	}
+	ok := `{"to":"a@example.com"}`
+	cases := []argCase{
+		{name: "fits", path: map[string]string{"box": "3"}, body: ok},
+		{name: "fits all", path: map[string]string{"box": "3"}, query: "max_tokens=4096&ratio=0.5&dry=true&tags=a&tags=bc",
+			body: `{"to":"a@example.com","cc":"b@x.org","subject":"hi","model":"large","kind":"mail","attachments":[{"name":"x"}],"meta":{"lang":"en"},"when":"2024-01-02T03:04:05Z","id":"123e4567-e89b-12d3-a456-426614174000"}`},
+		{name: "undeclared fields allowed", body: `{"to":"a@example.com","other":{"x":1}}`, query: "free=1"},
+		{name: "path integer type", path: map[string]string{"box": "x"}, body: ok, field: "path.box", rule: "type"},
+		{name: "path maximum", path: map[string]string{"box": "10"}, body: ok, field: "path.box", rule: "maximum"},
+		{name: "path minimum", path: map[string]string{"box": "0"}, body: ok, field: "path.box", rule: "minimum"},
+		{name: "required", body: `{}`, field: "body.to", rule: "required"},
+		{name: "required no body", field: "body.to", rule: "required"},
+		{name: "pattern", body: `{"to":"a@evil.com"}`, field: "body.to", rule: "pattern"},
+		{name: "type of body field", body: `{"to":5}`, field: "body.to", rule: "type"},
+		{name: "format email", body: `{"to":"a@example.com","cc":"nope"}`, field: "body.cc", rule: "format"},
+		{name: "format date-time", body: `{"to":"a@example.com","when":"yesterday"}`, field: "body.when", rule: "format"},
+		{name: "format uuid", body: `{"to":"a@example.com","id":"123"}`, field: "body.id", rule: "format"},
+		{name: "minLength", body: `{"to":"a@example.com","subject":""}`, field: "body.subject", rule: "minLength"},
+		{name: "maxLength", body: `{"to":"a@example.com","subject":"01234567890"}`, field: "body.subject", rule: "maxLength"},
+		{name: "enum", body: `{"to":"a@example.com","model":"huge"}`, field: "body.model", rule: "enum"},
+		{name: "const", body: `{"to":"a@example.com","kind":"memo"}`, field: "body.kind", rule: "const"},
+		{name: "exclusiveMaximum", query: "max_tokens=4097", body: ok, field: "query.max_tokens", rule: "exclusiveMaximum"},
+		{name: "exclusiveMinimum", query: "max_tokens=0", body: ok, field: "query.max_tokens", rule: "exclusiveMinimum"},
+		{name: "query integer text", query: "max_tokens=many", body: ok, field: "query.max_tokens", rule: "type"},
+		{name: "query integer fraction", query: "max_tokens=1.5", body: ok, field: "query.max_tokens", rule: "type"},
+		{name: "query number", query: "ratio=x", body: ok, field: "query.ratio", rule: "type"},
+		{name: "query boolean", query: "dry=yes", body: ok, field: "query.dry", rule: "type"},
+		{name: "query repeated scalar", query: "dry=true&dry=false", body: ok, field: "query.dry", rule: "type"},
+		{name: "query repeated array fits", query: "tags=a&tags=b", body: ok},
+		{name: "query array maxItems", query: "tags=a&tags=b&tags=c", body: ok, field: "query.tags", rule: "maxItems"},
+		{name: "query array item", query: "tags=abcd", body: ok, field: "query.tags[0]", rule: "maxLength"},
+		{name: "nested array item", body: `{"to":"a@example.com","attachments":[{"name":"a"},{"name":"b"},{"name":"C"}]}`, field: "body.attachments[2].name", rule: "pattern"},
+		{name: "nested required", body: `{"to":"a@example.com","attachments":[{}]}`, field: "body.attachments[0].name", rule: "required"},
+		{name: "minItems", body: `{"to":"a@example.com","attachments":[]}`, field: "body.attachments", rule: "minItems"},
+		{name: "object additionalProperties", body: `{"to":"a@example.com","meta":{"lang":"en","x":1}}`, field: "body.meta.x", rule: "additionalProperties"},
+		{name: "object required", body: `{"to":"a@example.com","meta":{}}`, field: "body.meta.lang", rule: "required"},
+		{name: "object enum", body: `{"to":"a@example.com","meta":{"lang":"fr"}}`, field: "body.meta.lang", rule: "enum"},
+		{name: "in: query field sent in body", body: `{"to":"a@example.com","max_tokens":5}`, field: "body.max_tokens", rule: "in"},
+		{name: "same name twice", query: "to=a@example.com", body: ok, field: "body.to", rule: "duplicate"},
+		{name: "form body", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&subject=hi"},
+		{name: "form body pattern", ctype: "application/x-www-form-urlencoded", body: "to=a%40evil.com", field: "body.to", rule: "pattern"},
+		{name: "form repeated scalar", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&to=b%40example.com", field: "body.to", rule: "type"},
+		{name: "json charset", ctype: "application/json; charset=utf-8", body: ok},
+		{name: "other media type", ctype: "text/plain", body: ok, field: "body", rule: "content_type"},
+		{name: "no media type", ctype: "-", body: ok, field: "body", rule: "content_type"},
+		{name: "invalid json", body: `{"to":`, field: "body", rule: "json"},
+		{name: "trailing data", body: ok + ok, field: "body", rule: "json"},
+		{name: "not an object", body: `["to"]`, field: "body", rule: "type"},
+		{name: "duplicate json key", body: `{"to":"a@example.com","to":"b@evil.com"}`, field: "body.to", rule: "duplicate"},
+		{name: "huge exponent", body: `{"to":"a@example.com","n":1e999999}`, field: "body.n", rule: "number"},
+	}
+	runArgCases(t, op, cases)
+}
+
+func TestCheckArgumentsMessageNeverQuotesValue(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/m","inputs":[{"name":"to","pattern":"^[^@]+@example\\.com$"},{"name":"n","type":"integer","maximum":5},{"name":"m","enum":["a"]},{"name":"e","format":"email"}]`)
+	const secret = "SECRET-VALUE-7f3a"
+	for _, body := range []string{
+		`{"to":"` + secret + `@evil.com"}`, `{"n":"` + secret + `"}`, `{"m":"` + secret + `"}`, `{"e":"` + secret + `"}`, `{"to":"` + secret,
+	} {
+		err := op.CheckArguments(ArgumentValues{ContentType: "application/json", Body: []byte(body)})
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("body %s: error %v is nil or quotes the value", body, err)
+		}
+	}
+	err := op.CheckArguments(ArgumentValues{ContentType: "application/json", Body: []byte(`{"to":"x@evil.com"}`)})
+	want := `argument body.to does not fit its schema: it must match the pattern ^[^@]+@example\.com$ (pattern)`
+	if err == nil || err.Error() != want {
+		t.Errorf("message = %v, want %s", err, want)
+	}
+}
+
+func TestCheckArgumentsInputSchema(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/v1/{id}","input_schema":{
+ "$schema":"https://json-schema.org/draft/2020-12/schema",
+ "type":"object",
+ "properties":{
+  "id":{"type":"integer"},
+  "limit":{"type":"integer","maximum":100},
+  "to":{"$ref":"#/$defs/addr"},
+  "items":{"type":"array","maxItems":3,"uniqueItems":true,"items":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}
+ },
+ "required":["to"],
+ "additionalProperties":false,
+ "$defs":{"addr":{"type":"string","pattern":"@example\\.com$"}}
+}`)
+	if !op.ChecksBody() {
+		t.Fatal("ChecksBody is false for an input_schema of a POST")
+	}
+	cases := []argCase{
+		{name: "fits", path: map[string]string{"id": "7"}, query: "limit=100", body: `{"to":"a@example.com","items":[{"name":"a"}]}`},
+		{name: "undeclared refused", body: `{"to":"a@example.com","bcc":"x"}`, field: "body.bcc", rule: "additionalProperties"},
+		{name: "undeclared query refused", query: "debug=1", body: `{"to":"a@example.com"}`, field: "query.debug", rule: "additionalProperties"},
+		{name: "ref pattern", body: `{"to":"a@evil.com"}`, field: "body.to", rule: "pattern"},
+		{name: "query maximum", query: "limit=101", body: `{"to":"a@example.com"}`, field: "query.limit", rule: "maximum"},
+		{name: "path type", path: map[string]string{"id": "x"}, body: `{"to":"a@example.com"}`, field: "path.id", rule: "type"},
+		{name: "uniqueItems", body: `{"to":"a@example.com","items":[{"name":"a"},{"name":"a"}]}`, field: "body.items", rule: "uniqueItems"},
+		{name: "deep required", body: `{"to":"a@example.com","items":[{"name":"a"},{}]}`, field: "body.items[1].name", rule: "required"},
+		{name: "missing", body: `{}`, field: "body.to", rule: "required"},
+	}
+	runArgCases(t, op, cases)
+	var schema map[string]any
+	if err := json.Unmarshal(op.InputSchema(), &schema); err != nil || schema["additionalProperties"] != false {
+		t.Fatalf("InputSchema is not the input_schema as given: %s", op.InputSchema())
+	}
+}
+
+func TestCheckArgumentsCredentialQueryIsNoArgument(t *testing.T) {
+	op := schemaOp(t, `"method":"GET","path":"/v1","credential":{"kind":"api_key","query":"key"},
+"input_schema":{"type":"object","properties":{"q":{"type":"string"}},"additionalProperties":false}`)
+	runArgCases(t, op, []argCase{
+		{name: "credential parameter", query: "key=placeholder&q=x"},
+		{name: "other parameter", query: "key=placeholder&z=x", field: "query.z", rule: "additionalProperties"},
+	})
+	if op.ChecksBody() {
+		t.Fatal("ChecksBody is true for a GET")
+	}
+}
+
+func TestNoArgumentsChecksNothing(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/v1"`)
+	if op.ChecksBody() || op.InputSchema() != nil {
+		t.Fatal("an operation without inputs checks its body or has an input schema")
+	}
+	v := ArgumentValues{Query: url.Values{"a": {"1", "2"}}, ContentType: "text/plain", Body: []byte("{")}
+	if err := op.CheckArguments(v); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = op.CheckArguments(v) }); n != 0 {
+		t.Fatalf("CheckArguments of an operation without inputs allocates %v times", n)
+	}
+}
+
+func TestInputSchemaFromInputs(t *testing.T) {
+	op := schemaOp(t, `"method":"GET","path":"/v1/{id}","inputs":[{"name":"id","required":true},{"name":"limit","type":"integer","maximum":5,"description":"at most"}]`)
+	want := `{"properties":{"id":{"type":"string"},"limit":{"description":"at most","maximum":5,"type":"integer"}},"required":["id"],"type":"object"}`
+	if got := string(op.InputSchema()); got != want {
+		t.Fatalf("InputSchema =\n%s\nwant\n%s", got, want)
+	}
+	if op.ChecksBody() {
+		t.Fatal("ChecksBody is true for a GET with query inputs")
+	}
+}
