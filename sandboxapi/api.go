@@ -35,7 +35,8 @@ var (
 )
 
 // sandboxEndpoints is what the 404 answer lists.
-const sandboxEndpoints = "POST /v1/connector-operations/run, GET /v1/actions, POST /v1/actions/{name}/run, " +
+const sandboxEndpoints = "GET /v1/operations, GET /v1/operations/{tool}/{operation}, " +
+	"POST /v1/connector-operations/run, GET /v1/actions, POST /v1/actions/{name}/run, " +
 	"GET /v1/action-approvals/{id}/result, /v1/mcp"
 
 // Runner is what the sandbox API needs of the action runner: a session's
@@ -55,6 +56,11 @@ var _ Runner = (*actions.Runner)(nil)
 // only what a session may do itself; there is no endpoint to decide or list
 // approvals, install connectors, bind credentials or read secrets.
 //
+//	GET  /v1/operations[?connector=FQN] → 200 OperationList: the session's callable
+//	     operations with their input and output schemas
+//	GET  /v1/operations/{tool}/{operation}[?connector=FQN] → 200 OperationInfo
+//	     (409 when two connectors of the session offer the pair); both answer
+//	     a strong ETag, the digest of the body, and 304 to If-None-Match.
 //	POST /v1/connector-operations/run  {"connector_fqn","tool","operation","args"}
 //	     → 200 {"status":"ok","audit_id","upstream_status","content_type","body"[,"truncated"]}
 //	       (body is the upstream's JSON value when its Content-Type is JSON, else a string);
@@ -116,6 +122,8 @@ func (s *API) routes() {
 			s.writeError(w, fmt.Errorf("%w: %s %s; use %s", errMethod, r.Method, r.URL.Path, method))
 		})
 	}
+	route(http.MethodGet, "/v1/operations", s.listOperations)
+	route(http.MethodGet, "/v1/operations/{tool}/{operation}", s.getOperation)
 	route(http.MethodPost, "/v1/connector-operations/run", s.runOperation)
 	route(http.MethodGet, "/v1/actions", s.listActions)
 	route(http.MethodPost, "/v1/actions/{name}/run", s.runAction)
@@ -213,21 +221,7 @@ func (s *API) runOperation(w http.ResponseWriter, r *http.Request, sess *datapla
 			return
 		}
 	}
-	if !sess.MayUse(req.ConnectorFQN) {
-		s.writeError(w, fmt.Errorf("%w: connector %q is not available to this session", state.ErrNotFound, req.ConnectorFQN))
-		return
-	}
-	call, _, err := actions.OperationCall(s.policy(), req.ConnectorFQN, req.Tool, req.Operation, req.Args)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	if s.Exec == nil {
-		s.writeError(w, fmt.Errorf("%w: this daemon does not run connector operations for the sandbox", errFeatureDisabled))
-		return
-	}
-	call.Session, call.Wait = sess, s.ApprovalWait
-	res, err := s.Exec.Execute(r.Context(), call)
+	res, err := s.runCall(r.Context(), sess, req)
 	if err != nil {
 		s.writeError(w, err)
 		return

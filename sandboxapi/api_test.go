@@ -226,7 +226,7 @@ func TestSandboxAPIListActions(t *testing.T) {
 func TestSandboxAPIWithoutSession(t *testing.T) {
 	api := &API{Runner: &actions.Runner{}}
 	for _, tc := range []struct{ method, path string }{
-		{"GET", "/v1/actions"}, {"POST", "/v1/connector-operations/run"}, {"POST", "/v1/actions/get-issue/run"},
+		{"GET", "/v1/actions"}, {"GET", "/v1/operations"}, {"GET", "/v1/operations/items/get"}, {"POST", "/v1/connector-operations/run"}, {"POST", "/v1/actions/get-issue/run"},
 		{"GET", "/v1/action-approvals/ap_x/result"}, {"POST", "/v1/mcp"},
 	} {
 		w := httptest.NewRecorder()
@@ -250,6 +250,9 @@ func TestSandboxAPIUnknownEndpointsAndMethods(t *testing.T) {
 		{"GET", "/", 404, "no_route"},
 		{"GET", "/v1/connector-operations/run", 405, "method_not_allowed"},
 		{"POST", "/v1/actions", 405, "method_not_allowed"},
+		{"POST", "/v1/operations", 405, "method_not_allowed"},
+		{"DELETE", "/v1/operations/items/get", 405, "method_not_allowed"},
+		{"GET", "/v1/operations/items", 404, "no_route"},
 		{"GET", "/v1/actions/get-issue/run", 405, "method_not_allowed"},
 		{"POST", "/v1/action-approvals/x/result", 405, "method_not_allowed"},
 		{"GET", "/v1/mcp", 404, "not_enabled"},
@@ -262,7 +265,8 @@ func TestSandboxAPIUnknownEndpointsAndMethods(t *testing.T) {
 		if res.status != tc.status || env.Reason != tc.reason {
 			t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.path, res.status, env.Reason, tc.status, tc.reason)
 		}
-		if tc.reason == "no_route" && !strings.Contains(env.Message, "POST /v1/connector-operations/run") {
+		if tc.reason == "no_route" && (!strings.Contains(env.Message, "POST /v1/connector-operations/run") ||
+			!strings.Contains(env.Message, "GET /v1/operations/{tool}/{operation}")) {
 			t.Errorf("%s %s: message does not list the endpoints: %s", tc.method, tc.path, env.Message)
 		}
 	}
