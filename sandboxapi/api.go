@@ -182,16 +182,18 @@ func (s *API) actionsFor(sess *dataplane.Session) actions.List {
 	return actions.ListFor(cat, sess)
 }
 
-// operationRequest is the body of POST /v1/connector-operations/run.
-type operationRequest struct {
+// OperationRequest is the body of POST /v1/connector-operations/run and the
+// arguments of the MCP tool run_operation.
+type OperationRequest struct {
 	ConnectorFQN string         `json:"connector_fqn"`
 	Tool         string         `json:"tool"`
 	Operation    string         `json:"operation"`
 	Args         map[string]any `json:"args"`
 }
 
-// operationResponse answers a call the pipeline completed.
-type operationResponse struct {
+// OperationResult answers a call the pipeline completed (the run endpoint's
+// answer and run_operation's result).
+type OperationResult struct {
 	Status         string          `json:"status"`
 	AuditID        string          `json:"audit_id"`
 	UpstreamStatus int             `json:"upstream_status"`
@@ -210,7 +212,7 @@ func (s *API) runOperation(w http.ResponseWriter, r *http.Request, sess *datapla
 		s.writeError(w, fmt.Errorf("%w: output=%s; the only value is output=body", state.ErrInvalidArgument, strconv.Quote(out)))
 		return
 	}
-	var req operationRequest
+	var req OperationRequest
 	if err := decodeSandboxBody(w, r, &req, true); err != nil {
 		s.writeError(w, err)
 		return
@@ -246,7 +248,7 @@ func (s *API) runOperation(w http.ResponseWriter, r *http.Request, sess *datapla
 		_, _ = w.Write(res.Body)
 		return
 	}
-	dataplane.WriteJSON(w, http.StatusOK, operationResponse{Status: "ok", AuditID: res.AuditID, UpstreamStatus: res.Status,
+	dataplane.WriteJSON(w, http.StatusOK, OperationResult{Status: "ok", AuditID: res.AuditID, UpstreamStatus: res.Status,
 		ContentType: ct, Body: responseBody(res, ct), Truncated: res.Truncated})
 }
 

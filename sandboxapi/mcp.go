@@ -145,6 +145,7 @@ func (s *MCPServer) start(ctx context.Context, lister ToolBackend,
 	srv := s.newSDKServer()
 	ts := &toolSync{srv: srv, lister: lister, backendOf: backendOf, log: s.log(), have: map[string]toolEntry{}}
 	srv.AddTool(checkStatusTool(), ts.checkStatus)
+	addOperationTools(srv, lister, backendOf)
 	ts.apply(list)
 	every := s.Refresh
 	if every <= 0 {
@@ -326,8 +327,8 @@ func toolFor(a actions.Info) (*mcp.Tool, error) {
 // checkToolName applies the MCP tool name rules (1-128 of A-Z a-z 0-9 _ - .)
 // and keeps CheckActionStatusTool for the server itself.
 func checkToolName(name string) error {
-	if name == CheckActionStatusTool {
-		return fmt.Errorf("tool name %q is reserved for the server's own status tool; rename the action", name)
+	if reservedToolName(name) {
+		return fmt.Errorf("tool name %q is reserved for one of the server's own tools; rename the action", name)
 	}
 	if name == "" || len(name) > 128 {
 		return fmt.Errorf("tool name %q must be 1 to 128 characters long", name)

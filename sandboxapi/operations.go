@@ -234,7 +234,7 @@ func matchesETag(header, etag string) bool {
 // runCall runs one operation call for sess through the same path as POST
 // /v1/connector-operations/run: a completed call is the answer, a refusal by
 // the pipeline is returned as a *dataplane.Refusal error.
-func (s *API) runCall(ctx context.Context, sess *dataplane.Session, req operationRequest) (dataplane.CallResult, error) {
+func (s *API) runCall(ctx context.Context, sess *dataplane.Session, req OperationRequest) (dataplane.CallResult, error) {
 	if !sess.MayUse(req.ConnectorFQN) {
 		return dataplane.CallResult{}, fmt.Errorf("%w: connector %q is not available to this session", state.ErrNotFound, req.ConnectorFQN)
 	}

@@ -24,16 +24,16 @@ func (d *daemon) openTools() error {
 		OnEvent: d.rec.Event, SessionByID: d.sessions.Session, Log: d.log,
 	}
 	srv := &sandboxapi.MCPServer{Name: "aileron", Version: readVersion().String(), Log: d.log}
+	api := &sandboxapi.API{Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, Log: d.log}
 	d.mcp = srv.HTTPHandler(func(r *http.Request) (sandboxapi.ToolBackend, error) {
 		sess, ok := dataplane.SessionFrom(r.Context())
 		if !ok {
 			return nil, errors.New("no session on this request")
 		}
-		return d.runner.Backend(sess), nil
+		return api.Backend(sess, d.runner.Backend(sess)), nil
 	})
-	d.proxy.SandboxAPI = &sandboxapi.API{
-		Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, MCP: d.mcp, Log: d.log,
-	}
+	api.MCP = d.mcp
+	d.proxy.SandboxAPI = api
 	record := d.approval.OnEvent
 	d.approval.OnEvent = func(event audit.EventName, details map[string]string) {
 		record(event, details)
