@@ -43,7 +43,10 @@ type Rendering struct {
 	//
 	//	TOOL FQN -- Aileron connector operations: OP1, OP2, …
 	//
-	// (operations in spec order) and an action's line is
+	// (its external operations in spec order: internal ones, which only
+	// action steps reach, are left out here, from the shims and from their
+	// help, and a tool with only internal ones gets no command) and an
+	// action's line is
 	//
 	//	NAME FQN -- Aileron action: SUMMARY
 	//
@@ -116,8 +119,13 @@ func Render(in RenderInput) (*Rendering, error) {
 			errs = append(errs, fmt.Errorf("%w: a nil connector spec was passed to Render", ErrUnsafeName))
 			continue
 		}
+		ops := compiledOps(spec)
 		for i := range spec.Tools {
-			c, script, line, err := renderSpecTool(spec, &spec.Tools[i])
+			tool, shown := externalOnly(&spec.Tools[i])
+			if !shown {
+				continue
+			}
+			c, script, line, err := renderSpecTool(spec, tool, ops)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -149,8 +157,23 @@ func Render(in RenderInput) (*Rendering, error) {
 
 type toolsLine struct{ name, text string }
 
-// renderSpecTool checks one spec tool and renders its shim and tools.txt line.
-func renderSpecTool(spec *policy.Spec, tool *policy.Tool) (claim, []byte, string, error) {
+// externalOnly is tool without its internal operations, which only action
+// steps reach; shown is false when it had operations and all are internal
+// (the tool then gets no command).
+func externalOnly(tool *policy.Tool) (*policy.Tool, bool) {
+	t := *tool
+	t.Operations = nil
+	for _, op := range tool.Operations {
+		if !op.IsInternal() {
+			t.Operations = append(t.Operations, op)
+		}
+	}
+	return &t, len(t.Operations) > 0 || len(tool.Operations) == 0
+}
+
+// renderSpecTool checks one spec tool and renders its shim and tools.txt
+// line; ops are the spec's compiled operations (compiledOps).
+func renderSpecTool(spec *policy.Spec, tool *policy.Tool, ops map[[2]string]*policy.Operation) (claim, []byte, string, error) {
 	fqn := spec.Connector.FQN
 	c := claim{name: tool.Name, kind: "tool", fqn: fqn,
 		source: fmt.Sprintf("tool %q of connector %s@%s", tool.Name, fqn, spec.Connector.Version)}
@@ -164,18 +187,18 @@ func renderSpecTool(spec *policy.Spec, tool *policy.Tool) (claim, []byte, string
 	if len(tool.Operations) == 0 {
 		errs = append(errs, fmt.Errorf("%w: %s declares no operation; a tool needs at least one", ErrUnsafeName, c.source))
 	}
-	ops := make([]string, 0, len(tool.Operations))
+	names := make([]string, 0, len(tool.Operations))
 	for _, op := range tool.Operations {
 		if p := nameProblem(op.Name); p != "" {
 			errs = append(errs, fmt.Errorf("%w: %s: operation name %q cannot be rendered: %s", ErrUnsafeName, c.source, op.Name, p))
 		}
-		ops = append(ops, op.Name)
+		names = append(names, op.Name)
 	}
 	if len(errs) > 0 {
 		return c, nil, "", errors.Join(errs...)
 	}
-	line := tool.Name + " " + fqn + " -- Aileron connector operations: " + strings.Join(ops, ", ")
-	return c, specShim(spec, tool), line, nil
+	line := tool.Name + " " + fqn + " -- Aileron connector operations: " + strings.Join(names, ", ")
+	return c, specShim(spec, tool, ops), line, nil
 }
 
 // renderAction checks one action and renders its shim and tools.txt line.

@@ -234,11 +234,12 @@ func jsonString(s string) string {
 
 // specShim renders the shim of one connector tool. tool and its operations
 // must have passed renderSpecTool's checks.
-func specShim(spec *policy.Spec, tool *policy.Tool) []byte {
+func specShim(spec *policy.Spec, tool *policy.Tool, ops map[[2]string]*policy.Operation) []byte {
 	var b strings.Builder
 	shimPrologue(&b, tool.Name, "aileron_help", "")
 	for i := range tool.Operations {
-		fmt.Fprintf(&b, "\naileron_help_op_%d() {\n\t%s\n}\n", i, printfLines(opHelp(tool.Name, &tool.Operations[i])))
+		op := &tool.Operations[i]
+		fmt.Fprintf(&b, "\naileron_help_op_%d() {\n\t%s\n}\n", i, printfLines(opHelp(tool.Name, op, ops[[2]string{tool.Name, op.Name}])))
 	}
 	b.WriteString("\naileron_help() {\n\t" + printfLines(toolHelpHeader(spec, tool)) + "\n")
 	for i := range tool.Operations {
@@ -277,8 +278,10 @@ func toolHelpHeader(spec *policy.Spec, tool *policy.Tool) string {
 	return b.String()
 }
 
-// opHelp describes one operation: summary, request, approval, inputs.
-func opHelp(toolName string, op *policy.OperationSpec) string {
+// opHelp describes one operation: summary, request, approval, inputs (from
+// compiled's effective input schema when it has one), output fields.
+// compiled is nil when the spec did not compile on its own.
+func opHelp(toolName string, op *policy.OperationSpec, compiled *policy.Operation) string {
 	var b strings.Builder
 	b.WriteString(op.Name)
 	if s := oneLine(op.Summary); s != "" {
@@ -307,7 +310,21 @@ func opHelp(toolName string, op *policy.OperationSpec) string {
 	if d := cleanText(op.Description); d != "" {
 		b.WriteString(indent(d, "  ") + "\n")
 	}
-	if len(op.Inputs) == 0 {
+	input, output := decodeSchema(op.InputSchema), decodeSchema(op.OutputSchema)
+	if compiled != nil {
+		input, output = decodeSchema(compiled.InputSchema()), decodeSchema(compiled.OutputSchema())
+	}
+	example := exampleArgs(op.Inputs)
+	if lines, strict := schemaInputs(input, op.Inputs); len(lines) > 0 {
+		fmt.Fprintf(&b, "  Inputs (sent as %s; {name} in the path takes the input of that name):\n", placement)
+		for _, l := range lines {
+			b.WriteString("    " + l + "\n")
+		}
+		if strict {
+			b.WriteString("    (no other input is accepted)\n")
+		}
+		example = exampleFromSchema(input)
+	} else if len(op.Inputs) == 0 {
 		b.WriteString("  Inputs:   none\n")
 	} else {
 		fmt.Fprintf(&b, "  Inputs (sent as %s; {name} in the path takes the input of that name):\n", placement)
@@ -326,7 +343,10 @@ func opHelp(toolName string, op *policy.OperationSpec) string {
 			b.WriteString("\n")
 		}
 	}
-	fmt.Fprintf(&b, "  Run:      %s %s --args '%s' [--json]", toolName, op.Name, exampleArgs(op.Inputs))
+	if f := schemaFields(output); f != "" {
+		b.WriteString("  Output:   " + f + "\n")
+	}
+	fmt.Fprintf(&b, "  Run:      %s %s --args '%s' [--json]", toolName, op.Name, example)
 	return b.String()
 }
 

@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aileronhq/aileron/policy"
+)
+
+const notesFQN = "github://acme/notes"
+
+// notesSpec has an operation with a whole input_schema and an output
+// schema, one with per-input descriptions only, an internal operation, and
+// a tool whose only operation is internal.
+func notesSpec() *policy.Spec {
+	input := `{"type":"object","properties":{
+	  "to":{"type":"string","format":"email","pattern":"@example\\.com$","description":"Recipient"},
+	  "count":{"type":"integer","minimum":1,"maximum":5},
+	  "model":{"type":"string","enum":["a","b\u001b[31m"]},
+	  "tags":{"type":"array","items":{"type":"string","maxLength":10},"maxItems":3},
+	  "reply":{"type":["string","null"],"const":"x"}},
+	 "required":["to","model"],"additionalProperties":false}`
+	return &policy.Spec{
+		SchemaVersion: policy.SchemaVersion,
+		Connector:     policy.Connector{FQN: notesFQN, Version: "1.0.0"},
+		Tools: []policy.Tool{
+			{Name: "notes", Operations: []policy.OperationSpec{
+				{Name: "send", Summary: "Send a note", Method: "POST", Path: "/v1/notes", Hosts: []string{"api.example.com"},
+					Inputs:       []policy.Input{{Name: "model", Description: "Model \u202eto use"}},
+					InputSchema:  json.RawMessage(input),
+					OutputSchema: json.RawMessage(`{"type":"object","properties":{"thread":{"type":"string"},"id":{"type":"integer"}}}`)},
+				{Name: "purge", Summary: "Purge everything", Method: "DELETE", Path: "/v1/notes", Hosts: []string{"api.example.com"},
+					Visibility: policy.VisibilityInternal},
+				{Name: "list", Summary: "List notes", Method: "GET", Path: "/v1/notes", Hosts: []string{"api.example.com"}},
+			}},
+			{Name: "vault", Operations: []policy.OperationSpec{
+				{Name: "wipe", Method: "DELETE", Path: "/v1/vault", Hosts: []string{"api.example.com"}, Visibility: policy.VisibilityInternal},
+			}},
+		},
+	}
+}
+
+// TestRenderLeavesOutInternalOperations: internal operations appear in no
+// line, shim or help, and a tool with only internal ones has no command.
+func TestRenderLeavesOutInternalOperations(t *testing.T) {
+	r, err := Render(RenderInput{Specs: []*policy.Spec{notesSpec()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(r.ToolsTxt), "notes "+notesFQN+" -- Aileron connector operations: send, list\n"; got != want {
+		t.Errorf("tools.txt %q, want %q", got, want)
+	}
+	if len(r.Shims) != 1 || r.Shims[0].Name != "notes" {
+		t.Fatalf("shims %v", r.Shims)
+	}
+	for _, s := range []string{"purge", "Purge", "wipe", "vault"} {
+		if strings.Contains(string(r.Shims[0].Script), s) {
+			t.Errorf("the shim mentions %q", s)
+		}
+	}
+	e := newShimEnv(t, RenderInput{Specs: []*policy.Spec{notesSpec()}})
+	_, errOut, code := e.run("notes", "purge")
+	if code != ShimExitUsage || !strings.Contains(errOut, `unknown operation "purge"`) || strings.Contains(strings.SplitN(errOut, "\n", 2)[1], "purge") {
+		t.Errorf("notes purge: exit %d: %s", code, errOut)
+	}
+	if n := len(e.daemon.requests()); n != 0 {
+		t.Errorf("%d requests sent", n)
+	}
+}
+
+// TestSpecShimSchemaHelp: OP --help shows each input's constraints from the
+// effective schema and the output fields, escaped like all spec text.
+func TestSpecShimSchemaHelp(t *testing.T) {
+	e := newShimEnv(t, RenderInput{Specs: []*policy.Spec{notesSpec()}})
+	out, errOut, code := e.run("notes", "send", "--help")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := `send: Send a note
+  Request:  POST https://api.example.com/v1/notes
+  Approval: not required
+  Inputs (sent as a JSON body; {name} in the path takes the input of that name):
+    model (string, required, one of "a" | "b\u001b[31m"): Model to use
+    count (integer, optional, >= 1, <= 5)
+    reply (string or null, optional, exactly "x")
+    tags (array of string, optional, at most 3 items, each at most 10 characters)
+    to (string, required, format email, pattern @example\.com$): Recipient
+    (no other input is accepted)
+  Output:   id (integer), thread (string)
+  Run:      notes send --args '{"model":"a","to":"…"}' [--json]
+`
+	if out != want {
+		t.Errorf("notes send --help:\n%s\nwant:\n%s", out, want)
+	}
+	out, _, _ = e.run("notes", "list", "--help")
+	if !strings.Contains(out, "  Inputs:   none\n") || strings.Contains(out, "Output:") {
+		t.Errorf("notes list --help:\n%s", out)
+	}
+	out, _, _ = e.run("notes", "--help")
+	if !strings.Contains(out, "count (integer, optional, >= 1, <= 5)") || strings.Contains(out, "purge") {
+		t.Errorf("notes --help:\n%s", out)
+	}
+}
