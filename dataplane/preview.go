@@ -103,7 +103,7 @@ func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.De
 		return pv, deny(policy.ReasonEncodedBody, "the request body is %q-encoded; a request that needs approval must carry a plain body, "+
 			"so that the human approves the bytes the upstream will read: send it without Content-Encoding", ce)
 	}
-	declared := declaredNames(op.Spec, r.Method)
+	declared := declaredNames(op, r.Method)
 	names := make([]string, 0, len(d.Params))
 	for k := range d.Params {
 		names = append(names, k)
@@ -135,11 +135,18 @@ func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.De
 	return pv, nil
 }
 
-// declaredNames are the operation's input names by where they are read:
-// the query for GET, DELETE and HEAD, the body otherwise.
-func declaredNames(spec *policy.OperationSpec, method string) map[string]map[string]bool {
-	in := map[string]bool{}
-	for _, i := range spec.Inputs {
+// declaredNames are the names the operation's effective input schema
+// (policy.Operation.InputSchema) declares, by where they are read, as the
+// proxy's argument check reads them: with a whole input_schema, its
+// properties name the arguments of the query and the body alike; with
+// per-input declarations, the query for GET, DELETE and HEAD, the body
+// otherwise.
+func declaredNames(op *policy.Operation, method string) map[string]map[string]bool {
+	in := schemaProperties(op.InputSchema())
+	if len(op.Spec.InputSchema) > 0 {
+		return map[string]map[string]bool{"query": in, "body": in}
+	}
+	for _, i := range op.Spec.Inputs {
 		in[i.Name] = true
 	}
 	if method == http.MethodGet || method == http.MethodDelete || method == http.MethodHead {
@@ -437,4 +444,20 @@ func credentialNote(c policy.Credential) string {
 	}
 	return c.Kind + ", which the proxy adds where the connector's binding puts it (the spec says: " + where +
 		"), replacing what the client sent there"
+}
+
+// schemaProperties are the names of an object schema's properties; none
+// when it has none or is not an object.
+func schemaProperties(schema json.RawMessage) map[string]bool {
+	out := map[string]bool{}
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil {
+		return out
+	}
+	for name := range s.Properties {
+		out[name] = true
+	}
+	return out
 }

@@ -192,3 +192,37 @@ func FuzzPreviewBody(f *testing.F) {
 		_, _ = b.Show(100)
 	})
 }
+
+// TestPreviewMarksFollowTheInputSchema: with a whole input_schema, a query
+// or body field is declared when the schema's properties name it, as the
+// argument check reads it; a schema without properties declares nothing.
+func TestPreviewMarksFollowTheInputSchema(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema, query, body, want string
+	}{
+		{"properties", `{"type":"object","properties":{"to":{"type":"string"},"subject":{},"n":{"type":"integer"}},"additionalProperties":false}`,
+			"n=1&cc=x", `{"to":"a","subject":"s","bcc":"b"}`, "query cc, body bcc"},
+		{"nested names are not top-level", `{"type":"object","properties":{"msg":{"type":"object","properties":{"bcc":{}}}}}`,
+			"", `{"msg":{"bcc":"b"},"bcc":"b"}`, "body bcc"},
+		{"no properties", `{"type":"object"}`, "to=a", `{"to":"a"}`, "query to, body to"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := http.NewRequest("POST", "https://mail.example/v1/send", strings.NewReader(tc.body))
+			r.Header.Set("Content-Type", "application/json")
+			d := sendOp()
+			spec := *d.Op.Spec
+			spec.Inputs, spec.InputSchema = nil, json.RawMessage(tc.schema)
+			op := *d.Op
+			op.Spec = &spec
+			d.Op = &op
+			pv, err := previewRequest(r, policy.Authority{Host: "mail.example", Port: 443}, target{path: "/v1/send", query: tc.query}, d,
+				forwardedHeaders(r.Header, d.Op), []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(pv.Undeclared(), ", "); got != tc.want {
+				t.Errorf("undeclared %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
