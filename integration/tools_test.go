@@ -116,6 +116,7 @@ func TestTools(t *testing.T) {
 	t.Run("shims", e.shims)
 	t.Run("launch", e.launchClients)
 	t.Run("sandbox_cannot_decide", e.sandboxCannotDecide)
+	t.Run("discovery", e.discovery)
 }
 
 func (e *toolsEnv) runEndpoint(t *testing.T) {
