@@ -58,6 +58,7 @@ func sandboxMCP() opsConnector {
 func TestMCPOperationTools(t *testing.T) {
 	for _, c := range []opsConnector{daemonMCP(), sandboxMCP()} {
 		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
 			e := newSapiEnv(t, sapiOpts{})
 			e.installNotes(t, "1.2.0", "Send a note")
 			ctx := testCtx(t)
