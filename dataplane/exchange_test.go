@@ -109,7 +109,7 @@ func TestPreviewListsWhatIsSent(t *testing.T) {
 	in := http.Header{"Accept-Encoding": {"gzip"}, "Grpc-Accept-Encoding": {"gzip"}, "Te": {"trailers, deflate"},
 		"Connection": {"X-Hop"}, "X-Hop": {"1"}, "X-Forwarded-Port": {"80"}, "Content-Type": {"application/json"},
 		"Proxy-Authorization": {"Basic abc"}, "User-Agent": {"agent/1"}}
-	withCred := sendOp().Op
+	withCred := sendOp(t).Op
 	plain := &policy.Operation{Spec: &policy.OperationSpec{Name: "get"}}
 	for _, op := range []*policy.Operation{withCred, plain} {
 		x := &exchange{in: (&http.Request{Method: "POST", Header: in}).WithContext(context.Background()),

@@ -103,7 +103,7 @@ func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.De
 		return pv, deny(policy.ReasonEncodedBody, "the request body is %q-encoded; a request that needs approval must carry a plain body, "+
 			"so that the human approves the bytes the upstream will read: send it without Content-Encoding", ce)
 	}
-	declared := declaredNames(op, r.Method)
+	declared := declaredNames(op)
 	names := make([]string, 0, len(d.Params))
 	for k := range d.Params {
 		names = append(names, k)
@@ -135,24 +135,28 @@ func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.De
 	return pv, nil
 }
 
-// declaredNames are the names the operation's effective input schema
-// (policy.Operation.InputSchema) declares, by where they are read, as the
-// proxy's argument check reads them: with a whole input_schema, its
-// properties name the arguments of the query and the body alike; with
-// per-input declarations, the query for GET, DELETE and HEAD, the body
-// otherwise.
-func declaredNames(op *policy.Operation, method string) map[string]map[string]bool {
-	in := schemaProperties(op.InputSchema())
-	if len(op.Spec.InputSchema) > 0 {
-		return map[string]map[string]bool{"query": in, "body": in}
+// declaredNames are the query and body fields the operation's effective
+// input schema (policy.Operation.InputSchema) declares, as the proxy's
+// argument check reads the request: a field is declared when the schema's
+// top-level properties name it and its input, if it says where it travels
+// ("in"), puts it there.
+func declaredNames(op *policy.Operation) map[string]map[string]bool {
+	query, body := map[string]bool{}, map[string]bool{}
+	for name := range schemaProperties(op.InputSchema()) {
+		query[name], body[name] = true, true
 	}
-	for _, i := range op.Spec.Inputs {
-		in[i.Name] = true
+	for _, in := range op.Spec.Inputs {
+		switch in.In {
+		case policy.InQuery:
+			delete(body, in.Name)
+		case policy.InBody:
+			delete(query, in.Name)
+		case policy.InPath:
+			delete(query, in.Name)
+			delete(body, in.Name)
+		}
 	}
-	if method == http.MethodGet || method == http.MethodDelete || method == http.MethodHead {
-		return map[string]map[string]bool{"query": in}
-	}
-	return map[string]map[string]bool{"body": in}
+	return map[string]map[string]bool{"query": query, "body": body}
 }
 
 // pairFields decodes a query string or form body, keeping every pair in

@@ -12,13 +12,29 @@ import (
 )
 
 // sendOp is an approval-gated POST that declares the inputs to and subject
-// and takes an oauth2 credential in Authorization.
-func sendOp() policy.Decision {
-	spec := &policy.OperationSpec{Name: "send", Method: "POST", Path: "/v1/send", Approval: "required",
-		Credential: policy.Credential{Kind: "oauth2"},
-		Inputs:     []policy.Input{{Name: "to"}, {Name: "subject"}},
-		Audit:      []policy.AuditField{{Name: "to", Source: "body.to", Redact: "hash"}}}
-	return policy.Decision{Verdict: policy.AllowAfterApproval, Op: &policy.Operation{FQN: "local://t/mail", Version: "1.0.0", Tool: "mail", Spec: spec}}
+// and takes an oauth2 credential in Authorization, compiled as installed.
+func sendOp(t testing.TB) policy.Decision {
+	t.Helper()
+	return compiledDecision(t, `{"name": "send", "method": "POST", "path": "/v1/send", "hosts": ["mail.example"], "approval": "required",
+	  "credential": "oauth2", "inputs": [{"name": "to"}, {"name": "subject"}],
+	  "audit": [{"name": "to", "source": "body.to", "redact": "hash"}]}`)
+}
+
+// compiledDecision is the approval-gated decision of the operation op (its
+// spec JSON) of tool mail of connector local://t/mail, compiled.
+func compiledDecision(t testing.TB, op string) policy.Decision {
+	t.Helper()
+	spec, err := policy.ParseSpec("mail.json", []byte(`{"schema_version": "aileron.connector.v1",
+	  "connector": {"fqn": "local://t/mail", "version": "1.0.0"}, "tools": [{"name": "mail", "operations": [`+op+`]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, errs := policy.Compile([]policy.Source{{Spec: spec}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	o := pol.Operations()[0]
+	return policy.Decision{Verdict: policy.AllowAfterApproval, Op: o}
 }
 
 func previewOf(t *testing.T, ctype, encoding, query, body string) (Preview, error) {
@@ -31,7 +47,7 @@ func previewOf(t *testing.T, ctype, encoding, query, body string) (Preview, erro
 	r.Header.Set("Authorization", "Bearer agent-made-this-up")
 	r.Header.Set("Proxy-Authorization", "Basic c2Vzc2lvbg==")
 	r.Header.Set("X-Trace", "t-1")
-	d := sendOp()
+	d := sendOp(t)
 	hdr := forwardedHeaders(r.Header, d.Op)
 	return previewRequest(r, policy.Authority{Host: "mail.example", Port: 443}, target{path: "/v1/send", query: query}, d, hdr, []byte(body))
 }
@@ -41,8 +57,8 @@ func TestPreviewShowsTheWholeRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(pv.Undeclared(), ", "); got != "query cc, query to, body bcc" {
-		t.Errorf("undeclared %q, want the query parameters (a POST reads its inputs from the body) and bcc", got)
+	if got := strings.Join(pv.Undeclared(), ", "); got != "query cc, body bcc" {
+		t.Errorf("undeclared %q, want cc and bcc (the argument check takes a query \"to\" as the input to)", got)
 	}
 	for _, f := range pv.Fields {
 		if f.Name == "to" && f.Source == "body" && f.Value != `"bob@example.com"` {
@@ -193,28 +209,27 @@ func FuzzPreviewBody(f *testing.F) {
 	})
 }
 
-// TestPreviewMarksFollowTheInputSchema: with a whole input_schema, a query
-// or body field is declared when the schema's properties name it, as the
-// argument check reads it; a schema without properties declares nothing.
+// TestPreviewMarksFollowTheInputSchema: a query or body field is declared
+// when the effective input schema's properties name it and its input, if it
+// says where it travels, puts it there; a schema without properties
+// declares nothing.
 func TestPreviewMarksFollowTheInputSchema(t *testing.T) {
 	for _, tc := range []struct {
-		name, schema, query, body, want string
+		name, args, query, body, want string
 	}{
-		{"properties", `{"type":"object","properties":{"to":{"type":"string"},"subject":{},"n":{"type":"integer"}},"additionalProperties":false}`,
+		{"input_schema", `"input_schema": {"type":"object","properties":{"to":{"type":"string"},"subject":{},"n":{"type":"integer"}}}`,
 			"n=1&cc=x", `{"to":"a","subject":"s","bcc":"b"}`, "query cc, body bcc"},
-		{"nested names are not top-level", `{"type":"object","properties":{"msg":{"type":"object","properties":{"bcc":{}}}}}`,
+		{"nested names are not top-level", `"input_schema": {"type":"object","properties":{"msg":{"type":"object","properties":{"bcc":{}}}}}`,
 			"", `{"msg":{"bcc":"b"},"bcc":"b"}`, "body bcc"},
-		{"no properties", `{"type":"object"}`, "to=a", `{"to":"a"}`, "query to, body to"},
+		{"no properties", `"input_schema": {"type":"object"}`, "to=a", `{"to":"a"}`, "query to, body to"},
+		{"inputs where they travel", `"inputs": [{"name":"to"},{"name":"q","in":"query"},{"name":"b","in":"body"}]`,
+			"q=1&b=2&to=x", `{"q":1,"b":2,"to":"y"}`, "query b, body q"},
+		{"no inputs", `"summary": "none"`, "to=a", `{"to":"a"}`, "query to, body to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := http.NewRequest("POST", "https://mail.example/v1/send", strings.NewReader(tc.body))
 			r.Header.Set("Content-Type", "application/json")
-			d := sendOp()
-			spec := *d.Op.Spec
-			spec.Inputs, spec.InputSchema = nil, json.RawMessage(tc.schema)
-			op := *d.Op
-			op.Spec = &spec
-			d.Op = &op
+			d := compiledDecision(t, `{"name": "send", "method": "POST", "path": "/v1/send", "hosts": ["mail.example"], `+tc.args+`}`)
 			pv, err := previewRequest(r, policy.Authority{Host: "mail.example", Port: 443}, target{path: "/v1/send", query: tc.query}, d,
 				forwardedHeaders(r.Header, d.Op), []byte(tc.body))
 			if err != nil {
