@@ -18,19 +18,26 @@ const maxHelpLiteral = 80
 
 // schemaInputs are the help lines of an operation's inputs, from its
 // effective input schema: one per property, in the order of the spec's
-// inputs, then by name. A property's description is the schema's, else the
-// input's. strict reports additionalProperties: false.
-func schemaInputs(schema map[string]any, inputs []policy.Input) (lines []string, strict bool) {
+// inputs, else of the properties as raw writes them, then by name. A
+// property's description is the schema's, else the input's. strict reports
+// additionalProperties: false.
+func schemaInputs(schema map[string]any, raw json.RawMessage, inputs []policy.Input) (lines []string, strict bool) {
 	props, _ := schema["properties"].(map[string]any)
 	required := stringSet(schema["required"])
 	descs := map[string]string{}
 	var order []string
 	for _, in := range inputs {
 		descs[in.Name] = in.Description
-		if _, ok := props[in.Name]; ok && !slices.Contains(order, in.Name) {
-			order = append(order, in.Name)
-		}
+		order = append(order, in.Name)
 	}
+	order = append(order, propertyOrder(raw)...)
+	seen := map[string]bool{}
+	order = slices.DeleteFunc(order, func(name string) bool {
+		_, ok := props[name]
+		dup := seen[name]
+		seen[name] = true
+		return !ok || dup
+	})
 	var rest []string
 	for name := range props {
 		if !slices.Contains(order, name) {
@@ -242,4 +249,42 @@ func exampleFromSchema(schema map[string]any) string {
 		parts[i] = jsonString(oneLine(name)) + ":" + v
 	}
 	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// propertyOrder lists the names of a schema's top-level properties in the
+// order raw writes them; nil when it cannot tell.
+func propertyOrder(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if key != "properties" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return nil
+		}
+		var names []string
+		for dec.More() {
+			name, err := dec.Token()
+			var skip json.RawMessage
+			if err != nil || dec.Decode(&skip) != nil {
+				return nil
+			}
+			if s, ok := name.(string); ok {
+				names = append(names, s)
+			}
+		}
+		return names
+	}
+	return nil
 }

@@ -17,22 +17,28 @@ func notesSpec() *policy.Spec {
 	input := `{"type":"object","properties":{
 	  "to":{"type":"string","format":"email","pattern":"@example\\.com$","description":"Recipient"},
 	  "count":{"type":"integer","minimum":1,"maximum":5},
-	  "model":{"type":"string","enum":["a","b\u001b[31m"]},
+	  "model":{"type":"string","enum":["a","b\u001b[31m"],"description":"Model \u202eto use"},
 	  "tags":{"type":"array","items":{"type":"string","maxLength":10},"maxItems":3},
 	  "reply":{"type":["string","null"],"const":"x"}},
 	 "required":["to","model"],"additionalProperties":false}`
+	maxQ, one, fifty := int64(100), json.Number("1"), json.Number("50")
 	return &policy.Spec{
 		SchemaVersion: policy.SchemaVersion,
 		Connector:     policy.Connector{FQN: notesFQN, Version: "1.0.0"},
 		Tools: []policy.Tool{
 			{Name: "notes", Operations: []policy.OperationSpec{
 				{Name: "send", Summary: "Send a note", Method: "POST", Path: "/v1/notes", Hosts: []string{"api.example.com"},
-					Inputs:       []policy.Input{{Name: "model", Description: "Model \u202eto use"}},
 					InputSchema:  json.RawMessage(input),
 					OutputSchema: json.RawMessage(`{"type":"object","properties":{"thread":{"type":"string"},"id":{"type":"integer"}}}`)},
 				{Name: "purge", Summary: "Purge everything", Method: "DELETE", Path: "/v1/notes", Hosts: []string{"api.example.com"},
 					Visibility: policy.VisibilityInternal},
 				{Name: "list", Summary: "List notes", Method: "GET", Path: "/v1/notes", Hosts: []string{"api.example.com"}},
+				{Name: "search", Summary: "Search notes", Method: "GET", Path: "/v1/search", Hosts: []string{"api.example.com"},
+					Inputs: []policy.Input{
+						{Name: "q", Required: true, Description: "Query", Pattern: "^[a-z ]+$", MaxLength: &maxQ},
+						{Name: "limit", Type: "integer", In: policy.InQuery, Minimum: &one, Maximum: &fifty},
+						{Name: "sort", Enum: []json.RawMessage{json.RawMessage(`"new"`), json.RawMessage(`"old"`)}},
+					}},
 			}},
 			{Name: "vault", Operations: []policy.OperationSpec{
 				{Name: "wipe", Method: "DELETE", Path: "/v1/vault", Hosts: []string{"api.example.com"}, Visibility: policy.VisibilityInternal},
@@ -48,7 +54,7 @@ func TestRenderLeavesOutInternalOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(r.ToolsTxt), "notes "+notesFQN+" -- Aileron connector operations: send, list\n"; got != want {
+	if got, want := string(r.ToolsTxt), "notes "+notesFQN+" -- Aileron connector operations: send, list, search\n"; got != want {
 		t.Errorf("tools.txt %q, want %q", got, want)
 	}
 	if len(r.Shims) != 1 || r.Shims[0].Name != "notes" {
@@ -81,17 +87,30 @@ func TestSpecShimSchemaHelp(t *testing.T) {
   Request:  POST https://api.example.com/v1/notes
   Approval: not required
   Inputs (sent as a JSON body; {name} in the path takes the input of that name):
-    model (string, required, one of "a" | "b\u001b[31m"): Model to use
-    count (integer, optional, >= 1, <= 5)
-    reply (string or null, optional, exactly "x")
-    tags (array of string, optional, at most 3 items, each at most 10 characters)
     to (string, required, format email, pattern @example\.com$): Recipient
+    count (integer, optional, >= 1, <= 5)
+    model (string, required, one of "a" | "b\u001b[31m"): Model to use
+    tags (array of string, optional, at most 3 items, each at most 10 characters)
+    reply (string or null, optional, exactly "x")
     (no other input is accepted)
   Output:   id (integer), thread (string)
   Run:      notes send --args '{"model":"a","to":"…"}' [--json]
 `
 	if out != want {
 		t.Errorf("notes send --help:\n%s\nwant:\n%s", out, want)
+	}
+	out, _, _ = e.run("notes", "search", "--help")
+	want = `search: Search notes
+  Request:  GET https://api.example.com/v1/search
+  Approval: not required
+  Inputs (sent as query parameters; {name} in the path takes the input of that name):
+    q (string, required, pattern ^[a-z ]+$, at most 100 characters): Query
+    limit (integer, optional, >= 1, <= 50)
+    sort (string, optional, one of "new" | "old")
+  Run:      notes search --args '{"q":"…"}' [--json]
+`
+	if out != want {
+		t.Errorf("notes search --help:\n%s\nwant:\n%s", out, want)
 	}
 	out, _, _ = e.run("notes", "list", "--help")
 	if !strings.Contains(out, "  Inputs:   none\n") || strings.Contains(out, "Output:") {

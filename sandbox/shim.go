@@ -310,12 +310,13 @@ func opHelp(toolName string, op *policy.OperationSpec, compiled *policy.Operatio
 	if d := cleanText(op.Description); d != "" {
 		b.WriteString(indent(d, "  ") + "\n")
 	}
-	input, output := decodeSchema(op.InputSchema), decodeSchema(op.OutputSchema)
+	rawIn, rawOut := op.InputSchema, op.OutputSchema
 	if compiled != nil {
-		input, output = decodeSchema(compiled.InputSchema()), decodeSchema(compiled.OutputSchema())
+		rawIn, rawOut = compiled.InputSchema(), compiled.OutputSchema()
 	}
+	input, output := decodeSchema(rawIn), decodeSchema(rawOut)
 	example := exampleArgs(op.Inputs)
-	if lines, strict := schemaInputs(input, op.Inputs); len(lines) > 0 {
+	if lines, strict := schemaInputs(input, rawIn, op.Inputs); len(lines) > 0 {
 		fmt.Fprintf(&b, "  Inputs (sent as %s; {name} in the path takes the input of that name):\n", placement)
 		for _, l := range lines {
 			b.WriteString("    " + l + "\n")
