@@ -32,17 +32,16 @@ func notesSpec(t *testing.T, version, summary string) *policy.Spec {
   "tools": [{"name": "notes", "operations": [
     {"name": "send", "summary": "`+summary+`", "description": "Sends a note.", "method": "POST", "path": "/v1/notes",
      "hosts": ["api.example.com"], "approval": "required",
-     "credential": {"kind": "bearer", "header": "Authorization", "format": "Bearer {token}"}},
-    {"name": "purge", "summary": "Purge every note", "method": "DELETE", "path": "/v1/notes", "hosts": ["api.example.com"]},
+     "credential": {"kind": "bearer", "header": "Authorization", "format": "Bearer {token}"},
+     "input_schema": `+notesSendInput+`, "output_schema": `+notesSendOutput+`},
+    {"name": "purge", "summary": "Purge every note", "method": "DELETE", "path": "/v1/notes", "hosts": ["api.example.com"],
+     "visibility": "internal"},
     {"name": "doc", "summary": "documentation only"}
   ]}]
 }`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops := spec.Tools[0].Operations
-	ops[0].InputSchema, ops[0].OutputSchema = json.RawMessage(notesSendInput), json.RawMessage(notesSendOutput)
-	ops[1].Visibility = policy.VisibilityInternal
 	return spec
 }
 
@@ -107,15 +106,9 @@ func TestDiscoveryListsOperations(t *testing.T) {
 	wantGet := OperationInfo{ConnectorFQN: tdLinearFQN, Version: "1.0.0", Tool: "linear", Operation: "get-issue", Summary: "Get one issue",
 		Description: "Returns the issue with the given id as JSON.", Method: "GET", Path: "/issues/{id}",
 		Hosts: []string{"api.linear.test:443"}, Credential: "api_key"}
-	var getSchema policy.Operation
-	if op, ok := e.api.Policy.Load().Lookup(tdLinearFQN, "linear", "get-issue"); ok {
-		getSchema = *op
-	}
-	wantGetSchema := string(getSchema.InputSchema())
-	if wantGetSchema == "" {
-		wantGetSchema = `{"type":"object"}`
-	}
-	checkInfo(t, getIssue, wantGet, wantGetSchema, "")
+	checkInfo(t, getIssue, wantGet, `{"type":"object","required":["id"],"properties":{"id":{"type":"string","description":"Issue identifier, e.g. ENG-123"}}}`, "")
+	checkInfo(t, list.Operations[3], OperationInfo{ConnectorFQN: itemsFQN, Version: "1.0.0", Tool: "items", Operation: "create",
+		Method: "POST", Path: "/v1/projects/{project}/items", Hosts: []string{"api.example.com:443"}}, `{"type":"object"}`, "")
 	if list := list.Operations[8]; !reflect.DeepEqual(list.Hosts, []string{"api.example.com:8443", "alt.example.com:443"}) {
 		t.Errorf("items/list hosts %v", list.Hosts)
 	}
