@@ -60,8 +60,10 @@ func (e *toolsEnv) discovery(t *testing.T) {
 			t.Errorf("get-issue %s = %v, want %v", k, get[k], v)
 		}
 	}
-	if _, ok := get["input_schema"].(map[string]any); !ok {
-		t.Errorf("get-issue has no input_schema object: %v", get)
+	wantSchema := map[string]any{"type": "object", "required": []any{"id"},
+		"properties": map[string]any{"id": map[string]any{"type": "string", "description": "Issue identifier, e.g. ENG-123"}}}
+	if !reflect.DeepEqual(get["input_schema"], wantSchema) {
+		t.Errorf("get-issue input_schema %v, want %v", get["input_schema"], wantSchema)
 	}
 	if strings.Contains(body, e.linearKey) || strings.Contains(body, "tools-linear") || strings.Contains(body, "{key}") {
 		t.Errorf("discovery shows a credential, its binding or its format: %s", body)
