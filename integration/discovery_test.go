@@ -1,12 +1,16 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // discoveryFQN is the connector the discovery test installs and removes.
@@ -76,6 +80,7 @@ func (e *toolsEnv) discovery(t *testing.T) {
 	if err := json.Unmarshal([]byte(one), &got); s != "200" || err != nil || !reflect.DeepEqual(got, get) {
 		t.Errorf("GET operations/linear/get-issue: %s %s", s, one)
 	}
+	e.discoveryMCP(t, body)
 
 	dir := t.TempDir()
 	spec := `{"schema_version":"aileron.connector.v1","connector":{"fqn":"` + discoveryFQN + `","version":"0.1.0"},
@@ -88,5 +93,32 @@ func (e *toolsEnv) discovery(t *testing.T) {
 	s, tag3, after := e.curlAPI(t, "operations", tag)
 	if s != "200" || tag3 == tag || !strings.Contains(after, `"operation": "ping"`) {
 		t.Errorf("after an install: %s %s %s", s, tag3, after)
+	}
+}
+
+// discoveryMCP: over the daemon's /v1/mcp, list_operations answers what
+// GET /v1/operations answered (list, its body) and run_operation runs one.
+func (e *toolsEnv) discoveryMCP(t *testing.T, list string) {
+	cs := mcpSession(t, &mcp.StreamableClientTransport{Endpoint: "https://aileron.internal/v1/mcp", HTTPClient: goClient(t, e.s)})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_operations"})
+	if err != nil || res.IsError {
+		t.Fatalf("list_operations: %v %s", err, jsonString(res))
+	}
+	var got, want any
+	_ = json.Unmarshal([]byte(jsonString(res.StructuredContent)), &got)
+	_ = json.Unmarshal([]byte(list), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("list_operations = %v\nwant GET /v1/operations = %v", got, want)
+	}
+	before := theSuite.up.Hits("api.linear.app", "/issues/ENG-7")
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_operation", Arguments: map[string]any{
+		"connector_fqn": toolsLinearFQN, "tool": "linear", "operation": "get-issue", "args": map[string]any{"id": "ENG-7"}}})
+	if err != nil || res.IsError || !strings.Contains(jsonString(res.StructuredContent), `"ISS-ENG-7"`) {
+		t.Fatalf("run_operation get-issue: %v %s", err, jsonString(res))
+	}
+	if n := theSuite.up.Hits("api.linear.app", "/issues/ENG-7") - before; n != 1 {
+		t.Errorf("upstream hits %d, want 1", n)
 	}
 }
