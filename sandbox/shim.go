@@ -314,41 +314,58 @@ func opHelp(toolName string, op *policy.OperationSpec, compiled *policy.Operatio
 	if compiled != nil {
 		rawIn, rawOut = compiled.InputSchema(), compiled.OutputSchema()
 	}
-	input, output := decodeSchema(rawIn), decodeSchema(rawOut)
-	example := exampleArgs(op.Inputs)
-	if lines, strict := schemaInputs(input, rawIn, op.Inputs); len(lines) > 0 {
-		fmt.Fprintf(&b, "  Inputs (sent as %s; {name} in the path takes the input of that name):\n", placement)
-		for _, l := range lines {
-			b.WriteString("    " + l + "\n")
-		}
-		if strict {
-			b.WriteString("    (no other input is accepted)\n")
-		}
-		example = exampleFromSchema(input)
-	} else if len(op.Inputs) == 0 {
-		b.WriteString("  Inputs:   none\n")
-	} else {
-		fmt.Fprintf(&b, "  Inputs (sent as %s; {name} in the path takes the input of that name):\n", placement)
-		for _, in := range op.Inputs {
-			typ, req := oneLine(in.Type), "optional"
-			if typ == "" {
-				typ = "string"
-			}
-			if in.Required {
-				req = "required"
-			}
-			fmt.Fprintf(&b, "    %s (%s, %s)", oneLine(in.Name), typ, req)
-			if d := oneLine(in.Description); d != "" {
-				b.WriteString(": " + d)
-			}
-			b.WriteString("\n")
-		}
-	}
+	example := inputsHelp(&b, op, placement, rawIn)
+	output := decodeSchema(rawOut)
 	if f := schemaFields(output); f != "" {
 		b.WriteString("  Output:   " + f + "\n")
 	}
 	fmt.Fprintf(&b, "  Run:      %s %s --args '%s' [--json]", toolName, op.Name, example)
 	return b.String()
+}
+
+// inputsHelp writes the Inputs lines of an operation's help, from its
+// effective input schema raw when it names properties, else from its
+// inputs as written, and returns an example --args object.
+func inputsHelp(b *strings.Builder, op *policy.OperationSpec, placement string, raw json.RawMessage) string {
+	schema := decodeSchema(raw)
+	lines, strict := schemaInputs(schema, raw, op.Inputs)
+	example := exampleFromSchema(schema)
+	if len(lines) == 0 {
+		lines, example = plainInputs(op.Inputs), exampleArgs(op.Inputs)
+	}
+	if len(lines) == 0 {
+		b.WriteString("  Inputs:   none\n")
+		return example
+	}
+	fmt.Fprintf(b, "  Inputs (sent as %s; {name} in the path takes the input of that name):\n", placement)
+	for _, l := range lines {
+		b.WriteString("    " + l + "\n")
+	}
+	if strict {
+		b.WriteString("    (no other input is accepted)\n")
+	}
+	return example
+}
+
+// plainInputs are the help lines of inputs as written: name, type,
+// whether required, description.
+func plainInputs(inputs []policy.Input) []string {
+	lines := make([]string, 0, len(inputs))
+	for _, in := range inputs {
+		typ, req := oneLine(in.Type), "optional"
+		if typ == "" {
+			typ = "string"
+		}
+		if in.Required {
+			req = "required"
+		}
+		line := fmt.Sprintf("%s (%s, %s)", oneLine(in.Name), typ, req)
+		if d := oneLine(in.Description); d != "" {
+			line += ": " + d
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // exampleArgs is an example --args object: the required inputs (or else
