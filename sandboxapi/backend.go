@@ -29,8 +29,10 @@ const maxSandboxAnswer = 32 << 20
 // HTTPBackend is the ToolBackend of `aileron mcp` in the sandbox: it speaks
 // the sandbox API at APIURL (AILERON_API_URL, normally
 // https://aileron.internal/v1): GET {APIURL}/actions,
-// POST {APIURL}/actions/{name}/run and
-// GET {APIURL}/action-approvals/{id}/result. It is safe for concurrent use.
+// POST {APIURL}/actions/{name}/run,
+// GET {APIURL}/action-approvals/{id}/result, and for the operation tools
+// GET {APIURL}/operations and POST {APIURL}/connector-operations/run. It is
+// safe for concurrent use.
 type HTTPBackend struct {
 	// APIURL is the sandbox API's base URL, ending in /v1.
 	APIURL string
