@@ -196,7 +196,7 @@ func badJSON(err error) *ArgumentError {
 
 func readBodyValue(dec *json.Decoder, path string, depth int) (any, *ArgumentError) {
 	if depth > maxBodyDepth {
-		return nil, &ArgumentError{Field: path, Rule: "json", Message: fmt.Sprintf("the body nests deeper than %d levels at %s (json)", maxBodyDepth, path)}
+		return nil, &ArgumentError{Field: path, Rule: "json", Message: fmt.Sprintf("argument %s nests deeper than %d levels in the body (json)", path, maxBodyDepth)}
 	}
 	tok, err := dec.Token()
 	if err != nil {

@@ -199,7 +199,11 @@ func (w *schemaWalk) keyword(m map[string]any, k, kp string, depth int) {
 		w.schemaMap(k, o, kp, depth)
 	default:
 		if msg := w.value(kind, k, v, depth); msg != "" {
-			w.p.add(kp, ruleSchemaValue, msg)
+			rule := ruleSchemaValue
+			if kind == kwRef {
+				rule = ruleSchemaRef
+			}
+			w.p.add(kp, rule, msg)
 		}
 	}
 }
