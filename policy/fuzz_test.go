@@ -24,6 +24,13 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte(`{"tools":[{"operations":[{"credential":""}]}]}`))
 	f.Add([]byte(`{"a":{"a":{"a":[[[[1]]]]}},"tools":null}`))
 	f.Add([]byte(`[`))
+	for _, op := range []string{
+		`"method":"POST","path":"/a/{id}","inputs":[{"name":"id","type":"integer","minimum":1},{"name":"to","required":true,"pattern":"^a$","format":"email"},{"name":"o","type":"object","required":["k"],"properties":{"k":{"enum":[1,"x"]}},"additionalProperties":false},{"name":"l","type":"array","in":"query","items":{"const":3},"maxItems":2}]`,
+		`"method":"GET","path":"/b","visibility":"internal","input_schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"array","uniqueItems":true,"maxItems":3}},"additionalProperties":false},"output_schema":{"type":"object","properties":{"id":{"type":"string"}}}`,
+		`"method":"GET","path":"/c","input_schema":{"type":"object","properties":{"a":{"$ref":"#"}}}`,
+	} {
+		f.Add(schemaSpec(op))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSpec("fuzz.json", data)
 		if err != nil {
