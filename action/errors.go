@@ -52,6 +52,7 @@ const (
 	ruleDirectory     = "directory"
 	ruleResolve       = "resolve"
 	ruleCapability    = "capability"
+	ruleOutputField   = "output_field"
 	rulePin           = "pin"
 	maxQuotedMsgBytes = 120
 )

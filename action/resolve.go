@@ -105,7 +105,9 @@ func contains(list []string, s string) bool {
 // and resolves each step against spec (ResolveStep). A requirement on the
 // package itself must name its version and hash "self"; a step whose
 // operation needs a host:port or credential kind outside its requirement's
-// capabilities is refused (wrapping ErrExceedsCapabilities). A package without an
+// capabilities is refused (wrapping ErrExceedsCapabilities), and so is a
+// step's ${STEP.FIELD…} naming a field that the output_schema of STEP's
+// operation does not list (policy.OutputHasField). A package without an
 // actions directory has no actions: (nil, nil). Manifests come back sorted
 // by name. Problems in all manifests are reported together, joined with
 // errors.Join; each is a *ValidationError wrapping ErrInvalidAction (and
@@ -172,8 +174,10 @@ func loadEntry(root string, e fs.DirEntry, spec *policy.Spec) (*Manifest, error)
 			Message: fmt.Sprintf("name %s differs from its directory %s; rename one so they match", quote(m.Name), quote(e.Name()))})
 	}
 	errs = append(errs, checkPins(file, m, spec)...)
+	ops := make([]*policy.OperationSpec, len(m.Steps))
 	for i, s := range m.Steps {
 		tool, op, err := ResolveStep(spec, s)
+		ops[i] = op
 		if err != nil {
 			errs = append(errs, &ValidationError{File: file, Key: idx("execute", i), Rule: ruleResolve,
 				Message: strings.TrimPrefix(err.Error(), ErrUnresolved.Error()+": "), Err: ErrUnresolved})
@@ -185,6 +189,7 @@ func loadEntry(root string, e fs.DirEntry, spec *policy.Spec) (*Manifest, error)
 			}
 		}
 	}
+	errs = append(errs, checkOutputRefs(file, m, ops)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

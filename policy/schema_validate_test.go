@@ -160,3 +160,29 @@ func TestInputRequiredRoundTrip(t *testing.T) {
 		t.Fatalf("required written wrong: %s", out)
 	}
 }
+
+func TestOutputHasField(t *testing.T) {
+	out := []byte(`{"type":"object","properties":{
+ "id":{"type":"string"},
+ "message":{"type":"object","properties":{"thread":{"$ref":"#/$defs/thread"}},"additionalProperties":true},
+ "labels":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}}}},
+ "pair":{"type":"array","prefixItems":[{"type":"object","properties":{"a":{}}}]},
+ "gone":false},
+ "$defs":{"thread":{"type":"object","properties":{"id":{"type":"string"}}}}}`)
+	cases := []struct {
+		path string
+		want bool
+	}{
+		{"id", true}, {"message", true}, {"message.thread.id", true}, {"labels.0.name", true}, {"pair.0.a", true},
+		{"idd", false}, {"message.other", false}, {"message.thread.name", false}, {"labels.name", false},
+		{"labels.0.other", false}, {"id.x", false}, {"gone", false},
+	}
+	for _, c := range cases {
+		if got := OutputHasField(out, strings.Split(c.path, ".")); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.path, got, c.want)
+		}
+	}
+	if !OutputHasField(nil, []string{"anything"}) || !OutputHasField([]byte("null"), []string{"x"}) {
+		t.Error("an absent output_schema does not know every field")
+	}
+}
