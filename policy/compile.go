@@ -330,6 +330,48 @@ func (r *passRule) matches(host string, port int) bool {
 	return len(host) > len(r.suffix) && strings.HasSuffix(host, r.suffix)
 }
 
+// cloneInputs deep-copies inputs, their nested schemas included.
+func cloneInputs(in []Input) []Input {
+	if in == nil {
+		return nil
+	}
+	out := make([]Input, len(in))
+	raw := func(r json.RawMessage) json.RawMessage { return append(json.RawMessage(nil), r...) }
+	for i, x := range in {
+		x.RequiredProperties = append([]string(nil), x.RequiredProperties...)
+		if x.RequiredProperties == nil && in[i].RequiredProperties != nil {
+			x.RequiredProperties = []string{}
+		}
+		if x.Enum != nil {
+			x.Enum = make([]json.RawMessage, len(in[i].Enum))
+			for j, e := range in[i].Enum {
+				x.Enum[j] = raw(e)
+			}
+		}
+		x.Const, x.Items, x.AdditionalProperties = raw(x.Const), raw(x.Items), raw(x.AdditionalProperties)
+		if x.Properties != nil {
+			x.Properties = make(map[string]json.RawMessage, len(in[i].Properties))
+			for k, v := range in[i].Properties {
+				x.Properties[k] = raw(v)
+			}
+		}
+		x.Minimum, x.Maximum = clonePtr(x.Minimum), clonePtr(x.Maximum)
+		x.ExclusiveMinimum, x.ExclusiveMaximum = clonePtr(x.ExclusiveMinimum), clonePtr(x.ExclusiveMaximum)
+		x.MinLength, x.MaxLength = clonePtr(x.MinLength), clonePtr(x.MaxLength)
+		x.MinItems, x.MaxItems = clonePtr(x.MinItems), clonePtr(x.MaxItems)
+		out[i] = x
+	}
+	return out
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
 // cloneSpec deep-copies a spec so the compiled policy owns its data.
 func cloneSpec(s *Spec) *Spec {
 	c := *s
@@ -338,7 +380,7 @@ func cloneSpec(s *Spec) *Spec {
 		t.Operations = make([]OperationSpec, len(t.Operations))
 		for j, op := range s.Tools[i].Operations {
 			op.Hosts = append([]string(nil), op.Hosts...)
-			op.Inputs = append([]Input(nil), op.Inputs...)
+			op.Inputs = cloneInputs(op.Inputs)
 			op.InputSchema = append(json.RawMessage(nil), op.InputSchema...)
 			op.OutputSchema = append(json.RawMessage(nil), op.OutputSchema...)
 			op.Audit = append([]AuditField(nil), op.Audit...)

@@ -40,6 +40,28 @@ func (o *Operation) InputSchema() json.RawMessage {
 	return o.args.doc
 }
 
+// ArgumentIn says where the argument name travels in a request built from
+// the operation's arguments: InPath for a path template variable, else the
+// input's declared "in", else InBody for POST, PUT and PATCH and InQuery
+// for other methods. CheckArguments refuses an argument sent elsewhere
+// than its declared "in".
+func (o *Operation) ArgumentIn(name string) string {
+	if o.args != nil {
+		return o.args.place(name)
+	}
+	if o.pat != nil {
+		for _, v := range o.pat.vars {
+			if v == name {
+				return InPath
+			}
+		}
+	}
+	if methodCarriesBody(o.Spec.Method) {
+		return InBody
+	}
+	return InQuery
+}
+
 // CheckArguments checks v against the operation's compiled input schema:
 // nil when it fits (always, for an operation that declares no arguments),
 // else an *ArgumentError naming the first field that does not fit and the

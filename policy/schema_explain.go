@@ -82,13 +82,13 @@ func (a *argSchema) fieldPath(loc []string, name string, obj map[string]any, fro
 	return path
 }
 
-// place is where an argument that was not sent belongs.
+// place is where an argument belongs.
 func (a *argSchema) place(name string) string {
 	switch {
-	case a.fields[name].in != "":
-		return a.fields[name].in
 	case a.vars[name]:
 		return InPath
+	case a.fields[name].in != "":
+		return a.fields[name].in
 	case a.carries:
 		return InBody
 	}

@@ -247,3 +247,42 @@ func TestInputSchemaFromInputs(t *testing.T) {
 		t.Fatal("ChecksBody is true for a GET with query inputs")
 	}
 }
+
+func TestArgumentIn(t *testing.T) {
+	post := schemaOp(t, `"method":"POST","path":"/a/{id}","inputs":[{"name":"limit","type":"integer","in":"query"},{"name":"to"}]`)
+	get := schemaOp(t, `"method":"GET","path":"/a/{id}"`)
+	cases := []struct {
+		op         *Operation
+		name, want string
+	}{
+		{post, "id", InPath}, {post, "limit", InQuery}, {post, "to", InBody}, {post, "undeclared", InBody},
+		{get, "id", InPath}, {get, "q", InQuery},
+	}
+	for _, c := range cases {
+		if got := c.op.ArgumentIn(c.name); got != c.want {
+			t.Errorf("%s %s: ArgumentIn = %s, want %s", c.op.Spec.Method, c.name, got, c.want)
+		}
+	}
+}
+
+func TestCompileCopiesInputs(t *testing.T) {
+	s, err := ParseSpec("c.json", schemaSpec(`"method":"GET","path":"/a","inputs":[{"name":"o","type":"object","properties":{"k":{"type":"string"}},"required":["k"],"enum":[{"k":"a"}]},{"name":"n","type":"integer","maximum":5}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, errs := Compile([]Source{{Spec: s}}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	in := s.Tools[0].Operations[0].Inputs
+	in[0].Properties["k"][1] = 'X'
+	in[0].RequiredProperties[0] = "z"
+	in[0].Enum[0][1] = 'X'
+	*in[1].Maximum = "9"
+	op, _ := p.Lookup("github://acme/schema-test", "t", "op")
+	got := string(mustJSON(t, op.Spec.Inputs))
+	want := `[{"name":"o","type":"object","required":["k"],"enum":[{"k":"a"}],"properties":{"k":{"type":"string"}}},{"name":"n","type":"integer","maximum":5}]`
+	if got != want {
+		t.Fatalf("the compiled operation shares its inputs with the source:\n%s\nwant\n%s", got, want)
+	}
+}
