@@ -27,7 +27,9 @@ func (a *argSchema) explain(err error, obj map[string]any, from map[string]strin
 }
 
 // deepest returns the first leaf cause with the longest instance location
-// (a missing or undeclared property counting one deeper).
+// (a missing or undeclared property counting one deeper). An anyOf or
+// oneOf whose branches fail no deeper than itself is the cause itself:
+// one branch's complaint would mislead.
 func deepest(e *jsonschema.ValidationError) (*jsonschema.ValidationError, int) {
 	if len(e.Causes) == 0 {
 		d := len(e.InstanceLocation)
@@ -41,6 +43,12 @@ func deepest(e *jsonschema.ValidationError) (*jsonschema.ValidationError, int) {
 	for _, c := range e.Causes {
 		if l, d := deepest(c); d > bd {
 			best, bd = l, d
+		}
+	}
+	switch e.ErrorKind.(type) {
+	case *kind.AnyOf, *kind.OneOf:
+		if bd <= len(e.InstanceLocation) {
+			return e, len(e.InstanceLocation)
 		}
 	}
 	return best, bd

@@ -286,3 +286,21 @@ func TestCompileCopiesInputs(t *testing.T) {
 		t.Fatalf("the compiled operation shares its inputs with the source:\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestCheckArgumentsCombinators(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/a","input_schema":{"type":"object","properties":{
+ "id":{"anyOf":[{"type":"string","pattern":"^[a-z]+$"},{"type":"integer"}]},
+ "one":{"oneOf":[{"type":"integer"},{"type":"number"}]},
+ "deep":{"anyOf":[{"type":"object","properties":{"k":{"type":"string","maxLength":2}}},{"type":"string"}]},
+ "not":{"not":{"const":"admin"}},
+ "cond":{"type":"object","if":{"properties":{"kind":{"const":"mail"}}},"then":{"required":["to"]}}}}`)
+	runArgCases(t, op, []argCase{
+		{name: "anyOf fits", body: `{"id":7}`},
+		{name: "anyOf fails at its own place", body: `{"id":"ABC"}`, field: "body.id", rule: "anyOf"},
+		{name: "oneOf matches two", body: `{"one":3}`, field: "body.one", rule: "oneOf"},
+		{name: "anyOf fails deeper in a branch", body: `{"deep":{"k":"long"}}`, field: "body.deep.k", rule: "maxLength"},
+		{name: "not", body: `{"not":"admin"}`, field: "body.not", rule: "not"},
+		{name: "if then", body: `{"cond":{"kind":"mail"}}`, field: "body.cond.to", rule: "required"},
+		{name: "if then fits", body: `{"cond":{"kind":"memo"}}`},
+	})
+}
