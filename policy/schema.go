@@ -118,9 +118,9 @@ func (a *argSchema) fromDocument(raw json.RawMessage, path string, p *problems) 
 	props, _ := root["properties"].(map[string]any)
 	for name, ps := range props {
 		f := argField{}
-		if m, ok := ps.(map[string]any); ok {
+		if m, ok := deref(tree, ps).(map[string]any); ok {
 			f.types = schemaTypes(m["type"])
-			if it, ok := m["items"].(map[string]any); ok {
+			if it, ok := deref(tree, m["items"]).(map[string]any); ok {
 				f.items = schemaTypes(it["type"])
 			}
 		}
@@ -134,7 +134,7 @@ func (a *argSchema) fromDocument(raw json.RawMessage, path string, p *problems) 
 			}
 			continue
 		}
-		m, _ := ps.(map[string]any)
+		m, _ := deref(tree, ps).(map[string]any)
 		if ps == false || (m != nil && !wireConvertible(schemaTypes(m["type"]))) {
 			p.add(keyPath(path+".properties", v), rulePathVarSchema, fmt.Sprintf("path variable {%s} is text in the path; its schema must allow a string, integer, number or boolean", v))
 		}

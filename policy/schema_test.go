@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -303,4 +304,40 @@ func TestCheckArgumentsCombinators(t *testing.T) {
 		{name: "if then", body: `{"cond":{"kind":"mail"}}`, field: "body.cond.to", rule: "required"},
 		{name: "if then fits", body: `{"cond":{"kind":"memo"}}`},
 	})
+}
+
+func TestCheckArgumentsConvertsThroughRefs(t *testing.T) {
+	op := schemaOp(t, `"method":"GET","path":"/a/{id}","input_schema":{"type":"object","properties":{
+ "id":{"$ref":"#/$defs/n"},"ids":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$defs":{"n":{"type":"integer","maximum":9}}}`)
+	runArgCases(t, op, []argCase{
+		{name: "path through a ref", path: map[string]string{"id": "7"}, query: "ids=1&ids=2"},
+		{name: "path bound through a ref", path: map[string]string{"id": "70"}, field: "path.id", rule: "maximum"},
+		{name: "query items through a ref", path: map[string]string{"id": "7"}, query: "ids=1&ids=x", field: "query.ids[1]", rule: "type"},
+	})
+}
+
+func TestCheckArgumentsConcurrent(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/a/{id}","inputs":[{"name":"id","type":"integer"},{"name":"to","pattern":"^a+$","required":true}]`)
+	done := make(chan error)
+	for i := 0; i < 8; i++ {
+		go func(i int) {
+			var err error
+			for j := 0; j < 50 && err == nil; j++ {
+				body := `{"to":"aaa"}`
+				if i%2 == 1 {
+					body = `{"to":"b"}`
+				}
+				got := op.CheckArguments(ArgumentValues{Path: map[string]string{"id": "1"}, ContentType: "application/json", Body: []byte(body)})
+				if (got == nil) != (i%2 == 0) {
+					err = fmt.Errorf("goroutine %d: got %v", i, got)
+				}
+			}
+			done <- err
+		}(i)
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
 }
