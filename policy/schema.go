@@ -50,8 +50,10 @@ func methodCarriesBody(m string) bool { return m == "POST" || m == "PUT" || m ==
 // declares no arguments or has a problem (reported to p).
 func validateArgs(op *OperationSpec, path string, pat *pattern, p *problems) *argSchema {
 	if !absent(op.OutputSchema) {
-		if tree, ok := parseSchemaDoc(op.OutputSchema, path+".output_schema", p); ok {
-			checkSchemaDoc(tree, path+".output_schema", true, p)
+		if tree, ok := parseSchemaDoc(op.OutputSchema, path+".output_schema", p); ok && checkSchemaDoc(tree, path+".output_schema", true, p) {
+			if _, err := compileSchema(tree); err != nil {
+				p.add(path+".output_schema", ruleSchemaCompile, "the output schema does not compile: "+compileProblem(err))
+			}
 		}
 	}
 	if len(op.Inputs) == 0 && absent(op.InputSchema) {
@@ -69,17 +71,19 @@ func validateArgs(op *OperationSpec, path string, pat *pattern, p *problems) *ar
 	}
 	before := len(p.errs)
 	var tree any
+	where := path + ".inputs"
 	if !absent(op.InputSchema) {
-		tree = a.fromDocument(op.InputSchema, path+".input_schema", p)
+		where = path + ".input_schema"
+		tree = a.fromDocument(op.InputSchema, where, p)
 	} else {
-		tree = a.fromInputs(op.Inputs, path+".inputs", p)
+		tree = a.fromInputs(op.Inputs, where, p)
 	}
 	if tree == nil || len(p.errs) > before {
 		return nil
 	}
 	sch, err := compileSchema(tree)
 	if err != nil {
-		p.add(path, ruleSchemaCompile, "the argument schema does not compile: "+boundedText(err.Error()))
+		p.add(where, ruleSchemaCompile, "the argument schema does not compile: "+compileProblem(err))
 		return nil
 	}
 	a.schema = sch
@@ -265,6 +269,23 @@ func compileSchema(tree any) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	return c.Compile(loc)
+}
+
+// compileProblem says why a schema does not compile: for one that breaks
+// the JSON Schema metaschema, where and which rule.
+func compileProblem(err error) string {
+	var sve *jsonschema.SchemaValidationError
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
+		leaf, _ := deepest(ve)
+		rule, msg, name := describeKind(leaf.ErrorKind)
+		loc := leaf.InstanceLocation
+		if name != "" {
+			loc = append(loc[:len(loc):len(loc)], name)
+		}
+		return boundedText(fmt.Sprintf("at %s, as JSON Schema 2020-12 says: %s (%s)", "/"+strings.Join(loc, "/"), msg, rule))
+	}
+	return boundedText(err.Error())
 }
 
 // refuseLoader loads nothing: a spec's schemas are whole documents.

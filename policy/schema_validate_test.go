@@ -103,6 +103,10 @@ func TestSchemaSpecProblems(t *testing.T) {
 			op + `.input_schema["$schema"]`, ruleSchemaValue, "2020-12"},
 		{"duplicate key in a schema", `"method":"GET","path":"/a","input_schema":{"type":"object","type":"object"}`,
 			"$.tools[0].operations[0].input_schema.type", ruleJSONDuplicate, "twice"},
+		{"annotation of the wrong type in input_schema", `"method":"GET","path":"/a","input_schema":{"type":"object","examples":5}`,
+			op + ".input_schema", ruleSchemaCompile, "at /examples, as JSON Schema 2020-12 says: it must be of type array (type)"},
+		{"annotation of the wrong type in output_schema", `"method":"GET","path":"/a","output_schema":{"type":"object","deprecated":"yes"}`,
+			op + ".output_schema", ruleSchemaCompile, "does not compile"},
 		{"visibility", `"method":"GET","path":"/a","visibility":"private"`,
 			op + ".visibility", ruleVisibility, "internal"},
 	}
