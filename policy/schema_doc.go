@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/url"
 	"regexp"
 	"sort"
@@ -152,7 +153,7 @@ func (w *schemaWalk) node(v any, path string, depth int) {
 			w.keyword(t, k, keyPath(path, k), depth)
 		}
 		if u, _ := t["uniqueItems"].(bool); u {
-			if n, ok := count(t["maxItems"]); !ok || n > maxUniqueItems {
+			if n, ok := schemaCount(t["maxItems"]); !ok || n > maxUniqueItems {
 				w.p.add(keyPath(path, "uniqueItems"), ruleSchemaLimit, fmt.Sprintf("uniqueItems compares every pair of items; give maxItems at most %d beside it", maxUniqueItems))
 			}
 		}
@@ -237,7 +238,7 @@ func (w *schemaWalk) value(kind kwKind, k string, v any, depth int) string {
 			return fmt.Sprintf("%s takes a number above zero", k)
 		}
 	case kwCount:
-		if _, ok := count(v); !ok {
+		if _, ok := schemaCount(v); !ok {
 			return fmt.Sprintf("%s takes a non-negative integer", k)
 		}
 	case kwBool:
@@ -297,7 +298,27 @@ func (w *schemaWalk) unknown(k, kp string) {
 	w.p.add(kp, ruleSchemaKeyword, msg+fmt.Sprintf(" (an extension keyword needs the prefix %q; annotations such as title, description, examples and default are allowed)", ExtensionPrefix))
 }
 
-// count returns v as a non-negative integer.
+// schemaCount returns a JSON Schema count: a non-negative integer, which
+// JSON Schema also lets be written with a zero fraction (2.0).
+func schemaCount(v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	if i, ok := count(n); ok {
+		return i, true
+	}
+	if !checkableNumber(string(n)) {
+		return 0, false
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok || !r.IsInt() || r.Sign() < 0 || !r.Num().IsInt64() {
+		return 0, false
+	}
+	return r.Num().Int64(), true
+}
+
+// count returns v, written as a plain integer, as a non-negative one.
 func count(v any) (int64, bool) {
 	n, ok := v.(json.Number)
 	if !ok {

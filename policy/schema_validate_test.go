@@ -65,6 +65,10 @@ func TestSchemaSpecProblems(t *testing.T) {
 			op + `.inputs[0].items["$ref"]`, ruleSchemaRef, "input_schema"},
 		{"uniqueItems without maxItems", `"method":"GET","path":"/a","input_schema":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`,
 			op + ".input_schema.properties.a.uniqueItems", ruleSchemaLimit, "maxItems"},
+		{"count with a fraction", `"method":"GET","path":"/a","input_schema":{"type":"object","properties":{"a":{"minLength":2.5}}}`,
+			op + ".input_schema.properties.a.minLength", ruleSchemaValue, "non-negative integer"},
+		{"negative count", `"method":"GET","path":"/a","input_schema":{"type":"object","properties":{"a":{"maxItems":-1}}}`,
+			op + ".input_schema.properties.a.maxItems", ruleSchemaValue, "non-negative integer"},
 		{"uniqueItems with a large maxItems", `"method":"GET","path":"/a","input_schema":{"type":"object","properties":{"a":{"uniqueItems":true,"maxItems":100000}}}`,
 			op + ".input_schema.properties.a.uniqueItems", ruleSchemaLimit, "maxItems"},
 		{"too deep", `"method":"GET","path":"/a","input_schema":{"type":"object","properties":{"a":` + deep + `}}`,
@@ -143,6 +147,7 @@ func TestSchemaSpecAccepted(t *testing.T) {
 		`"method":"POST","path":"/a","input_schema":{"type":"object","properties":{"a":{"$ref":"#/$defs/x"},"b":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"array","uniqueItems":true,"maxItems":1024}}}`,
 		`"method":"GET","path":"/a","output_schema":{"type":"object","properties":{"id":{"type":"string"}}},"visibility":"internal"`,
 		`"method":"GET","path":"/a","input_schema":null,"output_schema":null`,
+		`"method":"GET","path":"/a","input_schema":{"type":"object","properties":{"a":{"minLength":2.0,"maxItems":3e0,"uniqueItems":true}}}`,
 	} {
 		if _, err := ParseSpec("ok.json", schemaSpec(opJSON)); err != nil {
 			t.Errorf("%s: %v", opJSON, err)
