@@ -234,6 +234,9 @@ func (w *schemaWalk) value(kind kwKind, k string, v any, depth int) string {
 		if !ok {
 			return fmt.Sprintf("%s takes a number, not %s", k, jsonTypeName(v))
 		}
+		if !checkableNumber(string(n)) {
+			return fmt.Sprintf("%s is too long or too large a number (at most %d characters, exponent at most %d)", k, maxNumberLen, maxNumberExp)
+		}
 		if f, err := n.Float64(); kind == kwPositive && (err != nil || f <= 0) {
 			return fmt.Sprintf("%s takes a number above zero", k)
 		}

@@ -55,6 +55,9 @@ func inputSchema(in *Input, ip string, p *problems) (json.RawMessage, bool) {
 	}{{"minimum", in.Minimum}, {"maximum", in.Maximum}, {"exclusiveMinimum", in.ExclusiveMinimum}, {"exclusiveMaximum", in.ExclusiveMaximum}}
 	for _, n := range numbers {
 		if applies(n.key, n.v != nil, "number", "integer") {
+			if !checkableNumber(string(*n.v)) {
+				p.add(ip+"."+n.key, ruleSchemaValue, fmt.Sprintf("%s is too long or too large a number (at most %d characters, exponent at most %d)", n.key, maxNumberLen, maxNumberExp))
+			}
 			m[n.key] = *n.v
 		}
 	}
