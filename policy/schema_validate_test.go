@@ -6,7 +6,13 @@ import (
 	"testing"
 )
 
-func TestSchemaSpecProblems(t *testing.T) {
+// schemaProblem is a spec operation and the problem it must be refused
+// with: at path (or anywhere, when empty), rule, a message saying says.
+type schemaProblem struct {
+	name, opJSON, path, rule, says string
+}
+
+func schemaProblemCases() []schemaProblem {
 	const op = "$.tools[0].operations[0]"
 	deep := strings.Repeat(`{"items":`, maxSchemaDepth+1) + `{}` + strings.Repeat(`}`, maxSchemaDepth+1)
 	// Each $def doubles the schema: d0 refers to d1 twice, d1 to d2 twice…
@@ -16,9 +22,7 @@ func TestSchemaSpecProblems(t *testing.T) {
 	}
 	defs = append(defs, `"d16":{"type":"string"}`)
 	blowup := `{"type":"object","properties":{"a":{"$ref":"#/$defs/d0"}},"$defs":{` + strings.Join(defs, ",") + `}}`
-	cases := []struct {
-		name, opJSON, path, rule, says string
-	}{
+	return []schemaProblem{
 		{"inputs and input_schema", `"method":"GET","path":"/a","inputs":[{"name":"q"}],"input_schema":{"type":"object"}`,
 			op + ".input_schema", ruleInputsAndSchema, "keep input_schema"},
 		{"in path without variable", `"method":"GET","path":"/a","inputs":[{"name":"q","in":"path"}]`,
@@ -118,7 +122,10 @@ func TestSchemaSpecProblems(t *testing.T) {
 		{"visibility", `"method":"GET","path":"/a","visibility":"private"`,
 			op + ".visibility", ruleVisibility, "internal"},
 	}
-	for _, c := range cases {
+}
+
+func TestSchemaSpecProblems(t *testing.T) {
+	for _, c := range schemaProblemCases() {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseSpec("schema.json", schemaSpec(c.opJSON))
 			if c.path == "" {
