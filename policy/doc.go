@@ -2,8 +2,10 @@
 // aileron.connector.v1 model and its validation (ParseSpec), the canonical
 // forms the proxy applies to every request (CanonicalHost, ParseAuthority,
 // CheckPath), one immutable matcher compiled from every installed spec
-// (Compile), and the decision function run on every request (Policy.Decide,
-// Policy.DecideConnect).
+// (Compile), the decision function run on every request (Policy.Decide,
+// Policy.DecideConnect), and the check of a matched request's arguments
+// against its operation's JSON Schema, compiled once at Compile
+// (Operation.CheckArguments).
 //
 // Matching is exact: a request matches an operation when its canonical
 // host and port equal one of the operation's hosts (port 443 when the spec
@@ -22,6 +24,13 @@
 // Every type in this package is safe for concurrent use once built; a
 // compiled *Policy never changes, and Holder swaps policies atomically.
 //
-// It imports the standard library and x/net/idna, nothing of Aileron: every
-// other package speaks its vocabulary (decisions, the closed Reason set).
+// Arguments are one JSON object (path variables, query parameters, body
+// fields) checked with santhosh-tekuri/jsonschema (draft 2020-12, formats
+// asserted, Go's linear-time regexp, nothing loaded from outside the
+// schema); a spec's schemas are refused at install when their check could
+// not run in time bounded by the request's size.
+//
+// It imports the standard library, x/net/idna and the JSON Schema library,
+// nothing of Aileron: every other package speaks its vocabulary
+// (decisions, the closed Reason set).
 package policy

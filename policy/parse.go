@@ -275,8 +275,8 @@ func checkShape(v any, s *shape, path string, p *problems) {
 	case map[string]any:
 		if s.kind == shObject && s.elem != nil {
 			ok = true // an object of values of one shape
-			for k, e := range t {
-				checkShape(e, s.elem, keyPath(path, k), p)
+			for _, k := range sortedKeys(t) {
+				checkShape(t[k], s.elem, keyPath(path, k), p)
 			}
 		} else if s.kind == shObject || s.kind == shStringOrObject {
 			ok = true

@@ -9,7 +9,10 @@ import (
 // Validate checks s against every rule of aileron.connector.v1 and returns
 // all problems joined with errors.Join, each a *ValidationError (wrapping
 // ErrInvalidSpec) whose File is file. It also rejects two operations of the
-// spec that would match the same requests equally.
+// spec that would match the same requests equally, and compiles each
+// operation's argument and output schemas (see Operation.CheckArguments),
+// refusing one that does not compile or could not be checked in bounded
+// time.
 func (s *Spec) Validate(file string) error { return s.validate(file, nil) }
 
 // validate is Validate; when out is not nil it also receives each
