@@ -93,6 +93,8 @@ func schemaProblemCases() []schemaProblem {
 			op + ".inputs[0].format", ruleSchemaValue, "email"},
 		{"unknown format in schema", `"method":"GET","path":"/a","input_schema":{"type":"object","properties":{"a":{"format":"phone"}}}`,
 			op + ".input_schema.properties.a.format", ruleSchemaValue, "not one the proxy checks"},
+		{"format regex", `"method":"GET","path":"/a","inputs":[{"name":"a","format":"regex"}]`,
+			op + ".inputs[0].format", ruleSchemaValue, "not one the proxy checks"},
 		{"pattern on an integer", `"method":"GET","path":"/a","inputs":[{"name":"a","type":"integer","pattern":"x"}]`,
 			op + ".inputs[0].pattern", ruleInputKeyword, "string"},
 		{"maximum on a string", `"method":"GET","path":"/a","inputs":[{"name":"a","maximum":3}]`,
