@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Bounds on the arguments CheckArguments reads, so that a hostile body
@@ -102,6 +103,11 @@ func (a *argSchema) collect(v ArgumentValues) (map[string]any, map[string]string
 	}
 	for _, name := range sortedKeys(v.Path) {
 		f := a.fields[name]
+		if !utf8.ValidString(v.Path[name]) {
+			fn := fieldName(InPath, name)
+			return nil, nil, &ArgumentError{Field: fn, Rule: "encoding", Message: fmt.Sprintf(
+				"argument %s is not UTF-8 text once percent-decoded, so it cannot be checked (encoding)", fn)}
+		}
 		if err := put(InPath, name, wireValue(v.Path[name], f.types, f.items)); err != nil {
 			return nil, nil, err
 		}
@@ -139,6 +145,11 @@ func (a *argSchema) collectWire(where string, vals url.Values, put putFunc) *Arg
 	for _, name := range names {
 		vs := vals[name]
 		f := a.fields[name]
+		if !utf8.ValidString(name) || !allUTF8(vs) {
+			fn := fieldName(where, strings.ToValidUTF8(name, "\uFFFD"))
+			return &ArgumentError{Field: fn, Rule: "encoding", Message: fmt.Sprintf(
+				"argument %s is not UTF-8 text once percent-decoded, so it cannot be checked (encoding)", fn)}
+		}
 		var val any
 		switch {
 		case len(vs) == 1:
@@ -195,6 +206,9 @@ func (a *argSchema) collectBody(v ArgumentValues, put putFunc) *ArgumentError {
 // invalid JSON, trailing data, duplicate keys, nesting deeper than
 // maxBodyDepth and numbers too long or too large to check.
 func decodeBody(body []byte) (any, *ArgumentError) {
+	if !utf8.Valid(body) {
+		return nil, &ArgumentError{Field: "body", Rule: "json", Message: "the body is not valid JSON: it is not UTF-8 (json)"}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	val, aerr := readBodyValue(dec, "body", 0)
@@ -312,6 +326,15 @@ func wireValue(s string, types, items []string) any {
 		}
 	}
 	return s
+}
+
+func allUTF8(vs []string) bool {
+	for _, v := range vs {
+		if !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func isJSONNumber(s string) bool {

@@ -155,6 +155,10 @@ func TestCheckArgumentsInputs(t *testing.T) {
 		{name: "not an object", body: `["to"]`, field: "body", rule: "type"},
 		{name: "duplicate json key", body: `{"to":"a@example.com","to":"b@evil.com"}`, field: "body.to", rule: "duplicate"},
 		{name: "huge exponent", body: `{"to":"a@example.com","n":1e999999}`, field: "body.n", rule: "number"},
+		{name: "json not utf-8", body: "{\"to\":\"a\xff@example.com\"}", field: "body", rule: "json"},
+		{name: "path not utf-8", path: map[string]string{"box": "\xff"}, body: ok, field: "path.box", rule: "encoding"},
+		{name: "query not utf-8", query: "free=%ff", body: ok, field: "query.free", rule: "encoding"},
+		{name: "form not utf-8", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&x=%C3", field: "body.x", rule: "encoding"},
 	}
 	runArgCases(t, op, cases)
 }
