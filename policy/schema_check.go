@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -268,8 +269,13 @@ func readBodyValue(dec *json.Decoder, path string, depth int) (any, *ArgumentErr
 	return tok, nil
 }
 
+// readBodyObject reads an object's members. Two keys equal but for case
+// are refused like a key given twice: an upstream that matches keys
+// without regard to case (as Go's encoding/json does) could act on the one
+// the check did not look at.
 func readBodyObject(dec *json.Decoder, path string, depth int) (any, *ArgumentError) {
 	m := map[string]any{}
+	folded := map[string]bool{}
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
@@ -277,8 +283,11 @@ func readBodyObject(dec *json.Decoder, path string, depth int) (any, *ArgumentEr
 		}
 		k, _ := kt.(string)
 		kp := keyPath(path, k)
-		if _, dup := m[k]; dup {
-			return nil, &ArgumentError{Field: kp, Rule: "duplicate", Message: fmt.Sprintf("argument %s appears twice in one JSON object; send it once (duplicate)", kp)}
+		if fk := foldKey(k); folded[fk] {
+			return nil, &ArgumentError{Field: kp, Rule: "duplicate", Message: fmt.Sprintf(
+				"argument %s appears twice in one JSON object (keys are compared without regard to case); send it once (duplicate)", kp)}
+		} else {
+			folded[fk] = true
 		}
 		v, aerr := readBodyValue(dec, kp, depth+1)
 		if aerr != nil {
@@ -290,6 +299,19 @@ func readBodyObject(dec *json.Decoder, path string, depth int) (any, *ArgumentEr
 		return nil, badJSON(err)
 	}
 	return m, nil
+}
+
+// foldKey maps s to one representative of its case-folding class: every
+// rune to the smallest rune of its unicode.SimpleFold orbit (so "K", "k"
+// and the Kelvin sign fold alike, as "s", "S" and "ſ" do).
+func foldKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, s)
 }
 
 // checkableNumber reports a JSON number short enough, with a small enough

@@ -154,6 +154,8 @@ func TestCheckArgumentsInputs(t *testing.T) {
 		{name: "trailing data", body: ok + ok, field: "body", rule: "json"},
 		{name: "not an object", body: `["to"]`, field: "body", rule: "type"},
 		{name: "duplicate json key", body: `{"to":"a@example.com","to":"b@evil.com"}`, field: "body.to", rule: "duplicate"},
+		{name: "json keys equal but for case", body: `{"to":"a@example.com","TO":"b@evil.com"}`, field: "body.TO", rule: "duplicate"},
+		{name: "json keys equal under Unicode folding", body: `{"to":"a@example.com","meta":{"lang":"en","Kind":1,"kind":2}}`, field: "body.meta.kind", rule: "duplicate"},
 		{name: "huge exponent", body: `{"to":"a@example.com","n":1e999999}`, field: "body.n", rule: "number"},
 		{name: "json not utf-8", body: "{\"to\":\"a\xff@example.com\"}", field: "body", rule: "json"},
 		{name: "path not utf-8", path: map[string]string{"box": "\xff"}, body: ok, field: "path.box", rule: "encoding"},
