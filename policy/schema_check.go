@@ -175,7 +175,10 @@ func (a *argSchema) collectWire(where string, vals url.Values, put putFunc) *Arg
 
 // collectBody adds the fields of a JSON object or form body.
 func (a *argSchema) collectBody(v ArgumentValues, put putFunc) *ArgumentError {
-	mt, _, err := mime.ParseMediaType(v.ContentType)
+	mt, params, err := mime.ParseMediaType(v.ContentType)
+	if cs, ok := params["charset"]; err == nil && ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return &ArgumentError{Field: "body", Rule: "content_type", Message: "the body's charset must be utf-8, which is how its schema check reads it (content_type)"}
+	}
 	switch {
 	case err == nil && mt == "application/x-www-form-urlencoded":
 		vals, err := url.ParseQuery(string(v.Body))

@@ -148,6 +148,8 @@ func TestCheckArgumentsInputs(t *testing.T) {
 		{name: "form body pattern", ctype: "application/x-www-form-urlencoded", body: "to=a%40evil.com", field: "body.to", rule: "pattern"},
 		{name: "form repeated scalar", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&to=b%40example.com", field: "body.to", rule: "type"},
 		{name: "json charset", ctype: "application/json; charset=utf-8", body: ok},
+		{name: "form charset", ctype: "application/x-www-form-urlencoded; charset=UTF-8", body: "to=a%40example.com"},
+		{name: "json other charset", ctype: "application/json; charset=iso-8859-1", body: ok, field: "body", rule: "content_type"},
 		{name: "other media type", ctype: "text/plain", body: ok, field: "body", rule: "content_type"},
 		{name: "no media type", ctype: "-", body: ok, field: "body", rule: "content_type"},
 		{name: "invalid json", body: `{"to":`, field: "body", rule: "json"},
