@@ -208,3 +208,22 @@ func TestOutputHasField(t *testing.T) {
 		t.Error("an absent output_schema does not know every field")
 	}
 }
+
+func TestCompileRefusesABadSchemaNamingTheSource(t *testing.T) {
+	s, err := ParseSpec("ok.json", schemaSpec(`"method":"POST","path":"/a","inputs":[{"name":"a"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Tools[0].Operations[0].Inputs[0].Pattern = "(?!x)"
+	p, errs := Compile([]Source{{Spec: s, Origin: "pkg/aileron.connector.v1.json"}}, nil)
+	if len(errs) != 1 {
+		t.Fatalf("want one error, got %v", errs)
+	}
+	ve := requireProblem(t, errs[0], "$.tools[0].operations[0].inputs[0].pattern", ruleSchemaPattern)
+	if ve.File != "pkg/aileron.connector.v1.json" {
+		t.Fatalf("error names file %q", ve.File)
+	}
+	if _, ok := p.Lookup("github://acme/schema-test", "t", "op"); ok {
+		t.Fatal("a spec with a bad schema was installed")
+	}
+}
