@@ -57,7 +57,14 @@ type Event struct {
 	// of a fleet node's trail carries it; empty on a single node.
 	Node    string `json:"node,omitempty"`
 	AuditID string `json:"audit_id,omitempty"`
-	Session string `json:"session,omitempty"`
+	// RunID is the action run the line belongs to: its steps' request
+	// lines and its own action.* lines carry it.
+	RunID string `json:"run_id,omitempty"`
+	// ParentAuditID is the audit_id of the line this one hangs under in a
+	// run's call tree: a step's request lines and the run's later action.*
+	// lines name the run's action.started line.
+	ParentAuditID string `json:"parent_audit_id,omitempty"`
+	Session       string `json:"session,omitempty"`
 	// Client is the sandbox peer address.
 	Client string `json:"client,omitempty"`
 	Method string `json:"method,omitempty"`

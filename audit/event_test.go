@@ -14,7 +14,7 @@ import (
 // eventKeys is the audit line schema. Changing it breaks every consumer of
 // the log: do it on purpose or not at all.
 var eventKeys = []string{
-	"time", "seq", "prev_hash", "event", "audit_id", "session", "client",
+	"time", "seq", "prev_hash", "event", "audit_id", "run_id", "parent_audit_id", "session", "client",
 	"method", "host", "port", "path", "decision", "reason", "connector",
 	"connector_version", "connector_hash", "tool", "operation", "status",
 	"upstream_status", "bytes_in", "bytes_out", "duration_ms", "upstream_ms",
@@ -42,7 +42,7 @@ func keysOf(t *testing.T, ev *Event) []string {
 func TestEventJSONKeys(t *testing.T) {
 	full := &Event{
 		Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Seq: 7, PrevHash: "ab", Name: "e",
-		AuditID: "a", Session: "s", Client: "c", Method: "GET", Host: "h", Port: 1, Path: "/p",
+		AuditID: "a", RunID: "ar_x", ParentAuditID: "a_p", Session: "s", Client: "c", Method: "GET", Host: "h", Port: 1, Path: "/p",
 		Decision: "allow", Reason: "r", Connector: "github://o/r", ConnectorVersion: "1.0.0",
 		ConnectorHash: "sha256:x", Tool: "t", Operation: "o", Status: 200, UpstreamStatus: 201,
 		BytesIn: 1, BytesOut: 2, DurationMS: 1.5, UpstreamMS: 0.5,

@@ -40,10 +40,15 @@ const (
 	EventApprovalDenied    EventName = "approval.denied"
 	EventApprovalExpired   EventName = "approval.expired"
 
+	// An action run: pending (waits for an approval), started (its steps
+	// begin executing: the root of the run's call tree, with its own
+	// audit_id), then completed, failed, denied or cancelled.
 	EventActionPending   EventName = "action.pending"
+	EventActionStarted   EventName = "action.started"
 	EventActionCompleted EventName = "action.completed"
 	EventActionFailed    EventName = "action.failed"
 	EventActionDenied    EventName = "action.denied"
+	EventActionCancelled EventName = "action.cancelled"
 
 	EventCredentialSet           EventName = "credential.set"
 	EventCredentialDeleted       EventName = "credential.deleted"
@@ -106,7 +111,7 @@ func EventNames() []EventName {
 		EventProxied, EventCompleted, EventTurn, EventRejected, EventPassthrough, EventPassthroughClosed,
 		EventTunnelCut, EventSessionRevoked,
 		EventApprovalRequested, EventApprovalApproved, EventApprovalDenied, EventApprovalExpired,
-		EventActionPending, EventActionCompleted, EventActionFailed, EventActionDenied,
+		EventActionPending, EventActionStarted, EventActionCompleted, EventActionFailed, EventActionDenied, EventActionCancelled,
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
 		EventSessionCreated, EventSessionDeleted,
@@ -137,7 +142,8 @@ func (n EventName) Outcome() EventName {
 // values and details (which stay in the trail). TestLogFieldsFollowTheSchema
 // keeps it in step with the JSON schema.
 func (e *Event) MarshalZerologObject(z *zerolog.Event) {
-	z.Str("event", string(e.Name)).Str("audit_id", e.AuditID).Str("session", e.Session).Str("client", e.Client).
+	z.Str("event", string(e.Name)).Str("audit_id", e.AuditID).Str("run_id", e.RunID).Str("parent_audit_id", e.ParentAuditID).
+		Str("session", e.Session).Str("client", e.Client).
 		Str("method", e.Method).Str("host", e.Host).Int("port", e.Port).Str("path", e.Path).
 		Str("decision", e.Decision).Str("reason", e.Reason).
 		Str("connector", e.Connector).Str("connector_version", e.ConnectorVersion).Str("connector_hash", e.ConnectorHash).

@@ -156,6 +156,8 @@ func ocsfUnmapped(ev *Event) map[string]any {
 			u[k] = v
 		}
 	}
+	put("run_id", ev.RunID)
+	put("parent_audit_id", ev.ParentAuditID)
 	put("decision", ev.Decision)
 	put("reason", ev.Reason)
 	put("connector", ev.Connector)

@@ -61,6 +61,19 @@ type Call struct {
 	// Step marks the call as an action step's: internal operations are
 	// reachable (policy.Args.Step). The sandbox API never sets it.
 	Step bool
+	// Run places the call in an action run's call tree: its audit lines
+	// carry the run's id and their parent's audit id. Zero for a call
+	// outside a run.
+	Run RunRef
+}
+
+// RunRef names the action run a call is a step of, for the audit trail.
+type RunRef struct {
+	// ID is the run's id (audit run_id).
+	ID string
+	// ParentAuditID is the audit id of the line the call hangs under: the
+	// run's action.started line (audit parent_audit_id).
+	ParentAuditID string
 }
 
 // CallResult is what a proxy client would have received for the call.
@@ -92,7 +105,7 @@ func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	if err != nil {
 		return CallResult{}, err
 	}
-	x := &exchange{in: r, t: t, terms: terms{want: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy, subset: c.Subset}}
+	x := &exchange{in: r, t: t, terms: terms{want: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy, subset: c.Subset, run: c.Run}}
 	w := &callWriter{header: make(http.Header)}
 	end := p.serveRequest(w, x)
 	if end.abort { // the answer broke off: a partial body must not look complete

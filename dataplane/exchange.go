@@ -57,6 +57,9 @@ type terms struct {
 	// subset bounds the request to part of its connector's grants; nil:
 	// policy alone.
 	subset *Subset
+	// run places the request in an action run's call tree (its record's
+	// run_id and parent_audit_id); zero outside a run.
+	run RunRef
 }
 
 // ending is how the request path ended, for its entry point to act on.

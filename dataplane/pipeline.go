@@ -27,6 +27,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	}
 	rec := p.newRecord(r)
 	rec.Session, rec.Host, rec.Port = t.sess.ID, t.authority.Host, t.authority.Port
+	rec.RunID, rec.ParentAuditID = x.terms.run.ID, x.terms.run.ParentAuditID
 	x.rec = rec
 	x.body = p.clockBody(w, r)
 	defer x.body.stop() // a body goroutine still reading must leave the connection alone now
