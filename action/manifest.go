@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
@@ -30,6 +31,10 @@ type Manifest struct {
 	Steps    []Step
 	Approval Approval
 	Inputs   []Input
+	// Timeout is the run's deadline ("timeout", MinTimeout..MaxTimeout),
+	// counted from when its steps start executing; 0 means the daemon's
+	// actions.default_timeout.
+	Timeout time.Duration
 	// File is the manifest's origin, used in messages.
 	File string
 }
@@ -106,7 +111,8 @@ type rawManifest struct {
 		Required bool   `toml:"required"`
 		Preview  string `toml:"preview"`
 	} `toml:"approval"`
-	Inputs []rawInput `toml:"inputs"`
+	Inputs  []rawInput `toml:"inputs"`
+	Timeout *string    `toml:"timeout"`
 }
 
 type rawRequirement struct {
@@ -178,11 +184,37 @@ func Parse(file string, data []byte) (*Manifest, error) {
 		m.Inputs = append(m.Inputs, Input{Name: in.Name, Type: typ, Description: in.Description, Label: in.Label,
 			Required: in.Required == nil || *in.Required, Multiline: in.Multiline, ItemsType: in.ItemsType})
 	}
+	m.Timeout = parseTimeout(raw.Timeout, p)
 	m.validate(p)
 	if len(p.errs) > 0 {
 		return nil, p.err()
 	}
 	return m, nil
+}
+
+// Bounds of an action's timeout.
+const (
+	MinTimeout = time.Second
+	MaxTimeout = time.Hour
+)
+
+// parseTimeout reads the "timeout" key: a Go duration string within
+// MinTimeout..MaxTimeout; nil (absent) is 0, the daemon's default.
+func parseTimeout(v *string, p *problems) time.Duration {
+	if v == nil {
+		return 0
+	}
+	const fix = `; write a duration between "1s" and "1h", such as "30s" or "5m", or leave timeout out for the daemon's actions.default_timeout`
+	d, err := time.ParseDuration(*v)
+	switch {
+	case err != nil:
+		p.add("timeout", ruleValue, fmt.Sprintf("timeout %s is not a duration", quote(*v))+fix)
+	case d < MinTimeout || d > MaxTimeout:
+		p.add("timeout", ruleValue, fmt.Sprintf("timeout %s is out of range", quote(*v))+fix)
+	default:
+		return d
+	}
+	return 0
 }
 
 // splitFrontMatter returns the TOML between the opening and closing "+++"
@@ -287,7 +319,7 @@ func known(k toml.Key) string {
 	var keys string
 	switch {
 	case len(k) == 1:
-		keys = "name, version, source, [requires], [match], [[execute]], [approval], [[inputs]]"
+		keys = "name, version, source, timeout, [requires], [match], [[execute]], [approval], [[inputs]]"
 	case k[0] == "execute":
 		keys = "id, connector, op, tool, idempotent, inputs"
 	case k[0] == "inputs":

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // linearManifest is the real-world shape from the Linear connector.
@@ -158,6 +159,20 @@ func TestRequirementBound(t *testing.T) {
 	}
 }
 
+// TestParseTimeout: timeout is a Go duration within 1s..1h; absent is 0
+// (the daemon's default).
+func TestParseTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want time.Duration
+	}{{"", 0}, {"timeout = \"1s\"\n", time.Second}, {"timeout = \"90s\"\n", 90 * time.Second}, {"timeout = \"1h\"\n", time.Hour}} {
+		m, err := Parse("a.md", doc(tc.line+minimal, ""))
+		if err != nil || m.Timeout != tc.want {
+			t.Errorf("%q: timeout %v (%v), want %v", tc.line, m, err, tc.want)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	step2 := "\n[[execute]]\nid = \"two\"\nconnector = \"" + linearFQN + "\"\nop = \"x\"\n"
 	tests := []struct {
@@ -186,6 +201,12 @@ func TestParseErrors(t *testing.T) {
 		{"unknown requirement key", doc(strings.Replace(minimal, "hash =", "hsh =", 1), ""), "requires.connectors.hsh", ruleUnknownKey, "[[requires.connectors]]"},
 		{"unknown match key", doc(minimal+"[match]\nintnt = \"x\"\n", ""), "match.intnt", ruleUnknownKey, "intent"},
 		{"unknown table", doc(minimal+"[extra]\nx = 1\n", ""), "extra", ruleUnknownKey, "at the top level"},
+		{"timeout not a duration", doc("timeout = \"2 minutes\"\n"+minimal, ""), "timeout", ruleValue, `timeout "2 minutes" is not a duration; write a duration between "1s" and "1h"`},
+		{"timeout bare number", doc("timeout = \"30\"\n"+minimal, ""), "timeout", ruleValue, "not a duration"},
+		{"timeout too short", doc("timeout = \"500ms\"\n"+minimal, ""), "timeout", ruleValue, `timeout "500ms" is out of range`},
+		{"timeout too long", doc("timeout = \"61m\"\n"+minimal, ""), "timeout", ruleValue, "out of range"},
+		{"timeout negative", doc("timeout = \"-5s\"\n"+minimal, ""), "timeout", ruleValue, "out of range"},
+		{"timeout not a string", doc("timeout = 30\n"+minimal, ""), "", ruleTOML, "timeout"},
 		{"name missing", doc(strings.Replace(minimal, `name = "get-issue"`, "", 1), ""), "name", ruleRequired, "name is missing"},
 		{"name underscore", doc(strings.Replace(minimal, `"get-issue"`, `"get_issue"`, 1), ""), "name", ruleName, `contains "_"`},
 		{"name leading dash", doc(strings.Replace(minimal, `"get-issue"`, `"-get"`, 1), ""), "name", ruleName, "start or end"},

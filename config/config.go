@@ -36,6 +36,7 @@ type Config struct {
 	Sessions Sessions `koanf:"sessions"`
 	Audit    Audit    `koanf:"audit"`
 	Approval Approval `koanf:"approval"`
+	Actions  Actions  `koanf:"actions"`
 	Sandbox  Sandbox  `koanf:"sandbox"`
 	State    State    `koanf:"state"`
 	Store    Store    `koanf:"store"`
@@ -198,6 +199,13 @@ type Egress struct {
 // Sessions configures session defaults.
 type Sessions struct {
 	DefaultTTL time.Duration `koanf:"default_ttl"`
+}
+
+// Actions configures action runs.
+type Actions struct {
+	// DefaultTimeout is the deadline of a run whose action sets no
+	// timeout, counted from when its steps start (1s..1h).
+	DefaultTimeout time.Duration `koanf:"default_timeout"`
 }
 
 // Log configures the daemon's own log.

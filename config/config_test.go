@@ -158,6 +158,8 @@ func TestTyposAreErrors(t *testing.T) {
 		{"env bare number duration", "", []string{"AILERON_APPROVAL__TTL=5"}, []string{"AILERON_APPROVAL__TTL (approval.ttl)", "has no unit", `"5s"`}},
 		{"quoted bare duration", "approval:\n  hold: \"30\"\n", nil, []string{"approval.hold", `"30" has no unit`}},
 		{"not a duration", "approval:\n  hold: soon\n", nil, []string{"approval.hold", `"soon" is not a duration`}},
+		{"action timeout out of range", "actions:\n  default_timeout: 2h\n", nil, []string{"actions.default_timeout: 2h0m0s is out of range", `"1s" and "1h"`}},
+		{"action timeout too short", "actions:\n  default_timeout: 10ms\n", nil, []string{"actions.default_timeout", "out of range"}},
 		{"size with a unit", "approval:\n  max_held_bytes: 64MiB\n", nil, []string{"approval.max_held_bytes", `"64MiB" is not a whole number`, "8388608"}},
 		{"env size with a unit", "", []string{"AILERON_PROXY__BODY_MIN_RATE=1k"}, []string{"AILERON_PROXY__BODY_MIN_RATE (proxy.body_min_rate)", "whole number"}},
 		{"env key cut short", "", []string{"AILERON_APPROVAL__MAX_HELD=1"}, []string{"did you mean AILERON_APPROVAL__MAX_HELD_BYTES"}},

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aileronhq/aileron/policy"
 )
@@ -79,6 +80,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.validateApprovalSizes(add)
+	if d := c.Actions.DefaultTimeout; d < time.Second || d > time.Hour {
+		add("actions.default_timeout", "%s is out of range; use a duration between \"1s\" and \"1h\" (default \"2m\")", d)
+	}
 	if c.Approval.MaxPendingPerSession < 1 || c.Approval.MaxPendingPerSession > 10000 {
 		add("approval.max_pending_per_session", "%d is out of range; use 1..10000", c.Approval.MaxPendingPerSession)
 	}
