@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+	"time"
 
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/dataplane"
@@ -160,8 +161,10 @@ func (r *Runner) installedFor(run *actionRun) (action.Installed, *RunError) {
 }
 
 // runSteps executes inst's steps from run.NextStep for sess; run is
-// running and owned by this goroutine. It stops at the first failure, or
-// parks the run at a step whose operation needs its own approval.
+// running and owned by this goroutine. Every step runs under the run's
+// deadline, and stops once the run is cancelled. It stops at the first
+// failure, or parks the run at a step whose operation needs its own
+// approval.
 func (r *Runner) runSteps(ctx context.Context, run *actionRun, inst action.Installed, sess *dataplane.Session, approvedBy string) {
 	pol := r.policy()
 	spec := specOf(pol, inst.Connector)
@@ -169,44 +172,36 @@ func (r *Runner) runSteps(ctx context.Context, run *actionRun, inst action.Insta
 		r.fail(ctx, run, &RunError{Reason: policy.ReasonConnectorChanged, Message: msg})
 		return
 	}
+	if !r.begin(ctx, run, inst) {
+		return
+	}
+	sctx, stop := r.watch(ctx, run)
+	defer stop()
 	for i := run.NextStep; i < len(inst.Steps); i++ {
 		step := inst.Steps[i]
+		if r.stopped(ctx, sctx, run, inst, step.ID, false) {
+			return
+		}
 		call, aerr := stepCall(pol, spec, step, run)
 		if aerr != nil {
 			r.fail(ctx, run, aerr)
 			return
 		}
 		call.Session, call.ApprovedBy, call.Subset = sess, approvedBy, subsetOf(inst, step)
-		res, err := r.Exec.Execute(ctx, call)
-		if err != nil {
-			r.fail(ctx, run, &RunError{Reason: policy.ReasonInternal, Message: err.Error(), Step: step.ID})
-			return
-		}
+		call.Run = dataplane.RunRef{ID: run.ID, ParentAuditID: run.AuditID}
+		res, err := r.Exec.Execute(sctx, call)
 		if res.AuditID != "" {
 			run.Result.AuditIDs = append(run.Result.AuditIDs, res.AuditID)
 		}
-		if ref := res.Refusal; ref != nil {
-			if ref.Reason == policy.ReasonApprovalPending && ref.ApprovalID != "" {
-				r.park(ctx, run, inst, i, ref, sess)
-				return
-			}
-			r.fail(ctx, run, &RunError{Reason: ref.Reason, Message: ref.Message, Step: step.ID})
+		if sctx.Err() != nil && r.stopped(ctx, sctx, run, inst, step.ID, true) {
 			return
 		}
-		if res.Status < 200 || res.Status > 299 {
-			r.fail(ctx, run, &RunError{Reason: policy.ReasonUpstreamStatus, Step: step.ID, Message: fmt.Sprintf(
-				"%s %s answered HTTP %d: %s", call.Method, call.URL.Path, res.Status, clipBody(res.Body))})
+		if !r.stepDone(ctx, run, inst, i, call, res, err, sess) {
 			return
-		}
-		run.Outputs[step.ID] = stepOutput(res)
-		run.NextStep = i + 1
-		if i+1 < len(inst.Steps) {
-			if _, err := r.saveRun(ctx, run, StatusRunning); err != nil {
-				r.runFailed(run.ID, err)
-			}
 		}
 	}
 	run.Status = StatusCompleted
+	run.Deadline = time.Time{}
 	run.Result = Result{Status: StatusCompleted, ApprovalID: run.ApprovalID, ReviewURL: run.Result.ReviewURL,
 		Message: fmt.Sprintf("Action %s completed.", inst.Name), AuditIDs: run.Result.AuditIDs, Output: runOutput(inst, run)}
 	if _, err := r.saveRun(ctx, run, StatusRunning); err != nil {
@@ -214,10 +209,51 @@ func (r *Runner) runSteps(ctx context.Context, run *actionRun, inst action.Insta
 	}
 }
 
-// park records that run waits at step i for the approval ref names, then
+// stepDone records the outcome of step i, which call sent: its output
+// (and false when the run cannot go on: the step failed, the run parked at
+// its approval, or the run was cancelled meanwhile).
+func (r *Runner) stepDone(ctx context.Context, run *actionRun, inst action.Installed, i int, call dataplane.Call,
+	res dataplane.CallResult, err error, sess *dataplane.Session) bool {
+	step := inst.Steps[i]
+	if err != nil {
+		r.fail(ctx, run, &RunError{Reason: policy.ReasonInternal, Message: err.Error(), Step: step.ID})
+		return false
+	}
+	if ref := res.Refusal; ref != nil {
+		if ref.Reason == policy.ReasonApprovalPending && ref.ApprovalID != "" {
+			r.park(ctx, run, inst, i, ref, sess)
+			return false
+		}
+		r.fail(ctx, run, &RunError{Reason: ref.Reason, Message: ref.Message, Step: step.ID})
+		return false
+	}
+	if res.Status < 200 || res.Status > 299 {
+		r.fail(ctx, run, &RunError{Reason: policy.ReasonUpstreamStatus, Step: step.ID, Message: fmt.Sprintf(
+			"%s %s answered HTTP %d: %s", call.Method, call.URL.Path, res.Status, clipBody(res.Body))})
+		return false
+	}
+	run.Outputs[step.ID] = stepOutput(res)
+	run.NextStep = i + 1
+	if i+1 == len(inst.Steps) {
+		return true
+	}
+	won, err := r.saveRun(ctx, run, StatusRunning)
+	if err != nil {
+		r.runFailed(run.ID, err)
+	}
+	if !won && err == nil { // cancelled meanwhile
+		r.endCancelled(ctx, run, inst.Steps[i+1].ID, false)
+		return false
+	}
+	return true
+}
+
+// park records that run waits at step i for the approval ref names, with
+// what is left of its deadline (the wait is not part of it), then
 // advances it once in case the approval was already decided.
 func (r *Runner) park(ctx context.Context, run *actionRun, inst action.Installed, i int, ref *dataplane.Refusal, sess *dataplane.Session) {
 	run.Status, run.ApprovalID, run.NextStep = StatusPendingApproval, ref.ApprovalID, i
+	run.TimeLeft, run.Deadline = max(run.Deadline.Sub(r.now()), time.Millisecond), time.Time{}
 	run.Result = r.pendingResult(run, inst.Name, inst.Steps[i].ID, ref.ReviewURL)
 	won, err := r.saveRun(ctx, run, StatusRunning)
 	if err != nil || !won {

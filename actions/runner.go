@@ -88,13 +88,24 @@ type Runner struct {
 	ReviewURL func(id string) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// OnEvent receives action.pending, action.completed, action.failed and
-	// action.denied with the run's id, session, action, version, connector,
-	// approval_id and, for failures, reason and step, and unpinned (the
-	// FQN@VERSION the action requires by a placeholder hash, comma-separated)
-	// for an unpinned action: never argument values.
+	// OnEvent receives the run's audit lines: action.pending,
+	// action.started (the root of the run's call tree: its audit_id is
+	// the parent_audit_id of the steps' lines and of the run's later
+	// lines), action.completed, action.failed, action.denied and
+	// action.cancelled, each with session and run_id set and details
+	// holding the run's id, session, action, version, connector,
+	// approval_id and, for failures, reason and step, timeout on
+	// action.started, by on action.cancelled, and unpinned (the
+	// FQN@VERSION the action requires by a placeholder hash,
+	// comma-separated) for an unpinned action: never argument values.
 	// nil drops events.
-	OnEvent func(event audit.EventName, details map[string]string)
+	OnEvent func(ev audit.Event)
+	// DefaultTimeout is the deadline of a run whose action sets no
+	// timeout, counted from when its steps start; 0 means 2 minutes.
+	DefaultTimeout time.Duration
+	// CancelPoll is how often a running run reads its status, to notice a
+	// cancellation made on another node; 0 means 250ms.
+	CancelPoll time.Duration
 	// SessionByID returns the live session id, for a run approved while no
 	// request of its session is in flight in this process (after a
 	// restart). nil means only sessions seen by Run and Result in this
@@ -113,7 +124,10 @@ type Runner struct {
 	life     context.Context
 	closed   bool
 	sessions map[string]*dataplane.Session
-	wg       sync.WaitGroup
+	// running cancels the steps of a run executing in this process, by
+	// run id, once the runs table says it was cancelled. Guarded by mu.
+	running map[string]context.CancelCauseFunc
+	wg      sync.WaitGroup
 }
 
 // Start marks the runs a previous daemon left running (and those whose
@@ -341,6 +355,13 @@ func (r *Runner) lookup(sess *dataplane.Session, name string) (action.Installed,
 // Close, ErrClosed; others are database failures. A run that fails
 // is not an error: its result says why.
 func (r *Runner) Run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (Result, error) {
+	return r.run(ctx, sess, name, args, false)
+}
+
+// run is Run; with cancelOnDone, ctx ending before the run does cancels
+// the run (an MCP tool call's notifications/cancelled), where Run lets it
+// go on.
+func (r *Runner) run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any, cancelOnDone bool) (Result, error) {
 	if err := r.Start(ctx); err != nil {
 		return Result{}, err
 	}
@@ -364,12 +385,12 @@ func (r *Runner) Run(ctx context.Context, sess *dataplane.Session, name string, 
 	if inst.Approval.Required {
 		return r.runGated(ctx, sess, inst, run)
 	}
-	return r.runNow(ctx, sess, inst, run)
+	return r.runNow(ctx, sess, inst, run, cancelOnDone)
 }
 
 // runNow runs an action without an action approval and waits for it (or
-// for ctx).
-func (r *Runner) runNow(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun) (Result, error) {
+// for ctx; with cancelOnDone, ctx ending cancels the run).
+func (r *Runner) runNow(ctx context.Context, sess *dataplane.Session, inst action.Installed, run *actionRun, cancelOnDone bool) (Result, error) {
 	id, err := newRunID()
 	if err != nil {
 		return Result{}, err
@@ -392,6 +413,10 @@ func (r *Runner) runNow(ctx context.Context, sess *dataplane.Session, inst actio
 	select {
 	case <-done:
 	case <-ctx.Done():
+		if cancelOnDone {
+			res, _, err := r.Cancel(context.WithoutCancel(ctx), sess, id, "the MCP client (notifications/cancelled)")
+			return res, err
+		}
 	}
 	cur, err := r.loadRun(context.WithoutCancel(ctx), id)
 	return cur.Result, err
@@ -457,9 +482,14 @@ func (r *Runner) startConsumed(ctx context.Context, sess *dataplane.Session, ins
 	}
 	cur.Status = StatusRunning
 	cur.Result = runningResult(&cur)
-	if _, err := r.saveRun(ctx, &cur, StatusPendingApproval, StatusRunning); err != nil {
+	won, err := r.saveRun(ctx, &cur, StatusPendingApproval, StatusRunning)
+	if err != nil || !won { // cancelled meanwhile: the approval no longer runs it
 		r.wg.Done()
-		return Result{}, err
+		if err != nil {
+			return Result{}, err
+		}
+		cur, err = r.loadRun(ctx, run.ID)
+		return cur.Result, err
 	}
 	res := cur.Result
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/state"
@@ -35,6 +36,14 @@ type actionRun struct {
 	NextStep   int
 	Outputs    map[string]map[string]any
 	Result     Result
+	// AuditID is the audit_id of the run's action.started line, the
+	// parent of its steps' lines; "" until its steps first start.
+	AuditID string
+	// Deadline is when the run must end while it runs (zero otherwise);
+	// TimeLeft is what is left of its timeout while it waits on a step's
+	// approval (0: all of it).
+	Deadline time.Time
+	TimeLeft time.Duration
 }
 
 // actionApproval reports whether the run waits on its action's approval
@@ -89,16 +98,24 @@ func canonicalArgs(args map[string]any) (string, map[string]any, error) {
 	return canon, norm, nil
 }
 
-const actionRunColumns = `id, session, action, version, connector, args, status, approval_id, next_step, outputs, result`
+const actionRunColumns = `id, session, action, version, connector, args, status, approval_id, next_step, outputs, result,
+	audit_id, deadline, time_left_ms`
 
 // scanRun reads one row selected with actionRunColumns.
-func scanRun(sc state.Scanner) (actionRun, error) {
+func scanRun(db *state.DB, sc state.Scanner) (actionRun, error) {
 	var run actionRun
-	var outputs, result string
+	var outputs, result, deadline string
+	var left int64
 	err := sc.Scan(&run.ID, &run.Session, &run.Action, &run.Version, &run.Connector, &run.ArgsJSON,
-		&run.Status, &run.ApprovalID, &run.NextStep, &outputs, &result)
+		&run.Status, &run.ApprovalID, &run.NextStep, &outputs, &result, &run.AuditID, &deadline, &left)
 	if err != nil {
 		return run, err
+	}
+	run.TimeLeft = time.Duration(left) * time.Millisecond
+	if deadline != "" {
+		if run.Deadline, err = db.ParseTime("deadline of action run "+run.ID, deadline); err != nil {
+			return run, err
+		}
 	}
 	if err := decodeJSONNumbers([]byte(run.ArgsJSON), &run.Args); err != nil {
 		return run, fmt.Errorf("%w: args of action run %s: %v", state.ErrCorruptState, run.ID, err)
@@ -114,16 +131,16 @@ func scanRun(sc state.Scanner) (actionRun, error) {
 			return run, fmt.Errorf("%w: result of action run %s: %v", state.ErrCorruptState, run.ID, err)
 		}
 	}
-	run.Result.Status = run.Status
+	run.Result.Status, run.Result.RunID = run.Status, run.ID
 	return run, nil
 }
 
 // loadRun reads the run with id key or, failing that, the newest run
 // waiting (or that waited) on approval key. A missing one wraps state.ErrNotFound.
 func (r *Runner) loadRun(ctx context.Context, key string) (actionRun, error) {
-	run, err := scanRun(r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs WHERE id = ?`, key))
+	run, err := scanRun(r.DB, r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs WHERE id = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
-		run, err = scanRun(r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs
+		run, err = scanRun(r.DB, r.DB.QueryRowContext(ctx, `SELECT `+actionRunColumns+` FROM action_runs
 			WHERE approval_id = ? ORDER BY created_at DESC, id LIMIT 1`, key))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -157,7 +174,7 @@ func encodeRun(run *actionRun) (outputs, result string, err error) {
 	if outputs, err = encodeJSON(run.Outputs); err != nil {
 		return "", "", fmt.Errorf("encoding outputs of action run %s: %w", run.ID, err)
 	}
-	run.Result.Status = run.Status
+	run.Result.Status, run.Result.RunID = run.Status, run.ID
 	if result, err = encodeJSON(run.Result); err != nil {
 		return "", "", fmt.Errorf("encoding result of action run %s: %w", run.ID, err)
 	}
@@ -175,9 +192,9 @@ func (r *Runner) insertRun(ctx context.Context, run *actionRun) (bool, error) {
 	var n int64
 	err = r.DB.Write(ctx, func(tx *state.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO action_runs (`+actionRunColumns+`, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			run.ID, run.Session, run.Action, run.Version, run.Connector, run.ArgsJSON, run.Status,
-			run.ApprovalID, run.NextStep, outputs, result, now, now)
+			run.ApprovalID, run.NextStep, outputs, result, run.AuditID, formatDeadline(run.Deadline), run.TimeLeft.Milliseconds(), now, now)
 		if err != nil {
 			return fmt.Errorf("recording action run %s: %w", run.ID, err)
 		}
@@ -210,8 +227,9 @@ func (r *Runner) saveRun(ctx context.Context, run *actionRun, from ...string) (b
 			return nil
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE action_runs SET status = ?, approval_id = ?, next_step = ?, outputs = ?,
-			result = ?, updated_at = ? WHERE id = ? AND status = ?`,
-			run.Status, run.ApprovalID, run.NextStep, outputs, result, state.FormatTime(r.now()), run.ID, prev)
+			result = ?, audit_id = ?, deadline = ?, time_left_ms = ?, updated_at = ? WHERE id = ? AND status = ?`,
+			run.Status, run.ApprovalID, run.NextStep, outputs, result, run.AuditID, formatDeadline(run.Deadline),
+			run.TimeLeft.Milliseconds(), state.FormatTime(r.now()), run.ID, prev)
 		if err != nil {
 			return fmt.Errorf("updating action run %s: %w", run.ID, err)
 		}
@@ -225,6 +243,23 @@ func (r *Runner) saveRun(ctx context.Context, run *actionRun, from ...string) (b
 		r.emit(run)
 	}
 	return true, nil
+}
+
+// formatDeadline stores a deadline; "" for none.
+func formatDeadline(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return state.FormatTime(t)
+}
+
+// runStatus reads the stored status of run id.
+func (r *Runner) runStatus(ctx context.Context, id string) (string, error) {
+	var st string
+	if err := r.DB.QueryRowContext(ctx, `SELECT status FROM action_runs WHERE id = ?`, id).Scan(&st); err != nil {
+		return "", fmt.Errorf("reading action run %s: %w", id, err)
+	}
+	return st, nil
 }
 
 // runIDsWithStatus lists the runs in status, oldest first.
@@ -250,18 +285,36 @@ func (r *Runner) runIDsWithStatus(ctx context.Context, status string) ([]string,
 
 // emit reports run's current status to OnEvent, without argument values.
 func (r *Runner) emit(run *actionRun) {
-	if r.OnEvent == nil {
-		return
-	}
 	event := map[string]audit.EventName{
 		StatusPendingApproval: audit.EventActionPending,
 		StatusCompleted:       audit.EventActionCompleted,
 		StatusFailed:          audit.EventActionFailed,
 		StatusDenied:          audit.EventActionDenied,
+		StatusCancelled:       audit.EventActionCancelled,
 	}[run.Status]
 	if event == "" {
 		return
 	}
+	d := r.eventDetails(run)
+	if e := run.Result.Error; e != nil {
+		d["reason"] = string(e.Reason)
+		if e.Step != "" {
+			d["step"] = e.Step
+		}
+	}
+	r.send(audit.Event{Name: event, ParentAuditID: run.AuditID, Details: d}, run)
+}
+
+// emitStarted records run's action.started line, the root of its call
+// tree: its audit_id is run.AuditID.
+func (r *Runner) emitStarted(run *actionRun, timeout time.Duration) {
+	d := r.eventDetails(run)
+	d["timeout"] = timeout.String()
+	r.send(audit.Event{Name: audit.EventActionStarted, AuditID: run.AuditID, Details: d}, run)
+}
+
+// eventDetails are the identifying facts of run every action.* line has.
+func (r *Runner) eventDetails(run *actionRun) map[string]string {
 	d := map[string]string{"id": run.ID, "session": run.Session, "action": run.Action,
 		"version": run.Version, "connector": run.Connector}
 	if run.ApprovalID != "" {
@@ -270,11 +323,14 @@ func (r *Runner) emit(run *actionRun) {
 	if inst, ok := r.catalog().Lookup(run.Action); ok && len(inst.Unpinned()) > 0 {
 		d["unpinned"] = strings.Join(inst.Unpinned(), ",")
 	}
-	if e := run.Result.Error; e != nil {
-		d["reason"] = string(e.Reason)
-		if e.Step != "" {
-			d["step"] = e.Step
-		}
+	return d
+}
+
+// send hands ev, of run, to OnEvent.
+func (r *Runner) send(ev audit.Event, run *actionRun) {
+	if r.OnEvent == nil {
+		return
 	}
-	r.OnEvent(event, d)
+	ev.Session, ev.RunID = run.Session, run.ID
+	r.OnEvent(ev)
 }

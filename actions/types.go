@@ -20,8 +20,15 @@ const (
 	// past the gate.
 	StatusDenied = "denied"
 	// StatusFailed: a step failed (Error says which and why) and the
-	// chain stopped there.
+	// chain stopped there; reason deadline_exceeded when the run's
+	// deadline cut it.
 	StatusFailed = "failed"
+	// StatusCancelled: the run was cancelled (aileron actions cancel, the
+	// sandbox API's cancel call, MCP notifications/cancelled): the step in
+	// flight, if any, was cancelled upstream and no later step started;
+	// Error has reason cancelled and, once the run stopped, the step. A
+	// run cancelled while it waited for approval never runs.
+	StatusCancelled = "cancelled"
 )
 
 // List is the set of actions a session may call, with a version that
@@ -59,6 +66,10 @@ type Info struct {
 type Result struct {
 	// Status is one of the Status* constants.
 	Status string `json:"status"`
+	// RunID names the run: cancel it with POST
+	// /v1/action-runs/{run_id}/cancel (or aileron actions cancel on the
+	// host); audit lines of its steps carry it as run_id.
+	RunID string `json:"run_id,omitempty"`
 	// ApprovalID names the approval the run waits on (or waited on); pass it
 	// to GET /v1/action-approvals/{id}/result (MCP: check_action_status).
 	ApprovalID string `json:"approval_id,omitempty"`

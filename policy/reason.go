@@ -115,6 +115,13 @@ const (
 	// operation do not make a request (compare invalid_argument).
 	ReasonInvalidArguments Reason = "invalid_arguments"
 	ReasonUpstreamStatus   Reason = "upstream_status"
+	// ReasonDeadlineExceeded: the run's deadline (the action's timeout,
+	// counted from when its steps started) passed; the step then in flight
+	// was cancelled upstream and no later step started.
+	ReasonDeadlineExceeded Reason = "deadline_exceeded"
+	// ReasonCancelled: the run was cancelled (aileron actions cancel, the
+	// sandbox API or MCP notifications/cancelled) before it ended.
+	ReasonCancelled Reason = "cancelled"
 )
 
 // Containment: a fenced sandbox's DNS queries and the packets its fence
@@ -157,6 +164,7 @@ func Reasons() []Reason {
 
 		ReasonApprovalMissing, ReasonDaemonStopped, ReasonActionChanged, ReasonConnectorChanged,
 		ReasonStepUnresolved, ReasonStepInputs, ReasonInvalidArguments, ReasonUpstreamStatus,
+		ReasonDeadlineExceeded, ReasonCancelled,
 
 		ReasonDNSNameNotAllowed, ReasonDNSTypeNotAllowed, ReasonDNSMalformed, ReasonDNSRateLimited,
 		ReasonNotResolved, ReasonEgressBlocked,

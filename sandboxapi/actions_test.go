@@ -303,7 +303,7 @@ func TestActionRunRestart(t *testing.T) {
 	// A new runner on the same database, as after a daemon restart.
 	events := make(chan string, 16)
 	r2 := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog,
-		OnEvent: func(ev audit.EventName, d map[string]string) { events <- string(ev) + " " + d["id"] }}
+		OnEvent: func(ev audit.Event) { events <- string(ev.Name) + " " + ev.Details["id"] }}
 	t.Cleanup(func() { r2.Close() })
 	got, err := r2.Result(ctx, s1, "ar_stuck")
 	if err != nil || got.Status != actions.StatusFailed || got.Error == nil || got.Error.Reason != "daemon_stopped" ||
@@ -454,7 +454,7 @@ func TestActionRunResumedByStart(t *testing.T) {
 	events := make(chan string, 16)
 	r2 := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog,
 		SessionByID: func(id string) (*dataplane.Session, error) { return e.sessions[id], nil },
-		OnEvent:     func(ev audit.EventName, d map[string]string) { events <- string(ev) + " " + d["id"] }}
+		OnEvent:     func(ev audit.Event) { events <- string(ev.Name) + " " + ev.Details["id"] }}
 	t.Cleanup(func() { r2.Close() })
 	started := make(chan error, 1)
 	go func() { started <- r2.Start(ctx) }()

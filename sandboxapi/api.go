@@ -37,7 +37,7 @@ var (
 // sandboxEndpoints is what the 404 answer lists.
 const sandboxEndpoints = "GET /v1/operations, GET /v1/operations/{tool}/{operation}, " +
 	"POST /v1/connector-operations/run, GET /v1/actions, POST /v1/actions/{name}/run, " +
-	"GET /v1/action-approvals/{id}/result, /v1/mcp"
+	"GET /v1/action-approvals/{id}/result, POST /v1/action-runs/{id}/cancel, /v1/mcp"
 
 // Runner is what the sandbox API needs of the action runner: a session's
 // actions, running one, and polling a run. It is all the API can reach of
@@ -46,6 +46,7 @@ type Runner interface {
 	Actions(sess *dataplane.Session) actions.List
 	Run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (actions.Result, error)
 	Result(ctx context.Context, sess *dataplane.Session, id string) (actions.Result, error)
+	Cancel(ctx context.Context, sess *dataplane.Session, id, by string) (actions.Result, bool, error)
 }
 
 var _ Runner = (*actions.Runner)(nil)
@@ -72,6 +73,8 @@ var _ Runner = (*actions.Runner)(nil)
 //	POST /v1/actions/{name}/run         body: the arguments object itself (empty = {})
 //	     → 200 actions.Result (completed, failed, denied), 202 (pending_approval, running)
 //	GET  /v1/action-approvals/{id}/result → 200 actions.Result
+//	POST /v1/action-runs/{id}/cancel    → 200 actions.Result (cancelled, or the final
+//	     state of a run that already ended); id is the result's run_id or approval_id
 //	     /v1/mcp                        → the MCP field (Streamable HTTP)
 //
 // Every error is the envelope {"error":{"class","reason","message"[,"audit_id",
@@ -128,6 +131,7 @@ func (s *API) routes() {
 	route(http.MethodGet, "/v1/actions", s.listActions)
 	route(http.MethodPost, "/v1/actions/{name}/run", s.runAction)
 	route(http.MethodGet, "/v1/action-approvals/{id}/result", s.actionResult)
+	route(http.MethodPost, "/v1/action-runs/{id}/cancel", s.cancelRun)
 	mcp := s.authed(func(w http.ResponseWriter, r *http.Request, _ *dataplane.Session) {
 		if s.MCP == nil {
 			s.writeError(w, fmt.Errorf("%w: this daemon does not serve MCP over HTTP", errFeatureDisabled))
@@ -324,7 +328,7 @@ func writeActionResult(w http.ResponseWriter, r *http.Request, res actions.Resul
 		dataplane.WriteJSON(w, status, res.Output)
 		return
 	}
-	if res.Status == actions.StatusFailed || res.Status == actions.StatusDenied {
+	if res.Status == actions.StatusFailed || res.Status == actions.StatusDenied || res.Status == actions.StatusCancelled {
 		w.Header().Set(dataplane.HeaderUpstreamStatus, "0") // the shim exits 1: the action did not complete
 	}
 	dataplane.WriteJSON(w, status, res)
@@ -336,6 +340,20 @@ func (s *API) actionResult(w http.ResponseWriter, r *http.Request, sess *datapla
 		return
 	}
 	res, err := s.Runner.Result(r.Context(), sess, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	dataplane.WriteJSON(w, http.StatusOK, res)
+}
+
+// cancelRun cancels one of the session's action runs.
+func (s *API) cancelRun(w http.ResponseWriter, r *http.Request, sess *dataplane.Session) {
+	if s.Runner == nil {
+		s.writeError(w, fmt.Errorf("%w: this daemon does not run actions", errFeatureDisabled))
+		return
+	}
+	res, _, err := s.Runner.Cancel(r.Context(), sess, r.PathValue("id"), "session "+sess.ID+" (sandbox API)")
 	if err != nil {
 		s.writeError(w, err)
 		return

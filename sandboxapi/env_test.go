@@ -76,9 +76,46 @@ type sapiEnv struct {
 	events    *testkit.Events
 	// runEvents receives every action.* event.
 	runEvents chan [2]string // event, run id
+	// stalled receives the URI of each request to /issues/stall…, which
+	// the upstream holds until its request context ends; unstalled then
+	// receives the URI.
+	stalled, unstalled chan string
 
 	mu   sync.Mutex
 	hits []upstreamHit
+	// lines are the audit lines of runs and of the proxy, in order.
+	lines []audit.Event
+}
+
+// recordRunEvent keeps an audit line (the runner's or the proxy's).
+func (e *sapiEnv) recordRunEvent(ev audit.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lines = append(e.lines, ev)
+}
+
+// auditLines returns the lines recorded so far.
+func (e *sapiEnv) auditLines() []audit.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]audit.Event(nil), e.lines...)
+}
+
+// lineRecorder is the proxy's dataplane.Recorder in these tests: it keeps
+// every decision and outcome line.
+type lineRecorder struct{ e *sapiEnv }
+
+func (l lineRecorder) Decided(r *dataplane.Record) error {
+	l.e.recordRunEvent(r.Event)
+	return nil
+}
+
+func (l lineRecorder) Completed(r *dataplane.Record) {
+	ev := r.Event
+	if r.Decided {
+		ev.Name = ev.Name.Outcome()
+	}
+	l.e.recordRunEvent(ev)
 }
 
 type sapiOpts struct {
@@ -86,6 +123,8 @@ type sapiOpts struct {
 	// only Result polls advance runs.
 	noDecided bool
 	dbPath    string
+	// extra actions are installed next to the testdata's.
+	extra []action.Installed
 }
 
 // tdHash stands in for the store hash of the package name in these tests.
@@ -119,7 +158,8 @@ func loadTestdataPackage(tb testing.TB, name string) (*policy.Spec, []action.Ins
 
 func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	t.Helper()
-	e := &sapiEnv{events: &testkit.Events{}, runEvents: make(chan [2]string, 1024)}
+	e := &sapiEnv{events: &testkit.Events{}, runEvents: make(chan [2]string, 1024),
+		stalled: make(chan string, 16), unstalled: make(chan string, 16)}
 	upAddr, roots := e.startUpstream(t)
 
 	linSpec, linActs := loadTestdataPackage(t, "linear")
@@ -135,7 +175,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	}
 	holder := &policy.Holder{}
 	holder.Store(pol)
-	cat, err := action.NewCatalog(append(linActs, gooActs...))
+	cat, err := action.NewCatalog(append(append(linActs, gooActs...), o.extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +186,11 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 	e.db = testkit.OpenDB(t, o.dbPath)
 	e.store = &approvals.Store{DB: e.db, ReviewURL: func(id string) string { return "https://aileron.test/approvals/" + id }}
 	e.runner = &actions.Runner{DB: e.db, Approvals: e.store, Policy: holder, Catalog: func() *action.Catalog { return cat },
-		OnEvent: func(ev audit.EventName, d map[string]string) {
-			e.events.Record(ev, d)
+		OnEvent: func(ev audit.Event) {
+			e.events.Record(ev.Name, ev.Details)
+			e.recordRunEvent(ev)
 			select {
-			case e.runEvents <- [2]string{string(ev), d["id"]}:
+			case e.runEvents <- [2]string{string(ev.Name), ev.Details["id"]}:
 			default:
 			}
 		}}
@@ -170,7 +211,7 @@ func newSapiEnv(t *testing.T, o sapiOpts) *sapiEnv {
 		"s2":     {ID: "s2", CA: e.sessCA},
 		"scoped": {ID: "scoped", CA: e.sessCA, Connectors: []string{tdGoogleFQN, itemsFQN}},
 	}
-	e.proxy = &dataplane.Proxy{Sessions: e.sessions, Policy: holder, RootCAs: roots, Approvals: e.store, SandboxAPI: e.api,
+	e.proxy = &dataplane.Proxy{Sessions: e.sessions, Policy: holder, RootCAs: roots, Approvals: e.store, SandboxAPI: e.api, Recorder: lineRecorder{e},
 		Guard: &dataplane.Guard{Resolve: map[string]netip.AddrPort{}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}}
 	for _, h := range []string{"api.linear.test:443", "gmail.google.test:443", "api.example.com:443", "api.example.com:8443"} {
 		e.proxy.Guard.Resolve[h] = netip.MustParseAddrPort(upAddr)
@@ -221,6 +262,10 @@ func (e *sapiEnv) serveUpstream(w http.ResponseWriter, r *http.Request) {
 	}
 	p := r.URL.Path
 	switch {
+	case host == "api.linear.test" && strings.HasPrefix(p, "/issues/stall"):
+		e.stalled <- r.RequestURI
+		<-r.Context().Done() // the proxy ended the request: the step was cancelled upstream
+		e.unstalled <- r.RequestURI
 	case host == "api.linear.test" && r.Method == http.MethodGet && strings.HasPrefix(p, "/issues/"):
 		id := strings.TrimPrefix(p, "/issues/")
 		w.Header().Set("Content-Type", "application/json")

@@ -436,7 +436,7 @@ func actionToolResult(res actions.Result) *mcp.CallToolResult {
 	}
 	out := &mcp.CallToolResult{
 		StructuredContent: json.RawMessage(data),
-		IsError:           res.Status == actions.StatusFailed || res.Status == actions.StatusDenied,
+		IsError:           res.Status == actions.StatusFailed || res.Status == actions.StatusDenied || res.Status == actions.StatusCancelled,
 	}
 	if g := guidance(res); g != "" {
 		out.Content = append(out.Content, &mcp.TextContent{Text: g})

@@ -174,7 +174,7 @@ func TestUnpinnedActionIsShown(t *testing.T) {
 	}
 	var events []map[string]string
 	r := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: func() *action.Catalog { return cat },
-		OnEvent: func(_ audit.EventName, d map[string]string) { events = append(events, d) }}
+		OnEvent: func(ev audit.Event) { events = append(events, ev.Details) }}
 	t.Cleanup(func() { r.Close() })
 	want := tdGoogleFQN + "@1.0.0"
 	list := r.Actions(e.sessions["s1"])
@@ -190,8 +190,8 @@ func TestUnpinnedActionIsShown(t *testing.T) {
 		t.Fatalf("run %+v %v", res, err)
 	}
 	r.Close() // the completed event is written before Run answers; Close orders it before the read below
-	if len(events) != 1 || events[0]["unpinned"] != want {
-		t.Fatalf("events %v, want one naming %s unpinned", events, want)
+	if len(events) != 2 || events[0]["unpinned"] != want || events[1]["unpinned"] != want {
+		t.Fatalf("events %v, want started and completed naming %s unpinned", events, want)
 	}
 	pinned := lookupAction(t, caps, "")
 	if l := actions.ListFor(mustCatalog(t, pinned), nil); len(l.Actions) != 1 || l.Actions[0].Unpinned != nil {
@@ -245,7 +245,7 @@ func TestActionApprovalBoundToPackageBytes(t *testing.T) {
 
 	events := make(chan string, 16)
 	r2 := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: func() *action.Catalog { return cat },
-		OnEvent: func(ev audit.EventName, d map[string]string) { events <- string(ev) + " " + d["id"] }}
+		OnEvent: func(ev audit.Event) { events <- string(ev.Name) + " " + ev.Details["id"] }}
 	t.Cleanup(func() { r2.Close() })
 	if _, err := r2.Result(ctx, s1, pending.ApprovalID); err != nil {
 		t.Fatal(err)

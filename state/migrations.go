@@ -272,5 +272,38 @@ CREATE TABLE store_consents (
 	PRIMARY KEY (fqn, version)
 ) STRICT;
 `},
+		{version: 16, name: "action_run_trees", sql: `
+-- Action runs as call trees, with a deadline and cancellation: a run may
+-- end cancelled (the status check is rebuilt with the table), audit_id is
+-- its action.started line (the parent of its steps' lines), deadline when
+-- it must end while running, time_left_ms what is left of its timeout
+-- while it waits on a step's approval.
+CREATE TABLE action_runs_v16 (
+	id           TEXT PRIMARY KEY,
+	session      TEXT NOT NULL,
+	action       TEXT NOT NULL,
+	version      TEXT NOT NULL,
+	connector    TEXT NOT NULL,
+	args         TEXT NOT NULL,
+	status       TEXT NOT NULL CHECK (status IN ('pending_approval','running','completed','denied','failed','cancelled')),
+	approval_id  TEXT NOT NULL DEFAULT '',
+	next_step    INTEGER NOT NULL DEFAULT 0,
+	outputs      TEXT NOT NULL DEFAULT '{}',
+	result       TEXT NOT NULL DEFAULT '',
+	created_at   TEXT NOT NULL,
+	updated_at   TEXT NOT NULL,
+	audit_id     TEXT NOT NULL DEFAULT '',
+	deadline     TEXT NOT NULL DEFAULT '',
+	time_left_ms INTEGER NOT NULL DEFAULT 0
+) STRICT;
+INSERT INTO action_runs_v16 (id, session, action, version, connector, args, status, approval_id, next_step, outputs,
+	result, created_at, updated_at)
+	SELECT id, session, action, version, connector, args, status, approval_id, next_step, outputs,
+	result, created_at, updated_at FROM action_runs;
+DROP TABLE action_runs;
+ALTER TABLE action_runs_v16 RENAME TO action_runs;
+CREATE INDEX action_runs_approval ON action_runs (approval_id);
+CREATE INDEX action_runs_status ON action_runs (status);
+`},
 	}
 }

@@ -21,7 +21,7 @@ import (
 func (d *daemon) openTools() error {
 	d.runner = &actions.Runner{
 		DB: d.db, Approvals: d.approval, Exec: d.proxy, Policy: &d.policy, Catalog: d.catalog.Load,
-		OnEvent: d.rec.Event, SessionByID: d.sessions.Session, Log: d.log,
+		OnEvent: d.rec.Record, SessionByID: d.sessions.Session, Log: d.log, DefaultTimeout: d.cfg.Actions.DefaultTimeout,
 	}
 	srv := &sandboxapi.MCPServer{Name: "aileron", Version: readVersion().String(), Log: d.log}
 	api := &sandboxapi.API{Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, Log: d.log}

@@ -102,11 +102,12 @@ func (r *recorder) logApproval(name audit.EventName, d map[string]string) {
 		Str("operation", d["operation"]).Str("method", d["method"]).Str("host", d["host"]).Str("path", d["path"]).Msg(msg)
 }
 
-// Record writes an event the fence built whole (sandbox.egress_blocked,
-// dns.denied, sandbox.started, sandbox.stopped).
+// Record writes an event its source built whole: the fence's
+// (sandbox.egress_blocked, dns.denied, sandbox.started, sandbox.stopped)
+// and the action runner's (action.*, with run_id and the run's audit ids).
 func (r *recorder) Record(ev audit.Event) {
 	if err := r.write(&ev); err != nil {
-		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(ev.Name)).Err(err).Msg("a sandbox event was not written")
+		r.log.Error().Str("event", "audit.write_failed").Str("audit_event", string(ev.Name)).Err(err).Msg("an event was not written")
 	}
 }
 
