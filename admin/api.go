@@ -62,6 +62,9 @@ type API struct {
 	Catalog func() *action.Catalog
 	// Approvals backs the /v1/approvals routes; nil answers them with 503.
 	Approvals *approvals.Store
+	// Runs cancels action runs (POST /v1/action-runs/{id}/cancel); nil
+	// answers 503.
+	Runs RunCanceller
 	// Webhooks tests approval.webhooks (POST /v1/approvals/webhooks/test);
 	// nil answers 409: none are configured.
 	Webhooks WebhookTester
@@ -160,6 +163,7 @@ type (
 //	/v1/credentials…, /v1/bindings…  see credentialRoutes
 //	/v1/trust…                       see trustRoutes
 //	/v1/approvals…                   see approvalRoutes
+//	POST   /v1/action-runs/{id}/cancel  CancelRequest{by} → RunCancel (see runRoutes)
 //
 // Removal is a POST with the reference in the body because references
 // contain "://", which does not survive in a URL path.
@@ -195,6 +199,7 @@ func (a *API) Handler() http.Handler {
 	a.credentialRoutes(mux)
 	a.trustRoutes(mux)
 	a.approvalRoutes(mux, a.Approvals)
+	a.runRoutes(mux, a.Runs)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, fmt.Errorf("%w: no admin API route %s %s", errNoRoute, r.Method, r.URL.Path))
 	})

@@ -117,6 +117,39 @@ func TestTools(t *testing.T) {
 	t.Run("launch", e.launchClients)
 	t.Run("sandbox_cannot_decide", e.sandboxCannotDecide)
 	t.Run("discovery", e.discovery)
+	t.Run("cancel", e.cancelFromCLI)
+}
+
+// cancelFromCLI: `aileron actions cancel` cancels a run waiting for its
+// approval, which then never runs, though approved; a second cancel
+// reports the run's final status.
+func (e *toolsEnv) cancelFromCLI(t *testing.T) {
+	cs := mcpSession(t, &mcp.StreamableClientTransport{Endpoint: "https://aileron.internal/v1/mcp", HTTPClient: goClient(t, e.s)})
+	const sendPath = "/gmail/v1/users/me/messages/send"
+	before := theSuite.up.Hits("gmail.googleapis.com", sendPath)
+	args := map[string]any{"to": "alice@example.com", "subject": "Cancel me", "body": "never sent"}
+	m, _ := callTool(t, cs, "send_email", args)
+	id, _ := m["approval_id"].(string)
+	run, _ := m["run_id"].(string)
+	if m["status"] != "pending_approval" || id == "" || run == "" {
+		t.Fatalf("send_email: %v (want pending_approval with a run_id)", m)
+	}
+	if out := e.d.cli(t, "actions", "cancel", run); !strings.Contains(out, "cancelled run "+run) || !strings.Contains(out, "cancelled by cli:") {
+		t.Fatalf("actions cancel: %q", out)
+	}
+	e.d.cli(t, "approvals", "approve", id)
+	if m = pollStatus(t, cs, id); m["status"] != "cancelled" || !strings.Contains(jsonString(m["error"]), `"reason":"cancelled"`) {
+		t.Fatalf("after approval: %v", m)
+	}
+	if m, _ = callTool(t, cs, "send_email", args); m["status"] != "cancelled" {
+		t.Fatalf("an identical call after the approval: %v", m)
+	}
+	if out := e.d.cli(t, "actions", "cancel", run); !strings.Contains(out, "had already ended: cancelled") {
+		t.Fatalf("second cancel: %q", out)
+	}
+	if got := theSuite.up.Hits("gmail.googleapis.com", sendPath) - before; got != 0 {
+		t.Fatalf("a cancelled run sent %d e-mails", got)
+	}
 }
 
 func (e *toolsEnv) runEndpoint(t *testing.T) {

@@ -582,7 +582,8 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 		return nil, "", err
 	}
 	api := &admin.API{Store: d.store, Sessions: d.sessions, Budgets: d.budgets, OnStoreChange: d.reload, OnEvent: d.rec.Event,
-		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Log: d.log}
+		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Log: d.log,
+		Runs: runCanceller{d.runner}}
 	d.fence = d.openFence()
 	api.Sandboxes = d.fence
 	if d.notifier != nil {

@@ -111,6 +111,8 @@ func subcommands(group string) []string {
 		return []string{"add", "list", "remove"}
 	case "approvals":
 		return []string{"list", "show", "approve", "deny", "watch", "web-token", "test-webhooks"}
+	case "actions":
+		return []string{"cancel"}
 	case "audit":
 		return []string{"tail", "verify", "key", "prove", "check-proof", "new-trail", "export"}
 	case "config":
