@@ -21,8 +21,8 @@ func appendTail(b []byte, ev *Event) ([]byte, error) {
 	b = append(b, `,"event":`...)
 	b = appendString(b, string(ev.Name))
 	for _, f := range [...]struct{ k, v string }{
-		{"node", ev.Node}, {"audit_id", ev.AuditID}, {"session", ev.Session}, {"client", ev.Client}, {"method", ev.Method},
-		{"host", ev.Host},
+		{"node", ev.Node}, {"audit_id", ev.AuditID}, {"run_id", ev.RunID}, {"parent_audit_id", ev.ParentAuditID},
+		{"session", ev.Session}, {"client", ev.Client}, {"method", ev.Method}, {"host", ev.Host},
 	} {
 		b = appendStringField(b, f.k, f.v)
 	}

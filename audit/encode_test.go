@@ -44,7 +44,7 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 		ev   Event
 	}{
 		{"minimal", Event{Time: ts, Seq: 1, Name: EventProxied}},
-		{"whole", Event{Time: ts, Seq: 99, PrevHash: "ab", Name: EventProxied, AuditID: "a_1", Session: "s1",
+		{"whole", Event{Time: ts, Seq: 99, PrevHash: "ab", Name: EventProxied, AuditID: "a_1", RunID: "ar_1", ParentAuditID: "a_run", Session: "s1",
 			Client: "127.0.0.1:5", Method: "POST", Host: "api.example.com", Port: 443, Path: "/v1/x", Decision: "allow",
 			Reason: "operation_allowed", Connector: "c", ConnectorVersion: "1.0.0", ConnectorHash: "sha256:00",
 			Tool: "t", Operation: "op", Status: 200, UpstreamStatus: 201, BytesIn: 5, BytesOut: 1 << 40,

@@ -2,6 +2,7 @@ package sandboxapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -107,7 +108,7 @@ func TestActionRunAuditTree(t *testing.T) {
 	var root string
 	var names []string
 	steps := map[string]bool{}
-	for _, ev := range e.auditLines() {
+	for _, ev := range trailOf(t, e.auditLines(), audit.Filter{}) {
 		if ev.RunID != res.RunID {
 			if ev.Name == audit.EventProxied || ev.Name == audit.EventCompleted {
 				t.Errorf("a step line without the run id: %+v", ev)
@@ -141,6 +142,43 @@ func TestActionRunAuditTree(t *testing.T) {
 			t.Errorf("result audit id %s is not a step line of the run", id)
 		}
 	}
+	// Read back by run, the lines form the tree: the root, the steps under it.
+	var tree audit.RunTree
+	var depths []int
+	for _, ev := range trailOf(t, e.auditLines(), audit.Filter{Run: res.RunID}) {
+		depths = append(depths, tree.Depth(&ev))
+	}
+	if got := fmt.Sprint(depths); got != "[0 1 1 1 1 1]" {
+		t.Errorf("depths of the run's lines %s, want [0 1 1 1 1 1]", got)
+	}
+}
+
+// trailOf writes lines to a real audit trail and reads back those f
+// passes, as aileron audit tail does.
+func trailOf(t *testing.T, lines []audit.Event, f audit.Filter) []audit.Event {
+	t.Helper()
+	dir := t.TempDir()
+	l := &audit.Log{Dir: dir}
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range lines {
+		if err := l.Write(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out []audit.Event
+	err := audit.Tail(context.Background(), dir, false, f, func(_ []byte, ev *audit.Event) error {
+		out = append(out, *ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestActionRunDeadlineCutsSlowStep: a step still in flight at the run's
