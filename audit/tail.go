@@ -21,6 +21,8 @@ const tailPoll = 200 * time.Millisecond
 type Filter struct {
 	// Session, Connector and Decision match exactly.
 	Session, Connector, Decision string
+	// Run matches an action run's lines (run_id) exactly.
+	Run string
 	// Event matches exactly, or by prefix when it ends in ".*"
 	// ("approval.*" matches approval.requested and approval.denied).
 	Event string
@@ -36,6 +38,7 @@ func (f Filter) Match(ev *Event) bool {
 	case f.Session != "" && ev.Session != f.Session,
 		f.Connector != "" && ev.Connector != f.Connector,
 		f.Decision != "" && ev.Decision != f.Decision,
+		f.Run != "" && ev.RunID != f.Run,
 		!f.Since.IsZero() && ev.Time.Before(f.Since),
 		ev.Seq < f.FromSeq:
 		return false
@@ -44,6 +47,30 @@ func (f Filter) Match(ev *Event) bool {
 		return strings.HasPrefix(string(ev.Name), prefix)
 	}
 	return f.Event == "" || string(ev.Name) == f.Event
+}
+
+// RunTree places the lines of action runs, read in chain order, in their
+// call trees. The zero value is ready to use.
+type RunTree struct {
+	depth map[string]int // by audit_id
+}
+
+// Depth returns ev's depth in its run's call tree: one more than the line
+// its parent_audit_id names, 0 for a root (action.started) or a line whose
+// parent was not seen. It remembers ev's audit_id at that depth (a
+// request's decision and outcome lines share one).
+func (t *RunTree) Depth(ev *Event) int {
+	if t.depth == nil {
+		t.depth = map[string]int{}
+	}
+	d := 0
+	if p, ok := t.depth[ev.ParentAuditID]; ok && ev.ParentAuditID != "" {
+		d = p + 1
+	}
+	if _, ok := t.depth[ev.AuditID]; !ok && ev.AuditID != "" {
+		t.depth[ev.AuditID] = d
+	}
+	return d
 }
 
 // Tail calls out for every line of dir's log, in chain order, whose event

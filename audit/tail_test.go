@@ -36,6 +36,9 @@ func TestTailFilters(t *testing.T) {
 		{Name: "approval.requested", Session: "s1", Connector: "github://o/r"},
 		{Name: "approval.denied", Session: "s2"},
 		{Name: "store.installed", Details: map[string]string{"fqn": "github://o/r"}},
+		{Name: "action.started", Session: "s1", RunID: "ar_1", AuditID: "a_run"},
+		{Name: "connector.proxy.proxied", Session: "s1", RunID: "ar_1", ParentAuditID: "a_run", AuditID: "a_1"},
+		{Name: "connector.proxy.proxied", Session: "s1", RunID: "ar_2", AuditID: "a_2"},
 	}
 	for _, ev := range evs {
 		if err := l.Write(ev); err != nil {
@@ -50,13 +53,15 @@ func TestTailFilters(t *testing.T) {
 		filter Filter
 		want   []uint64
 	}{
-		{"all", Filter{}, []uint64{1, 2, 3, 4, 5}},
-		{"session", Filter{Session: "s1"}, []uint64{1, 3}},
+		{"all", Filter{}, []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
+		{"session", Filter{Session: "s1"}, []uint64{1, 3, 6, 7, 8}},
+		{"run", Filter{Run: "ar_1"}, []uint64{6, 7}},
+		{"run and event", Filter{Run: "ar_1", Event: "action.*"}, []uint64{6}},
 		{"connector", Filter{Connector: "github://o/r"}, []uint64{1, 3}},
 		{"decision", Filter{Decision: "deny"}, []uint64{2}},
 		{"event", Filter{Event: "approval.denied"}, []uint64{4}},
 		{"event prefix", Filter{Event: "approval.*"}, []uint64{3, 4}},
-		{"since", Filter{Since: evs[3].Time}, []uint64{4, 5}},
+		{"since", Filter{Since: evs[3].Time}, []uint64{4, 5, 6, 7, 8}},
 		{"combined", Filter{Session: "s2", Event: "approval.*"}, []uint64{4}},
 		{"nothing", Filter{Session: "nobody"}, nil},
 	} {
@@ -65,6 +70,28 @@ func TestTailFilters(t *testing.T) {
 				t.Errorf("seqs = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestRunTreeDepth: a line sits one below the line its parent_audit_id
+// names; a root, or a line whose parent was not seen, at the top.
+func TestRunTreeDepth(t *testing.T) {
+	var tree RunTree
+	for i, c := range []struct {
+		ev   Event
+		want int
+	}{
+		{Event{Name: EventActionStarted, AuditID: "a_run"}, 0},
+		{Event{Name: EventProxied, AuditID: "a_1", ParentAuditID: "a_run"}, 1},
+		{Event{Name: EventCompleted, AuditID: "a_1", ParentAuditID: "a_run"}, 1},
+		{Event{Name: EventProxied, AuditID: "a_nested", ParentAuditID: "a_1"}, 2},
+		{Event{Name: EventActionCompleted, ParentAuditID: "a_run"}, 1},
+		{Event{Name: EventProxied, AuditID: "a_x", ParentAuditID: "a_unseen"}, 0},
+		{Event{Name: EventActionPending}, 0},
+	} {
+		if got := tree.Depth(&c.ev); got != c.want {
+			t.Errorf("line %d (%s %s): depth %d, want %d", i, c.ev.Name, c.ev.AuditID, got, c.want)
+		}
 	}
 }
 

@@ -46,7 +46,7 @@ func cmdAudit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 func auditTail(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("audit tail", "audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since DUR|RFC3339] [--dir DIR]... [--json]", stderr)
+	fs := newFlags("audit tail", "audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--run ID] [--since DUR|RFC3339] [--dir DIR]... [--json]", stderr)
 	_, cfgFile := clientFlags(fs)
 	dirs := fs.StringArray("dir", nil, "read the trail in this directory instead of audit.dir; repeat it for several nodes' trails, merged by time")
 	follow := fs.BoolP("follow", "f", false, "keep printing new lines, across rotation")
@@ -55,6 +55,7 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.Connector, "connector", "", "only this connector FQN")
 	fs.StringVar(&f.Event, "event", "", `only this event ("approval.*" for a family)`)
 	fs.StringVar(&f.Decision, "decision", "", "allow, allow_after_approval, passthrough or deny")
+	fs.StringVar(&f.Run, "run", "", "only this action run's lines (run_id), as a tree: each line indented under its parent_audit_id")
 	since := fs.String("since", "", "only events after this: a duration ago (15m) or an RFC 3339 time")
 	asJSON := fs.Bool("json", false, "print the JSON lines as recorded (a character a terminal would act on as its \\u escape)")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +73,7 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 	if !*asJSON {
 		fmt.Fprintf(stdout, row, "TIME", "EVENT", "DECISION", "REASON", "SESSION", "STATUS", "REQUEST / DETAILS")
 	}
+	var tree audit.RunTree
 	// A line is read back from a file anything may have written to: every
 	// string in it is shown escaped (printable), whatever wrote it.
 	err = tailMany(ctx, trails, *follow, f, func(line []byte, ev *audit.Event) error {
@@ -80,6 +82,9 @@ func auditTail(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		name := string(ev.Name)
+		if f.Run != "" {
+			name = strings.Repeat("  ", min(tree.Depth(ev), 8)) + name
+		}
 		if len(trails) > 1 && ev.Node != "" {
 			name = ev.Node + " " + name
 		}

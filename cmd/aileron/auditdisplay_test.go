@@ -259,3 +259,36 @@ func TestErrorsAreEscaped(t *testing.T) {
 		t.Errorf("stderr shows %s as itself: %q", r, errOut)
 	}
 }
+
+// TestAuditTailRunTree: --run shows only that run's lines, each indented
+// under the line its parent_audit_id names; --json keeps them as recorded.
+func TestAuditTailRunTree(t *testing.T) {
+	home := t.TempDir()
+	step := func(name audit.EventName, id, run, parent string) *audit.Event {
+		return &audit.Event{Name: name, AuditID: id, RunID: run, ParentAuditID: parent, Session: "s_1", Method: "GET",
+			Host: "api.linear.app", Port: 443, Path: "/issues/" + id, Decision: "allow", Reason: "operation_matched"}
+	}
+	appendEvents(t, home, nil,
+		&audit.Event{Name: audit.EventActionStarted, AuditID: "a_run_1", RunID: "ar_1", Session: "s_1", Details: map[string]string{"action": "two-step"}},
+		step(audit.EventProxied, "a_1", "ar_1", "a_run_1"),
+		step(audit.EventProxied, "a_other", "ar_2", "a_run_2"),
+		step(audit.EventCompleted, "a_1", "ar_1", "a_run_1"),
+		step(audit.EventProxied, "a_plain", "", ""),
+		&audit.Event{Name: audit.EventActionCompleted, RunID: "ar_1", ParentAuditID: "a_run_1", Session: "s_1"})
+	code, out, errOut := runCLI(t, home, "audit", "tail", "--run", "ar_1")
+	if code != 0 {
+		t.Fatalf("audit tail --run = %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"  action.started ", "    connector.proxy.proxied ", "    connector.proxy.completed ", "    action.completed "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the tree has no row %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "a_other") || strings.Contains(out, "a_plain") || strings.Count(out, "\n") != 5 {
+		t.Errorf("--run shows other lines:\n%s", out)
+	}
+	code, out, _ = runCLI(t, home, "audit", "tail", "--run", "ar_1", "--json")
+	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, `"run_id":"ar_1","parent_audit_id":"a_run_1"`) {
+		t.Errorf("--json:\n%s", out)
+	}
+}

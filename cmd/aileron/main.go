@@ -40,7 +40,7 @@ Usage:
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
   aileron actions cancel RUN                             cancel an action run (its run_id, or the approval_id it waits on)
-  aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--since 15m] [--dir DIR]... [--json]
+  aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--run ID] [--since 15m] [--dir DIR]... [--json]
   aileron audit verify [FILES…] [--dir DIR --node N] [--key VKEY] [--witness URL --witness-key KEY]   lines, chain, tree, checkpoints
   aileron audit key | prove SEQ | check-proof FILE --key VKEY   the trail's public key; a line's inclusion proof, checked offline
   aileron audit export [--format json|ocsf] [--from SEQ] [--since 15m] [--dir DIR]... [-f]   the trail for other tools; several --dir: nodes merged by time
