@@ -23,11 +23,11 @@ type SessionBackend struct {
 // Actions lists the actions the session may run.
 func (b SessionBackend) Actions(context.Context) (List, error) { return b.r.Actions(b.sess), nil }
 
-// RunAction is Runner.Run for the session, except that ctx ending before
-// the run does cancels the run: the MCP server's tool handler passes its
-// context, which the SDK cancels on notifications/cancelled.
+// RunAction is Runner.RunAttached for the session: the MCP server's tool
+// handler passes its context, which the SDK cancels on
+// notifications/cancelled.
 func (b SessionBackend) RunAction(ctx context.Context, name string, args map[string]any) (Result, error) {
-	return b.r.run(ctx, b.sess, name, args, true)
+	return b.r.RunAttached(ctx, b.sess, name, args)
 }
 
 // ActionStatus is Runner.Result for the session.

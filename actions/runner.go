@@ -358,9 +358,15 @@ func (r *Runner) Run(ctx context.Context, sess *dataplane.Session, name string, 
 	return r.run(ctx, sess, name, args, false)
 }
 
-// run is Run; with cancelOnDone, ctx ending before the run does cancels
-// the run (an MCP tool call's notifications/cancelled), where Run lets it
-// go on.
+// RunAttached is Run, except that ctx ending before the run does cancels
+// the run (by is then the caller that left: an MCP tool call cancelled by
+// notifications/cancelled), where Run lets it go on. A run waiting for
+// approval answers at once, as with Run, and is not cancelled.
+func (r *Runner) RunAttached(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (Result, error) {
+	return r.run(ctx, sess, name, args, true)
+}
+
+// run is Run, or RunAttached with cancelOnDone.
 func (r *Runner) run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any, cancelOnDone bool) (Result, error) {
 	if err := r.Start(ctx); err != nil {
 		return Result{}, err
@@ -414,7 +420,7 @@ func (r *Runner) runNow(ctx context.Context, sess *dataplane.Session, inst actio
 	case <-done:
 	case <-ctx.Done():
 		if cancelOnDone {
-			res, _, err := r.Cancel(context.WithoutCancel(ctx), sess, id, "the MCP client (notifications/cancelled)")
+			res, _, err := r.Cancel(context.WithoutCancel(ctx), sess, id, "the client that started it (MCP notifications/cancelled, or it left)")
 			return res, err
 		}
 	}

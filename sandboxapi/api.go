@@ -45,6 +45,7 @@ const sandboxEndpoints = "GET /v1/operations, GET /v1/operations/{tool}/{operati
 type Runner interface {
 	Actions(sess *dataplane.Session) actions.List
 	Run(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (actions.Result, error)
+	RunAttached(ctx context.Context, sess *dataplane.Session, name string, args map[string]any) (actions.Result, error)
 	Result(ctx context.Context, sess *dataplane.Session, id string) (actions.Result, error)
 	Cancel(ctx context.Context, sess *dataplane.Session, id, by string) (actions.Result, bool, error)
 }
@@ -71,7 +72,9 @@ var _ Runner = (*actions.Runner)(nil)
 //	     failure) answers the refusal's status and {"status":"refused","error":{…}}.
 //	GET  /v1/actions                    → 200 actions.List (ETag: the catalog version)
 //	POST /v1/actions/{name}/run         body: the arguments object itself (empty = {})
-//	     → 200 actions.Result (completed, failed, denied), 202 (pending_approval, running)
+//	     → 200 actions.Result (completed, failed, denied, cancelled), 202 (pending_approval, running);
+//	     ?cancel=on_disconnect: the client leaving before the run ends cancels the run
+//	     (the sandbox's MCP server asks for it; without it the run goes on)
 //	GET  /v1/action-approvals/{id}/result → 200 actions.Result
 //	POST /v1/action-runs/{id}/cancel    → 200 actions.Result (cancelled, or the final
 //	     state of a run that already ended); id is the result's run_id or approval_id
@@ -301,7 +304,16 @@ func (s *API) runAction(w http.ResponseWriter, r *http.Request, sess *dataplane.
 		s.writeError(w, err)
 		return
 	}
-	res, err := s.Runner.Run(r.Context(), sess, r.PathValue("name"), args)
+	run := s.Runner.Run
+	switch c := r.URL.Query().Get("cancel"); c {
+	case "":
+	case "on_disconnect":
+		run = s.Runner.RunAttached
+	default:
+		s.writeError(w, fmt.Errorf("%w: cancel=%s; the only value is cancel=on_disconnect", state.ErrInvalidArgument, strconv.Quote(c)))
+		return
+	}
+	res, err := run(r.Context(), sess, r.PathValue("name"), args)
 	if err != nil {
 		s.writeError(w, err)
 		return

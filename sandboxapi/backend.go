@@ -69,8 +69,10 @@ func (b *HTTPBackend) Actions(ctx context.Context) (actions.List, error) {
 	return l, err
 }
 
-// RunAction runs action name with args (POST {APIURL}/actions/{name}/run);
-// a 202 answer is the pending_approval result.
+// RunAction runs action name with args (POST
+// {APIURL}/actions/{name}/run?cancel=on_disconnect); a 202 answer is the
+// pending_approval result. ctx ending before the answer (the MCP client's
+// notifications/cancelled) ends the request, which cancels the run.
 func (b *HTTPBackend) RunAction(ctx context.Context, name string, args map[string]any) (actions.Result, error) {
 	if name == "" {
 		return actions.Result{}, fmt.Errorf("%w: %w: no action name", ErrSandboxAPI, state.ErrInvalidArgument)
@@ -83,7 +85,7 @@ func (b *HTTPBackend) RunAction(ctx context.Context, name string, args map[strin
 		return actions.Result{}, fmt.Errorf("%w: %w: the arguments of action %s are not JSON: %v", ErrSandboxAPI, state.ErrInvalidArgument, name, err)
 	}
 	var res actions.Result
-	err = b.do(ctx, http.MethodPost, "/actions/"+url.PathEscape(name)+"/run", body, &res, http.StatusOK, http.StatusAccepted)
+	err = b.do(ctx, http.MethodPost, "/actions/"+url.PathEscape(name)+"/run?cancel=on_disconnect", body, &res, http.StatusOK, http.StatusAccepted)
 	return res, err
 }
 

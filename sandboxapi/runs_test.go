@@ -3,8 +3,6 @@ package sandboxapi
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/aileronhq/aileron/action"
 	"github.com/aileronhq/aileron/actions"
 	"github.com/aileronhq/aileron/audit"
+	"github.com/aileronhq/aileron/dataplane"
 )
 
 // twoStepAction looks issue ${args.id} up, then the issue the first step
@@ -207,6 +206,10 @@ func TestActionRunDeadlineCutsSlowStep(t *testing.T) {
 // poll, not a second cancel, not a new runner on the same database.
 func TestActionRunCancelFromSandboxAPI(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{extra: []action.Installed{twoStep(t, "")}})
+	if r := e.do(t, "s1", "POST", "/v1/actions/two-step/run?cancel=later", map[string]any{"id": "x"}); r.status != 400 ||
+		!strings.Contains(r.envelope(t).Message, "cancel=on_disconnect") {
+		t.Fatalf("cancel=later: %d %s", r.status, r.body)
+	}
 	type answer struct {
 		status int
 		res    actions.Result
@@ -287,54 +290,69 @@ func TestActionRunCancelWhilePending(t *testing.T) {
 
 // TestActionRunCancelFromMCPClient: an MCP client cancelling its tool call
 // (the go-sdk sends notifications/cancelled) cancels the run itself: the
-// step in flight ends upstream and no later step starts.
+// step in flight ends upstream and no later step starts. Both servers: the
+// daemon's (Streamable HTTP, the runner in process) and the sandbox's
+// (`aileron mcp`, over the sandbox API through the proxy).
 func TestActionRunCancelFromMCPClient(t *testing.T) {
-	e := newSapiEnv(t, sapiOpts{extra: []action.Installed{twoStep(t, "")}})
-	srv := &MCPServer{}
-	h := srv.HTTPHandler(func(*http.Request) (ToolBackend, error) { return e.runner.Backend(e.sessions["s1"]), nil })
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() { h.Close(); ts.Close() })
-	ctx := testCtx(t)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: ts.Client()}, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name    string
+		connect func(t *testing.T, ctx context.Context, e *sapiEnv) *mcp.ClientSession
+	}{
+		{"daemon streamable HTTP", func(t *testing.T, ctx context.Context, e *sapiEnv) *mcp.ClientSession {
+			return httpConnector().connect(t, ctx, &MCPServer{}, e.runner.Backend(e.sessions["s1"]), nil)
+		}},
+		{"sandbox over the sandbox API", func(t *testing.T, ctx context.Context, e *sapiEnv) *mcp.ClientSession {
+			b := &HTTPBackend{APIURL: "https://" + dataplane.DefaultAPIHost + "/v1", Client: e.client(t, "s1")}
+			return inMemoryConnector("2025-11-25").connect(t, ctx, &MCPServer{}, b, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSapiEnv(t, sapiOpts{extra: []action.Installed{twoStep(t, "")}})
+			ctx := testCtx(t)
+			cs := tc.connect(t, ctx, e)
+			callCtx, cancel := context.WithCancel(ctx)
+			called := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "two_step", Arguments: map[string]any{"id": "stall"}})
+				called <- err
+			}()
+			waitFor(t, e.stalled, "the first step's request")
+			id := e.runningRunID(t)
+			cancel()
+			if err := <-called; err == nil {
+				t.Fatal("the cancelled call answered")
+			}
+			waitFor(t, e.unstalled, "the upstream to see the request end")
+			e.waitCancelled(t, id, "first")
+			if err := e.runner.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.secondStepHits(); n != 0 {
+				t.Fatalf("the second step was sent %d times", n)
+			}
+		})
 	}
-	t.Cleanup(func() { cs.Close() })
-	callCtx, cancel := context.WithCancel(ctx)
-	called := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "two_step", Arguments: map[string]any{"id": "stall"}})
-		called <- err
-	}()
-	waitFor(t, e.stalled, "the first step's request")
-	id := e.runningRunID(t)
-	cancel()
-	if err := <-called; err == nil {
-		t.Fatal("the cancelled call answered")
-	}
-	waitFor(t, e.unstalled, "the upstream to see the request end")
+}
+
+// waitCancelled waits until run id is cancelled at step, by the client
+// that started it.
+func (e *sapiEnv) waitCancelled(t *testing.T, id, step string) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		got, err := e.runner.Result(ctx, e.sessions["s1"], id)
+		got, err := e.runner.Result(context.Background(), e.sessions["s1"], id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status == actions.StatusCancelled && got.Error != nil && got.Error.Step == "first" {
-			if !strings.Contains(got.Error.Message, "MCP client") {
+		if got.Status == actions.StatusCancelled && got.Error != nil && got.Error.Step == step {
+			if !strings.Contains(got.Error.Message, "MCP notifications/cancelled") {
 				t.Errorf("cancelled by %q", got.Error.Message)
 			}
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the run is %+v, want cancelled at step first", got)
+			t.Fatalf("the run is %+v, want cancelled at step %s", got, step)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	if err := e.runner.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.secondStepHits(); n != 0 {
-		t.Fatalf("the second step was sent %d times", n)
 	}
 }
