@@ -604,7 +604,7 @@ func (r *Runner) pendingResult(run *actionRun, name, step, fallbackURL string) R
 	if url != "" {
 		where = fmt.Sprintf("Ask the user to review it at %s or approve it with `aileron approvals approve %s` on the host", url, id)
 	}
-	msg := fmt.Sprintf("%s (approval %s). %s; then call check_action_status with approval_id %q (GET /v1/action-approvals/%s/result) until the status is completed, denied or failed.",
+	msg := fmt.Sprintf("%s (approval %s). %s; then call check_action_status with approval_id %q (GET /v1/action-approvals/%s/result) until the status is completed, denied, failed or cancelled.",
 		what, id, where, id, id)
 	return Result{Status: StatusPendingApproval, ApprovalID: id, ReviewURL: url, Message: msg,
 		AuditIDs: run.Result.AuditIDs}

@@ -171,7 +171,7 @@ func (s *MCPServer) newSDKServer() *mcp.Server {
 		Instructions: "Aileron actions run through the session's policy and audit. A tool that " +
 			"requires human approval answers status pending_approval with a review_url and an " +
 			"approval_id: ask the human to approve at review_url, then call " + CheckActionStatusTool +
-			" with the approval_id until the status is final (completed, denied or failed).",
+			" with the approval_id until the status is final (completed, denied, failed or cancelled).",
 		// Tools only, announced with listChanged even before any is added;
 		// this also drops the SDK's default logging capability.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
@@ -462,6 +462,8 @@ func guidance(res actions.Result) string {
 			CheckActionStatusTool, res.ApprovalID)
 	case actions.StatusDenied:
 		return "The human denied this action; it was not run. Do not retry it unchanged; ask the human how to proceed."
+	case actions.StatusCancelled:
+		return "This action run was cancelled; no later step was sent. It is not retried by itself: run it again only if that is still wanted."
 	}
 	return ""
 }

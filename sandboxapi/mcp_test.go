@@ -553,6 +553,7 @@ func TestMCPActionToolResult(t *testing.T) {
 		{actions.Result{Status: actions.StatusRunning, ApprovalID: "ap_9"}, false, "still running"},
 		{actions.Result{Status: actions.StatusDenied, Error: &actions.RunError{Reason: "approval_denied", Message: "no"}}, true, "denied"},
 		{actions.Result{Status: actions.StatusFailed, Error: &actions.RunError{Reason: "upstream_status", Message: "500", Step: "issue"}}, true, `"step":"issue"`},
+		{actions.Result{Status: actions.StatusCancelled, RunID: "ar_1", Error: &actions.RunError{Reason: "cancelled", Message: "cancelled by x", Step: "issue"}}, true, "not retried by itself"},
 		{actions.Result{Status: actions.StatusCompleted, Output: make(chan int)}, true, "could not be encoded"},
 	}
 	for _, tc := range cases {
