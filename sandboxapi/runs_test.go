@@ -356,3 +356,45 @@ func (e *sapiEnv) waitCancelled(t *testing.T, id, step string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestActionRunParkedKeepsItsTree: a run parked at a step's approval keeps
+// what is left of its deadline (the wait is not part of it) and, resumed,
+// stays one tree: one action.started line, every step's lines under it.
+func TestActionRunParkedKeepsItsTree(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	_, res := e.runAction(t, "s1", "comment-create", map[string]any{"issueId": "ENG-7", "body": "LGTM"})
+	if res.Status != actions.StatusPendingApproval || res.RunID == "" {
+		t.Fatalf("%+v", res)
+	}
+	var deadline, auditID string
+	var left int64
+	err := e.db.QueryRowContext(context.Background(), `SELECT deadline, time_left_ms, audit_id FROM action_runs WHERE id = ?`,
+		res.RunID).Scan(&deadline, &left, &auditID)
+	if err != nil || deadline != "" || left <= 0 || left > 120000 || auditID == "" {
+		t.Fatalf("parked run: deadline %q, time left %dms, audit id %q (%v)", deadline, left, auditID, err)
+	}
+	if err := e.store.Approve(t.Context(), res.ApprovalID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRunEvent(t, audit.EventActionCompleted, "")
+	e.runner.Close()
+	started, steps := 0, 0
+	for _, ev := range e.auditLines() {
+		switch {
+		case ev.RunID != res.RunID:
+		case ev.Name == audit.EventActionStarted:
+			started++
+			if ev.AuditID != auditID {
+				t.Errorf("started line %s, want the stored %s", ev.AuditID, auditID)
+			}
+		case ev.Name == audit.EventProxied || ev.Name == audit.EventCompleted:
+			steps++
+			if ev.ParentAuditID != auditID {
+				t.Errorf("step line %s has parent %q, want %q", ev.Name, ev.ParentAuditID, auditID)
+			}
+		}
+	}
+	if started != 1 || steps != 4 {
+		t.Fatalf("%d started lines and %d step lines, want 1 and 4", started, steps)
+	}
+}
