@@ -398,3 +398,44 @@ func TestActionRunParkedKeepsItsTree(t *testing.T) {
 		t.Fatalf("%d started lines and %d step lines, want 1 and 4", started, steps)
 	}
 }
+
+// TestActionRunCancelFromAnotherNode: a cancellation made through another
+// runner on the same database (another node of a fleet) reaches the node
+// executing the run, which cancels the step in flight upstream.
+func TestActionRunCancelFromAnotherNode(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{extra: []action.Installed{twoStep(t, "")}})
+	// The other node is up before the run starts (a node starting fails
+	// the runs it finds running: see Runner.Start).
+	other := &actions.Runner{DB: e.db, Approvals: e.store, Exec: e.proxy, Policy: e.runner.Policy, Catalog: e.runner.Catalog}
+	t.Cleanup(func() { other.Close() })
+	if err := other.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan actions.Result, 1)
+	go func() {
+		res, err := e.runner.Run(context.Background(), e.sessions["s1"], "two-step", map[string]any{"id": "stall"})
+		if err != nil {
+			t.Error(err)
+		}
+		ran <- res
+	}()
+	waitFor(t, e.stalled, "the first step's request")
+	id := e.runningRunID(t)
+	got, cancelled, err := other.Cancel(context.Background(), nil, id, "cli:node-b")
+	if err != nil || !cancelled || got.Status != actions.StatusCancelled {
+		t.Fatalf("%+v %v %v", got, cancelled, err)
+	}
+	waitFor(t, e.unstalled, "the upstream to see the request end")
+	select {
+	case res := <-ran:
+		if res.Status != actions.StatusCancelled || res.Error == nil || res.Error.Step != "first" ||
+			!strings.Contains(res.Message, "cancelled by cli:node-b during step first") {
+			t.Fatalf("%+v", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not end after the cancel")
+	}
+	if n := e.secondStepHits(); n != 0 {
+		t.Fatalf("the second step was sent %d times", n)
+	}
+}
