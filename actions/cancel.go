@@ -85,15 +85,14 @@ func (r *Runner) Cancel(ctx context.Context, sess *dataplane.Session, id, by str
 		if try == maxCancelTries {
 			return run.Result, false, fmt.Errorf("%w: action run %s kept changing state; cancel it again", state.ErrConflict, run.ID)
 		}
-		next := run
-		next.Status, next.Result = StatusCancelled, cancelledResult(&run, by)
-		won, serr := r.saveRun(ctx, &next, run.Status)
+		res := cancelledResult(&run, by)
+		won, serr := r.markCancelled(ctx, &run, res)
 		if serr != nil {
 			return Result{}, false, serr
 		}
 		if won {
 			r.interrupt(run.ID)
-			return next.Result, true, nil
+			return res, true, nil
 		}
 		run, err = r.loadRun(ctx, run.ID)
 	}

@@ -245,6 +245,35 @@ func (r *Runner) saveRun(ctx context.Context, run *actionRun, from ...string) (b
 	return true, nil
 }
 
+// markCancelled moves run to cancelled with result res if it is still in
+// the status run has: a conditional update of the status and result alone,
+// which leaves the rest of the row as the run's executor wrote it. It
+// reports whether it moved the run, and then reports action.cancelled.
+func (r *Runner) markCancelled(ctx context.Context, run *actionRun, res Result) (bool, error) {
+	res.Status, res.RunID = StatusCancelled, run.ID
+	result, err := encodeJSON(res)
+	if err != nil {
+		return false, fmt.Errorf("encoding result of action run %s: %w", run.ID, err)
+	}
+	var n int64
+	err = r.DB.Write(ctx, func(tx *state.Tx) error {
+		out, err := tx.ExecContext(ctx, `UPDATE action_runs SET status = ?, result = ?, updated_at = ? WHERE id = ? AND status = ?`,
+			StatusCancelled, result, state.FormatTime(r.now()), run.ID, run.Status)
+		if err != nil {
+			return fmt.Errorf("cancelling action run %s: %w", run.ID, err)
+		}
+		n, err = out.RowsAffected()
+		return err
+	})
+	if err != nil || n != 1 {
+		return false, err
+	}
+	ended := *run
+	ended.Status, ended.Result = StatusCancelled, res
+	r.emit(&ended)
+	return true, nil
+}
+
 // formatDeadline stores a deadline; "" for none.
 func formatDeadline(t time.Time) string {
 	if t.IsZero() {
