@@ -94,8 +94,10 @@ func bound(s string) string {
 // port is bad_request, a non-canonical path non_canonical_path; a
 // host:port no in-scope operation names is host_not_allowed (or
 // connector_not_in_session when only out-of-scope connectors name it); a
-// known host with no matching method and path is no_matching_operation. A
-// match is Allow, or AllowAfterApproval when the operation's approval is
+// known host with no matching method and path is no_matching_operation.
+// Unless a.Step, an internal operation is as if it were not installed: it
+// matches nothing, a less specific operation may match instead, and a host
+// only internal operations name is host_not_allowed. A match is Allow, or AllowAfterApproval when the operation's approval is
 // "required". Decide does not allocate unless it denies or the matched
 // pattern has variables. A nil *Policy denies everything.
 func (p *Policy) Decide(a Args) Decision {
@@ -105,23 +107,20 @@ func (p *Policy) Decide(a Args) Decision {
 	if err := CheckPath(a.Path); err != nil {
 		return deny(ReasonNonCanonicalPath, err.Error()+"; send the path in canonical form")
 	}
+	v := view{scope: a.Connectors, step: a.Step}
 	var e *hostEntry
 	if p != nil {
 		e = p.hosts[Authority{Host: a.Host, Port: a.Port}]
 	}
 	if e == nil {
-		return deny(ReasonHostNotAllowed, p.unknownHostMessage(a.Host, a.Port, a.Connectors))
-	}
-	if !anyInScope(e.fqns, a.Connectors) {
-		return deny(ReasonConnectorNotInSession, fmt.Sprintf("%s is served only by connectors this session may not use; ask the session owner to add the connector",
-			Authority{a.Host, a.Port}))
+		return deny(ReasonHostNotAllowed, p.unknownHostMessage(a.Host, a.Port, v))
 	}
 	var r *route
-	if root := e.methods[a.Method]; root != nil {
-		r = root.match(a.Path[1:], a.Connectors)
+	if root := e.methods[a.Method]; root != nil && anyInScope(e.fqns, a.Connectors) {
+		r = root.match(a.Path[1:], v)
 	}
 	if r == nil {
-		return deny(ReasonNoMatchingOperation, p.noMatchMessage(e, a))
+		return p.noMatch(e, a, v)
 	}
 	d := Decision{Verdict: Allow, Reason: ReasonMatched, Op: r.op, Params: r.op.pat.params(a.Path)}
 	if r.op.RequiresApproval() {
@@ -135,7 +134,9 @@ func (p *Policy) Decide(a Args) Decision {
 // connector names host:port. Passthrough means a passthrough rule matches
 // and no installed spec names the host on any port. Otherwise it denies
 // with host_not_allowed, or connector_not_in_session when only out-of-scope
-// connectors name host:port. A nil *Policy denies everything.
+// connectors name host:port. A host that only internal operations name is
+// denied as an unknown host (a CONNECT is never an action step's), and never
+// passed through. A nil *Policy denies everything.
 func (p *Policy) DecideConnect(host string, port int, connectors []string) Decision {
 	if host == "" || port < 1 || port > 65535 {
 		return deny(ReasonBadRequest, fmt.Sprintf("CONNECT target has an invalid host %s or port %d", quote(host), port))
@@ -144,12 +145,17 @@ func (p *Policy) DecideConnect(host string, port int, connectors []string) Decis
 	if p == nil {
 		return deny(ReasonHostNotAllowed, fmt.Sprintf("CONNECT to %s is not allowed: no connector is installed", auth))
 	}
+	v := view{scope: connectors} // a CONNECT is a sandbox's, never an action step's
 	if e := p.hosts[auth]; e != nil {
-		if anyInScope(e.fqns, connectors) {
+		switch e.seenBy(v) {
+		case hostSeen:
 			return Decision{Verdict: Allow, Reason: ReasonHostMatched}
+		case hostOutOfScope:
+			return deny(ReasonConnectorNotInSession, fmt.Sprintf("CONNECT to %s is not allowed: it is served only by connectors this session may not use; ask the session owner to add the connector",
+				auth))
 		}
-		return deny(ReasonConnectorNotInSession, fmt.Sprintf("CONNECT to %s is not allowed: it is served only by connectors this session may not use; ask the session owner to add the connector",
-			auth))
+		// hostHidden: only internal operations name it. It is answered as an
+		// unknown host, but never passed through (it is claimed).
 	}
 	if _, claimed := p.ports[host]; !claimed {
 		for i := range p.rules {
@@ -158,7 +164,7 @@ func (p *Policy) DecideConnect(host string, port int, connectors []string) Decis
 			}
 		}
 	}
-	return deny(ReasonHostNotAllowed, "CONNECT to "+p.unknownHostMessage(host, port, connectors))
+	return deny(ReasonHostNotAllowed, "CONNECT to "+p.unknownHostMessage(host, port, v))
 }
 
 // anyInScope reports whether any of fqns is in scope (nil scope = all).
@@ -185,12 +191,49 @@ func (p *Policy) refs(fqns []string) []string {
 	return out
 }
 
-func (p *Policy) unknownHostMessage(host string, port int, scope []string) string {
+// hostView is what a view sees of a host:port's operations.
+type hostView uint8
+
+const (
+	hostHidden     hostView = iota // none: the host is as if unknown
+	hostOutOfScope                 // some, of connectors out of the session's scope only
+	hostSeen                       // some in scope
+)
+
+// seenBy reports what v sees of e's operations.
+func (e *hostEntry) seenBy(v view) hostView {
+	seen := hostHidden
+	for _, r := range e.routes {
+		if !v.step && r.op.Spec.IsInternal() {
+			continue
+		}
+		if inScope(r, v.scope) {
+			return hostSeen
+		}
+		seen = hostOutOfScope
+	}
+	return seen
+}
+
+// noMatch is the denial of a request to a known host that no route v sees
+// matches, worded as if the operations v does not see were not installed.
+func (p *Policy) noMatch(e *hostEntry, a Args, v view) Decision {
+	switch e.seenBy(v) {
+	case hostHidden:
+		return deny(ReasonHostNotAllowed, p.unknownHostMessage(a.Host, a.Port, v))
+	case hostOutOfScope:
+		return deny(ReasonConnectorNotInSession, fmt.Sprintf("%s is served only by connectors this session may not use; ask the session owner to add the connector",
+			Authority{a.Host, a.Port}))
+	}
+	return deny(ReasonNoMatchingOperation, p.noMatchMessage(e, a, v))
+}
+
+func (p *Policy) unknownHostMessage(host string, port int, v view) string {
 	auth := Authority{Host: host, Port: port}
 	var ports []string
 	if p != nil {
 		for _, n := range p.ports[host] {
-			if anyInScope(p.hosts[Authority{host, n}].fqns, scope) {
+			if p.hosts[Authority{host, n}].seenBy(v) == hostSeen {
 				ports = append(ports, strconv.Itoa(n))
 			}
 		}
@@ -201,12 +244,12 @@ func (p *Policy) unknownHostMessage(host string, port int, scope []string) strin
 	return fmt.Sprintf("%s is not allowed: no connector in this session names this host and no passthrough rule allows it", auth)
 }
 
-func (p *Policy) noMatchMessage(e *hostEntry, a Args) string {
+func (p *Policy) noMatchMessage(e *hostEntry, a Args, v view) string {
 	var conns []string
 	var b strings.Builder
 	listed := 0
 	for _, r := range e.routes {
-		if !inScope(r, a.Connectors) {
+		if !v.sees(r) {
 			continue
 		}
 		conns = appendUnique(conns, r.op.FQN)

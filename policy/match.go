@@ -42,6 +42,20 @@ func (n *node) insert(segs []patSeg, r *route) {
 	}
 }
 
+// view is who looks at the routes: the session's scope (nil = all) and
+// whether an action step sends the request. A route outside the view is
+// as if it were not installed.
+type view struct {
+	scope []string
+	step  bool
+}
+
+// sees reports whether r is in scope and visible: an internal operation
+// only to an action step.
+func (v view) sees(r *route) bool {
+	return inScope(r, v.scope) && (v.step || !r.op.Spec.IsInternal())
+}
+
 // inScope reports whether r's connector is in scope (nil scope = all).
 func inScope(r *route, scope []string) bool {
 	if scope == nil {
@@ -55,10 +69,10 @@ func inScope(r *route, scope []string) bool {
 	return false
 }
 
-// match finds the highest-priority in-scope route for rest, the path after
+// match finds the highest-priority route v sees for rest, the path after
 // a '/'. At each position a literal beats {name}, which beats {name...};
 // the search backtracks, so it visits each trie node at most once.
-func (n *node) match(rest string, scope []string) *route {
+func (n *node) match(rest string, v view) *route {
 	seg, tail, more := strings.Cut(rest, "/")
 	if n.lits != nil {
 		var child *node
@@ -69,28 +83,28 @@ func (n *node) match(rest string, scope []string) *route {
 			child = n.lits[string(appendUnescaped(buf[:0], seg))]
 		}
 		if child != nil {
-			if r := child.after(tail, more, scope); r != nil {
+			if r := child.after(tail, more, v); r != nil {
 				return r
 			}
 		}
 	}
 	if n.single != nil && seg != "" {
-		if r := n.single.after(tail, more, scope); r != nil {
+		if r := n.single.after(tail, more, v); r != nil {
 			return r
 		}
 	}
-	if n.multi != nil && inScope(n.multi, scope) {
+	if n.multi != nil && v.sees(n.multi) {
 		return n.multi
 	}
 	return nil
 }
 
 // after continues matching at n once a segment has been consumed.
-func (n *node) after(tail string, more bool, scope []string) *route {
+func (n *node) after(tail string, more bool, v view) *route {
 	if more {
-		return n.match(tail, scope)
+		return n.match(tail, v)
 	}
-	if n.end != nil && inScope(n.end, scope) {
+	if n.end != nil && v.sees(n.end) {
 		return n.end
 	}
 	return nil
