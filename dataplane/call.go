@@ -105,7 +105,7 @@ func (p *Proxy) Execute(ctx context.Context, c Call) (CallResult, error) {
 	if err != nil {
 		return CallResult{}, err
 	}
-	x := &exchange{in: r, t: t, terms: terms{want: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy, subset: c.Subset, run: c.Run}}
+	x := &exchange{in: r, t: t, terms: terms{want: c.Operation, wait: c.Wait, approvedBy: c.ApprovedBy, subset: c.Subset, run: c.Run, step: c.Step}}
 	w := &callWriter{header: make(http.Header)}
 	end := p.serveRequest(w, x)
 	if end.abort { // the answer broke off: a partial body must not look complete

@@ -60,6 +60,11 @@ type terms struct {
 	// run places the request in an action run's call tree (its record's
 	// run_id and parent_audit_id); zero outside a run.
 	run RunRef
+	// step: an action step sent the request (Call.Step), so internal
+	// operations are reachable. Only Execute sets it; every request a
+	// client sends through the proxy (a tunnel, the transparent listener,
+	// an HTTP/2 stream, an upgrade) has it false.
+	step bool
 }
 
 // ending is how the request path ended, for its entry point to act on.

@@ -51,7 +51,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	}
 	d := p.Policy.Load().Decide(policy.Args{
 		Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
-		Path: tgt.path, Connectors: t.sess.Connectors,
+		Path: tgt.path, Connectors: t.sess.Connectors, Step: x.terms.step,
 	})
 	x.op = d.Op
 	rec.operation(d.Op)
