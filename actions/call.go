@@ -31,6 +31,10 @@ import (
 // POST, PATCH and PUT. Equal arguments always build byte-identical calls, so
 // a retry after an approval matches the approved request.
 //
+// OperationCall is the sandbox's: an internal operation (visibility
+// "internal") is as if it were not installed, so it is not found and no
+// error lists it. Action steps use OperationStepCall.
+//
 // Errors: an unknown connector, tool or operation wraps state.ErrNotFound and lists
 // what is installed; a missing path argument, a path argument that is not a
 // string, number or boolean or that makes the path non-canonical (empty, ".",
@@ -38,9 +42,20 @@ import (
 // a query parameter, and an operation that declares no method, path or host
 // wrap state.ErrInvalidArgument, naming the argument.
 func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any) (dataplane.Call, *policy.Operation, error) {
+	return operationCall(pol, fqn, tool, op, args, false)
+}
+
+// OperationStepCall is OperationCall for an action step: internal
+// operations are found, and the call is marked Step, so policy lets it
+// reach them.
+func OperationStepCall(pol *policy.Policy, fqn, tool, op string, args map[string]any) (dataplane.Call, *policy.Operation, error) {
+	return operationCall(pol, fqn, tool, op, args, true)
+}
+
+func operationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any, step bool) (dataplane.Call, *policy.Operation, error) {
 	o, ok := pol.Lookup(fqn, tool, op)
-	if !ok {
-		return dataplane.Call{}, nil, notFoundOperation(pol, fqn, tool, op)
+	if !ok || !step && o.Spec.IsInternal() {
+		return dataplane.Call{}, nil, notFoundOperation(pol, fqn, tool, op, step)
 	}
 	s := o.Spec
 	if s.Method == "" || s.Path == "" || len(o.Hosts) == 0 {
@@ -57,6 +72,7 @@ func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any
 	}
 	c := dataplane.Call{
 		Operation: o,
+		Step:      step,
 		Method:    s.Method,
 		URL:       &url.URL{Scheme: "https", Host: o.Hosts[0].String(), Path: unescaped, RawPath: escaped},
 	}
@@ -85,10 +101,14 @@ func OperationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any
 }
 
 // notFoundOperation explains which of fqn, tool and op is unknown and lists
-// what is installed at that level. The error wraps state.ErrNotFound.
-func notFoundOperation(pol *policy.Policy, fqn, tool, op string) error {
+// what is installed at that level; unless step, what only internal
+// operations make up is not listed. The error wraps state.ErrNotFound.
+func notFoundOperation(pol *policy.Policy, fqn, tool, op string, step bool) error {
 	var conns, tools, ops []string
 	for _, o := range pol.Operations() {
+		if !step && o.Spec.IsInternal() {
+			continue
+		}
 		conns = appendNew(conns, o.FQN)
 		if o.FQN == fqn {
 			tools = appendNew(tools, o.Tool)

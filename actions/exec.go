@@ -318,7 +318,7 @@ func stepCall(pol *policy.Policy, spec *policy.Spec, step action.Step, run *acti
 	if err != nil {
 		return dataplane.Call{}, &RunError{Reason: policy.ReasonStepInputs, Message: err.Error(), Step: step.ID}
 	}
-	call, _, err := OperationCall(pol, step.Connector, tool, op.Name, in)
+	call, _, err := OperationStepCall(pol, step.Connector, tool, op.Name, in) // Step: internal operations reachable
 	if err != nil {
 		return dataplane.Call{}, &RunError{Reason: policy.ReasonInvalidArguments, Message: err.Error(), Step: step.ID}
 	}
