@@ -60,6 +60,8 @@ func classify(err error) Refusal {
 	var le *limitError
 	var me *misdirectedError
 	var be *BudgetError
+	var ge *argumentsError
+	var te *bodyTooLargeError
 	switch {
 	case errors.Is(err, ErrSessionsUnavailable): // before revokedError: no session was found dead
 		return unvouchedRefusal()
@@ -74,6 +76,10 @@ func classify(err error) Refusal {
 		return mkRefusal(http.StatusMisdirectedRequest, ClassCapabilityDenied, me.Reason, me.Message)
 	case errors.As(err, &se):
 		return stalledRefusal(se)
+	case errors.As(err, &ge):
+		return mkRefusal(http.StatusBadRequest, ClassBadRequest, policy.ReasonInvalidArguments, ge.msg)
+	case errors.As(err, &te):
+		return mkRefusal(http.StatusRequestEntityTooLarge, ClassBadRequest, policy.ReasonBodyTooLarge, te.Error())
 	case errors.As(err, &de):
 		return mkRefusal(http.StatusForbidden, ClassCapabilityDenied, de.Reason, de.Message)
 	case errors.Is(err, ErrProxyAuth):

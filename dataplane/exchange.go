@@ -38,8 +38,12 @@ type exchange struct {
 	// charged the whole budget (charge).
 	unreported bool
 	// unbook gives back the memory booked for a body read whole to check
-	// its model (readWhole); nil when none was.
+	// its arguments (readChecked) or its model (readWhole); nil when none
+	// was.
 	unbook func()
+	// whole is the body read whole to check its arguments, which the
+	// request now carries; nil when the body streams.
+	whole []byte
 }
 
 // terms are how an entry point wants its request gated. A proxy client's

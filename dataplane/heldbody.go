@@ -142,6 +142,26 @@ func (p *Proxy) readHeld(r *http.Request, session string) (body []byte, release 
 	return b, release, nil
 }
 
+// heldBody is the body the approval gate holds: the one already read
+// whole to check its arguments (x.whole, never read twice; booked in the
+// budget for held bodies too, and bound by approval.max_body like any),
+// else readHeld's.
+func (p *Proxy) heldBody(x *exchange) (body []byte, release func(), err error) {
+	if x.whole == nil {
+		return p.readHeld(x.in, x.t.sess.ID)
+	}
+	none, session, n := func() {}, x.t.sess.ID, int64(len(x.whole))
+	if limit := p.approvalMaxBody(); n > limit {
+		return nil, none, deny(policy.ReasonApprovalBodyTooLarge, "the body is %d bytes; requests that need approval may carry at most %d (approval.max_body)", n, limit)
+	}
+	maxTotal, maxSession := p.approvalMaxHeld()
+	if full := p.held.take(session, n, maxTotal, maxSession); full != "" {
+		return nil, none, &limitError{msg: fmt.Sprintf("requests waiting for approval hold as many bytes of bodies in memory as %s allows; "+
+			"retry once some of those held requests have ended (decided, or their approval.hold passed)", full)}
+	}
+	return x.whole, func() { p.held.give(session, n) }, nil
+}
+
 // heldReader books what it reads in the proxy's budget for held bodies.
 type heldReader struct {
 	r                    io.Reader

@@ -39,7 +39,7 @@ func (e *approvalError) Error() string { return string(e.reason) + ": " + e.msg 
 // error says why not.
 func (p *Proxy) hold(x *exchange, d policy.Decision) error {
 	r, t, tgt := x.in, x.t, x.tgt
-	body, release, err := p.readHeld(r, t.sess.ID)
+	body, release, err := p.heldBody(x)
 	if err != nil {
 		return err
 	}

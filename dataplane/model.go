@@ -3,7 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -87,56 +87,16 @@ const (
 // refused) when the body is longer than maxCheckedBody or could not be
 // read; err (503 not_ready) when the memory for such bodies is in use.
 func (p *Proxy) readWhole(r *http.Request, session string) (whole []byte, release func(), err error) {
-	release = func() {}
-	if r.Body == nil || r.Body == http.NoBody {
+	whole, release, err = p.readBody(r, session, maxCheckedBody)
+	var un *unavailableError
+	switch {
+	case errors.As(err, &un):
+		return nil, release, err
+	case err != nil: // too long, or unreadable: the model counts as unread
 		return []byte{}, release, nil
 	}
-	var buf []byte
-	var booked int64
-	full := func() error {
-		p.checking.give(session, booked)
-		return &unavailableError{reason: policy.ReasonNotReady, err: fmt.Errorf(
-			"the proxy's memory for checking model calls' bodies against the session's model list is in use (%d MiB in all, %d MiB a session); retry when this session's other calls are done",
-			maxCheckedTotal>>20, maxCheckedPerSession>>20)}
-	}
-	if r.ContentLength > 0 && r.ContentLength <= maxCheckedBody { // booked before it is allocated
-		if p.checking.take(session, r.ContentLength, maxCheckedTotal, maxCheckedPerSession) != "" {
-			return nil, release, full()
-		}
-		booked, buf = r.ContentLength, make([]byte, 0, r.ContentLength)
-	}
-	chunk := p.buffers.get()
-	defer p.buffers.put(chunk)
-	putBack := func(tail []byte) {
-		r.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(append(buf, tail...)), r.Body), Closer: r.Body}
-	}
-	for {
-		n, rerr := r.Body.Read(*chunk)
-		if n > 0 {
-			if len(buf)+n > maxCheckedBody {
-				putBack((*chunk)[:n])
-				p.checking.give(session, booked)
-				return []byte{}, release, nil
-			}
-			if more := int64(len(buf)+n) - booked; more > 0 {
-				if p.checking.take(session, more, maxCheckedTotal, maxCheckedPerSession) != "" {
-					return nil, release, full()
-				}
-				booked += more
-			}
-			buf = append(buf, (*chunk)[:n]...)
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			putBack(nil)
-			p.checking.give(session, booked)
-			return []byte{}, release, nil
-		}
-	}
-	r.Body = &prefixedBody{Reader: bytes.NewReader(buf), Closer: r.Body}
-	return buf, func() { p.checking.give(session, booked) }, nil
+	r.Body = &prefixedBody{Reader: bytes.NewReader(whole), Closer: r.Body}
+	return whole, release, nil
 }
 
 // onlyModel is the string value of the one top-level key of the JSON

@@ -55,9 +55,16 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	})
 	x.op = d.Op
 	rec.operation(d.Op)
+	err = p.checkArguments(x, d) // before the gate: a misfit request is never held, counted or sent
+	if x.unbook != nil {
+		defer x.unbook()
+	}
+	if err != nil {
+		return refuse(err)
+	}
 	var body map[string]any // the body's audit[] values, found with the model
-	var whole []byte        // under a model list, a model call's whole body
-	if checksModel(t.sess, d.Op) {
+	whole := x.whole        // the body read whole: checked, or under a model list a model call's
+	if whole == nil && checksModel(t.sess, d.Op) {
 		var release func()
 		whole, release, err = p.readWhole(r, t.sess.ID)
 		x.unbook = sync.OnceFunc(release) // once the body was sent (relay), or at the end

@@ -82,6 +82,10 @@ type Proxy struct {
 	ApprovalMaxBody           int64
 	ApprovalMaxHeld           int64
 	ApprovalMaxHeldPerSession int64
+	// MaxCheckedBody bounds a request body read whole to check it against
+	// its operation's input schema (1 MiB); a longer one is refused 413
+	// body_too_large and never forwarded.
+	MaxCheckedBody int64
 	// SandboxAPI answers the requests a sandbox sends through the proxy to
 	// APIHost (port 443), with the authenticated session in the context
 	// (SessionFrom). Nil means APIHost is an ordinary, unknown host.
@@ -137,7 +141,7 @@ type Proxy struct {
 	stop        context.CancelFunc     // ends stopping
 	limits      atomic.Pointer[Limits] // set by SetLimits
 	held        heldBudget             // bytes of held bodies in memory (readHeld)
-	checking    heldBudget             // bytes of model calls' bodies read whole to check their model (readWhole)
+	checking    heldBudget             // bytes of bodies read whole to check their arguments or model (readBody)
 	connsOpen   atomic.Int64           // client connections to the proxy port
 	tunnelsOpen atomic.Int64           // intercepted tunnels being served, plus passthrough tunnels
 }

@@ -42,7 +42,7 @@ type Class string
 const (
 	ClassCapabilityDenied Class = "capability_denied" // 403: policy, approval, credentials
 	ClassProxyAuth        Class = "proxy_auth"        // 407 (401 on the sandbox API): no or wrong session
-	ClassBadRequest       Class = "bad_request"       // 400 from the proxy: malformed framing
+	ClassBadRequest       Class = "bad_request"       // 400, 408, 413 from the proxy: malformed framing, a stalled or too large body, arguments that do not fit
 	ClassInvalidRequest   Class = "invalid_request"   // 400, 405, 413 from an API: bad arguments
 	ClassNotFound         Class = "not_found"         // 404
 	ClassConflict         Class = "conflict"          // 409

@@ -112,7 +112,9 @@ const (
 	ReasonStepUnresolved   Reason = "step_unresolved"
 	ReasonStepInputs       Reason = "step_inputs"
 	// ReasonInvalidArguments: the arguments an action step built for its
-	// operation do not make a request (compare invalid_argument).
+	// operation do not make a request (compare invalid_argument); on the
+	// wire, a matched request whose path variables, query or body do not
+	// fit its operation's input schema (400, naming the field and rule).
 	ReasonInvalidArguments Reason = "invalid_arguments"
 	ReasonUpstreamStatus   Reason = "upstream_status"
 	// ReasonDeadlineExceeded: the run's deadline (the action's timeout,
