@@ -138,6 +138,9 @@ type Proxy struct {
 	BodyMinRate       int           `koanf:"body_min_rate"`
 	MaxHeaderBytes    int           `koanf:"max_header_bytes"`
 	ShutdownTimeout   time.Duration `koanf:"shutdown_timeout"`
+	// MaxCheckedBody bounds a request body read whole to check it against
+	// its operation's input schema; a longer one is refused 413.
+	MaxCheckedBody int64 `koanf:"max_checked_body"`
 }
 
 // Passthrough lets CONNECTs to matching hosts through as raw tunnels.

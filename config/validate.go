@@ -72,6 +72,9 @@ func (c *Config) Validate() error {
 	if c.Proxy.MaxHeaderBytes < 4096 || c.Proxy.MaxHeaderBytes > 1<<20 {
 		add("proxy.max_header_bytes", "%d is out of range; use 4096..1048576", c.Proxy.MaxHeaderBytes)
 	}
+	if c.Proxy.MaxCheckedBody < 1 || c.Proxy.MaxCheckedBody > 16<<20 {
+		add("proxy.max_checked_body", "%d is out of range; use 1..16777216 bytes (default 1048576)", c.Proxy.MaxCheckedBody)
+	}
 	c.validateWeb(add)
 	c.validateWebhooks(add)
 	if c.Admin.MetricsListen != "" {

@@ -273,7 +273,8 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 		Usage:     usageReader{},
 		Approvals: d.approval, ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
 		ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession,
-		Log: log,
+		MaxCheckedBody: cfg.Proxy.MaxCheckedBody,
+		Log:            log,
 		Timeouts: dataplane.Timeouts{
 			Handshake: cfg.Proxy.HandshakeTimeout, ReadHeader: cfg.Proxy.ReadHeaderTimeout,
 			Idle: cfg.Proxy.IdleTimeout, TunnelIdle: cfg.Proxy.TunnelIdleTimeout,
