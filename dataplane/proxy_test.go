@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -148,6 +149,7 @@ func newEnvUp(t testing.TB, tune func(*Proxy), upstreamH2 bool) *env {
 			}
 			w.Header().Set("X-Echo-Trailers", fmt.Sprint(len(r.Trailer), r.Trailer))
 			w.Header().Set("X-Echo-Body", string(body))
+			w.Header().Set("X-Echo-Length", strconv.FormatInt(r.ContentLength, 10))
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
 			w.Header().Set("X-Echo-Proto", r.Proto)
