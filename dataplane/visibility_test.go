@@ -116,3 +116,25 @@ func mustReq(t *testing.T, method, u string) *http.Request {
 	}
 	return r
 }
+
+// TestMayReachSkipsHostsOnlyInternalOperationsName: the policy DNS (which
+// asks MayReach) answers a host only internal operations name as it answers
+// an unknown one, and a CONNECT to it is refused like one to an unknown host.
+func TestMayReachSkipsHostsOnlyInternalOperationsName(t *testing.T) {
+	e := newEnv(t, nil)
+	spec := strings.Replace(testSpec, `{"name": "items.create"`,
+		`{"name": "hidden.get", "method": "GET", "path": "/v1/x", "hosts": ["hidden.example.com"]},
+    {"name": "items.create"`, 1)
+	e.usePolicy(t, spec, "hidden.get")
+	sess := &Session{ID: "s1", CA: e.sessCA}
+	if e.proxy.MayReach(sess, "hidden.example.com") || !e.proxy.MayReach(sess, "api.example.com") {
+		t.Fatalf("MayReach: hidden %v, api %v; want false, true", e.proxy.MayReach(sess, "hidden.example.com"), e.proxy.MayReach(sess, "api.example.com"))
+	}
+	_, hidden := rawConnect(t, e, "hidden.example.com:443")
+	_, unknown := rawConnect(t, e, "unknown.example.com:443")
+	h, u := readEnvelope(t, hidden.Body), readEnvelope(t, unknown.Body)
+	if hidden.StatusCode != 403 || h.Reason != policy.ReasonHostNotAllowed ||
+		h.Message != strings.Replace(u.Message, "unknown.example.com", "hidden.example.com", 1) {
+		t.Fatalf("CONNECT hidden: %d %+v; unknown: %+v", hidden.StatusCode, h, u)
+	}
+}
