@@ -126,9 +126,19 @@ func TestArgumentsOnTheWire(t *testing.T) {
 			t.Errorf("curl %s %s: a misfit reached the upstream", c.path, c.body)
 		}
 	}
+	before := theSuite.up.Hits("api.us.example.com", "/v1/mail")
+	out, errOut, code := e.launch(t, "curl", "-sS", "-w", "\n%{http_code}", "-H", "Content-Type: application/json", "--data-binary",
+		`{"connector_fqn":"`+argsFQN+`","tool":"mailer","operation":"send","args":{"to":"boss@rival.example"}}`,
+		"https://aileron.internal/v1/connector-operations/run")
+	if code != 0 || !strings.HasSuffix(out, "\n400") || !strings.Contains(out, `"reason":"invalid_arguments"`) || strings.Contains(out, "rival") {
+		t.Fatalf("run endpoint with a misfit argument: exit %d %s %s; want 400 invalid_arguments", code, out, errOut)
+	}
+	if theSuite.up.Hits("api.us.example.com", "/v1/mail") != before {
+		t.Fatal("the run endpoint's misfit call reached the upstream")
+	}
 	requireTool(t, "/usr/bin/python3")
-	before := theSuite.up.Hits("api.us.example.com", "/v1/complete")
-	out, errOut, code := e.launch(t, "python3", "-c", `
+	before = theSuite.up.Hits("api.us.example.com", "/v1/complete")
+	out, errOut, code = e.launch(t, "python3", "-c", `
 import json, urllib.request, urllib.error
 def post(body):
     req = urllib.request.Request("https://api.us.example.com/v1/complete", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
