@@ -20,7 +20,7 @@ const defaultMaxCheckedBody = 1 << 20
 // input schema (or cannot be read as arguments: a malformed query): 400
 // invalid_arguments. The message names the field and the rule, never a
 // value.
-type argumentsError struct{ msg string }
+type argumentsError struct{ field, rule, msg string }
 
 func (e *argumentsError) Error() string { return string(policy.ReasonInvalidArguments) + ": " + e.msg }
 
@@ -64,7 +64,7 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 	r := x.in
 	q, err := url.ParseQuery(x.tgt.query) // strict: a query it cannot read is refused, never skipped
 	if err != nil {
-		return &argumentsError{msg: "the query is not valid form encoding (each parameter name=value, percent-encoded, separated by '&'; " +
+		return &argumentsError{field: "query", rule: "syntax", msg: "the query is not valid form encoding (each parameter name=value, percent-encoded, separated by '&'; " +
 			"no ';' and no bare '%'), so its arguments cannot be checked against the operation's schema; encode the query and send it again"}
 	}
 	v := policy.ArgumentValues{Path: d.Params, Query: q, ContentType: r.Header.Get("Content-Type")}
@@ -76,11 +76,21 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 	if err := op.CheckArguments(v); err != nil {
 		var ae *policy.ArgumentError
 		if errors.As(err, &ae) {
-			return &argumentsError{msg: ae.Message}
+			return &argumentsError{field: ae.Field, rule: ae.Rule, msg: ae.Message}
 		}
-		return &argumentsError{msg: "the arguments cannot be checked against the operation's schema: " + err.Error()}
+		return &argumentsError{field: "arguments", rule: "schema", msg: "the arguments cannot be checked against the operation's schema: " + err.Error()}
 	}
 	return nil
+}
+
+// misfit puts on a refused request's record the field and rule its
+// arguments broke (details field and rule), when that is why it was
+// refused.
+func (rec *Record) misfit(err error) {
+	var ae *argumentsError
+	if errors.As(err, &ae) {
+		rec.Details = map[string]string{"field": clip(ae.field), "rule": clip(ae.rule)}
+	}
 }
 
 // readChecked reads the request's whole body for its argument check and

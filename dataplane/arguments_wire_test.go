@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -169,5 +170,29 @@ func checkArgRefusal(t *testing.T, resp *http.Response, tc argCase) {
 	}
 	if tc.status == 413 && !strings.Contains(got.Message, "proxy.max_checked_body") {
 		t.Errorf("message %q does not name proxy.max_checked_body", got.Message)
+	}
+}
+
+// TestMisfitIsAuditedWithFieldAndRule: the refusal's audit line names the
+// field and the rule (details), and no decision to forward is recorded.
+func TestMisfitIsAuditedWithFieldAndRule(t *testing.T) {
+	rec := &listRecorder{}
+	e := newEnv(t, func(p *Proxy) { p.Recorder = rec })
+	e.usePolicy(t, argSpec)
+	res, err := e.proxy.Execute(context.Background(), Call{Session: &Session{ID: "s1", CA: e.sessCA}, Method: "POST",
+		URL: mustURL(t, "https://api.example.com/v1/complete"), Header: http.Header{"Content-Type": {"application/json"}},
+		Body: []byte(`{"max_tokens": 5000}`)})
+	if err != nil || res.Refusal == nil || res.Status != 400 || e.hits.Load() != 0 {
+		t.Fatalf("Execute: %v %d %+v, hits %d", err, res.Status, res.Refusal, e.hits.Load())
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.decided) != 0 || len(rec.completed) != 1 {
+		t.Fatalf("%d decided, %d completed records; want 0 and 1", len(rec.decided), len(rec.completed))
+	}
+	r := rec.completed[0]
+	if r.Reason != string(policy.ReasonInvalidArguments) || r.Status != 400 || r.Operation != "complete" ||
+		r.Details["field"] != "body.max_tokens" || r.Details["rule"] != "maximum" || strings.Contains(r.Message, "5000") {
+		t.Fatalf("the refusal's record: %+v (%s)", r.Event, r.Message)
 	}
 }

@@ -60,6 +60,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 		defer x.unbook()
 	}
 	if err != nil {
+		rec.misfit(err)
 		return refuse(err)
 	}
 	var body map[string]any // the body's audit[] values, found with the model
