@@ -18,7 +18,10 @@
 //	  every inner request or stream, and every Execute call (call.go), as an exchange (exchange.go)
 //	  passed to each stage of serveRequest (pipeline.go), which returns how it ended:
 //	       ─▶ target as sent; Host (:authority, else 421), absolute-form target and SNI agree with the CONNECT
-//	       ─▶ policy.Decide ─▶ approval gate (hold.go: Approvals.Await)
+//	       ─▶ policy.Decide (internal operations only for an action step's call)
+//	       ─▶ arguments checked against the operation's input schema (arguments.go; a body the schema
+//	          describes read whole within proxy.max_checked_body, then sent as read)
+//	       ─▶ approval gate (hold.go: Approvals.Await)
 //	       ─▶ audit[] fields ─▶ Recorder.Decided (refused if it cannot be written)
 //	       ─▶ outbound copy (exchange.go) ─▶ Injector on it (forward.go) ─▶ Guard dial, verified TLS,
 //	          a pooled HTTP/1.1 exchange in the request's goroutine (uptransport.go), or for an h2
