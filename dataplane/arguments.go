@@ -105,6 +105,10 @@ func (p *Proxy) readChecked(x *exchange) ([]byte, error) {
 				"before anything is sent, so it must be plain: send it without Content-Encoding", clip(ce))
 		}
 	}
+	if r.Body == nil || r.Body == http.NoBody {
+		x.whole = []byte{}
+		return x.whole, nil
+	}
 	body, release, err := p.readBody(r, x.t.sess.ID, p.maxCheckedBody())
 	if err != nil {
 		var se *stalledError

@@ -62,6 +62,8 @@ func argCases() []argCase {
 			reason: policy.ReasonInvalidArguments, field: "body.to", rule: "pattern", secret: "evil"},
 		{name: "mail without a recipient", method: "POST", path: "/v1/mail", ctype: "application/json", body: `{}`, status: 400,
 			reason: policy.ReasonInvalidArguments, field: "body.to", rule: "required"},
+		{name: "mail with no body at all", method: "POST", path: "/v1/mail", status: 400,
+			reason: policy.ReasonInvalidArguments, field: "body.to", rule: "required"},
 		{name: "form body fits", method: "PUT", path: "/v1/form", ctype: "application/x-www-form-urlencoded", body: "color=red", status: 200},
 		{name: "form body off its enum", method: "PUT", path: "/v1/form", ctype: "application/x-www-form-urlencoded", body: "color=mauve", status: 400,
 			reason: policy.ReasonInvalidArguments, field: "body.color", rule: "enum", secret: "mauve"},
