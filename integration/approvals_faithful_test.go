@@ -43,8 +43,10 @@ func TestApprovalsShowWhatIsSent(t *testing.T) {
 	}
 	e.d.cli(t, "approvals", "approve", id)
 
-	// The same bytes with one more header are another request.
-	for _, extra := range []map[string]string{{"X-Extra": "1"}, {"Content-Type": "text/plain"}} {
+	// The same bytes with one more header are another request. (A media
+	// type other than JSON or form never reaches the gate: the operation's
+	// inputs describe the body, so it is refused invalid_arguments first.)
+	for _, extra := range []map[string]string{{"X-Extra": "1"}, {"Content-Type": "application/json; charset=utf-8"}} {
 		h := map[string]string{"Content-Type": "application/json", "X-Note": "n-" + tag}
 		for k, v := range extra {
 			h[k] = v
@@ -71,7 +73,8 @@ func TestApprovalsShowWhatIsSent(t *testing.T) {
 }
 
 // refusedUnjudgeable: an encoded body and JSON keys that collide
-// case-insensitively are refused before any approval is recorded.
+// case-insensitively (or repeat) are refused before any approval is
+// recorded.
 func refusedUnjudgeable(t *testing.T, e *approvalEnv) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -81,16 +84,19 @@ func refusedUnjudgeable(t *testing.T, e *approvalEnv) {
 	for _, tc := range []struct {
 		name, body, reason string
 		hdr                map[string]string
+		status             int
+		class              string
 	}{
-		{"gzip", gz.String(), "encoded_body", map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}},
-		{"case_collision", `{"raw":"UkFXLQ","RAW":"ZXZpbA"}`, "ambiguous_body", map[string]string{"Content-Type": "application/json"}},
-		{"repeated_key", `{"raw":"UkFXLQ","raw":"ZXZpbA"}`, "ambiguous_body", map[string]string{"Content-Type": "application/json"}},
+		{"gzip", gz.String(), "encoded_body", map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, 403, "capability_denied"},
+		{"case_collision", `{"raw":"UkFXLQ","RAW":"ZXZpbA"}`, "ambiguous_body", map[string]string{"Content-Type": "application/json"}, 403, "capability_denied"},
+		// A key repeated is refused by the argument check, before the gate.
+		{"repeated_key", `{"raw":"UkFXLQ","raw":"ZXZpbA"}`, "invalid_arguments", map[string]string{"Content-Type": "application/json"}, 400, "bad_request"},
 	} {
 		r, err := goSend(e.c, http.MethodPost, gmailSendURL, tc.body, tc.hdr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		assertDenial(t, tc.name, r.Status, r.Body, http.StatusForbidden, "capability_denied", tc.reason)
+		assertDenial(t, tc.name, r.Status, r.Body, tc.status, tc.class, tc.reason)
 	}
 	if got := len(listApprovals(t, e.d, "pending")); got != pending {
 		t.Errorf("refused requests recorded approvals: %d pending, %d before", got, pending)
