@@ -556,7 +556,11 @@ func goCred(t *testing.T, _ *credEnv, s *session, r credReq) clientResult {
 	if r.follow {
 		c.CheckRedirect = nil
 	}
-	res, err := goSend(c, expand(t, s, r.method), expand(t, s, r.url), r.body, expandHeader(t, s, r.header))
+	h := expandHeader(t, s, r.header)
+	if _, set := h["Content-Type"]; r.body != "" && !set {
+		h["Content-Type"] = "application/json" // as the curl and node clients send a body
+	}
+	res, err := goSend(c, expand(t, s, r.method), expand(t, s, r.url), r.body, h)
 	if err != nil {
 		t.Fatalf("go %s %s: %v", r.method, r.url, err)
 	}
@@ -604,6 +608,8 @@ spec = json.loads(sys.argv[1])
 ex = lambda v: os.path.expandvars(v)
 hdrs = {k: ex(v) for k, v in (spec.get("headers") or {}).items()}
 body = spec.get("body") or None
+if body and not any(k.lower() == "content-type" for k in hdrs):
+    hdrs["Content-Type"] = "application/json"  # as the curl and node clients send a body
 try:
     r = requests.request(spec["method"], ex(spec["url"]), data=body.encode() if body else None, headers=hdrs,
                          timeout=60, allow_redirects=bool(spec.get("follow")))
