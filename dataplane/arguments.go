@@ -61,6 +61,9 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 	if op == nil || op.InputSchema() == nil {
 		return nil
 	}
+	if want := x.terms.want; want != nil && (!sameOperation(want, op) || want.Hash != op.Hash) {
+		return nil // a call built for another operation: the gate refuses it for that
+	}
 	r := x.in
 	q, err := url.ParseQuery(x.tgt.query) // strict: a query it cannot read is refused, never skipped
 	if err != nil {

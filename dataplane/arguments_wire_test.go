@@ -198,3 +198,18 @@ func TestMisfitIsAuditedWithFieldAndRule(t *testing.T) {
 		t.Fatalf("the refusal's record: %+v (%s)", r.Event, r.Message)
 	}
 }
+
+// TestCallForAnotherOperationIsRefusedAsSuch: a call built for one
+// operation whose request matches another is refused for that, not for
+// arguments the other operation's schema reads.
+func TestCallForAnotherOperationIsRefusedAsSuch(t *testing.T) {
+	e := newEnv(t, nil)
+	pol := e.usePolicy(t, argSpec)
+	form, _ := pol.Lookup("local://test/args", "args", "form")
+	res, err := e.proxy.Execute(context.Background(), Call{Session: &Session{ID: "s1", CA: e.sessCA}, Operation: form, Method: "POST",
+		URL: mustURL(t, "https://api.example.com/v1/complete"), Header: http.Header{"Content-Type": {"application/json"}},
+		Body: []byte(`{"max_tokens": 5000}`)})
+	if err != nil || res.Refusal == nil || res.Refusal.Reason != policy.ReasonNoMatchingOperation || e.hits.Load() != 0 {
+		t.Fatalf("Execute: %v %d %+v, hits %d; want no_matching_operation", err, res.Status, res.Refusal, e.hits.Load())
+	}
+}
