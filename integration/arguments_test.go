@@ -136,6 +136,16 @@ func TestArgumentsOnTheWire(t *testing.T) {
 	if theSuite.up.Hits("api.us.example.com", "/v1/mail") != before {
 		t.Fatal("the run endpoint's misfit call reached the upstream")
 	}
+	// The refusals are on the trail with the field and the rule, no value.
+	waitAudit(t, e.d, "the misfit's audit line", func(ls []auditLine) bool {
+		for _, l := range ls {
+			if l.str("reason") == "invalid_arguments" && l.str("path") == "/v1/complete" &&
+				l.detail("field") == "body.max_tokens" && l.detail("rule") == "maximum" && !strings.Contains(string(l.Raw), "4097") {
+				return true
+			}
+		}
+		return false
+	})
 	requireTool(t, "/usr/bin/python3")
 	before = theSuite.up.Hits("api.us.example.com", "/v1/complete")
 	out, errOut, code = e.launch(t, "python3", "-c", `

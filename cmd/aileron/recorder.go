@@ -39,12 +39,17 @@ func (r *recorder) Decided(rec *dataplane.Record) error {
 }
 
 // proxyDetails keeps, of a proxy record's details, only the one the data
-// plane documents: "sni", the server a refused ClientHello asked for, and
-// "end", how a WebSocket turn ended (docs/audit.md). Anything else is dropped: details are identifying names,
+// plane documents: "sni", the server a refused ClientHello asked for,
+// "end", how a WebSocket turn ended, and "field" and "rule", the argument
+// of an invalid_arguments refusal and the schema rule it broke (its name,
+// never its value) (docs/audit.md). Anything else is dropped: details are identifying names,
 // never request data.
 func proxyDetails(d map[string]string) map[string]string {
 	if sni, ok := d["sni"]; ok {
 		return map[string]string{"sni": sni}
+	}
+	if field, ok := d["field"]; ok {
+		return map[string]string{"field": field, "rule": d["rule"]}
 	}
 	if end, ok := d["end"]; ok {
 		return map[string]string{"end": end} // how a WebSocket turn ended (connector.proxy.turn)
