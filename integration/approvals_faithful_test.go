@@ -88,8 +88,9 @@ func refusedUnjudgeable(t *testing.T, e *approvalEnv) {
 		class              string
 	}{
 		{"gzip", gz.String(), "encoded_body", map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, 403, "capability_denied"},
-		{"case_collision", `{"raw":"UkFXLQ","RAW":"ZXZpbA"}`, "ambiguous_body", map[string]string{"Content-Type": "application/json"}, 403, "capability_denied"},
-		// A key repeated is refused by the argument check, before the gate.
+		// Keys equal but for case, or repeated, are refused by the argument
+		// check, before the gate.
+		{"case_collision", `{"raw":"UkFXLQ","RAW":"ZXZpbA"}`, "invalid_arguments", map[string]string{"Content-Type": "application/json"}, 400, "bad_request"},
 		{"repeated_key", `{"raw":"UkFXLQ","raw":"ZXZpbA"}`, "invalid_arguments", map[string]string{"Content-Type": "application/json"}, 400, "bad_request"},
 	} {
 		r, err := goSend(e.c, http.MethodPost, gmailSendURL, tc.body, tc.hdr)
