@@ -23,12 +23,13 @@ import (
 //
 // The request is the operation's method, its first host (canonical
 // host:port) and its path with each {name} (and a trailing {name...})
-// template filled from args[name], path-escaped. Arguments not used in the
-// path are sent as query parameters for GET, DELETE, HEAD and every method
-// other than POST, PATCH and PUT (keys sorted; strings, numbers and booleans
-// as text; an array as the key repeated once per element; JSON null
-// omitted), and as a JSON object body (Content-Type: application/json) for
-// POST, PATCH and PUT. Equal arguments always build byte-identical calls, so
+// template filled from args[name], path-escaped. Each other argument goes
+// where the operation says it travels (policy.Operation.ArgumentIn: an
+// input's "in", else the body for POST, PATCH and PUT and the query for
+// every other method): query parameters with keys sorted (strings, numbers
+// and booleans as text; an array as the key repeated once per element; JSON
+// null omitted), body fields as one JSON object body (Content-Type:
+// application/json; POST, PATCH and PUT always send one). Equal arguments always build byte-identical calls, so
 // a retry after an approval matches the approved request.
 //
 // OperationCall is the sandbox's: an internal operation (visibility
@@ -76,28 +77,46 @@ func operationCall(pol *policy.Policy, fqn, tool, op string, args map[string]any
 		Method:    s.Method,
 		URL:       &url.URL{Scheme: "https", Host: o.Hosts[0].String(), Path: unescaped, RawPath: escaped},
 	}
-	rest := make(map[string]any, len(args))
+	query, body := map[string]any{}, map[string]any{}
 	for k, v := range args {
-		if !used[k] {
-			rest[k] = v
+		switch {
+		case used[k]:
+		case o.ArgumentIn(k) == policy.InBody:
+			body[k] = v
+		default:
+			query[k] = v
 		}
 	}
-	switch s.Method {
-	case http.MethodPost, http.MethodPatch, http.MethodPut:
-		body, err := jsonBody(rest)
-		if err != nil {
-			return dataplane.Call{}, nil, fmt.Errorf("operation %s/%s of %s: %w", tool, op, o.Ref(), err)
-		}
-		c.Body = body
-		c.Header = http.Header{"Content-Type": {"application/json"}}
-	default:
-		q, err := queryString(rest)
-		if err != nil {
-			return dataplane.Call{}, nil, fmt.Errorf("operation %s/%s of %s: %w", tool, op, o.Ref(), err)
-		}
-		c.URL.RawQuery = q
+	if err := fillRest(&c, query, body); err != nil {
+		return dataplane.Call{}, nil, fmt.Errorf("operation %s/%s of %s: %w", tool, op, o.Ref(), err)
 	}
 	return c, o, nil
+}
+
+// fillRest puts the arguments not used in the path on c: query as its
+// query string, body as a JSON object body. A method that carries a body
+// (POST, PATCH, PUT) always gets one, "{}" when body is empty; another
+// method only when some argument travels in the body.
+func fillRest(c *dataplane.Call, query, body map[string]any) error {
+	q, err := queryString(query)
+	if err != nil {
+		return err
+	}
+	c.URL.RawQuery = q
+	switch c.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut:
+	default:
+		if len(body) == 0 {
+			return nil
+		}
+	}
+	b, err := jsonBody(body)
+	if err != nil {
+		return err
+	}
+	c.Body = b
+	c.Header = http.Header{"Content-Type": {"application/json"}}
+	return nil
 }
 
 // notFoundOperation explains which of fqn, tool and op is unknown and lists
