@@ -38,6 +38,7 @@ func notesSpec() *policy.Spec {
 						{Name: "q", Required: true, Description: "Query", Pattern: "^[a-z ]+$", MaxLength: &maxQ},
 						{Name: "limit", Type: "integer", In: policy.InQuery, Minimum: &one, Maximum: &fifty},
 						{Name: "sort", Enum: []json.RawMessage{json.RawMessage(`"new"`), json.RawMessage(`"old"`)}},
+						{Name: "filter", In: policy.InBody},
 					}},
 			}},
 			{Name: "vault", Operations: []policy.OperationSpec{
@@ -107,6 +108,8 @@ func TestSpecShimSchemaHelp(t *testing.T) {
     q (string, required, pattern ^[a-z ]+$, at most 100 characters): Query
     limit (integer, optional, >= 1, <= 50)
     sort (string, optional, one of "new" | "old")
+    filter (string, optional)
+    (filter is sent in a JSON body)
   Run:      notes search --args '{"q":"…"}' [--json]
 `
 	if out != want {

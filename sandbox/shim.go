@@ -344,6 +344,11 @@ func inputsHelp(b *strings.Builder, op *policy.OperationSpec, placement string, 
 	if strict {
 		b.WriteString("    (no other input is accepted)\n")
 	}
+	for _, in := range op.Inputs {
+		if where := map[string]string{policy.InQuery: "query parameters", policy.InBody: "a JSON body"}[in.In]; where != "" && where != placement {
+			fmt.Fprintf(b, "    (%s is sent in %s)\n", oneLine(in.Name), where)
+		}
+	}
 	return example
 }
 
