@@ -71,10 +71,14 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 			"no ';' and no bare '%'), so its arguments cannot be checked against the operation's schema; encode the query and send it again"}
 	}
 	v := policy.ArgumentValues{Path: d.Params, Query: q, ContentType: r.Header.Get("Content-Type")}
-	if op.ChecksBody() {
+	switch {
+	case op.ChecksBody():
 		if v.Body, err = p.readChecked(x); err != nil {
 			return err
 		}
+	case !methodCarriesBody(r.Method) && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0:
+		return &argumentsError{field: "body", rule: "body", msg: fmt.Sprintf("this %s operation's input schema describes no request body, "+
+			"yet the request carries one, which would reach the upstream unchecked; send the arguments where the operation declares them, without a body (body)", clip(r.Method))}
 	}
 	if err := op.CheckArguments(v); err != nil {
 		var ae *policy.ArgumentError
@@ -84,6 +88,12 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 		return &argumentsError{field: "arguments", rule: "schema", msg: "the arguments cannot be checked against the operation's schema: " + err.Error()}
 	}
 	return nil
+}
+
+// methodCarriesBody reports whether a request of method m is expected to
+// carry a body (POST, PUT, PATCH), as the argument model places arguments.
+func methodCarriesBody(m string) bool {
+	return m == http.MethodPost || m == http.MethodPut || m == http.MethodPatch
 }
 
 // misfit puts on a refused request's record the field and rule its

@@ -46,6 +46,10 @@ func argCases() []argCase {
 	return []argCase{
 		{name: "path fits", method: "GET", path: "/v1/items/42", status: 200},
 		{name: "path breaks its pattern", method: "GET", path: "/v1/items/abc", status: 400, reason: policy.ReasonInvalidArguments, field: "path.id", rule: "pattern", secret: "abc"},
+		{name: "a body on a GET whose schema describes none", method: "GET", path: "/v1/items/42", ctype: "application/json", body: `{"limit": 5000}`, status: 400,
+			reason: policy.ReasonInvalidArguments, field: "body", rule: "body", secret: "5000"},
+		{name: "a chunked body on a GET whose schema describes none", method: "GET", path: "/v1/items/42", ctype: "application/json", body: `{"limit": 5000}`, chunked: true, status: 400,
+			reason: policy.ReasonInvalidArguments, field: "body", rule: "body", secret: "5000"},
 		{name: "query fits", method: "GET", path: "/v1/items/42?limit=100", status: 200},
 		{name: "query over its maximum", method: "GET", path: "/v1/items/42?limit=5000", status: 400, reason: policy.ReasonInvalidArguments, field: "query.limit", rule: "maximum", secret: "5000"},
 		{name: "query of the wrong type", method: "GET", path: "/v1/items/42?limit=lots", status: 400, reason: policy.ReasonInvalidArguments, field: "query.limit", rule: "type", secret: "lots"},
