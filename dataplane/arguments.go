@@ -76,9 +76,10 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 		if v.Body, err = p.readChecked(x); err != nil {
 			return err
 		}
-	case !methodCarriesBody(r.Method) && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0:
-		return &argumentsError{field: "body", rule: "body", msg: fmt.Sprintf("this %s operation's input schema describes no request body, "+
-			"yet the request carries one, which would reach the upstream unchecked; send the arguments where the operation declares them, without a body (body)", clip(r.Method))}
+	case !methodCarriesBody(r.Method):
+		if err := p.refuseBody(x); err != nil {
+			return err
+		}
 	}
 	if err := op.CheckArguments(v); err != nil {
 		var ae *policy.ArgumentError
@@ -87,6 +88,35 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 		}
 		return &argumentsError{field: "arguments", rule: "schema", msg: "the arguments cannot be checked against the operation's schema: " + err.Error()}
 	}
+	return nil
+}
+
+// refuseBody refuses a body on a request whose operation's schema describes
+// none and whose method does not carry one (a GET, a DELETE): the upstream
+// could read arguments from it unchecked. A body of unknown length is read
+// to its end to tell an empty one (an HTTP/2 stream ended by an empty DATA
+// frame) from one with bytes; an empty one is then sent as no body.
+func (p *Proxy) refuseBody(x *exchange) error {
+	r := x.in
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	_, release, err := p.readBody(r, x.t.sess.ID, 0)
+	var te *bodyTooLargeError
+	switch {
+	case errors.As(err, &te):
+		return &argumentsError{field: "body", rule: "body", msg: fmt.Sprintf("this %s operation's input schema describes no request body, "+
+			"yet the request carries one, which would reach the upstream unchecked; send the arguments where the operation declares them, without a body (body)", clip(r.Method))}
+	case err != nil:
+		var se *stalledError
+		if errors.As(err, &se) {
+			return err
+		}
+		return &DenyError{Reason: policy.ReasonBadRequest, Message: "reading the request body failed: " + err.Error()}
+	}
+	release()
+	r.Body, r.ContentLength = http.NoBody, 0
+	r.TransferEncoding = nil
 	return nil
 }
 

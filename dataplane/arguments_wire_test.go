@@ -50,6 +50,7 @@ func argCases() []argCase {
 			reason: policy.ReasonInvalidArguments, field: "body", rule: "body", secret: "5000"},
 		{name: "a chunked body on a GET whose schema describes none", method: "GET", path: "/v1/items/42", ctype: "application/json", body: `{"limit": 5000}`, chunked: true, status: 400,
 			reason: policy.ReasonInvalidArguments, field: "body", rule: "body", secret: "5000"},
+		{name: "an empty body of unknown length on a GET", method: "GET", path: "/v1/items/42", chunked: true, status: 200},
 		{name: "query fits", method: "GET", path: "/v1/items/42?limit=100", status: 200},
 		{name: "query over its maximum", method: "GET", path: "/v1/items/42?limit=5000", status: 400, reason: policy.ReasonInvalidArguments, field: "query.limit", rule: "maximum", secret: "5000"},
 		{name: "query of the wrong type", method: "GET", path: "/v1/items/42?limit=lots", status: 400, reason: policy.ReasonInvalidArguments, field: "query.limit", rule: "type", secret: "lots"},
