@@ -61,7 +61,8 @@ const actionMethod = "ACTION"
 // Runs are rows of the action_runs table; state changes are compare-and-
 // swaps, so concurrent polls, approval events and restarts never run a step
 // twice. A run left running by a daemon that stopped is marked failed when
-// the runner starts.
+// the runner starts, or, while its deadline has not passed (another node of
+// a fleet may be executing it), once it has (recover.go).
 //
 // Output of a completed run: the decoded output of its single step or, for
 // an action with several steps, an object mapping each step id to its
@@ -123,6 +124,9 @@ type Runner struct {
 	// the request that started the runner. Guarded by mu.
 	life     context.Context
 	closed   bool
+	// stale holds the timers that fail, once past their deadline, runs
+	// found running at Start (recover.go).
+	stale []*time.Timer
 	sessions map[string]*dataplane.Session
 	// running cancels the steps of a run executing in this process, by
 	// run id, once the runs table says it was cancelled. Guarded by mu.
@@ -173,50 +177,15 @@ func (r *Runner) check() error {
 	return nil
 }
 
-// recoverRuns fails runs interrupted by a stop and advances pending ones.
-func (r *Runner) recoverRuns(ctx context.Context) error {
-	const stopped = "the daemon stopped while the action ran; check the upstream before retrying"
-	running, err := r.runIDsWithStatus(ctx, StatusRunning)
-	if err != nil {
-		return err
-	}
-	for _, id := range running {
-		run, err := r.loadRun(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := r.finish(ctx, &run, StatusFailed, policy.ReasonDaemonStopped, stopped, "", StatusRunning); err != nil {
-			return err
-		}
-	}
-	pending, err := r.runIDsWithStatus(ctx, StatusPendingApproval)
-	if err != nil {
-		return err
-	}
-	for _, id := range pending {
-		run, err := r.loadRun(ctx, id)
-		if err != nil {
-			return err
-		}
-		st, _, err := r.Approvals.State(ctx, run.ApprovalID)
-		if err == nil && st == dataplane.ApprovalStateConsumed {
-			if err := r.finish(ctx, &run, StatusFailed, policy.ReasonDaemonStopped, stopped, "", StatusPendingApproval); err != nil {
-				return err
-			}
-			continue
-		}
-		if _, err := r.advance(ctx, id, nil); err != nil {
-			r.runFailed(id, err)
-		}
-	}
-	return nil
-}
-
 // Close stops new work from starting and waits for running actions to
 // finish. It returns nil.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	r.closed = true
+	for _, t := range r.stale {
+		t.Stop()
+	}
+	r.stale = nil
 	r.mu.Unlock()
 	r.wg.Wait()
 	return nil

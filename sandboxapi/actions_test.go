@@ -293,6 +293,17 @@ func TestActionRunRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Runs that may be executing on another node of a fleet: one whose
+	// deadline has passed is abandoned, one whose deadline has not is
+	// left alone until it has.
+	for id, deadline := range map[string]time.Time{"ar_late": time.Now().Add(-time.Minute), "ar_live": time.Now().Add(500 * time.Millisecond)} {
+		err = testkit.Exec(t, e.db, `INSERT INTO action_runs (id, session, action, version, connector, args, status, deadline,
+			created_at, updated_at) VALUES (?, 's1', 'get-issue', '1.0.0', ?, '{"id":"1"}', 'running', ?, ?, ?)`,
+			id, tdLinearFQN, state.FormatTime(deadline), state.FormatTime(time.Now()), state.FormatTime(time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := e.runner.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +320,21 @@ func TestActionRunRestart(t *testing.T) {
 	if err != nil || got.Status != actions.StatusFailed || got.Error == nil || got.Error.Reason != "daemon_stopped" ||
 		!strings.Contains(got.Error.Message, "check the upstream") {
 		t.Fatalf("stuck run: %+v %v", got, err)
+	}
+	if got, err := r2.Result(ctx, s1, "ar_late"); err != nil || got.Status != actions.StatusFailed || got.Error == nil || got.Error.Reason != "daemon_stopped" {
+		t.Fatalf("run past its deadline: %+v %v", got, err)
+	}
+	if got, err := r2.Result(ctx, s1, "ar_live"); err != nil || got.Status != actions.StatusRunning {
+		t.Fatalf("run within its deadline, which another node may be executing: %+v %v", got, err)
+	}
+	for stop := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := r2.Result(ctx, s1, "ar_live")
+		if err == nil && got.Status == actions.StatusFailed && got.Error != nil && got.Error.Reason == "daemon_stopped" {
+			break
+		}
+		if time.Now().After(stop) {
+			t.Fatalf("run still %+v %v well past its deadline", got, err)
+		}
 	}
 	if got, err := r2.Result(ctx, s1, pending.ApprovalID); err != nil ||
 		(got.Status != actions.StatusRunning && got.Status != actions.StatusCompleted) {
