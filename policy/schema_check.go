@@ -181,6 +181,10 @@ func (a *argSchema) collectBody(v ArgumentValues, put putFunc) *ArgumentError {
 	}
 	switch {
 	case err == nil && mt == "application/x-www-form-urlencoded":
+		if looksJSON(v.Body) {
+			return &ArgumentError{Field: "body", Rule: "content_type", Message: "the body is labelled a form but looks like JSON, which an upstream that reads JSON " +
+				"whatever the label would read apart from the check: send it as application/json (content_type)"}
+		}
 		vals, err := url.ParseQuery(string(v.Body))
 		if err != nil {
 			return &ArgumentError{Field: "body", Rule: "content_type", Message: "the body is not valid application/x-www-form-urlencoded data (content_type)"}
@@ -204,6 +208,13 @@ func (a *argSchema) collectBody(v ArgumentValues, put putFunc) *ArgumentError {
 		}
 	}
 	return nil
+}
+
+// looksJSON reports a body whose first byte, after a byte order mark and
+// JSON white space, opens a JSON object or array.
+func looksJSON(body []byte) bool {
+	t := bytes.TrimLeft(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
 }
 
 // decodeBody decodes one JSON value (numbers as json.Number), refusing
