@@ -73,6 +73,10 @@ func (p *Proxy) checkArguments(x *exchange, d policy.Decision) error {
 	v := policy.ArgumentValues{Path: d.Params, Query: q, ContentType: r.Header.Get("Content-Type")}
 	switch {
 	case op.ChecksBody():
+		if len(r.Header.Values("Content-Type")) > 1 {
+			return &argumentsError{field: "body", rule: "content_type", msg: "the request has more than one Content-Type header, so the check and the upstream " +
+				"could read its body by different ones; send one (content_type)"}
+		}
 		if v.Body, err = p.readChecked(x); err != nil {
 			return err
 		}

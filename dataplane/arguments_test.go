@@ -73,3 +73,36 @@ func TestMalformedQueryIsRefusedNotSkipped(t *testing.T) {
 		t.Fatalf("a well-formed query: %d, hits %d", resp.StatusCode, e.hits.Load())
 	}
 }
+
+// TestCheckedBodyWithTwoContentTypesIsRefused: a checked body labelled
+// twice is refused before the upstream; the check would read it by one
+// label and an upstream that takes the last header by the other (here a
+// JSON body whose max_tokens fits, read as a form where it does not).
+func TestCheckedBodyWithTwoContentTypesIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.usePolicy(t, argSpec)
+	c := e.client(t, url.UserPassword("s1", e.token))
+	body := `{"max_tokens": 1, "z": "&max_tokens=99999&"}`
+	for _, types := range [][]string{
+		{"application/json", "application/x-www-form-urlencoded"},
+		{"application/json", "application/json"},
+	} {
+		req, err := http.NewRequest("POST", "https://api.example.com/v1/complete", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header["Content-Type"] = types
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readEnvelope(t, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || got.Reason != policy.ReasonInvalidArguments || !strings.HasSuffix(got.Message, "(content_type)") {
+			t.Errorf("Content-Type %q: %d %+v, want 400 invalid_arguments (content_type)", types, resp.StatusCode, got)
+		}
+	}
+	if e.hits.Load() != 0 {
+		t.Fatalf("a body labelled twice reached the upstream: hits %d", e.hits.Load())
+	}
+}
