@@ -128,7 +128,62 @@ func (a *argSchema) collect(v ArgumentValues) (map[string]any, map[string]string
 				"argument %s does not fit its schema: it belongs in the %s (in)", f, want)}
 		}
 	}
+	if err := a.checkAliases(from); err != nil {
+		return nil, nil, err
+	}
 	return obj, from, nil
+}
+
+// checkAliases refuses argument names that a server may read as one
+// another: two given names, or a given name and a declared one it is not,
+// that are equal once compared without regard to case (as ASP.NET and Go's
+// encoding/json compare), with trailing "[]" or "[0]" dropped (as Rails,
+// PHP and Express's qs read "limit[]" as limit) and with '.' and ' ' read
+// as '_' (as PHP does). The check would look at one name and such a server
+// act on the other.
+func (a *argSchema) checkAliases(from map[string]string) *ArgumentError {
+	declared := map[string]string{}
+	for name := range a.fields {
+		declared[argAlias(name)] = name
+	}
+	for name := range a.vars {
+		declared[argAlias(name)] = name
+	}
+	seen := map[string]string{}
+	for _, name := range sortedKeys(from) {
+		al := argAlias(name)
+		f := fieldName(from[name], name)
+		if prev, dup := seen[al]; dup {
+			return &ArgumentError{Field: f, Rule: "duplicate", Message: fmt.Sprintf(
+				"argument %s is also given as %s, which some servers read as the same argument; send it once (duplicate)", f, fieldName(from[prev], prev))}
+		}
+		seen[al] = name
+		_, isField := a.fields[name]
+		if d, ok := declared[al]; ok && !isField && !a.vars[name] {
+			return &ArgumentError{Field: f, Rule: "name", Message: fmt.Sprintf(
+				"argument %s is not the declared argument %s, but some servers read it as that one (names compared without regard to case, "+
+					"with [] dropped or '.' read as '_'); send it as %s (name)", f, quote(d), quote(d))}
+		}
+	}
+	return nil
+}
+
+// argAlias maps an argument name to what lenient servers may read it as:
+// trailing "[]" and "[digits]" dropped, '.' and ' ' as '_', case folded.
+func argAlias(name string) string {
+	for strings.HasSuffix(name, "]") {
+		i := strings.LastIndexByte(name, '[')
+		if i < 0 || strings.Trim(name[i+1:len(name)-1], "0123456789") != "" {
+			break
+		}
+		name = name[:i]
+	}
+	return foldKey(strings.Map(func(r rune) rune {
+		if r == '.' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, name))
 }
 
 type putFunc func(where, name string, val any) *ArgumentError
