@@ -131,6 +131,9 @@ func (a *argSchema) collect(v ArgumentValues) (map[string]any, map[string]string
 	if err := a.checkAliases(from); err != nil {
 		return nil, nil, err
 	}
+	if err := a.checkNestedNames(obj, from); err != nil {
+		return nil, nil, err
+	}
 	return obj, from, nil
 }
 

@@ -152,6 +152,7 @@ func TestCheckArgumentsInputs(t *testing.T) {
 		{name: "undeclared query names equal but for case", query: "free=1&FREE=2", body: ok, field: "query.free", rule: "duplicate"},
 		{name: "query name a case variant of a body field", query: "TO=b%40evil.com", body: ok, field: "query.TO", rule: "name"},
 		{name: "json key equal but for case to a declared one", body: `{"to":"a@example.com","CC":"nope"}`, field: "body.CC", rule: "name"},
+		{name: "nested json key equal but for case to a declared one", body: `{"to":"a@example.com","attachments":[{"NAME":"B"}]}`, field: "body.attachments[0].NAME", rule: "name"},
 		{name: "form name with brackets", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&cc[]=nope", field: `body["cc[]"]`, rule: "name"},
 		{name: "form body", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&subject=hi"},
 		{name: "form body pattern", ctype: "application/x-www-form-urlencoded", body: "to=a%40evil.com", field: "body.to", rule: "pattern"},
@@ -332,6 +333,23 @@ func TestCheckArgumentsConvertsThroughRefs(t *testing.T) {
 		{name: "path through a ref", path: map[string]string{"id": "7"}, query: "ids=1&ids=2"},
 		{name: "path bound through a ref", path: map[string]string{"id": "70"}, field: "path.id", rule: "maximum"},
 		{name: "query items through a ref", path: map[string]string{"id": "7"}, query: "ids=1&ids=x", field: "query.ids[1]", rule: "type"},
+	})
+}
+
+// TestCheckArgumentsNestedNames: a nested JSON key equal but for case to a
+// property its schema declares (through $ref, allOf or items) is refused,
+// since Go's encoding/json would bind it to that property unchecked.
+func TestCheckArgumentsNestedNames(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/a","input_schema":{"type":"object","properties":{
+ "msg":{"$ref":"#/$defs/msg"},"list":{"type":"array","items":{"allOf":[{"$ref":"#/$defs/msg"}]}}},
+ "$defs":{"msg":{"type":"object","properties":{"to":{"type":"string","pattern":"@example\\.com$"},"inner":{"$ref":"#/$defs/leaf"}}},
+ "leaf":{"type":"object","properties":{"to":{"type":"string","pattern":"@example\\.com$"}}}}}`)
+	runArgCases(t, op, []argCase{
+		{name: "fits", body: `{"msg":{"to":"a@example.com","inner":{"to":"b@example.com"}},"list":[{"to":"c@example.com","x":1}]}`},
+		{name: "through a ref", body: `{"msg":{"TO":"a@evil.com"}}`, field: "body.msg.TO", rule: "name"},
+		{name: "through two refs", body: `{"msg":{"inner":{"To":"a@evil.com"}}}`, field: "body.msg.inner.To", rule: "name"},
+		{name: "through items and allOf", body: `{"list":[{"to":"a@example.com"},{"tO":"a@evil.com"}]}`, field: "body.list[1].tO", rule: "name"},
+		{name: "undeclared nested keys pass", body: `{"msg":{"to":"a@example.com","cc":"x","CCC":"y"}}`},
 	})
 }
 
