@@ -95,7 +95,7 @@ func (a *argSchema) collect(v ArgumentValues) (map[string]any, map[string]string
 	from := make(map[string]string, len(v.Path)+len(v.Query))
 	put := func(where, name string, val any) *ArgumentError {
 		if prev, dup := from[name]; dup {
-			f := fieldName(where, name)
+			f := a.fieldName(where, name)
 			return &ArgumentError{Field: f, Rule: "duplicate", Message: fmt.Sprintf(
 				"argument %s is also given in the %s; an argument is one field, send it once (duplicate)", f, prev)}
 		}
@@ -105,7 +105,7 @@ func (a *argSchema) collect(v ArgumentValues) (map[string]any, map[string]string
 	for _, name := range sortedKeys(v.Path) {
 		f := a.fields[name]
 		if !utf8.ValidString(v.Path[name]) {
-			fn := fieldName(InPath, name)
+			fn := a.fieldName(InPath, name)
 			return nil, nil, &ArgumentError{Field: fn, Rule: "encoding", Message: fmt.Sprintf(
 				"argument %s is not UTF-8 text once percent-decoded, so it cannot be checked (encoding)", fn)}
 		}
@@ -123,7 +123,7 @@ func (a *argSchema) collect(v ArgumentValues) (map[string]any, map[string]string
 	}
 	for _, name := range sortedKeys(from) {
 		if want := a.fields[name].in; want != "" && want != from[name] {
-			f := fieldName(from[name], name)
+			f := a.fieldName(from[name], name)
 			return nil, nil, &ArgumentError{Field: f, Rule: "in", Message: fmt.Sprintf(
 				"argument %s does not fit its schema: it belongs in the %s (in)", f, want)}
 		}
@@ -155,10 +155,10 @@ func (a *argSchema) checkAliases(from map[string]string) *ArgumentError {
 	seen := map[string]string{}
 	for _, name := range sortedKeys(from) {
 		al := argAlias(name)
-		f := fieldName(from[name], name)
+		f := a.fieldName(from[name], name)
 		if prev, dup := seen[al]; dup {
 			return &ArgumentError{Field: f, Rule: "duplicate", Message: fmt.Sprintf(
-				"argument %s is also given as %s, which some servers read as the same argument; send it once (duplicate)", f, fieldName(from[prev], prev))}
+				"argument %s is also given as %s, which some servers read as the same argument; send it once (duplicate)", f, a.fieldName(from[prev], prev))}
 		}
 		seen[al] = name
 		_, isField := a.fields[name]
@@ -205,7 +205,7 @@ func (a *argSchema) collectWire(where string, vals url.Values, put putFunc) *Arg
 		vs := vals[name]
 		f := a.fields[name]
 		if !utf8.ValidString(name) || !allUTF8(vs) {
-			fn := fieldName(where, strings.ToValidUTF8(name, "\uFFFD"))
+			fn := a.fieldName(where, strings.ToValidUTF8(name, "\uFFFD"))
 			return &ArgumentError{Field: fn, Rule: "encoding", Message: fmt.Sprintf(
 				"argument %s is not UTF-8 text once percent-decoded, so it cannot be checked (encoding)", fn)}
 		}
@@ -214,7 +214,7 @@ func (a *argSchema) collectWire(where string, vals url.Values, put putFunc) *Arg
 		case len(vs) == 1:
 			val = wireValue(vs[0], f.types, f.items)
 		case !hasType(f.types, "array"):
-			fn := fieldName(where, name)
+			fn := a.fieldName(where, name)
 			return &ArgumentError{Field: fn, Rule: "type", Message: fmt.Sprintf(
 				"argument %s does not fit its schema: it is given %d times, and only an array may repeat (type)", fn, len(vs))}
 		default:
@@ -354,7 +354,7 @@ func readBodyObject(dec *json.Decoder, path string, depth int) (any, *ArgumentEr
 			return nil, badJSON(err)
 		}
 		k, _ := kt.(string)
-		kp := keyPath(path, k)
+		kp := argKey(path, k, false)
 		if fk := foldKey(k); folded[fk] {
 			return nil, &ArgumentError{Field: kp, Rule: "duplicate", Message: fmt.Sprintf(
 				"argument %s appears twice in one JSON object (keys are compared without regard to case); send it once (duplicate)", kp)}
@@ -447,8 +447,36 @@ func hasType(types []string, t string) bool {
 	return false
 }
 
-// fieldName renders where and name as "body.to" or `query["a b"]`.
-func fieldName(where, name string) string { return keyPath(where, name) }
+// fieldName renders where and name as "body.to" or `query["a b"]`; a name
+// the schema does not declare only when short and printable (see argKey).
+func (a *argSchema) fieldName(where, name string) string {
+	_, field := a.fields[name]
+	return argKey(where, name, field || a.vars[name])
+}
+
+// maxShownName bounds an undeclared argument name a message shows: a name
+// is chosen by the sender, and a bare token in a query or a form body
+// (curl -d "$SECRET") is a name with no value.
+const maxShownName = 32
+
+// argKey is keyPath for an argument's name k, showing an undeclared name
+// only when it is at most maxShownName printable ASCII bytes; any other is
+// shown by its length alone, never quoted.
+func argKey(path, k string, declared bool) string {
+	if declared || len(k) <= maxShownName && printableName(k) {
+		return keyPath(path, k)
+	}
+	return fmt.Sprintf("%s[an undeclared name of %d bytes]", path, len(k))
+}
+
+func printableName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' || s[i] == '"' || s[i] == '\\' {
+			return false
+		}
+	}
+	return true
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

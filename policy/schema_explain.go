@@ -69,7 +69,7 @@ func (a *argSchema) fieldPath(loc []string, name string, obj map[string]any, fro
 	if where == "" {
 		where = a.place(top)
 	}
-	path := keyPath(where, top)
+	path := a.fieldName(where, top)
 	var cur any = obj[top]
 	for _, tok := range loc[1:] {
 		if arr, ok := cur.([]any); ok {
@@ -80,7 +80,7 @@ func (a *argSchema) fieldPath(loc []string, name string, obj map[string]any, fro
 			}
 			continue
 		}
-		path = keyPath(path, tok)
+		path = argKey(path, tok, false)
 		if m, ok := cur.(map[string]any); ok {
 			cur = m[tok]
 		} else {

@@ -23,7 +23,7 @@ func (a *argSchema) checkNestedNames(obj map[string]any, from map[string]string)
 				subs = append(subs, c)
 			}
 		}
-		if err := nestedNames(subs, obj[name], fieldName(InBody, name)); err != nil {
+		if err := nestedNames(subs, obj[name], a.fieldName(InBody, name)); err != nil {
 			return err
 		}
 	}

@@ -378,3 +378,29 @@ func TestCheckArgumentsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckArgumentsNeverQuotesALongUndeclaredName: a name the schema does
+// not declare is chosen by the sender, and a bare token (curl -d "$TOKEN"
+// sends it as a form's one name) is a value; a long or unprintable one is
+// shown by its length, in the message and the field.
+func TestCheckArgumentsNeverQuotesALongUndeclaredName(t *testing.T) {
+	op := schemaOp(t, `"method":"POST","path":"/a","input_schema":{"type":"object","properties":{"to":{"type":"string"},
+ "meta":{"type":"object","additionalProperties":false}},"additionalProperties":false}`)
+	const secret = "ghp_0123456789abcdefghijABCDEFGHIJ0123456"
+	form := "application/x-www-form-urlencoded"
+	runArgCases(t, op, []argCase{
+		{name: "short undeclared name shown", query: "bcc=1", field: "query.bcc", rule: "additionalProperties"},
+		{name: "bare token in a form body", ctype: form, body: secret, field: "body[an undeclared name of 41 bytes]", rule: "additionalProperties"},
+		{name: "bare token in the query", query: secret, field: "query[an undeclared name of 41 bytes]", rule: "additionalProperties"},
+		{name: "unprintable name", query: "a%0Ab=1", field: "query[an undeclared name of 3 bytes]", rule: "additionalProperties"},
+		{name: "long nested key", body: `{"meta":{"` + secret + `":1}}`, field: "body.meta[an undeclared name of 41 bytes]", rule: "additionalProperties"},
+		{name: "long key given twice", body: `{"meta":{"` + secret + `":1,"` + secret + `":2}}`, field: "body.meta[an undeclared name of 41 bytes]", rule: "duplicate"},
+	})
+	for _, q := range []string{secret, "x=1&" + secret} {
+		vals, _ := url.ParseQuery(q)
+		err := op.CheckArguments(ArgumentValues{Query: vals})
+		if err == nil || strings.Contains(err.Error(), secret[:8]) {
+			t.Errorf("?%s: %v quotes the name", q, err)
+		}
+	}
+}
