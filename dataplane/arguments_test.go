@@ -81,18 +81,24 @@ func TestMalformedQueryIsRefusedNotSkipped(t *testing.T) {
 func TestCheckedBodyWithTwoContentTypesIsRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	e.usePolicy(t, argSpec)
-	c := e.client(t, url.UserPassword("s1", e.token))
+	h1 := e.client(t, url.UserPassword("s1", e.token))
+	h2 := e.h2Client(t)
 	body := `{"max_tokens": 1, "z": "&max_tokens=99999&"}`
-	for _, types := range [][]string{
-		{"application/json", "application/x-www-form-urlencoded"},
-		{"application/json", "application/json"},
+	for _, tc := range []struct {
+		rt    func(*http.Request) (*http.Response, error)
+		types []string
+	}{
+		{h1.Do, []string{"application/json", "application/x-www-form-urlencoded"}},
+		{h1.Do, []string{"application/json", "application/json"}},
+		{h2.RoundTrip, []string{"application/json", "application/x-www-form-urlencoded"}},
 	} {
+		types := tc.types
 		req, err := http.NewRequest("POST", "https://api.example.com/v1/complete", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header["Content-Type"] = types
-		resp, err := c.Do(req)
+		resp, err := tc.rt(req)
 		if err != nil {
 			t.Fatal(err)
 		}
