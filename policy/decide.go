@@ -95,9 +95,12 @@ func bound(s string) string {
 // host:port no in-scope operation names is host_not_allowed (or
 // connector_not_in_session when only out-of-scope connectors name it); a
 // known host with no matching method and path is no_matching_operation.
-// Unless a.Step, an internal operation is as if it were not installed: it
-// matches nothing, a less specific operation may match instead, and a host
-// only internal operations name is host_not_allowed. A match is Allow, or AllowAfterApproval when the operation's approval is
+// Unless a.Step, an internal operation is unreachable and named nowhere: a
+// request it is the best match for is no_matching_operation with the
+// message of a request nothing matches (a less specific operation, a
+// wildcard, never serves it instead: its owner meant that request for
+// action steps only), and a host only internal operations name is
+// host_not_allowed. A match is Allow, or AllowAfterApproval when the operation's approval is
 // "required". Decide does not allocate unless it denies or the matched
 // pattern has variables. A nil *Policy denies everything.
 func (p *Policy) Decide(a Args) Decision {
@@ -117,9 +120,9 @@ func (p *Policy) Decide(a Args) Decision {
 	}
 	var r *route
 	if root := e.methods[a.Method]; root != nil && anyInScope(e.fqns, a.Connectors) {
-		r = root.match(a.Path[1:], v)
+		r = root.match(a.Path[1:], view{scope: a.Connectors, step: true})
 	}
-	if r == nil {
+	if r == nil || !a.Step && r.op.Spec.IsInternal() {
 		return p.noMatch(e, a, v)
 	}
 	d := Decision{Verdict: Allow, Reason: ReasonMatched, Op: r.op, Params: r.op.pat.params(a.Path)}

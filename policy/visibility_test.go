@@ -83,11 +83,11 @@ func TestDecideVisibility(t *testing.T) {
 		reason  Reason
 		op      string // "tool/op" when matched
 	}{
-		{"sandbox: a literal internal under an external wildcard matches the wildcard", get("api.example.com", "/v1/items/special"), Allow, ReasonMatched, "vis/items.get"},
+		{"sandbox: a literal internal under an external wildcard is refused, not served by the wildcard", get("api.example.com", "/v1/items/special"), Deny, ReasonNoMatchingOperation, ""},
 		{"step: the internal literal", step(get("api.example.com", "/v1/items/special")), Allow, ReasonMatched, "vis/items.special"},
 		{"sandbox: other items as ever", get("api.example.com", "/v1/items/7"), Allow, ReasonMatched, "vis/items.get"},
 		{"step: other items as ever", step(get("api.example.com", "/v1/items/7")), Allow, ReasonMatched, "vis/items.get"},
-		{"sandbox: an internal literal beside a rest wildcard matches the rest", get("api.example.com", "/v1/files/secret"), Allow, ReasonMatched, "vis/files.get"},
+		{"sandbox: an internal literal beside a rest wildcard is refused, not served by the rest", get("api.example.com", "/v1/files/secret"), Deny, ReasonNoMatchingOperation, ""},
 		{"step: the internal literal beside the rest wildcard", step(get("api.example.com", "/v1/files/secret")), Allow, ReasonMatched, "vis/files.secret"},
 		{"sandbox: an internal operation alone is no operation", post, Deny, ReasonNoMatchingOperation, ""},
 		{"step: the internal operation alone", step(post), Allow, ReasonMatched, "vis/items.create"},
