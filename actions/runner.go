@@ -122,11 +122,11 @@ type Runner struct {
 	// life is the context of the runner's own work (resumed runs, approval
 	// events): Start's, without its cancellation, since that work outlives
 	// the request that started the runner. Guarded by mu.
-	life     context.Context
-	closed   bool
+	life   context.Context
+	closed bool
 	// stale holds the timers that fail, once past their deadline, runs
 	// found running at Start (recover.go).
-	stale []*time.Timer
+	stale    []*time.Timer
 	sessions map[string]*dataplane.Session
 	// running cancels the steps of a run executing in this process, by
 	// run id, once the runs table says it was cancelled. Guarded by mu.
