@@ -158,7 +158,7 @@ func (a *argSchema) fromInputs(inputs []Input, path string, p *problems) any {
 			continue
 		}
 		props[in.Name] = s
-		if in.Required {
+		if in.Required || a.vars[in.Name] { // a path variable is always there
 			required = append(required, in.Name)
 		}
 		t := in.Type

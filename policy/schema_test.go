@@ -176,6 +176,11 @@ func TestCheckArgumentsInputs(t *testing.T) {
 		{name: "query not utf-8", query: "free=%ff", body: ok, field: "query.free", rule: "encoding"},
 		{name: "form not utf-8", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&x=%C3", field: "body.x", rule: "encoding"},
 	}
+	for i := range cases {
+		if cases[i].path == nil { // a matched request always has its path variable
+			cases[i].path = map[string]string{"box": "3"}
+		}
+	}
 	runArgCases(t, op, cases)
 }
 
@@ -266,6 +271,23 @@ func TestInputSchemaFromInputs(t *testing.T) {
 	}
 	if op.ChecksBody() {
 		t.Fatal("ChecksBody is true for a GET with query inputs")
+	}
+}
+
+// TestInputSchemaRequiresPathVariables checks that an input naming a path
+// variable is required in the effective schema (what discovery, MCP and
+// --help show), whatever its own "required" says: the path cannot match
+// without it, and the run endpoint refuses a call that lacks it.
+func TestInputSchemaRequiresPathVariables(t *testing.T) {
+	op := schemaOp(t, `"method":"GET","path":"/v1/{folder}/{rest...}","inputs":[{"name":"folder","enum":["inbox","sent"]},{"name":"rest"},{"name":"limit","type":"integer"}]`)
+	var schema struct {
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(op.InputSchema(), &schema); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(schema.Required, ","); got != "folder,rest" {
+		t.Fatalf("required = %q, want the path variables folder,rest: %s", got, op.InputSchema())
 	}
 }
 
