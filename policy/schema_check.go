@@ -240,8 +240,8 @@ func (a *argSchema) collectBody(v ArgumentValues, put putFunc) *ArgumentError {
 	switch {
 	case err == nil && mt == "application/x-www-form-urlencoded":
 		if looksJSON(v.Body) {
-			return &ArgumentError{Field: "body", Rule: "content_type", Message: "the body is labelled a form but looks like JSON, which an upstream that reads JSON " +
-				"whatever the label would read apart from the check: send it as application/json (content_type)"}
+			return &ArgumentError{Field: "body", Rule: "content_type", Message: "the body is labelled a form (application/x-www-form-urlencoded, what curl -d sends) " +
+				"but looks like JSON, which an upstream reading JSON whatever the label would read apart from the check: send it with Content-Type: application/json (content_type)"}
 		}
 		vals, err := url.ParseQuery(string(v.Body))
 		if err != nil {

@@ -158,6 +158,8 @@ func TestCheckArgumentsInputs(t *testing.T) {
 		{name: "form body pattern", ctype: "application/x-www-form-urlencoded", body: "to=a%40evil.com", field: "body.to", rule: "pattern"},
 		{name: "form that is JSON", ctype: "application/x-www-form-urlencoded", body: `{"x":"&to=a%40example.com&","to":"b@evil.com"}`, field: "body", rule: "content_type"},
 		{name: "form that is JSON after a BOM and space", ctype: "application/x-www-form-urlencoded", body: "\xef\xbb\xbf \n{\"x\":\"&to=a%40example.com&\",\"to\":\"b@evil.com\"}", field: "body", rule: "content_type"},
+		{name: "json labelled as a form (curl -d)", ctype: "application/x-www-form-urlencoded", body: `{"to":"a@example.com"}`, field: "body", rule: "content_type"},
+		{name: "json array labelled as a form", ctype: "application/x-www-form-urlencoded", body: " [1]\n", field: "body", rule: "content_type"},
 		{name: "form repeated scalar", ctype: "application/x-www-form-urlencoded", body: "to=a%40example.com&to=b%40example.com", field: "body.to", rule: "type"},
 		{name: "json charset", ctype: "application/json; charset=utf-8", body: ok},
 		{name: "form charset", ctype: "application/x-www-form-urlencoded; charset=UTF-8", body: "to=a%40example.com"},
