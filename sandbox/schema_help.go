@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aileronhq/aileron/policy"
@@ -245,10 +247,26 @@ func exampleFromSchema(schema map[string]any) string {
 			v = literal(vs[0])
 		} else if c, ok := p["const"]; ok {
 			v = literal(c)
+		} else if v == "0" {
+			v = numberExample(p)
 		}
 		parts[i] = jsonString(oneLine(name)) + ":" + v
 	}
 	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// numberExample is an example number within a property's lower bound:
+// its minimum, one above its exclusiveMinimum, else 0.
+func numberExample(p map[string]any) string {
+	if m, ok := p["minimum"].(json.Number); ok {
+		return m.String()
+	}
+	if m, ok := p["exclusiveMinimum"].(json.Number); ok {
+		if f, err := m.Float64(); err == nil && f >= 0 && f < 1e15 {
+			return strconv.FormatInt(int64(math.Floor(f))+1, 10)
+		}
+	}
+	return "0"
 }
 
 // propertyOrder lists the names of a schema's top-level properties in the

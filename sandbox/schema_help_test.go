@@ -124,3 +124,20 @@ func TestSpecShimSchemaHelp(t *testing.T) {
 		t.Errorf("notes --help:\n%s", out)
 	}
 }
+
+// TestExampleFromSchemaWithinLowerBound checks that the Run line's example
+// does not propose a number below the property's lower bound.
+func TestExampleFromSchemaWithinLowerBound(t *testing.T) {
+	tests := []struct{ schema, want string }{
+		{`{"properties":{"n":{"type":"integer"}},"required":["n"]}`, `{"n":0}`},
+		{`{"properties":{"n":{"type":"integer","minimum":1,"maximum":4096}},"required":["n"]}`, `{"n":1}`},
+		{`{"properties":{"n":{"type":"integer","exclusiveMinimum":0}},"required":["n"]}`, `{"n":1}`},
+		{`{"properties":{"r":{"type":"number","minimum":0.5}},"required":["r"]}`, `{"r":0.5}`},
+		{`{"properties":{"m":{"enum":[3,4]}},"required":["m"]}`, `{"m":3}`},
+	}
+	for _, tc := range tests {
+		if got := exampleFromSchema(decodeSchema(json.RawMessage(tc.schema))); got != tc.want {
+			t.Errorf("exampleFromSchema(%s) = %s, want %s", tc.schema, got, tc.want)
+		}
+	}
+}
