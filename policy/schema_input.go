@@ -4,8 +4,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
 )
+
+// inputTypes are the types an input may have.
+func inputTypes() []string {
+	return []string{"string", "integer", "number", "boolean", "array", "object"}
+}
+
+// withArticle is "a string", "an integer", "an array", "an object".
+func withArticle(t string) string {
+	if strings.ContainsRune("aeiou", rune(t[0])) {
+		return "an " + t
+	}
+	return "a " + t
+}
 
 // inputSchema checks an input's JSON Schema keywords and returns its
 // schema as a property of the effective argument schema.
@@ -14,6 +29,9 @@ func inputSchema(in *Input, ip string, p *problems) (json.RawMessage, bool) {
 	t := in.Type
 	if t == "" {
 		t = "string"
+	}
+	if !slices.Contains(inputTypes(), t) {
+		return nil, false // validateInput reports it; its keywords cannot be judged
 	}
 	m := map[string]any{"type": t}
 	if in.Description != "" {
@@ -28,7 +46,11 @@ func inputSchema(in *Input, ip string, p *problems) (json.RawMessage, bool) {
 				return true
 			}
 		}
-		p.add(ip+"."+key, ruleInputKeyword, fmt.Sprintf("%s applies to a %s input, and this one's type is %s; change the type or drop %s", key, types[0], t, key))
+		if key == "required" {
+			p.add(ip+".required", ruleInputKeyword, fmt.Sprintf("a list of required fields applies to an object input, and this one's type is %s; say true or false: must the argument be present?", t))
+			return false
+		}
+		p.add(ip+"."+key, ruleInputKeyword, fmt.Sprintf("%s applies to %s input, and this one's type is %s; change the type or drop %s", key, withArticle(types[0]), t, key))
 		return false
 	}
 	if in.Enum != nil {

@@ -96,13 +96,13 @@ func schemaProblemCases() []schemaProblem {
 		{"format regex", `"method":"GET","path":"/a","inputs":[{"name":"a","format":"regex"}]`,
 			op + ".inputs[0].format", ruleSchemaValue, "not one the proxy checks"},
 		{"pattern on an integer", `"method":"GET","path":"/a","inputs":[{"name":"a","type":"integer","pattern":"x"}]`,
-			op + ".inputs[0].pattern", ruleInputKeyword, "string"},
+			op + ".inputs[0].pattern", ruleInputKeyword, "applies to a string input"},
 		{"maximum on a string", `"method":"GET","path":"/a","inputs":[{"name":"a","maximum":3}]`,
-			op + ".inputs[0].maximum", ruleInputKeyword, "number"},
+			op + ".inputs[0].maximum", ruleInputKeyword, "applies to a number input"},
 		{"items on an object", `"method":"GET","path":"/a","inputs":[{"name":"a","type":"object","items":{}}]`,
-			op + ".inputs[0].items", ruleInputKeyword, "array"},
+			op + ".inputs[0].items", ruleInputKeyword, "applies to an array input"},
 		{"required list on a string", `"method":"GET","path":"/a","inputs":[{"name":"a","required":["b"]}]`,
-			op + ".inputs[0].required", ruleInputKeyword, "object"},
+			op + ".inputs[0].required", ruleInputKeyword, "say true or false"},
 		{"required of the wrong type", `"method":"GET","path":"/a","inputs":[{"name":"a","required":"yes"}]`,
 			op + ".inputs[0].required", ruleJSONType, "true, false or a list"},
 		{"negative maxLength", `"method":"GET","path":"/a","inputs":[{"name":"a","maxLength":-1}]`,
@@ -148,6 +148,19 @@ func TestSchemaSpecProblems(t *testing.T) {
 				t.Fatalf("problem names file %q", ve.File)
 			}
 		})
+	}
+}
+
+// TestUnknownInputTypeIsOneProblem checks that a misspelt input type is
+// one problem with a suggestion, not also one for each of its keywords.
+func TestUnknownInputTypeIsOneProblem(t *testing.T) {
+	_, err := ParseSpec("schema.json", schemaSpec(`"method":"GET","path":"/a","inputs":[{"name":"a","type":"str","maxLength":3,"pattern":"x"}]`))
+	ves := validationErrors(t, err)
+	if len(ves) != 1 {
+		t.Fatalf("want one problem, got %d: %v", len(ves), err)
+	}
+	if ves[0].Path != "$.tools[0].operations[0].inputs[0].type" || !strings.Contains(ves[0].Message, `did you mean "string"?`) {
+		t.Fatalf("problem %s: %s", ves[0].Path, ves[0].Message)
 	}
 }
 

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -140,10 +141,12 @@ func validateOperation(op *OperationSpec, path string, seen map[string]string, p
 
 func validateInput(in *Input, path string, seen map[string]string, p *problems) {
 	validateName("input", in.Name, path+".name", seen, p)
-	switch in.Type {
-	case "", "string", "integer", "number", "boolean", "array", "object":
-	default:
-		p.add(path+".type", ruleInputType, fmt.Sprintf("input type %s is unknown; use string, integer, number, boolean, array or object", quote(in.Type)))
+	if in.Type != "" && !slices.Contains(inputTypes(), in.Type) {
+		hint := ""
+		if c, ok := Closest(strings.ToLower(in.Type), inputTypes()); ok {
+			hint = fmt.Sprintf("did you mean %q? ", c)
+		}
+		p.add(path+".type", ruleInputType, fmt.Sprintf("input type %s is unknown; %suse string, integer, number, boolean, array or object", quote(in.Type), hint))
 	}
 }
 
