@@ -38,7 +38,7 @@ func cmdActions(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if sub != "cancel" {
 		return unknownSubcommand("actions", sub)
 	}
-	fs := newFlags("actions cancel", "actions cancel RUN   (RUN: a result's run_id, or the approval_id a run waits on)", stderr)
+	fs := newFlags("actions cancel", "actions cancel RUN   (RUN: a result's run_id, or the approval_id a run waits on; a running run's id= is on its action.started line: aileron audit tail --event action.started)", stderr)
 	_, cfgFile := clientFlags(fs)
 	if err := fs.Parse(rest); err != nil {
 		return err
