@@ -126,8 +126,15 @@ func TestArgumentsOnTheWire(t *testing.T) {
 			t.Errorf("curl %s %s: a misfit reached the upstream", c.path, c.body)
 		}
 	}
+	// curl -d without a Content-Type labels JSON as a form: refused for that,
+	// not for a field the form appears to lack.
 	before := theSuite.up.Hits("api.us.example.com", "/v1/mail")
-	out, errOut, code := e.launch(t, "curl", "-sS", "-w", "\n%{http_code}", "-H", "Content-Type: application/json", "--data-binary",
+	out, errOut, code := e.launch(t, "curl", "-sS", "-w", "\n%{http_code}", "-d", `{"to": "ann@example.com"}`, "https://api.us.example.com/v1/mail")
+	if code != 0 || !strings.HasSuffix(out, "\n400") || !strings.Contains(out, `"reason":"invalid_arguments"`) ||
+		!strings.Contains(out, "Content-Type: application/json (content_type)") {
+		t.Fatalf("curl -d JSON: exit %d %s %s; want 400 invalid_arguments saying to send application/json", code, out, errOut)
+	}
+	out, errOut, code = e.launch(t, "curl", "-sS", "-w", "\n%{http_code}", "-H", "Content-Type: application/json", "--data-binary",
 		`{"connector_fqn":"`+argsFQN+`","tool":"mailer","operation":"send","args":{"to":"boss@rival.example"}}`,
 		"https://aileron.internal/v1/connector-operations/run")
 	if code != 0 || !strings.HasSuffix(out, "\n400") || !strings.Contains(out, `"reason":"invalid_arguments"`) || strings.Contains(out, "rival") {
