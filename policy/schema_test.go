@@ -326,7 +326,7 @@ func TestCompileCopiesInputs(t *testing.T) {
 	*in[1].Maximum = "9"
 	op, _ := p.Lookup("github://acme/schema-test", "t", "op")
 	got := string(mustJSON(t, op.Spec.Inputs))
-	want := `[{"name":"o","type":"object","required":["k"],"enum":[{"k":"a"}],"properties":{"k":{"type":"string"}}},{"name":"n","type":"integer","maximum":5}]`
+	want := `[{"name":"o","type":"object","enum":[{"k":"a"}],"properties":{"k":{"type":"string"}},"required":["k"]},{"name":"n","type":"integer","maximum":5}]`
 	if got != want {
 		t.Fatalf("the compiled operation shares its inputs with the source:\n%s\nwant\n%s", got, want)
 	}

@@ -248,42 +248,20 @@ const (
 	InBody  = "body"
 )
 
-// inputJSON is Input's JSON form, "required" left raw.
-type inputJSON struct {
-	Name                 string                     `json:"name"`
-	Type                 string                     `json:"type,omitempty"`
-	Required             json.RawMessage            `json:"required,omitempty"`
-	Description          string                     `json:"description,omitempty"`
-	In                   string                     `json:"in,omitempty"`
-	Enum                 []json.RawMessage          `json:"enum,omitempty"`
-	Const                json.RawMessage            `json:"const,omitempty"`
-	Pattern              string                     `json:"pattern,omitempty"`
-	Format               string                     `json:"format,omitempty"`
-	Minimum              *json.Number               `json:"minimum,omitempty"`
-	Maximum              *json.Number               `json:"maximum,omitempty"`
-	ExclusiveMinimum     *json.Number               `json:"exclusiveMinimum,omitempty"`
-	ExclusiveMaximum     *json.Number               `json:"exclusiveMaximum,omitempty"`
-	MinLength            *int64                     `json:"minLength,omitempty"`
-	MaxLength            *int64                     `json:"maxLength,omitempty"`
-	Items                json.RawMessage            `json:"items,omitempty"`
-	MinItems             *int64                     `json:"minItems,omitempty"`
-	MaxItems             *int64                     `json:"maxItems,omitempty"`
-	Properties           map[string]json.RawMessage `json:"properties,omitempty"`
-	AdditionalProperties json.RawMessage            `json:"additionalProperties,omitempty"`
-}
+// inputFields is Input without its JSON methods, for them to reuse.
+type inputFields Input
 
 // UnmarshalJSON reads "required" as true|false (the input is required) or
 // a list of names (an object input's required properties).
 func (in *Input) UnmarshalJSON(data []byte) error {
-	var j inputJSON
+	*in = Input{}
+	j := struct {
+		*inputFields
+		Required json.RawMessage `json:"required,omitempty"`
+	}{inputFields: (*inputFields)(in)}
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	*in = Input{Name: j.Name, Type: j.Type, Description: j.Description, In: j.In, Enum: j.Enum, Const: j.Const,
-		Pattern: j.Pattern, Format: j.Format, Minimum: j.Minimum, Maximum: j.Maximum,
-		ExclusiveMinimum: j.ExclusiveMinimum, ExclusiveMaximum: j.ExclusiveMaximum, MinLength: j.MinLength,
-		MaxLength: j.MaxLength, Items: j.Items, MinItems: j.MinItems, MaxItems: j.MaxItems,
-		Properties: j.Properties, AdditionalProperties: j.AdditionalProperties}
 	req := bytes.TrimSpace(j.Required)
 	switch {
 	case len(req) == 0 || bytes.Equal(req, []byte("null")):
@@ -298,11 +276,10 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 // MarshalJSON writes "required" as a list when RequiredProperties is set,
 // else as true when Required is.
 func (in Input) MarshalJSON() ([]byte, error) {
-	j := inputJSON{Name: in.Name, Type: in.Type, Description: in.Description, In: in.In, Enum: in.Enum, Const: in.Const,
-		Pattern: in.Pattern, Format: in.Format, Minimum: in.Minimum, Maximum: in.Maximum,
-		ExclusiveMinimum: in.ExclusiveMinimum, ExclusiveMaximum: in.ExclusiveMaximum, MinLength: in.MinLength,
-		MaxLength: in.MaxLength, Items: in.Items, MinItems: in.MinItems, MaxItems: in.MaxItems,
-		Properties: in.Properties, AdditionalProperties: in.AdditionalProperties}
+	j := struct {
+		inputFields
+		Required json.RawMessage `json:"required,omitempty"`
+	}{inputFields: inputFields(in)}
 	switch {
 	case in.RequiredProperties != nil:
 		j.Required, _ = json.Marshal(in.RequiredProperties)
