@@ -97,6 +97,9 @@ type Proxy struct {
 	// budgets); nil means no budget stage, and a session with limits is
 	// refused rather than served unbounded.
 	Budgets Budgets
+	// Proposals records the unknown requests of sessions in learn mode
+	// (unknown.go); nil refuses them as in deny mode, recording nothing.
+	Proposals Proposals
 	// Recorder receives one record per decision; nil records nothing beyond
 	// the log line.
 	Recorder Recorder

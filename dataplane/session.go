@@ -40,6 +40,9 @@ type Session struct {
 	// Limits bounds the session's models and budgets (Proxy.Budgets
 	// enforces them); nil means none.
 	Limits *policy.Limits
+	// Unknown is what the session does with a request no operation
+	// matches: UnknownDeny (or "") or UnknownLearn (unknown.go).
+	Unknown string
 }
 
 // MayUse reports whether the session may use connector fqn: its scope
