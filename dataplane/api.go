@@ -43,7 +43,7 @@ func (p *Proxy) serveAPI(w http.ResponseWriter, r *http.Request, t *tunnel) {
 	if err != nil {
 		rec := p.newRecord(r)
 		rec.Session, rec.Host, rec.Port, rec.Path = t.sess.ID, t.authority.Host, t.authority.Port, clip(r.URL.Path)
-		p.refuse(w, rec, err, nil)
+		p.refuse(w, rec, err, nil, "")
 		hangUpRevoked(w, t, err)
 		return
 	}

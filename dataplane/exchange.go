@@ -44,6 +44,9 @@ type exchange struct {
 	// whole is the body read whole to check its arguments, which the
 	// request now carries; nil when the body streams.
 	whole []byte
+	// proposal is the id of the proposal a refused unknown request of a
+	// session in learn mode joined or opened (learn); "" when none.
+	proposal string
 }
 
 // terms are how an entry point wants its request gated. A proxy client's

@@ -37,7 +37,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 		if _, held := isApprovalError(err); held {
 			git = x.git // a held push's outcome, in git's terms
 		}
-		ref := p.refuse(w, rec, err, git)
+		ref := p.refuse(w, rec, err, git, x.proposal)
 		hangUpRevoked(w, t, err)
 		return ending{refusal: &ref}
 	}
@@ -79,6 +79,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 		rec.API = d.Op.Spec.Usage
 	}
 	if err := p.gate(x, d); err != nil {
+		x.proposal = p.learn(x, d, err)
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
@@ -190,12 +191,13 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 }
 
 // refuse answers the client with err's envelope (or, for a git push
-// the approval gate read, git's own report: gitpush.go), records the
+// the approval gate read, git's own report: gitpush.go), carrying the id
+// of the proposal the request was learned into (or ""), records the
 // refusal and returns it.
-func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error, git *gitPush) Refusal {
+func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, err error, git *gitPush, proposal string) Refusal {
 	ref := classify(err)
 	rec.refused(ref)
-	ref.AuditID = rec.AuditID
+	ref.AuditID, ref.ProposalID = rec.AuditID, proposal
 	if git != nil {
 		writeGitRefusal(w, ref, git)
 		rec.Status = http.StatusOK // what git received: a report rejecting each ref

@@ -58,7 +58,7 @@ const (
 // (CONNECT and inner requests, and Execute's CallResult), the sandbox API,
 // the admin API and the approvals page. It marshals as the envelope
 //
-//	{["status": Outcome,] "error": {"class", "reason", "message"[, "audit_id", "approval_id", "review_url"]}}
+//	{["status": Outcome,] "error": {"class", "reason", "message"[, "audit_id", "approval_id", "review_url", "proposal_id"]}}
 //
 // and WriteRefusal (or Response) is the only place it becomes HTTP.
 type Refusal struct {
@@ -75,6 +75,9 @@ type Refusal struct {
 	// ApprovalID and ReviewURL are set for a held request's outcome.
 	ApprovalID string `json:"approval_id,omitempty"`
 	ReviewURL  string `json:"review_url,omitempty"`
+	// ProposalID names the proposal an unknown request of a session in
+	// learn mode was recorded into (dataplane/unknown.go).
+	ProposalID string `json:"proposal_id,omitempty"`
 	// RetryAfter, when positive, becomes a Retry-After header.
 	RetryAfter time.Duration `json:"-"`
 	// Outcome, when set, is the envelope's top-level "status": the sandbox

@@ -2,7 +2,11 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/aileronhq/aileron/inject"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // What a session does with a request no operation matches (Session.Unknown).
@@ -40,4 +44,34 @@ type UnknownRequest struct {
 // id of the proposal the request joined or opened.
 type Proposals interface {
 	Learn(ctx context.Context, r UnknownRequest) (id string, err error)
+}
+
+// learn records a request the gate refused as a proposal and returns its
+// id, when the session is in learn mode, a proposal store is set and the
+// policy refused the request only because no operation matches it
+// (host_not_allowed, no_matching_operation). Otherwise, or when the store
+// fails (logged; the request is refused all the same), it returns "".
+// Nothing is ever sent for the request.
+func (p *Proxy) learn(x *exchange, d policy.Decision, err error) string {
+	t := x.t
+	if p.Proposals == nil || t.sess.Unknown != UnknownLearn || d.Verdict != policy.Deny ||
+		d.Reason != policy.ReasonHostNotAllowed && d.Reason != policy.ReasonNoMatchingOperation {
+		return ""
+	}
+	var de *DenyError
+	if !errors.As(err, &de) || de.Reason != d.Reason {
+		return "" // refused for another reason first (a call's terms)
+	}
+	r := x.in
+	id, lerr := p.Proposals.Learn(r.Context(), UnknownRequest{
+		Session: t.sess.ID, Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
+		Path: x.tgt.path, AuditID: x.rec.AuditID,
+		Credential: r.Header.Get("Authorization") != "" || inject.ContainsPlaceholder(r),
+		Time:       x.rec.Start,
+	})
+	if lerr != nil {
+		p.log.Error().Err(lerr).Str("session", t.sess.ID).Str("audit_id", x.rec.AuditID).Msg("an unknown request could not be recorded as a proposal")
+		return ""
+	}
+	return id
 }
