@@ -218,13 +218,18 @@ func (s *Manager) tombstone(id string) {
 	s.fleet.tombstones[id] = now
 }
 
-// adopt makes e live unless its id was deleted meanwhile; it returns the
-// live entry. s.mu is held.
+// adopt makes e live unless its id was deleted meanwhile, or takes its
+// unknown-request mode into the live entry; it returns the live entry.
+// s.mu is held.
 func (s *Manager) adopt(e *sessionEntry) *sessionEntry {
 	if t, gone := s.fleet.tombstones[e.rec.ID]; gone && (time.Since(t) <= tombstoneMemory || s.fleet.undeleted[e.rec.ID]) {
 		return nil
 	}
 	if have := s.live[e.rec.ID]; have != nil {
+		if have.rec.Unknown != e.rec.Unknown { // changed on another node (SetUnknown)
+			have = have.withUnknown(e.rec.Unknown)
+			s.live[e.rec.ID] = have
+		}
 		return have
 	}
 	s.live[e.rec.ID] = e

@@ -54,6 +54,10 @@ type CreateRequest struct {
 	// Limits bounds the session's models and budgets (package budgets
 	// enforces them); nil or zero means none.
 	Limits *policy.Limits
+	// Unknown is what the session does with a request no operation
+	// matches: dataplane.UnknownDeny or dataplane.UnknownLearn; "" means
+	// deny.
+	Unknown string
 }
 
 // createRequestJSON is CreateRequest's wire form.
@@ -62,11 +66,12 @@ type createRequestJSON struct {
 	TTL        string         `json:"ttl,omitempty"`
 	Connectors []string       `json:"connectors,omitempty"`
 	Limits     *policy.Limits `json:"limits,omitempty"`
+	Unknown    string         `json:"unknown,omitempty"`
 }
 
 // MarshalJSON writes TTL as a Go duration string.
 func (r CreateRequest) MarshalJSON() ([]byte, error) {
-	w := createRequestJSON{Name: r.Name, Connectors: r.Connectors, Limits: r.Limits}
+	w := createRequestJSON{Name: r.Name, Connectors: r.Connectors, Limits: r.Limits, Unknown: r.Unknown}
 	if r.TTL != 0 {
 		w.TTL = r.TTL.String()
 	}
@@ -90,7 +95,7 @@ func (r *CreateRequest) UnmarshalJSON(data []byte) error {
 		}
 		ttl = d
 	}
-	*r = CreateRequest{Name: w.Name, TTL: ttl, Connectors: w.Connectors, Limits: w.Limits}
+	*r = CreateRequest{Name: w.Name, TTL: ttl, Connectors: w.Connectors, Limits: w.Limits, Unknown: w.Unknown}
 	return nil
 }
 
@@ -106,6 +111,9 @@ type Info struct {
 	Connectors []string `json:"connectors,omitempty"`
 	// Limits are the session's model list and budgets; absent: none.
 	Limits *policy.Limits `json:"limits,omitempty"`
+	// Unknown is what the session does with a request no operation
+	// matches: "deny" or "learn".
+	Unknown string `json:"unknown"`
 	// ProxyURL is http://ID:TOKEN@ProxyURLHost.
 	ProxyURL string `json:"proxy_url,omitempty"`
 	// CACertPath is the session CA certificate (PEM).
@@ -195,6 +203,7 @@ type sessionRecord struct {
 	Connectors  []string
 	TokenSHA256 string
 	Limits      *policy.Limits // nil: none
+	Unknown     string         // dataplane.UnknownDeny or UnknownLearn
 }
 
 // Open loads the session key (creating it if missing) and loads every
@@ -247,7 +256,7 @@ func (s *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	token := deriveToken(key, id)
 	tokenHash := sha256.Sum256([]byte(token))
 	rec := sessionRecord{ID: id, Name: req.Name, CreatedAt: now, ExpiresAt: now.Add(ttl),
-		Connectors: req.Connectors, TokenSHA256: hex.EncodeToString(tokenHash[:]), Limits: req.Limits}
+		Connectors: req.Connectors, TokenSHA256: hex.EncodeToString(tokenHash[:]), Limits: req.Limits, Unknown: req.Unknown}
 	authority, err := s.newCA(rec, ttl)
 	if err != nil {
 		return Info{}, fmt.Errorf("creating session CA: %w", err)
@@ -275,6 +284,11 @@ func (s *Manager) validate(req *CreateRequest) (time.Duration, error) {
 			return 0, fmt.Errorf("%w: session name %q contains a control character or invalid UTF-8", state.ErrInvalidArgument, req.Name)
 		}
 	}
+	mode, err := CheckUnknown(req.Unknown)
+	if err != nil {
+		return 0, err
+	}
+	req.Unknown = mode
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = s.DefaultTTL
@@ -510,14 +524,14 @@ func (s *Manager) Sweep(ctx context.Context) int {
 func newEntry(rec sessionRecord, tokenHash [sha256.Size]byte, authority *ca.Authority) *sessionEntry {
 	return &sessionEntry{rec: rec, tokenHash: tokenHash, loaded: time.Now(),
 		dp: &dataplane.Session{ID: rec.ID, Name: rec.Name, CA: authority, Connectors: rec.Connectors,
-			Created: rec.CreatedAt, Limits: rec.Limits}}
+			Created: rec.CreatedAt, Limits: rec.Limits, Unknown: unknownMode(rec.Unknown)}}
 }
 
 // info renders e; token, when non-empty, goes into ProxyURL.
 func (s *Manager) info(e *sessionEntry, token string) Info {
 	dir := filepath.Join(s.Dir, e.rec.ID)
 	in := Info{ID: e.rec.ID, Name: e.rec.Name, CreatedAt: e.rec.CreatedAt, ExpiresAt: e.rec.ExpiresAt,
-		Connectors: append([]string(nil), e.rec.Connectors...), Limits: e.rec.Limits,
+		Connectors: append([]string(nil), e.rec.Connectors...), Limits: e.rec.Limits, Unknown: unknownMode(e.rec.Unknown),
 		CACertPath: filepath.Join(dir, ca.CertFile), CABundlePath: filepath.Join(dir, bundleFile)}
 	if token != "" {
 		u := url.URL{Scheme: "http", User: url.UserPassword(e.rec.ID, token), Host: s.ProxyURLHost}

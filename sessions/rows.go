@@ -15,7 +15,7 @@ import (
 )
 
 // sessionColumns are the sessions table's columns, in scanSession's order.
-const sessionColumns = `id, name, token_sha256, connectors, created_at, expires_at, limits`
+const sessionColumns = `id, name, token_sha256, connectors, created_at, expires_at, limits, unknown`
 
 // insertSession records rec in the sessions table; an existing row with the
 // same id is left as it is.
@@ -32,9 +32,10 @@ func insertSession(ctx context.Context, tx *state.Tx, rec sessionRecord) error {
 		}
 		limits = string(b)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+	_, err = tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
-		rec.ID, rec.Name, rec.TokenSHA256, string(conns), state.FormatTime(rec.CreatedAt), state.FormatTime(rec.ExpiresAt), limits)
+		rec.ID, rec.Name, rec.TokenSHA256, string(conns), state.FormatTime(rec.CreatedAt), state.FormatTime(rec.ExpiresAt), limits,
+		unknownMode(rec.Unknown))
 	if err != nil {
 		return fmt.Errorf("recording session %s: %w", rec.ID, err)
 	}
@@ -62,7 +63,7 @@ func sessionRows(ctx context.Context, db *state.DB) (good []sessionRecord, bad m
 	for rows.Next() {
 		var rec sessionRecord
 		var conns, created, expires, limits string
-		if err := rows.Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires, &limits); err != nil {
+		if err := rows.Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires, &limits, &rec.Unknown); err != nil {
 			return nil, nil, fmt.Errorf("reading sessions from %s: %w", db.Path(), err)
 		}
 		if err := decodeSessionRow(db, &rec, conns, created, expires, limits); err != nil {
@@ -82,7 +83,7 @@ func sessionRow(ctx context.Context, db *state.DB, id string) (sessionRecord, er
 	var rec sessionRecord
 	var conns, created, expires, limits string
 	err := db.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id).
-		Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires, &limits)
+		Scan(&rec.ID, &rec.Name, &rec.TokenSHA256, &conns, &created, &expires, &limits, &rec.Unknown)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return rec, err

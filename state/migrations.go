@@ -305,5 +305,10 @@ ALTER TABLE action_runs_v16 RENAME TO action_runs;
 CREATE INDEX action_runs_approval ON action_runs (approval_id);
 CREATE INDEX action_runs_status ON action_runs (status);
 `},
+		{version: 17, name: "session_unknown", sql: `
+-- What a session does with a request no operation matches: deny (refuse
+-- it) or learn (refuse it and record it as a proposal).
+ALTER TABLE sessions ADD COLUMN unknown TEXT NOT NULL DEFAULT 'deny' CHECK (unknown IN ('deny', 'learn'));
+`},
 	}
 }
