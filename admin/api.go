@@ -152,6 +152,7 @@ type (
 //	POST   /v1/sessions              sessions.CreateRequest → 201 sessions.Info (with proxy_url)
 //	GET    /v1/sessions              → {"sessions":[SessionView…]} (no proxy_url; usage of budgets)
 //	GET    /v1/sessions/{id}         → sessions.Info (with proxy_url)
+//	PATCH  /v1/sessions/{id}         SessionUpdate → sessions.Info (no proxy_url)
 //	DELETE /v1/sessions/{id}         → 204
 //	GET    /v1/connectors            → {"connectors":[Installed…]}
 //	POST   /v1/connectors            InstallRequest → 200 store.Offer (no consent), 201 Installed
@@ -187,6 +188,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions", a.createSession)
 	mux.HandleFunc("GET /v1/sessions", a.listSessions)
 	mux.HandleFunc("GET /v1/sessions/{id}", a.getSession)
+	mux.HandleFunc("PATCH /v1/sessions/{id}", a.updateSession)
 	mux.HandleFunc("DELETE /v1/sessions/{id}", a.deleteSession)
 	mux.HandleFunc("GET /v1/sessions/{id}/tools", a.sessionTools)
 	mux.HandleFunc("GET /v1/connectors", a.listConnectors)
@@ -221,7 +223,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, err)
 		return
 	}
-	details := map[string]string{"session": info.ID, "name": info.Name,
+	details := map[string]string{"session": info.ID, "name": info.Name, "unknown": info.Unknown,
 		"expires_at": info.ExpiresAt.UTC().Format(time.RFC3339), "connectors": strings.Join(info.Connectors, ",")}
 	if info.Limits != nil {
 		if b, err := json.Marshal(info.Limits); err == nil {
@@ -287,6 +289,31 @@ func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
 	if a.Credentials != nil {
 		info.Placeholders = a.Credentials.Placeholders(info.ID)
 	}
+	dataplane.WriteJSON(w, http.StatusOK, info)
+}
+
+// SessionUpdate changes a live session: Unknown is its new unknown-request
+// mode (deny or learn). It is required.
+type SessionUpdate struct {
+	Unknown string `json:"unknown"`
+}
+
+func (a *API) updateSession(w http.ResponseWriter, r *http.Request) {
+	var req SessionUpdate
+	if err := decodeBody(r, &req); err != nil {
+		a.writeError(w, err)
+		return
+	}
+	if req.Unknown == "" {
+		a.writeError(w, fmt.Errorf("%w: session update: \"unknown\" is required (deny or learn)", state.ErrInvalidArgument))
+		return
+	}
+	info, err := a.Sessions.SetUnknown(r.Context(), r.PathValue("id"), req.Unknown)
+	if err != nil {
+		a.writeError(w, err)
+		return
+	}
+	a.event(audit.EventSessionUpdated, map[string]string{"session": info.ID, "unknown": info.Unknown})
 	dataplane.WriteJSON(w, http.StatusOK, info)
 }
 

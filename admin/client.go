@@ -78,6 +78,14 @@ func (c *Client) GetSession(ctx context.Context, id string) (sessions.Info, erro
 	return info, err
 }
 
+// UpdateSession changes live session id's unknown-request mode (deny or
+// learn) and returns the session (without its ProxyURL).
+func (c *Client) UpdateSession(ctx context.Context, id, unknown string) (sessions.Info, error) {
+	var info sessions.Info
+	err := c.do(ctx, http.MethodPatch, "/v1/sessions/"+url.PathEscape(id), SessionUpdate{Unknown: unknown}, &info)
+	return info, err
+}
+
 // DeleteSession ends a session.
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)

@@ -59,6 +59,8 @@ const (
 
 	EventSessionCreated EventName = "session.created"
 	EventSessionDeleted EventName = "session.deleted"
+	// EventSessionUpdated: a live session's unknown-request mode changed.
+	EventSessionUpdated EventName = "session.updated"
 
 	EventStoreInstalled EventName = "store.installed"
 	// EventStoreConsented: a connector version was installed or approved
@@ -114,7 +116,7 @@ func EventNames() []EventName {
 		EventActionPending, EventActionStarted, EventActionCompleted, EventActionFailed, EventActionDenied, EventActionCancelled,
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
-		EventSessionCreated, EventSessionDeleted,
+		EventSessionCreated, EventSessionDeleted, EventSessionUpdated,
 		EventStoreInstalled, EventStoreConsented, EventStoreRemoved, EventStoreTamperDetected, EventTrustSet, EventTrustRemoved, EventConfigReloaded,
 		EventDaemonStarted, EventDaemonStopped,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,
