@@ -16,7 +16,7 @@ import (
 
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: create, env, list, delete or render")
+		return usagef("want a subcommand: create, env, list, update, delete or render")
 	}
 	switch args[0] {
 	case "create":
@@ -25,6 +25,8 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return sessionEnv(args[1:], stdout, stderr)
 	case "list":
 		return sessionList(args[1:], stdout, stderr)
+	case "update":
+		return sessionUpdate(args[1:], stdout, stderr)
 	case "delete":
 		return sessionDelete(args[1:], stdout, stderr)
 	case "render":
@@ -34,18 +36,22 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 }
 
 func sessionCreate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("session create", "session create [--name N] [--ttl D] [--connector FQN]... "+limitsSynopsis+" [--json]", stderr)
+	fs := newFlags("session create", "session create [--name N] [--ttl D] [--connector FQN]... [--unknown MODE] "+limitsSynopsis+" [--json]", stderr)
 	_, cfgFile := clientFlags(fs)
 	name := fs.String("name", "", "a label for the session")
 	ttl := fs.Duration("ttl", 0, "lifetime, e.g. 8h (default: config sessions.default_ttl)")
 	conns := fs.StringArray("connector", nil, "connector FQN the session may use (repeatable; default all)")
 	limits := limitFlags(fs)
+	unknown := fs.String("unknown", "deny", unknownHelp)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if _, err := sessions.CheckUnknown(*unknown); err != nil || *unknown == "" {
+		return usagef("--unknown %q: want deny or learn", *unknown)
 	}
 	l, err := limits()
 	if err != nil {
@@ -55,14 +61,14 @@ func sessionCreate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	info, err := newClient(cfg).CreateSession(context.Background(), sessions.CreateRequest{Name: *name, TTL: *ttl, Connectors: *conns, Limits: l})
+	info, err := newClient(cfg).CreateSession(context.Background(), sessions.CreateRequest{Name: *name, TTL: *ttl, Connectors: *conns, Limits: l, Unknown: *unknown})
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(stdout, info)
 	}
-	shown := ""
+	shown := "unknown:     " + info.Unknown + "\n"
 	if info.Limits != nil {
 		shown = "limits:      " + admin.LimitsLine(admin.SessionView{Info: info}) + "\n"
 	}
@@ -111,13 +117,14 @@ func sessionList(args []string, stdout, stderr io.Writer) error {
 		return printJSON(stdout, list)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tEXPIRES\tCONNECTORS\tLIMITS (USED/MAX)")
+	fmt.Fprintln(tw, "ID\tNAME\tEXPIRES\tCONNECTORS\tUNKNOWN\tLIMITS (USED/MAX)")
 	for _, s := range list {
 		conns := "all"
 		if s.Connectors != nil {
 			conns = strings.Join(s.Connectors, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, printable.Line(s.Name), s.ExpiresAt.Format(time.RFC3339), printable.Line(conns), admin.LimitsLine(s))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, printable.Line(s.Name), s.ExpiresAt.Format(time.RFC3339), printable.Line(conns),
+			printable.Line(s.Unknown), admin.LimitsLine(s))
 	}
 	return tw.Flush()
 }
@@ -139,5 +146,40 @@ func sessionDelete(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "session %s deleted\n", fs.Arg(0))
+	return nil
+}
+
+// unknownHelp describes --unknown.
+const unknownHelp = "what to do with a request no operation matches: deny (refuse it) or learn (refuse it and record it as a proposal)"
+
+func sessionUpdate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("session update", "session update ID --unknown MODE [--json]", stderr)
+	_, cfgFile := clientFlags(fs)
+	unknown := fs.String("unknown", "", unknownHelp+"; required")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one session ID")
+	}
+	if *unknown == "" {
+		return usagef("want --unknown deny or --unknown learn")
+	}
+	if _, err := sessions.CheckUnknown(*unknown); err != nil {
+		return usagef("--unknown %q: want deny or learn", *unknown)
+	}
+	cfg, err := loadClientConfig(fs, *cfgFile)
+	if err != nil {
+		return err
+	}
+	info, err := newClient(cfg).UpdateSession(context.Background(), fs.Arg(0), *unknown)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, info)
+	}
+	fmt.Fprintf(stdout, "session %s: unknown requests: %s (from its next request)\n", info.ID, info.Unknown)
 	return nil
 }
