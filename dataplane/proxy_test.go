@@ -48,6 +48,15 @@ func (s staticSessions) Live(id string) error {
 	return nil
 }
 
+// Session returns session id as it is now (a test may replace its entry).
+func (s staticSessions) Session(id string) (*Session, error) {
+	e, ok := s[id]
+	if !ok {
+		return nil, ErrProxyAuth
+	}
+	return e.sess, nil
+}
+
 func (s staticSessions) Authenticate(id, token string) (*Session, error) {
 	e, ok := s[id]
 	if !ok || token == "" || e.token != token {

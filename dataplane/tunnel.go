@@ -127,6 +127,11 @@ func (p *Proxy) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Conn
 			p.passthrough(c, t, rec)
 		}}, host
 	default:
+		if p.learnsHost(sess, auth, d) { // its requests are learned and refused, never sent
+			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+				p.intercept(c, t)
+			}}, host
+		}
 		return reject(&DenyError{Reason: d.Reason, Message: d.Message})
 	}
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/aileronhq/aileron/inject"
@@ -54,7 +55,7 @@ type Proposals interface {
 // Nothing is ever sent for the request.
 func (p *Proxy) learn(x *exchange, d policy.Decision, err error) string {
 	t := x.t
-	if p.Proposals == nil || t.sess.Unknown != UnknownLearn || d.Verdict != policy.Deny ||
+	if p.Proposals == nil || p.unknownMode(t.sess) != UnknownLearn || d.Verdict != policy.Deny ||
 		d.Reason != policy.ReasonHostNotAllowed && d.Reason != policy.ReasonNoMatchingOperation {
 		return ""
 	}
@@ -74,4 +75,38 @@ func (p *Proxy) learn(x *exchange, d policy.Decision, err error) string {
 		return ""
 	}
 	return id
+}
+
+// currentSessions is implemented by Sessions that can return a session as
+// it is now (sessions.Manager), from memory.
+type currentSessions interface {
+	Session(id string) (*Session, error)
+}
+
+// unknownMode is sess's unknown-request mode now: a mode changed while the
+// session's tunnels are open applies from their next request. Sessions
+// that cannot say (or fail to) leave the mode sess was authenticated with.
+func (p *Proxy) unknownMode(sess *Session) string {
+	if cs, ok := p.Sessions.(currentSessions); ok {
+		if now, err := cs.Session(sess.ID); err == nil && now != nil {
+			return now.Unknown
+		}
+	}
+	return sess.Unknown
+}
+
+// learnsHost reports whether a CONNECT the policy refused (d) is
+// intercepted instead, so that its requests can be learned: the session is
+// in learn mode, a proposal store is set, no connector names the host
+// (host_not_allowed) and it is a name or a public address (a private,
+// loopback or other special-purpose address is refused as always). Its
+// requests meet the same refusal inside the tunnel; nothing is dialled.
+func (p *Proxy) learnsHost(sess *Session, auth policy.Authority, d policy.Decision) bool {
+	if p.Proposals == nil || d.Reason != policy.ReasonHostNotAllowed || p.unknownMode(sess) != UnknownLearn {
+		return false
+	}
+	if ip, err := netip.ParseAddr(auth.Host); err == nil && Classify(ip) != "" {
+		return false
+	}
+	return true
 }

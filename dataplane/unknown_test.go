@@ -173,3 +173,59 @@ func TestLearnOnlyInLearnMode(t *testing.T) {
 		})
 	}
 }
+
+// switchingSessions is staticSessions whose unknown-request mode a test
+// changes while tunnels are open, as sessions.Manager's SetUnknown does.
+type switchingSessions struct {
+	staticSessions
+	mu   sync.Mutex
+	mode string
+}
+
+func (s *switchingSessions) set(mode string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mode = mode
+}
+
+func (s *switchingSessions) Session(id string) (*Session, error) {
+	base, err := s.staticSessions.Session(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := *base
+	c.Unknown = s.mode
+	return &c, nil
+}
+
+// TestLearnModeChangeTakesEffectOnOpenTunnel: a session switched to learn
+// (and back) while its tunnel is open has the next request on that tunnel
+// decided under the new mode.
+func TestLearnModeChangeTakesEffectOnOpenTunnel(t *testing.T) {
+	props := &recordingProposals{}
+	var sw *switchingSessions
+	e := newEnv(t, func(p *Proxy) {
+		p.Proposals = props
+		sw = &switchingSessions{staticSessions: p.Sessions.(staticSessions), mode: UnknownDeny}
+		p.Sessions = sw
+	})
+	cc := e.h2Client(t) // one tunnel, authenticated once, in deny mode
+	for i, mode := range []string{UnknownDeny, UnknownLearn, UnknownDeny} {
+		sw.set(mode)
+		req, _ := http.NewRequest("GET", "https://api.example.com/v1/items", nil)
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := readEnvelope(t, resp.Body)
+		_ = resp.Body.Close()
+		if learned := env.ProposalID != ""; learned != (mode == UnknownLearn) || len(props.learned()) != min(i, 1) {
+			t.Errorf("request %d in mode %s: envelope %+v, learned %d; want learned only in learn mode", i, mode, env, len(props.learned()))
+		}
+	}
+	if e.hits.Load() != 0 {
+		t.Error("a refused request reached the upstream")
+	}
+}
