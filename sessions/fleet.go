@@ -329,7 +329,8 @@ func (s *Manager) drop(id string, announced bool) {
 }
 
 // Refresh makes a fleet node's sessions those of the database: sessions
-// created on other nodes are loaded and deleted ones dropped. The daemon
+// created on other nodes are loaded, deleted ones dropped, and changed
+// unknown-request modes taken. The daemon
 // calls it periodically, as the backstop of notifications; on a single
 // node it does nothing. Errors are the database's.
 func (s *Manager) Refresh(ctx context.Context) error {
@@ -380,6 +381,11 @@ func (s *Manager) Refresh(ctx context.Context) error {
 	}
 	for _, e := range loaded {
 		s.adopt(e)
+	}
+	for id, rec := range rows { // a mode changed on another node, its notification lost
+		if have := s.live[id]; have != nil && have.rec.Unknown != rec.Unknown {
+			s.live[id] = have.withUnknown(rec.Unknown)
+		}
 	}
 	s.fleet.synced = read
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/internal/testkit"
@@ -76,4 +77,37 @@ func TestUnknownModeCreateUpdateList(t *testing.T) {
 	}
 	check(s, "listed")
 	check(sessionsAt(t, home, clock), "after a restart")
+}
+
+// A mode changed on fleet node A reaches node B through the notification,
+// and through Refresh when the change came without one.
+func TestFleetUnknownModeChange(t *testing.T) {
+	f := newFleetDB(t)
+	a, b := f.node(t), f.node(t)
+	id, token := session(t, a)
+	if dp, err := b.Authenticate(id, token); err != nil || dp.Unknown != dataplane.UnknownDeny {
+		t.Fatalf("B before the change: %+v, %v", dp, err)
+	}
+	if _, err := a.SetUnknown(t.Context(), id, dataplane.UnknownLearn); err != nil {
+		t.Fatal(err)
+	}
+	mode := func() string {
+		dp, err := b.Session(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dp.Unknown
+	}
+	for deadline := time.Now().Add(10 * time.Second); mode() != dataplane.UnknownLearn; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B never took the mode set on A")
+		}
+	}
+	f.pg.Exec(dbName(f.dsn), `UPDATE sessions SET unknown = 'deny'`) // without a notification
+	if err := b.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := mode(); got != dataplane.UnknownDeny {
+		t.Errorf("after Refresh B has mode %q, want deny", got)
+	}
 }
