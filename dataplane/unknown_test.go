@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aileronhq/aileron/inject"
+	"github.com/aileronhq/aileron/policy"
 )
 
 // recordingProposals is a proposal store that keeps what it was given.
@@ -227,5 +230,29 @@ func TestLearnModeChangeTakesEffectOnOpenTunnel(t *testing.T) {
 	}
 	if e.hits.Load() != 0 {
 		t.Error("a refused request reached the upstream")
+	}
+}
+
+// TestLearnPlaceholderRequest: an unknown request carrying a session
+// placeholder is refused as such (reason placeholder) and still learned,
+// marked as carrying a credential, without the placeholder's value.
+func TestLearnPlaceholderRequest(t *testing.T) {
+	props := &recordingProposals{}
+	e := learnEnv(t, UnknownLearn, props)
+	c := e.client(t, url.UserPassword("s1", e.token))
+	req, _ := http.NewRequest("GET", "https://api.example.com/v1/other", nil)
+	req.Header.Set("X-Api-Key", inject.PlaceholderPrefix+"0123456789abcdef")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := readEnvelope(t, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 403 || env.Reason != policy.ReasonPlaceholder || env.ProposalID != "prop-GET" {
+		t.Errorf("got %d %+v; want 403 placeholder with proposal prop-GET", resp.StatusCode, env)
+	}
+	got := props.learned()
+	if len(got) != 1 || !got[0].Credential || got[0].Path != "/v1/other" || e.hits.Load() != 0 {
+		t.Errorf("learned %+v, upstream hits %d; want one credential-carrying GET /v1/other, nothing sent", got, e.hits.Load())
 	}
 }
