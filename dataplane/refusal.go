@@ -24,6 +24,9 @@ const (
 	// HeaderApprovalID names the approval a refused or accepted request
 	// waits on.
 	HeaderApprovalID = "X-Aileron-Approval-Id"
+	// HeaderProposalID names the proposal a refused unknown request of a
+	// session in learn mode was recorded into.
+	HeaderProposalID = "X-Aileron-Proposal-Id"
 	// HeaderMessage is the refusal's (or a pending action's) message on one
 	// line, for clients that do not show bodies (HeaderLine makes it safe).
 	HeaderMessage = "X-Aileron-Message"
@@ -159,6 +162,9 @@ func (r Refusal) header(h http.Header, n int) {
 	}
 	if r.ApprovalID != "" {
 		h.Set(HeaderApprovalID, r.ApprovalID)
+	}
+	if r.ProposalID != "" {
+		h.Set(HeaderProposalID, r.ProposalID)
 	}
 	if r.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(int(r.RetryAfter.Seconds())))

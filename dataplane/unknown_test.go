@@ -87,6 +87,9 @@ func TestLearnRecordsUnknownRequests(t *testing.T) {
 			}
 		}
 		_ = resp.Body.Close()
+		if h := resp.Header.Get(HeaderProposalID); h != tc.proposal {
+			t.Errorf("%s %s: %s %q, want %q", tc.method, tc.url, HeaderProposalID, h, tc.proposal)
+		}
 		if string(env.Reason) != tc.reason || env.ProposalID != tc.proposal {
 			t.Errorf("%s %s: envelope %+v, want reason %q proposal_id %q", tc.method, tc.url, env, tc.reason, tc.proposal)
 		}
