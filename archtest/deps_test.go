@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"sessions":    {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials": {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "golang.org/x/oauth2", "github.com/rs/zerolog"},
 	"approvals":   {"state", "audit", "dataplane"},
+	"proposals":   {"state", "audit", "dataplane"},
 	"budgets":     {"state", "policy", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
@@ -51,7 +52,7 @@ var allowed = map[string][]string{
 }
 
 // stores are the control-plane packages that each own one job over state.
-var stores = []string{"store", "sessions", "credentials", "approvals", "actions", "budgets"}
+var stores = []string{"store", "sessions", "credentials", "approvals", "proposals", "actions", "budgets"}
 
 func TestPackageDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}", module+"/...").CombinedOutput()
@@ -103,12 +104,13 @@ func TestPackageDependencies(t *testing.T) {
 	}
 }
 
-// sandboxUnreachable are the packages that decide approvals (approvals),
+// sandboxUnreachable are the packages that decide approvals (approvals)
+// or proposals (proposals),
 // install connectors (store), bind credentials or read the vault
 // (credentials), manage sessions (sessions) or serve the admin side
 // (admin): invariant 7 says nothing a sandbox can reach may import
 // them.
-var sandboxUnreachable = []string{"approvals", "store", "credentials", "sessions", "admin", "cmd"}
+var sandboxUnreachable = []string{"approvals", "proposals", "store", "credentials", "sessions", "admin", "cmd"}
 
 // TestSandboxReachesNothingThatDecides makes security invariant 7 a
 // compile-time rule: sandboxapi, and every package it imports directly or

@@ -57,6 +57,13 @@ const (
 	EventBindingSet              EventName = "binding.set"
 	EventBindingRemoved          EventName = "binding.removed"
 
+	// EventProposalCreated: a session in learn mode made its first unknown
+	// request of a method, host and path template (details: proposal_id,
+	// template, credential); EventProposalRejected: a human rejected the
+	// proposal (details: proposal_id, template, by, reason).
+	EventProposalCreated  EventName = "proposal.created"
+	EventProposalRejected EventName = "proposal.rejected"
+
 	EventSessionCreated EventName = "session.created"
 	EventSessionDeleted EventName = "session.deleted"
 	// EventSessionUpdated: a live session's unknown-request mode changed.
@@ -116,7 +123,7 @@ func EventNames() []EventName {
 		EventActionPending, EventActionStarted, EventActionCompleted, EventActionFailed, EventActionDenied, EventActionCancelled,
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
-		EventSessionCreated, EventSessionDeleted, EventSessionUpdated,
+		EventSessionCreated, EventSessionDeleted, EventSessionUpdated, EventProposalCreated, EventProposalRejected,
 		EventStoreInstalled, EventStoreConsented, EventStoreRemoved, EventStoreTamperDetected, EventTrustSet, EventTrustRemoved, EventConfigReloaded,
 		EventDaemonStarted, EventDaemonStopped,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,

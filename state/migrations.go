@@ -310,5 +310,31 @@ CREATE INDEX action_runs_status ON action_runs (status);
 -- it) or learn (refuse it and record it as a proposal).
 ALTER TABLE sessions ADD COLUMN unknown TEXT NOT NULL DEFAULT 'deny' CHECK (unknown IN ('deny', 'learn'));
 `},
+		{version: 18, name: "proposals", sql: `
+-- Unknown requests of sessions in learn mode, one row per session, method,
+-- host, port and path template: how often and when they were seen, up to
+-- five example audit ids (space-separated), whether any carried a
+-- credential, and whether a human rejected the proposal.
+CREATE TABLE proposals (
+	id          TEXT PRIMARY KEY,
+	session     TEXT NOT NULL,
+	method      TEXT NOT NULL,
+	host        TEXT NOT NULL,
+	port        INTEGER NOT NULL,
+	template    TEXT NOT NULL,
+	state       TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open','rejected')),
+	seen        INTEGER NOT NULL,
+	first_seen  TEXT NOT NULL,
+	last_seen   TEXT NOT NULL,
+	examples    TEXT NOT NULL,
+	examples_n  INTEGER NOT NULL,
+	credential  INTEGER NOT NULL CHECK (credential IN (0, 1)),
+	reason      TEXT NOT NULL DEFAULT '',
+	decided_by  TEXT NOT NULL DEFAULT '',
+	decided_at  TEXT NOT NULL DEFAULT '',
+	UNIQUE (session, method, host, port, template)
+) STRICT;
+CREATE INDEX proposals_session ON proposals (session, last_seen);
+`},
 	}
 }
