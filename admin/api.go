@@ -22,6 +22,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/notify"
 	"github.com/aileronhq/aileron/policy"
+	"github.com/aileronhq/aileron/proposals"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
@@ -62,6 +63,8 @@ type API struct {
 	Catalog func() *action.Catalog
 	// Approvals backs the /v1/approvals routes; nil answers them with 503.
 	Approvals *approvals.Store
+	// Proposals backs the /v1/proposals routes; nil answers them with 503.
+	Proposals *proposals.Store
 	// Runs cancels action runs (POST /v1/action-runs/{id}/cancel); nil
 	// answers 503.
 	Runs RunCanceller
@@ -164,6 +167,7 @@ type (
 //	/v1/credentials…, /v1/bindings…  see credentialRoutes
 //	/v1/trust…                       see trustRoutes
 //	/v1/approvals…                   see approvalRoutes
+//	/v1/proposals…                   see proposalRoutes
 //	POST   /v1/action-runs/{id}/cancel  CancelRequest{by} → RunCancel (see runRoutes)
 //
 // Removal is a POST with the reference in the body because references
@@ -201,6 +205,7 @@ func (a *API) Handler() http.Handler {
 	a.credentialRoutes(mux)
 	a.trustRoutes(mux)
 	a.approvalRoutes(mux, a.Approvals)
+	a.proposalRoutes(mux, a.Proposals)
 	a.runRoutes(mux, a.Runs)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, fmt.Errorf("%w: no admin API route %s %s", errNoRoute, r.Method, r.URL.Path))

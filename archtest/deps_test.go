@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"budgets":     {"state", "policy", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},
-	"admin":       {"state", "store", "manifest", "sessions", "budgets", "credentials", "approvals", "policy", "action", "audit", "dataplane", "fence", "notify", "printable", "github.com/rs/zerolog", "golang.org/x/sys/"},
+	"admin":       {"state", "store", "manifest", "sessions", "budgets", "credentials", "approvals", "proposals", "policy", "action", "audit", "dataplane", "fence", "notify", "printable", "github.com/rs/zerolog", "golang.org/x/sys/"},
 	"notify":      {"github.com/rs/zerolog"},
 	"witness":     {"golang.org/x/mod/sumdb/"},
 	"sandbox":     {"policy", "action", "sessions", "golang.org/x/sys/"},

@@ -26,11 +26,13 @@ const (
 	StateRejected = "rejected"
 )
 
-// ErrNotFound is returned for an id no proposal has.
-var ErrNotFound = errors.New("no such proposal")
+// ErrNotFound is returned for an id no proposal has; it wraps
+// state.ErrNotFound.
+var ErrNotFound = fmt.Errorf("%w: no such proposal", state.ErrNotFound)
 
-// ErrDecided is returned when rejecting a proposal that is not open.
-var ErrDecided = errors.New("proposal already decided")
+// ErrDecided is returned when rejecting a proposal that is not open; it
+// wraps state.ErrConflict.
+var ErrDecided = fmt.Errorf("%w: proposal already decided", state.ErrConflict)
 
 // Proposal is an aggregate of a session's unknown requests with the same
 // method, host, port and path template.
@@ -222,7 +224,7 @@ func (s *Store) Get(ctx context.Context, id string) (Proposal, error) {
 func (s *Store) Reject(ctx context.Context, id, who, reason string) (Proposal, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" || len(reason) > maxReasonLength {
-		return Proposal{}, fmt.Errorf("rejecting proposal %s: a reason of 1 to %d bytes is required (--reason)", id, maxReasonLength)
+		return Proposal{}, fmt.Errorf("%w: rejecting proposal %s: a reason of 1 to %d bytes is required (--reason)", state.ErrInvalidArgument, id, maxReasonLength)
 	}
 	p, err := s.Get(ctx, id)
 	if err != nil {

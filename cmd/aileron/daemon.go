@@ -38,6 +38,7 @@ import (
 	"github.com/aileronhq/aileron/notify"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/printable"
+	"github.com/aileronhq/aileron/proposals"
 	"github.com/aileronhq/aileron/sandboxapi"
 	"github.com/aileronhq/aileron/sessions"
 	"github.com/aileronhq/aileron/state"
@@ -160,6 +161,7 @@ type daemon struct {
 	readyAt    time.Time
 	readyState string
 	approval   *approvals.Store
+	proposal   *proposals.Store
 	policy     policy.Holder
 	proxy      *dataplane.Proxy
 	catalog    atomic.Pointer[action.Catalog]
@@ -271,6 +273,7 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 		Recorder:  d.rec,
 		Budgets:   d.budgets,
 		Usage:     usageReader{},
+		Proposals: d.proposal,
 		Approvals: d.approval, ApprovalHold: cfg.Approval.Hold, ApprovalMaxBody: cfg.Approval.MaxBody,
 		ApprovalMaxHeld: cfg.Approval.MaxHeldBytes, ApprovalMaxHeldPerSession: cfg.Approval.MaxHeldBytesSession,
 		MaxCheckedBody: cfg.Proxy.MaxCheckedBody,
@@ -289,9 +292,10 @@ func (d *daemon) open(cfg *config.Config, log *zerolog.Logger) error {
 	return nil
 }
 
-// openApprovals opens the approval store.
+// openApprovals opens the approval store and the proposal store.
 func (d *daemon) openApprovals() error {
 	d.approval = &approvals.Store{DB: d.db, TTL: d.cfg.Approval.TTL, OnEvent: d.rec.Event, MaxPendingPerSession: d.cfg.Approval.MaxPendingPerSession}
+	d.proposal = &proposals.Store{DB: d.db, OnEvent: d.rec.Record}
 	return nil
 }
 
@@ -583,7 +587,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 		return nil, "", err
 	}
 	api := &admin.API{Store: d.store, Sessions: d.sessions, Budgets: d.budgets, OnStoreChange: d.reload, OnEvent: d.rec.Event,
-		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Catalog: d.catalog.Load, Log: d.log,
+		Vault: d.vault, Bindings: d.bindings, Credentials: d.creds, Approvals: d.approval, Proposals: d.proposal, Catalog: d.catalog.Load, Log: d.log,
 		Runs: runCanceller{d.runner}}
 	d.fence = d.openFence()
 	api.Sandboxes = d.fence

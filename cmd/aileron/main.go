@@ -40,6 +40,7 @@ Usage:
   aileron provider remove NAME                           uninstall and unbind a provider (its key stays in the vault)
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
+  aileron proposals list [--session ID] [--json] | show ID [--json] | reject ID --reason R   (learn mode)
   aileron actions cancel RUN                             cancel an action run (its run_id, or the approval_id it waits on)
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--run ID] [--since 15m] [--dir DIR]... [--json]
   aileron audit verify [FILES…] [--dir DIR --node N] [--key VKEY] [--witness URL --witness-key KEY]   lines, chain, tree, checkpoints
@@ -160,6 +161,7 @@ func commands() map[string]func([]string, io.Reader, io.Writer, io.Writer) error
 		"provider":   cmdProvider,
 		"audit":      cmdAudit,
 		"approvals":  cmdApprovals,
+		"proposals":  cmdProposals,
 		"actions":    cmdActions,
 		"launch":     cmdLaunch,
 		"sandbox":    cmdSandbox,

@@ -111,6 +111,8 @@ func subcommands(group string) []string {
 		return []string{"add", "list", "remove"}
 	case "approvals":
 		return []string{"list", "show", "approve", "deny", "watch", "web-token", "test-webhooks"}
+	case "proposals":
+		return []string{"list", "show", "reject"}
 	case "actions":
 		return []string{"cancel"}
 	case "audit":

@@ -1,0 +1,77 @@
+package admin
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/aileronhq/aileron/dataplane"
+	"github.com/aileronhq/aileron/proposals"
+	"github.com/aileronhq/aileron/state"
+)
+
+// RejectRequest is the body of POST /v1/proposals/{id}/reject. By names
+// the decider for the record (the CLI sends "cli:" + $USER); Reason is
+// required.
+type RejectRequest struct {
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// proposalList is the answer of GET /v1/proposals.
+type proposalList struct {
+	Proposals []proposals.Proposal `json:"proposals"`
+}
+
+// proposalRoutes adds the proposal routes, backed by store (nil answers
+// 503 not_ready on every one of them):
+//
+//	GET  /v1/proposals[?session=ID]   → {"proposals":[Proposal…]}
+//	GET  /v1/proposals/{id}           → Proposal
+//	POST /v1/proposals/{id}/reject    RejectRequest{by,reason} → Proposal
+//
+// Rejecting a proposal that is not open is 409 conflict; an unknown id is
+// 404.
+func (a *API) proposalRoutes(mux *http.ServeMux, store *proposals.Store) {
+	if store == nil {
+		off := func(w http.ResponseWriter, r *http.Request) {
+			a.writeError(w, fmt.Errorf("%w: this daemon has no proposal store configured", state.ErrNotOpen))
+		}
+		mux.HandleFunc("/v1/proposals", off)
+		mux.HandleFunc("/v1/proposals/", off)
+		return
+	}
+	mux.HandleFunc("GET /v1/proposals", func(w http.ResponseWriter, r *http.Request) {
+		list, err := store.List(r.Context(), r.URL.Query().Get("session"))
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, proposalList{Proposals: list})
+	})
+	mux.HandleFunc("GET /v1/proposals/{id}", func(w http.ResponseWriter, r *http.Request) {
+		p, err := store.Get(r.Context(), r.PathValue("id"))
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, p)
+	})
+	mux.HandleFunc("POST /v1/proposals/{id}/reject", func(w http.ResponseWriter, r *http.Request) {
+		var req RejectRequest
+		if err := decodeBody(r, &req); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		by, reason, err := checkDecision(DecideRequest(req), true)
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		p, err := store.Reject(r.Context(), r.PathValue("id"), by, reason)
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, p)
+	})
+}
