@@ -210,7 +210,7 @@ func (s *Store) Get(ctx context.Context, id string) (Proposal, error) {
 		return Proposal{}, fmt.Errorf("%w: %q is not a proposal id (pr_ and 20 characters; see aileron proposals list)", ErrNotFound, id)
 	}
 	p, err := s.scan(s.DB.QueryRowContext(ctx, selectSQL+` WHERE id = ?`, id))
-	if errors.Is(err, sqlNoRows) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return p, fmt.Errorf("%w: %s (see aileron proposals list)", ErrNotFound, id)
 	}
 	if err != nil {
@@ -245,5 +245,3 @@ func (s *Store) Reject(ctx context.Context, id, who, reason string) (Proposal, e
 		Details: map[string]string{"proposal_id": id, "template": p.Template, "by": who, "reason": reason}})
 	return s.Get(ctx, id)
 }
-
-var sqlNoRows = sql.ErrNoRows
