@@ -41,7 +41,14 @@ func (a *API) proposalRoutes(mux *http.ServeMux, store *proposals.Store) {
 		return
 	}
 	mux.HandleFunc("GET /v1/proposals", func(w http.ResponseWriter, r *http.Request) {
-		list, err := store.List(r.Context(), r.URL.Query().Get("session"))
+		q := r.URL.Query()
+		for k := range q {
+			if k != "session" {
+				a.writeError(w, fmt.Errorf("%w: unknown query parameter %q; the proposal list takes only session", state.ErrInvalidArgument, k))
+				return
+			}
+		}
+		list, err := store.List(r.Context(), q.Get("session"))
 		if err != nil {
 			a.writeError(w, err)
 			return

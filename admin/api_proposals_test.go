@@ -32,6 +32,7 @@ func TestProposalRoutesRefuseBadInput(t *testing.T) {
 		want         int
 	}{
 		{"list", on, "GET", "/v1/proposals?session=s_1", "", http.StatusOK},
+		{"list with a misspelt filter", on, "GET", "/v1/proposals?sesion=s_1", "", http.StatusBadRequest},
 		{"unknown id", on, "GET", "/v1/proposals/pr_aaaaaaaaaaaaaaaaaaaa", "", http.StatusNotFound},
 		{"malformed id", on, "GET", "/v1/proposals/x", "", http.StatusNotFound},
 		{"unknown key", on, "POST", "/v1/proposals/" + id + "/reject", `{"by":"cli:a","reason":"r","extra":1}`, http.StatusBadRequest},
