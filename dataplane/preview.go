@@ -51,6 +51,11 @@ type Preview struct {
 	// Inputs are an action's arguments (action approvals only).
 	Inputs    map[string]any `json:"inputs,omitempty"`
 	BodyBytes int            `json:"body_bytes"`
+	// ProposalID is set when no operation matches the request (a session
+	// in ask mode): the proposal it was learned into, which the human may
+	// accept as a rule instead of approving this request once. Connector,
+	// Tool and Operation are then empty.
+	ProposalID string `json:"proposal_id,omitempty"`
 }
 
 // PreviewHeader is one forwarded header line.

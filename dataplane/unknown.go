@@ -19,6 +19,11 @@ const (
 	// UnknownLearn refuses it too, nothing is sent, and records it as a
 	// proposal (Proxy.Proposals) whose id the refusal carries.
 	UnknownLearn = "learn"
+	// UnknownAsk holds it for a human, as an approval-gated request is
+	// held (its preview names the proposal it was learned into): sent once
+	// if approved, decided by the new rule if the proposal is accepted,
+	// refused with the human's reason if denied.
+	UnknownAsk = "ask"
 )
 
 // UnknownRequest is a request of a session in learn mode that no operation

@@ -3,6 +3,7 @@ package proposals
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,6 +24,7 @@ const (
 // The states of a proposal.
 const (
 	StateOpen     = "open"
+	StateAccepted = "accepted"
 	StateRejected = "rejected"
 )
 
@@ -56,6 +58,24 @@ type Proposal struct {
 	Reason     string     `json:"reason,omitempty"`
 	DecidedBy  string     `json:"decided_by,omitempty"`
 	DecidedAt  *time.Time `json:"decided_at,omitempty"`
+	// Justification is what an agent said when it asked for this access
+	// (request_access), the latest; empty for a request only learned.
+	Justification string `json:"justification,omitempty"`
+	// Rule is the operation accepted (state accepted): the method and
+	// template as the human left them, and whether it needs approval.
+	Rule *Rule `json:"rule,omitempty"`
+	// Connector is the learned connector version the rule went into
+	// (FQN@VERSION; state accepted).
+	Connector string `json:"connector,omitempty"`
+}
+
+// Rule is an operation a proposal was accepted as.
+type Rule struct {
+	Method   string `json:"method"`
+	Template string `json:"template"`
+	// Approval reports that each request the rule allows is held for a
+	// human's approval.
+	Approval bool `json:"approval"`
 }
 
 // Store keeps proposals in the control-plane database and implements
@@ -145,18 +165,24 @@ func (s *Store) Learn(ctx context.Context, r dataplane.UnknownRequest) (string, 
 }
 
 const selectSQL = `SELECT id, session, method, host, port, template, state, seen, first_seen, last_seen,
-	examples, credential, reason, decided_by, decided_at FROM proposals`
+	examples, credential, reason, decided_by, decided_at, justification, rule, connector FROM proposals`
 
 // rowScanner is what *sql.Row and *sql.Rows share.
 type rowScanner interface{ Scan(dest ...any) error }
 
 func (s *Store) scan(r rowScanner) (Proposal, error) {
 	var p Proposal
-	var first, last, examples, decidedAt string
+	var first, last, examples, decidedAt, rule string
 	var cred int64
 	if err := r.Scan(&p.ID, &p.Session, &p.Method, &p.Host, &p.Port, &p.Template, &p.State, &p.Count,
-		&first, &last, &examples, &cred, &p.Reason, &p.DecidedBy, &decidedAt); err != nil {
+		&first, &last, &examples, &cred, &p.Reason, &p.DecidedBy, &decidedAt, &p.Justification, &rule, &p.Connector); err != nil {
 		return p, err
+	}
+	if rule != "" {
+		p.Rule = &Rule{}
+		if err := json.Unmarshal([]byte(rule), p.Rule); err != nil {
+			return p, fmt.Errorf("proposal %s: its stored rule does not decode: %v", p.ID, err)
+		}
 	}
 	var err error
 	if p.FirstSeen, err = s.DB.ParseTime("proposal first_seen", first); err != nil {

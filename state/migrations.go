@@ -336,5 +336,49 @@ CREATE TABLE proposals (
 ) STRICT;
 CREATE INDEX proposals_session ON proposals (session, last_seen);
 `},
+		{version: 19, name: "unknown_ask", sql: `
+-- A session may also ask a human about an unknown request (ask). The
+-- column is re-added to change its check: sessions keeps its rows, and the
+-- tables that refer to it are untouched.
+ALTER TABLE sessions ADD COLUMN unknown_v19 TEXT NOT NULL DEFAULT 'deny';
+UPDATE sessions SET unknown_v19 = unknown;
+ALTER TABLE sessions DROP COLUMN unknown;
+ALTER TABLE sessions ADD COLUMN unknown TEXT NOT NULL DEFAULT 'deny' CHECK (unknown IN ('deny', 'ask', 'learn'));
+UPDATE sessions SET unknown = unknown_v19;
+ALTER TABLE sessions DROP COLUMN unknown_v19;
+-- A proposal may be accepted as a rule (rule: the method, template and
+-- approval as accepted, JSON; connector: the learned connector version it
+-- went into, FQN@VERSION), and may have been asked for by an agent
+-- (justification: what it said, the latest).
+CREATE TABLE proposals_v19 (
+	id            TEXT PRIMARY KEY,
+	session       TEXT NOT NULL,
+	method        TEXT NOT NULL,
+	host          TEXT NOT NULL,
+	port          INTEGER NOT NULL,
+	template      TEXT NOT NULL,
+	state         TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open','accepted','rejected')),
+	seen          INTEGER NOT NULL,
+	first_seen    TEXT NOT NULL,
+	last_seen     TEXT NOT NULL,
+	examples      TEXT NOT NULL,
+	examples_n    INTEGER NOT NULL,
+	credential    INTEGER NOT NULL CHECK (credential IN (0, 1)),
+	reason        TEXT NOT NULL DEFAULT '',
+	decided_by    TEXT NOT NULL DEFAULT '',
+	decided_at    TEXT NOT NULL DEFAULT '',
+	justification TEXT NOT NULL DEFAULT '',
+	rule          TEXT NOT NULL DEFAULT '',
+	connector     TEXT NOT NULL DEFAULT '',
+	UNIQUE (session, method, host, port, template)
+) STRICT;
+INSERT INTO proposals_v19 (id, session, method, host, port, template, state, seen, first_seen, last_seen, examples,
+	examples_n, credential, reason, decided_by, decided_at)
+	SELECT id, session, method, host, port, template, state, seen, first_seen, last_seen, examples,
+	examples_n, credential, reason, decided_by, decided_at FROM proposals;
+DROP TABLE proposals;
+ALTER TABLE proposals_v19 RENAME TO proposals;
+CREATE INDEX proposals_session ON proposals (session, last_seen);
+`},
 	}
 }
