@@ -298,7 +298,7 @@ func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // SessionUpdate changes a live session: Unknown is its new unknown-request
-// mode (deny or learn). It is required.
+// mode (deny, ask or learn). It is required.
 type SessionUpdate struct {
 	Unknown string `json:"unknown"`
 }
@@ -310,7 +310,7 @@ func (a *API) updateSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Unknown == "" {
-		a.writeError(w, fmt.Errorf("%w: session update: \"unknown\" is required (deny or learn)", state.ErrInvalidArgument))
+		a.writeError(w, fmt.Errorf("%w: session update: \"unknown\" is required (deny, ask or learn)", state.ErrInvalidArgument))
 		return
 	}
 	info, err := a.Sessions.SetUnknown(r.Context(), r.PathValue("id"), req.Unknown)

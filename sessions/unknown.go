@@ -9,16 +9,17 @@ import (
 )
 
 // CheckUnknown returns mode as stored: "" becomes dataplane.UnknownDeny;
-// anything but deny or learn wraps state.ErrInvalidArgument.
+// anything but deny, ask or learn wraps state.ErrInvalidArgument.
 func CheckUnknown(mode string) (string, error) {
 	switch mode {
 	case "", dataplane.UnknownDeny:
 		return dataplane.UnknownDeny, nil
-	case dataplane.UnknownLearn:
+	case dataplane.UnknownAsk, dataplane.UnknownLearn:
 		return mode, nil
 	}
-	return "", fmt.Errorf("%w: unknown-request mode %q is not one of %s, %s (deny refuses requests no operation matches; learn also records them as proposals)",
-		state.ErrInvalidArgument, mode, dataplane.UnknownDeny, dataplane.UnknownLearn)
+	return "", fmt.Errorf("%w: unknown-request mode %q is not one of %s, %s, %s (deny refuses requests no operation matches; "+
+		"ask holds each for a human, who sends it once, allows it as a rule or denies it; learn refuses them and records them as proposals)",
+		state.ErrInvalidArgument, mode, dataplane.UnknownDeny, dataplane.UnknownAsk, dataplane.UnknownLearn)
 }
 
 // unknownMode is mode with "" read as deny.

@@ -14,7 +14,7 @@ import (
 // TestUnknownModeCreateUpdateList: a session's unknown-request mode is
 // set at creation (deny by default), changed while it is live (its next
 // Authenticate sees the new mode), listed, kept across a restart, and a
-// mode other than deny or learn is refused naming both.
+// mode other than deny, ask or learn is refused naming the three.
 func TestUnknownModeCreateUpdateList(t *testing.T) {
 	home := t.TempDir()
 	clock := testkit.NewClock()
@@ -30,13 +30,13 @@ func TestUnknownModeCreateUpdateList(t *testing.T) {
 	if plain.Unknown != dataplane.UnknownDeny || learner.Unknown != dataplane.UnknownLearn {
 		t.Errorf("created with unknown %q and %q; want deny and learn", plain.Unknown, learner.Unknown)
 	}
-	for _, bad := range []string{"ask", "Learn", "allow", " deny"} {
+	for _, bad := range []string{"asking", "Learn", "allow", " deny"} {
 		_, err := s.Create(t.Context(), CreateRequest{Unknown: bad})
-		if !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), "deny, learn") {
-			t.Errorf("create with unknown %q: %v; want an invalid argument naming deny, learn", bad, err)
+		if !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), "deny, ask, learn") {
+			t.Errorf("create with unknown %q: %v; want an invalid argument naming deny, ask, learn", bad, err)
 		}
-		if _, err := s.SetUnknown(t.Context(), plain.ID, bad); !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), "deny, learn") {
-			t.Errorf("update to %q: %v; want an invalid argument naming deny, learn", bad, err)
+		if _, err := s.SetUnknown(t.Context(), plain.ID, bad); !errors.Is(err, state.ErrInvalidArgument) || !strings.Contains(err.Error(), "deny, ask, learn") {
+			t.Errorf("update to %q: %v; want an invalid argument naming deny, ask, learn", bad, err)
 		}
 	}
 	if _, err := s.SetUnknown(t.Context(), "s_aaaaaaaaaaaaaaaaaaaa", dataplane.UnknownLearn); !errors.Is(err, state.ErrNotFound) {

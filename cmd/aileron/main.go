@@ -19,10 +19,10 @@ const usage = `aileron: the egress appliance for agent sandboxes.
 
 Usage:
   aileron daemon [--config FILE] [--listen ADDR] [--log-level L]   run the proxy and control plane
-  aileron session create [--name N] [--ttl D] [--connector FQN]... [--unknown deny|learn] [LIMITS] [--json]
+  aileron session create [--name N] [--ttl D] [--connector FQN]... [--unknown deny|ask|learn] [LIMITS] [--json]
   aileron session env ID                                 shell exports for a sandbox
   aileron session list [--json] | delete ID
-  aileron session update ID --unknown deny|learn           what the session does with requests no operation matches
+  aileron session update ID --unknown deny|ask|learn         what the session does with requests no operation matches
   aileron session render ID --out DIR [--agent CMD] [--reserve NAME]...   tools.txt and one shim per tool
   aileron connector install [--yes | --lock FILE] [--expect sha256:HEX] [--allow-unpinned] PATH|ARCHIVE|URL|FQN@VERSION|-   a spec file or package directory, a .tar.gz, an https URL of one, a release in store.sources, or - for stdin; shows what it asks, and asks
   aileron connector list [--json] | verify | remove FQN@VERSION

@@ -51,7 +51,7 @@ func sessionCreate(args []string, stdout, stderr io.Writer) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if _, err := sessions.CheckUnknown(*unknown); err != nil || *unknown == "" {
-		return usagef("--unknown %q: want deny or learn", *unknown)
+		return usagef("--unknown %q: want deny, ask or learn", *unknown)
 	}
 	l, err := limits()
 	if err != nil {
@@ -150,7 +150,8 @@ func sessionDelete(args []string, stdout, stderr io.Writer) error {
 }
 
 // unknownHelp describes --unknown.
-const unknownHelp = "what to do with a request no operation matches: deny (refuse it) or learn (refuse it and record it as a proposal)"
+const unknownHelp = "what to do with a request no operation matches: deny (refuse it), ask (hold it for a human, who sends it once, allows it as a rule or denies it) " +
+	"or learn (refuse it and record it as a proposal)"
 
 func sessionUpdate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("session update", "session update ID --unknown MODE [--json]", stderr)
@@ -164,10 +165,10 @@ func sessionUpdate(args []string, stdout, stderr io.Writer) error {
 		return usagef("want exactly one session ID")
 	}
 	if *unknown == "" {
-		return usagef("want --unknown deny or --unknown learn")
+		return usagef("want --unknown deny, --unknown ask or --unknown learn")
 	}
 	if _, err := sessions.CheckUnknown(*unknown); err != nil {
-		return usagef("--unknown %q: want deny or learn", *unknown)
+		return usagef("--unknown %q: want deny, ask or learn", *unknown)
 	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {

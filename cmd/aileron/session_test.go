@@ -62,11 +62,11 @@ func TestSessionUnknownCLI(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"session", "update", id[1], "--unknown", "ask"}, "want deny or learn"},
-		{[]string{"session", "update", id[1]}, "want --unknown deny or --unknown learn"},
+		{[]string{"session", "update", id[1], "--unknown", "asking"}, "want deny, ask or learn"},
+		{[]string{"session", "update", id[1]}, "want --unknown deny, --unknown ask or --unknown learn"},
 		{[]string{"session", "update", "--unknown", "learn"}, "want exactly one session ID"},
-		{[]string{"session", "create", "--unknown", "ask"}, "want deny or learn"},
-		{[]string{"session", "create", "--unknown", ""}, "want deny or learn"},
+		{[]string{"session", "create", "--unknown", "allow"}, "want deny, ask or learn"},
+		{[]string{"session", "create", "--unknown", ""}, "want deny, ask or learn"},
 	} {
 		code, out, errOut := providerCLI("", c.args...)
 		if code != 2 || !strings.Contains(out+errOut, c.want) {
