@@ -24,6 +24,10 @@ const (
 	// always; WebSocket on an operation that did not opt in; any other
 	// protocol), after which its bytes would pass undecided.
 	ReasonUpgradeRefused Reason = "upgrade_refused"
+	// ReasonUnknownApproved: a request no operation matches, of a session
+	// in ask mode, that a human approved and that still matches none once
+	// approved: it is sent once, exactly as previewed, with no credential.
+	ReasonUnknownApproved Reason = "unknown_approved"
 )
 
 // The request pipeline: the stages that refuse after (or around) policy.
@@ -152,6 +156,7 @@ func Reasons() []Reason {
 	return []Reason{
 		ReasonMatched, ReasonHostMatched, ReasonPassthroughRule, ReasonNoMatchingOperation, ReasonHostNotAllowed,
 		ReasonNonCanonicalPath, ReasonConnectorNotInSession, ReasonBadRequest, ReasonAuthorityMismatch, ReasonMethodOverride, ReasonUpgradeRefused,
+		ReasonUnknownApproved,
 
 		ReasonProxyAuth, ReasonSessionRevoked, ReasonMalformedRequest, ReasonBodyStalled, ReasonHeaderTooLarge, ReasonInsecureScheme, ReasonPrivateAddress,
 		ReasonApprovalPending, ReasonApprovalDenied, ReasonApprovalConsumed, ReasonApprovalExpired,
