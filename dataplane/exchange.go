@@ -44,9 +44,15 @@ type exchange struct {
 	// whole is the body read whole to check its arguments, which the
 	// request now carries; nil when the body streams.
 	whole []byte
-	// proposal is the id of the proposal a refused unknown request of a
-	// session in learn mode joined or opened (learn); "" when none.
+	// proposal is the id of the proposal an unknown request of a session
+	// in learn or ask mode joined or opened (learn, ask); "" when none.
 	proposal string
+	// approval is the approval that released the request (hold); "" when
+	// none did.
+	approval string
+	// asked is approval when it released an unknown request (ask): the
+	// request is then decided anew, and sent once.
+	asked string
 }
 
 // terms are how an entry point wants its request gated. A proxy client's
@@ -72,6 +78,10 @@ type terms struct {
 	// client sends through the proxy (a tunnel, the transparent listener,
 	// an HTTP/2 stream, an upgrade) has it false.
 	step bool
+	// client: a proxy client sent the request (newExchange), so in ask
+	// mode a request no operation matches is held for a human. A call
+	// (Execute) names its operation, and is never held as unknown.
+	client bool
 }
 
 // ending is how the request path ended, for its entry point to act on.
@@ -88,7 +98,7 @@ type ending struct {
 
 // newExchange is the exchange of a request a proxy client sent in t.
 func (p *Proxy) newExchange(r *http.Request, t *tunnel) *exchange {
-	return &exchange{in: r, t: t, terms: terms{wait: p.approvalHold()}}
+	return &exchange{in: r, t: t, terms: terms{wait: p.approvalHold(), client: true}}
 }
 
 // outbound builds the request sent upstream from the inbound one: the

@@ -20,8 +20,9 @@ import (
 // copy: it injects the credential bound to the matched operation, refuses a
 // request that still carries a placeholder, sends it through the guarded,
 // verified transport (upstream1; upstream2 for an HTTP/2 client's), never
-// twice when its operation needs approval or is not idempotent (sendOnce),
-// and masks any echo of the secret in the answer. A 1xx answer goes on to
+// twice when a human approved it as an unknown request or its operation
+// needs approval or is not idempotent (sendOnce), and masks any echo of
+// the secret in the answer. A 1xx answer goes on to
 // the client at once through w, masked.
 func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, error) {
 	out := x.out // without Accept-Encoding when a credential goes on it (outboundHeader)
@@ -37,7 +38,7 @@ func (p *Proxy) roundTrip(x *exchange, w http.ResponseWriter) (*http.Response, e
 	}
 	interim := &interimRelay{w: w, red: x.red}
 	ctx := httptrace.WithClientTrace(out.Context(), &httptrace.ClientTrace{Got1xxResponse: interim.relay})
-	if x.op != nil && (x.op.Spec.RequiresApproval() || x.op.Spec.Idempotency == policy.NotIdempotent) {
+	if x.asked != "" || x.op != nil && (x.op.Spec.RequiresApproval() || x.op.Spec.Idempotency == policy.NotIdempotent) {
 		ctx = withSendOnce(ctx)
 	}
 	out = out.WithContext(ctx)

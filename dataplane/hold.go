@@ -52,6 +52,9 @@ func (p *Proxy) hold(x *exchange, d policy.Decision) error {
 	if err != nil {
 		return err
 	}
+	if d.Op == nil { // an unknown request (ask): the human may accept its proposal as a rule instead
+		pv.ProposalID = x.proposal
+	}
 	req := &ApprovalRequest{
 		Session: t.sess.ID, Op: d.Op, Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
 		Path: tgt.path, Digest: requestDigest(r.Method, t.authority, tgt, hdr, body), Preview: pv,
@@ -72,7 +75,11 @@ func (p *Proxy) hold(x *exchange, d policy.Decision) error {
 		// any other error (the approvals' state unreachable) refuses.
 		return &unavailableError{reason: policy.ReasonApprovalUnavailable, err: err}
 	}
-	return p.outcome(r, tgt, res, body)
+	if err := p.outcome(r, tgt, res, body); err != nil {
+		return err
+	}
+	x.approval = res.ID
+	return nil
 }
 
 // outcome turns a hold's outcome into nil (forward body) or the refusal.

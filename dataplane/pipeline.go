@@ -31,37 +31,41 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	x.rec = rec
 	x.body = p.clockBody(w, r)
 	defer x.body.stop() // a body goroutine still reading must leave the connection alone now
-	refuse := func(err error) ending {
-		rec.BytesIn = x.body.bytes()
-		var git *gitPush
-		if _, held := isApprovalError(err); held {
-			git = x.git // a held push's outcome, in git's terms
-		}
-		ref := p.refuse(w, rec, err, git, x.proposal)
-		hangUpRevoked(w, t, err)
-		return ending{refusal: &ref}
-	}
 	tgt, err := innerTarget(t, r)
 	x.tgt, rec.Path = tgt, tgt.logPath()
 	if err == nil {
 		err = p.checkLive(w, t)
 	}
 	if err != nil {
-		return refuse(err)
+		return p.refuseExchange(w, x, err)
 	}
-	d := p.Policy.Load().Decide(policy.Args{
+	return p.serveDecided(w, x, p.decide(x, t.sess.Connectors))
+}
+
+// decide is policy's decision on x's request for a session that may use
+// connectors.
+func (p *Proxy) decide(x *exchange, connectors []string) policy.Decision {
+	r, t := x.in, x.t
+	return p.Policy.Load().Decide(policy.Args{
 		Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
-		Path: tgt.path, Connectors: t.sess.Connectors, Step: x.terms.step,
+		Path: x.tgt.path, Connectors: connectors, Step: x.terms.step,
 	})
+}
+
+// serveDecided goes on from policy's decision d: the arguments, the
+// model, the approval gate (or, for an unknown request in ask mode, a
+// human, then d anew: ask.go), record, send.
+func (p *Proxy) serveDecided(w http.ResponseWriter, x *exchange, d policy.Decision) ending {
+	r, t, rec := x.in, x.t, x.rec
 	x.op = d.Op
 	rec.operation(d.Op)
-	err = p.checkArguments(x, d) // before the gate: a misfit request is never held, counted or sent
+	err := p.checkArguments(x, d) // before the gate: a misfit request is never held, counted or sent
 	if x.unbook != nil {
 		defer x.unbook()
 	}
 	if err != nil {
 		rec.misfit(err)
-		return refuse(err)
+		return p.refuseExchange(w, x, err)
 	}
 	var body map[string]any // the body's audit[] values, found with the model
 	whole := x.whole        // the body read whole: checked, or under a model list a model call's
@@ -71,30 +75,52 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 		x.unbook = sync.OnceFunc(release) // once the body was sent (relay), or at the end
 		defer x.unbook()
 		if err != nil {
-			return refuse(err)
+			return p.refuseExchange(w, x, err)
 		}
 	}
-	rec.Model, body = peekRequest(r, d.Op, tgt.path, whole)
+	rec.Model, body = peekRequest(r, d.Op, x.tgt.path, whole)
 	if d.Op != nil {
 		rec.API = d.Op.Spec.Usage
 	}
+	if p.asks(x, d) {
+		if err := p.ask(x, d); err != nil {
+			return p.refuseExchange(w, x, err)
+		}
+		return p.serveDecided(w, x, p.decideNow(x)) // the human may have accepted a rule meanwhile
+	}
 	if err := p.gate(x, d); err != nil {
-		x.proposal = p.learn(x, d, err)
+		if x.proposal == "" { // an unknown request held before (ask) was learned then
+			x.proposal = p.learn(x, d, err)
+		}
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
-		return refuse(err)
+		return p.refuseExchange(w, x, err)
 	}
 	if err := p.checkLive(w, t); err != nil { // revoked while the request was held
-		return refuse(err)
+		return p.refuseExchange(w, x, err)
 	}
 	rec.allowed(d)
-	rec.Fields = auditFields(d, tgt.query, body)
+	rec.asked(x, d)
+	rec.Fields = auditFields(d, x.tgt.query, body)
 	if err := p.decided(rec); err != nil {
-		return refuse(err)
+		return p.refuseExchange(w, x, err)
 	}
 	overrideScan(r)
 	return p.send(w, x)
+}
+
+// refuseExchange answers x's client with err's refusal (a held git push's
+// in git's terms) and tells the entry point so.
+func (p *Proxy) refuseExchange(w http.ResponseWriter, x *exchange, err error) ending {
+	x.rec.BytesIn = x.body.bytes()
+	var git *gitPush
+	if _, held := isApprovalError(err); held {
+		git = x.git // a held push's outcome, in git's terms
+	}
+	ref := p.refuse(w, x.rec, err, git, x.proposal)
+	hangUpRevoked(w, x.t, err)
+	return ending{refusal: &ref}
 }
 
 // send forwards an allowed request and records the outcome: the status the
@@ -142,7 +168,9 @@ func (p *Proxy) decided(rec *Record) error {
 // gate turns a decision into nil (forward) or the refusal to send. An
 // upgrade the operation does not allow is refused; an operation that needs
 // approval is held here until a human decides, unless the exchange's terms
-// name an approval that covers it.
+// name an approval that covers it, or a human approved it as an unknown
+// request (x.asked), which is then sent once even if still no operation
+// matches it.
 func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 	if want := x.terms.want; want != nil && d.Op != nil && !sameOperation(want, d.Op) {
 		return deny(policy.ReasonNoMatchingOperation, "the call for %s %s/%s matches %s/%s instead; change the arguments so that the path names the operation asked for",
@@ -155,22 +183,26 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 	if err := x.terms.subset.check(x.t.authority, d.Op); err != nil {
 		return err
 	}
-	if d.Verdict != policy.Deny {
+	sendOnce := x.asked != "" && unknownRefusal(d)
+	if d.Verdict != policy.Deny || sendOnce {
 		if err := checkUpgrade(x.in, d.Op); err != nil {
 			return err
 		}
 		ask := p.admit // before a human is asked, and before anything is sent
-		if d.Verdict == policy.AllowAfterApproval && x.terms.approvedBy == "" {
+		if d.Verdict == policy.AllowAfterApproval && x.terms.approvedBy == "" && x.asked == "" {
 			ask = p.checkBudgets // counted once approved (below)
 		}
 		if err := ask(x, d); err != nil {
 			return err
 		}
 	}
-	switch d.Verdict {
-	case policy.Allow:
+	switch {
+	case d.Verdict == policy.Allow, sendOnce:
 		return nil
-	case policy.AllowAfterApproval:
+	case d.Verdict == policy.AllowAfterApproval:
+		if x.asked != "" {
+			return nil // the human who approved it as an unknown request approved it
+		}
 		if p.Approvals == nil {
 			return deny(policy.ReasonApprovalPending, "%s needs a human's approval and this daemon has no approval stage enabled", d.Op.Spec.Name)
 		}

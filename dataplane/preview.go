@@ -98,12 +98,16 @@ type PreviewBody struct {
 // previewRequest describes a held request for the approver, or refuses
 // one a human could not judge: an encoded body, or a JSON body whose keys
 // collide when compared case-insensitively (decoders disagree on which
-// wins). hdr is the request's forwarded headers (forwardedHeaders).
+// wins). hdr is the request's forwarded headers (forwardedHeaders). A
+// request no operation matches (d.Op nil: ask mode) names no connector,
+// and none of its fields is declared.
 func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.Decision, hdr []PreviewHeader, body []byte) (Preview, error) {
 	op := d.Op
-	pv := Preview{Connector: op.FQN, Version: op.Version, Tool: op.Tool, Operation: op.Spec.Name, Summary: op.Spec.Summary,
-		Method: r.Method, Host: a.String(), Path: tgt.path, Query: tgt.query, Credential: credentialNote(op.Spec.Credential),
-		Headers: hdr, BodyBytes: len(body)}
+	pv := Preview{Method: r.Method, Host: a.String(), Path: tgt.path, Query: tgt.query, Headers: hdr, BodyBytes: len(body)}
+	if op != nil {
+		pv.Connector, pv.Version, pv.Tool, pv.Operation, pv.Summary = op.FQN, op.Version, op.Tool, op.Spec.Name, op.Spec.Summary
+		pv.Credential = credentialNote(op.Spec.Credential)
+	}
 	if ce := contentCoding(r.Header); ce != "" {
 		return pv, deny(policy.ReasonEncodedBody, "the request body is %q-encoded; a request that needs approval must carry a plain body, "+
 			"so that the human approves the bytes the upstream will read: send it without Content-Encoding", ce)
@@ -144,9 +148,12 @@ func previewRequest(r *http.Request, a policy.Authority, tgt target, d policy.De
 // input schema (policy.Operation.InputSchema) declares, as the proxy's
 // argument check reads the request: a field is declared when the schema's
 // top-level properties name it and its input, if it says where it travels
-// ("in"), puts it there.
+// ("in"), puts it there. Without an operation, none is.
 func declaredNames(op *policy.Operation) map[string]map[string]bool {
 	query, body := map[string]bool{}, map[string]bool{}
+	if op == nil {
+		return map[string]map[string]bool{"query": query, "body": body}
+	}
 	for name := range schemaProperties(op.InputSchema()) {
 		query[name], body[name] = true, true
 	}

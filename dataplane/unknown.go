@@ -53,30 +53,45 @@ type Proposals interface {
 }
 
 // learn records a request the gate refused as a proposal and returns its
-// id, when the session is in learn mode, a proposal store is set and the
-// policy refused the request only because no operation matches it
-// (host_not_allowed, no_matching_operation). Otherwise, or when the store
-// fails (logged; the request is refused all the same), it returns "".
-// Nothing is ever sent for the request.
+// id, when the session is in learn mode (or in ask mode, for a request
+// that is not held: ask), a proposal store is set and the policy refused
+// the request only because no operation matches it (unknownRefusal).
+// Otherwise, or when the store fails (logged; the request is refused all
+// the same), it returns "". Nothing is ever sent for the request.
 func (p *Proxy) learn(x *exchange, d policy.Decision, err error) string {
-	t := x.t
-	if p.Proposals == nil || p.unknownMode(t.sess) != UnknownLearn || d.Verdict != policy.Deny ||
-		d.Reason != policy.ReasonHostNotAllowed && d.Reason != policy.ReasonNoMatchingOperation {
+	if p.Proposals == nil || !learning(p.unknownMode(x.t.sess)) || !unknownRefusal(d) {
 		return ""
 	}
 	var de *DenyError
 	if !errors.As(err, &de) || de.Reason != d.Reason {
 		return "" // refused for another reason first (a call's terms)
 	}
-	r := x.in
-	id, lerr := p.Proposals.Learn(r.Context(), UnknownRequest{
+	return p.propose(x)
+}
+
+// learning reports whether a session in mode records unknown requests as
+// proposals: learn, and ask (whose requests are held too, where they can
+// be: ask.go).
+func learning(mode string) bool { return mode == UnknownLearn || mode == UnknownAsk }
+
+// unknownRefusal reports whether policy refused d only because no
+// operation matches the request: host_not_allowed, no_matching_operation.
+func unknownRefusal(d policy.Decision) bool {
+	return d.Verdict == policy.Deny && (d.Reason == policy.ReasonHostNotAllowed || d.Reason == policy.ReasonNoMatchingOperation)
+}
+
+// propose hands x's request to the proposal store and returns the id of
+// the proposal it joined or opened; "" when the store fails (logged).
+func (p *Proxy) propose(x *exchange) string {
+	r, t := x.in, x.t
+	id, err := p.Proposals.Learn(r.Context(), UnknownRequest{
 		Session: t.sess.ID, Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
 		Path: x.tgt.path, AuditID: x.rec.AuditID,
 		Credential: r.Header.Get("Authorization") != "" || inject.ContainsPlaceholder(r),
 		Time:       x.rec.Start,
 	})
-	if lerr != nil {
-		p.log.Error().Err(lerr).Str("session", t.sess.ID).Str("audit_id", x.rec.AuditID).Msg("an unknown request could not be recorded as a proposal")
+	if err != nil {
+		p.log.Error().Err(err).Str("session", t.sess.ID).Str("audit_id", x.rec.AuditID).Msg("an unknown request could not be recorded as a proposal")
 		return ""
 	}
 	return id
@@ -101,13 +116,15 @@ func (p *Proxy) unknownMode(sess *Session) string {
 }
 
 // learnsHost reports whether a CONNECT the policy refused (d) is
-// intercepted instead, so that its requests can be learned: the session is
-// in learn mode, a proposal store is set, no connector names the host
-// (host_not_allowed) and it is a name or a public address (a private,
-// loopback or other special-purpose address is refused as always). Its
-// requests meet the same refusal inside the tunnel; nothing is dialled.
+// intercepted instead, so that its requests can be learned (and, in ask
+// mode, held for a human): the session is in learn or ask mode, a
+// proposal store is set, no connector names the host (host_not_allowed)
+// and it is a name or a public address (a private, loopback or other
+// special-purpose address is refused as always). Its requests meet the
+// same refusal inside the tunnel; nothing is dialled unless a human
+// approves one.
 func (p *Proxy) learnsHost(sess *Session, auth policy.Authority, d policy.Decision) bool {
-	if p.Proposals == nil || d.Reason != policy.ReasonHostNotAllowed || p.unknownMode(sess) != UnknownLearn {
+	if p.Proposals == nil || d.Reason != policy.ReasonHostNotAllowed || !learning(p.unknownMode(sess)) {
 		return false
 	}
 	if ip, err := netip.ParseAddr(auth.Host); err == nil && Classify(ip) != "" {
