@@ -227,6 +227,9 @@ func (s *Store) emit(event audit.EventName, a *Approval) {
 		"host":        a.Preview.Host,
 		"path":        pathOnly(a.Preview.Path),
 	}
+	if a.Preview.ProposalID != "" { // an unknown request (ask mode): no operation, a proposal
+		d["proposal_id"] = a.Preview.ProposalID
+	}
 	if a.DecidedBy != "" {
 		d["decided_by"] = a.DecidedBy
 	}

@@ -476,3 +476,38 @@ func TestMaxPendingPerSession(t *testing.T) {
 		t.Errorf("after a decision: %v, want room for one more", err)
 	}
 }
+
+// TestUnknownRequestApproval: the approval of a request no operation
+// matches (ask mode) keeps its proposal id, which every event about it
+// carries in place of an operation; identical requests join it and it is
+// used once.
+func TestUnknownRequestApproval(t *testing.T) {
+	ts := newTestStore(t, filepath.Join(t.TempDir(), state.FileName), 0)
+	req := &dataplane.ApprovalRequest{Session: "s_one", Method: "GET", Host: "new.example.com", Port: 443, Path: "/v1/x",
+		Digest: "digest-unknown", Preview: dataplane.Preview{Method: "GET", Host: "new.example.com", Path: "/v1/x", ProposalID: "pr_abc"}}
+	id, out := ts.awaitAsync(t, context.Background(), req)
+	joined := mustAwait(t, ts.Store, req, dataplane.ApprovalPending)
+	if joined.ID != id {
+		t.Errorf("an identical request got approval %s, want to join %s", joined.ID, id)
+	}
+	if err := ts.Approve(t.Context(), id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-out; r.err != nil || r.res.Outcome != dataplane.ApprovalApproved {
+		t.Fatalf("waiter got %+v, %v; want approved", r.res, r.err)
+	}
+	mustAwait(t, ts.Store, req, dataplane.ApprovalPending) // used: the same request again asks anew
+	a, err := ts.Get(t.Context(), id)
+	if err != nil || a.State != dataplane.ApprovalStateConsumed || a.Preview.ProposalID != "pr_abc" {
+		t.Errorf("Get = %+v, %v; want consumed, naming its proposal", a, err)
+	}
+	names := ts.events.Names()
+	if len(names) < 2 {
+		t.Fatalf("events %v", names)
+	}
+	for i := range 2 {
+		if d := ts.events.Detail(i); d["proposal_id"] != "pr_abc" || d["operation"] != "" || d["connector"] != "" {
+			t.Errorf("event %s details %v; want proposal_id pr_abc and no operation", names[i], d)
+		}
+	}
+}

@@ -51,11 +51,14 @@ type Hook struct {
 // (approval.requested, approval.approved, approval.denied,
 // approval.expired, notify.test) and what a person needs to act on it.
 type Event struct {
-	Event      string    `json:"event"`
-	ApprovalID string    `json:"approval_id,omitempty"`
-	Session    string    `json:"session,omitempty"`
-	Connector  string    `json:"connector,omitempty"`
-	Operation  string    `json:"operation,omitempty"`
+	Event      string `json:"event"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	Session    string `json:"session,omitempty"`
+	Connector  string `json:"connector,omitempty"`
+	Operation  string `json:"operation,omitempty"`
+	// ProposalID names the proposal of a request no operation matches
+	// (a session in ask mode); Connector and Operation are then empty.
+	ProposalID string    `json:"proposal_id,omitempty"`
 	Method     string    `json:"method,omitempty"`
 	Host       string    `json:"host,omitempty"`
 	Path       string    `json:"path,omitempty"`

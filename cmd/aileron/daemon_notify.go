@@ -47,7 +47,7 @@ func (d *daemon) openNotify() error {
 // approvalNote is the webhook event of an approval event's details.
 func approvalNote(name audit.EventName, d map[string]string, reviewURL func(string) string) notify.Event {
 	ev := notify.Event{Event: string(name), ApprovalID: d["approval_id"], Session: d["session"], Connector: d["connector"],
-		Operation: d["operation"], Method: d["method"], Host: d["host"], Path: d["path"], DecidedBy: d["decided_by"], Reason: d["reason"]}
+		Operation: d["operation"], ProposalID: d["proposal_id"], Method: d["method"], Host: d["host"], Path: d["path"], DecidedBy: d["decided_by"], Reason: d["reason"]}
 	if reviewURL != nil && name == audit.EventApprovalRequested {
 		ev.ReviewURL = reviewURL(ev.ApprovalID)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/config"
 	"github.com/aileronhq/aileron/state"
 )
@@ -41,5 +42,14 @@ func TestWebhookSecretMustBePrivate(t *testing.T) {
 			!strings.Contains(err.Error(), "approval.webhooks[0].secret_file")):
 			t.Errorf("mode %04o: %v, want a refusal naming approval.webhooks[0].secret_file and `chmod 600 %s`", c.mode, err, secret)
 		}
+	}
+}
+
+// TestApprovalNoteNamesProposal: the webhook event of an unknown request's
+// approval (ask mode) names its proposal, as the audit event does.
+func TestApprovalNoteNamesProposal(t *testing.T) {
+	ev := approvalNote(audit.EventApprovalRequested, map[string]string{"approval_id": "ap_1", "proposal_id": "pr_1", "method": "GET"}, nil)
+	if ev.ApprovalID != "ap_1" || ev.ProposalID != "pr_1" || ev.Operation != "" || ev.Method != "GET" {
+		t.Errorf("event %+v; want approval ap_1 naming proposal pr_1", ev)
 	}
 }
