@@ -117,9 +117,8 @@ func approvalsList(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) e
 	fmt.Fprintln(tw, "ID\tSTATE\tSESSION\tOPERATION\tREQUEST\tFIELDS\tEXPIRES")
 	for _, ap := range list {
 		p := ap.Preview
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s %s\t%s\t%s\n", ap.ID, ap.State, ap.Session, printable.Line(p.Tool),
-			printable.Line(p.Operation), printable.Line(p.Method), printable.Clip(p.Target(), 120),
-			fieldsHint(p), ap.ExpiresAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", ap.ID, ap.State, ap.Session, operationLabel(p),
+			printable.Line(p.Method), printable.Clip(p.Target(), 120), fieldsHint(p), ap.ExpiresAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }
@@ -170,9 +169,15 @@ func printApproval(w io.Writer, ap approvals.Approval) {
 	row("ID", ap.ID)
 	row("State", string(ap.State))
 	row("Session", ap.Session)
-	row("Connector", pr(p.Connector+" "+p.Version))
-	row("Tool", pr(p.Tool))
-	row("Operation", pr(p.Operation))
+	if p.ProposalID != "" {
+		row("Operation", "none: no operation matches this request")
+		row("Proposal", printable.Line(p.ProposalID)+" (approve sends this request once; aileron proposals show "+
+			printable.Line(p.ProposalID)+" for the rule it proposes)")
+	} else {
+		row("Connector", pr(p.Connector+" "+p.Version))
+		row("Tool", pr(p.Tool))
+		row("Operation", pr(p.Operation))
+	}
 	row("Summary", pr(p.Summary))
 	row("Request", pr(p.Method)+" "+printable.Line(p.Target()))
 	row("Credential", p.Credential)
@@ -184,7 +189,7 @@ func printApproval(w io.Writer, ap approvals.Approval) {
 		row("Decided", ap.DecidedAt.Format(time.RFC3339)+" by "+pr(ap.DecidedBy))
 	}
 	row("Reason", pr(ap.Reason))
-	if u := p.Undeclared(); len(u) > 0 {
+	if u := p.Undeclared(); len(u) > 0 && p.ProposalID == "" { // no operation declares anything
 		row("NOT DECLARED", printable.Line(strings.Join(u, ", "))+" (the connector's spec does not name these: check them)")
 	}
 	tw.Flush()
@@ -330,6 +335,16 @@ func approvalsTestWebhooks(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.W
 		return fmt.Errorf("%d of %d webhooks did not take the test event", failed, len(results))
 	}
 	return nil
+}
+
+// operationLabel is the OPERATION of a held request: tool/operation, or
+// for a request no operation matches (ask mode) the proposal it was
+// learned into.
+func operationLabel(p dataplane.Preview) string {
+	if p.ProposalID != "" {
+		return "none (proposal " + printable.Line(p.ProposalID) + ")"
+	}
+	return printable.Line(p.Tool) + "/" + printable.Line(p.Operation)
 }
 
 // fieldsHint tells held requests apart on one line: their first decoded

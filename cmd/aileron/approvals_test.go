@@ -266,3 +266,49 @@ func TestApprovalsEscapeInvisibleCharacters(t *testing.T) {
 		t.Errorf("watch shows %s as itself, or no escape:\n%s", r, screen.String())
 	}
 }
+
+// TestApprovalsShowUnknownRequest: the approval of a request no operation
+// matches (ask mode) is listed, shown and watched as such, naming its
+// proposal and no connector, everything from the sandbox escaped.
+func TestApprovalsShowUnknownRequest(t *testing.T) {
+	home := t.TempDir()
+	f := startFakeApprovalsAPI(t, home)
+	f.mu.Lock()
+	f.ap.Preview = dataplane.Preview{Method: "GET", Host: "new.example.com:443", Path: "/v1/x" + invisible, ProposalID: "pr_abc",
+		Fields: []dataplane.PreviewField{{Source: "query", Name: "q", Value: "1"}}, Query: "q=1"}
+	f.mu.Unlock()
+	for _, c := range []struct {
+		args       []string
+		want, lack []string
+	}{
+		{[]string{"list"}, []string{"none (proposal pr_abc)", "GET new.example.com:443/v1/x"}, []string{"  /  "}},
+		{[]string{"show", "ap_test1"}, []string{"no operation matches this request", "pr_abc", "aileron proposals show pr_abc"},
+			[]string{"Connector:", "Tool:", "NOT DECLARED"}},
+	} {
+		out, errOut, code := runApprovals(t, home, c.args...)
+		if code != 0 {
+			t.Fatalf("approvals %v: exit %d: %s", c.args, code, errOut)
+		}
+		if r := shownRaw(out); r != "" {
+			t.Errorf("approvals %v shows %s as itself:\n%s", c.args, r, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("approvals %v: output lacks %q:\n%s", c.args, w, out)
+			}
+		}
+		for _, l := range c.lack {
+			if strings.Contains(out, l) {
+				t.Errorf("approvals %v: output has %q:\n%s", c.args, l, out)
+			}
+		}
+	}
+	var screen bytes.Buffer
+	w := &watcher{c: &admin.Client{Socket: filepath.Join(home, "admin.sock")}, out: &screen}
+	if err := w.refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s := screen.String(); !strings.Contains(s, "no operation matches this request") || !strings.Contains(s, "proposal pr_abc") || shownRaw(s) != "" {
+		t.Errorf("watch does not show an unknown request as such:\n%s", s)
+	}
+}

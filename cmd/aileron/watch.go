@@ -107,10 +107,12 @@ func (w *watcher) refresh(ctx context.Context) error {
 	b.WriteString("\n\n")
 	for _, ap := range list { // no clock on screen: it is redrawn only when the list changes, not under a command being typed
 		p := ap.Preview
-		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s/%s)\n     %s\n", w.num(ap.ID), ap.ID,
+		fmt.Fprintf(&b, "%3d  %s  requested %s, expires %s  session %s\n     %s %s  (%s)\n     %s\n", w.num(ap.ID), ap.ID,
 			ap.CreatedAt.Local().Format("15:04:05"), ap.ExpiresAt.Local().Format("15:04"), ap.Session,
-			printable.Line(p.Method), printable.Clip(p.Target(), 100), printable.Line(p.Tool), printable.Line(p.Operation),
-			fieldsHint(p))
+			printable.Line(p.Method), printable.Clip(p.Target(), 100), operationLabel(p), fieldsHint(p))
+		if p.ProposalID != "" {
+			b.WriteString("     no operation matches this request: approving sends it once\n")
+		}
 	}
 	if len(list) == 0 {
 		b.WriteString("     nothing waits for a decision\n")
