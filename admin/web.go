@@ -490,12 +490,15 @@ type approvalView struct {
 	approvals.Approval
 	Method, Target, Summary, Connector, Credential string
 	Tool, Operation, Undeclared, DecidedBy, Reason string
-	Headers                                        []dataplane.PreviewHeader
-	Fields                                         []dataplane.PreviewField
-	Inputs                                         []dataplane.PreviewField
-	BodyKind, BodyType, BodyText                   string
-	BodyMore                                       int
-	Created, Expires                               string
+	// Proposal names the proposal of a request no operation matches (a
+	// session in ask mode); "" for any other.
+	Proposal                     string
+	Headers                      []dataplane.PreviewHeader
+	Fields                       []dataplane.PreviewField
+	Inputs                       []dataplane.PreviewField
+	BodyKind, BodyType, BodyText string
+	BodyMore                     int
+	Created, Expires             string
 	// For the card template: the login's CSRF token (the decision forms),
 	// the session's name, whether it is still pending, and when it was
 	// decided.
@@ -523,8 +526,11 @@ func newApprovalView(ap approvals.Approval) approvalView {
 	v := approvalView{Approval: ap, Method: clip(p.Method), Target: printable.Line(p.Target()),
 		Summary: clip(p.Summary), Connector: clip(p.Connector + " " + p.Version), Credential: p.Credential,
 		Tool: clip(p.Tool), Operation: clip(p.Operation), DecidedBy: clip(ap.DecidedBy), Reason: clip(ap.Reason),
-		Undeclared: printable.Line(strings.Join(p.Undeclared(), ", ")),
-		Created:    ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339)}
+		Undeclared: printable.Line(strings.Join(p.Undeclared(), ", ")), Proposal: printable.Line(p.ProposalID),
+		Created: ap.CreatedAt.UTC().Format(time.RFC3339), Expires: ap.ExpiresAt.UTC().Format(time.RFC3339)}
+	if v.Proposal != "" {
+		v.Undeclared = "" // no operation declares anything: the card says so instead
+	}
 	for _, h := range p.Headers {
 		v.Headers = append(v.Headers, dataplane.PreviewHeader{Name: clip(h.Name), Value: clip(h.Value)})
 	}
