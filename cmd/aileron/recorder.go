@@ -42,8 +42,10 @@ func (r *recorder) Decided(rec *dataplane.Record) error {
 // plane documents: "sni", the server a refused ClientHello asked for,
 // "end", how a WebSocket turn ended, and "field" and "rule", the argument
 // of an invalid_arguments refusal and the schema rule it broke (its name,
-// never its value) (docs/audit.md). Anything else is dropped: details are identifying names,
-// never request data.
+// never its value), and "approval_id" and "proposal_id", the approval that
+// released an unknown request (ask mode) and the proposal it was learned
+// into (docs/audit.md). Anything else is dropped: details are identifying
+// names, never request data.
 func proxyDetails(d map[string]string) map[string]string {
 	if sni, ok := d["sni"]; ok {
 		return map[string]string{"sni": sni}
@@ -53,6 +55,9 @@ func proxyDetails(d map[string]string) map[string]string {
 	}
 	if end, ok := d["end"]; ok {
 		return map[string]string{"end": end} // how a WebSocket turn ended (connector.proxy.turn)
+	}
+	if ap, ok := d["approval_id"]; ok {
+		return map[string]string{"approval_id": ap, "proposal_id": d["proposal_id"]}
 	}
 	return nil
 }
