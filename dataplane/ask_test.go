@@ -2,15 +2,20 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/ca"
 	"github.com/aileronhq/aileron/policy"
 )
 
@@ -254,4 +259,87 @@ func TestAskOnlyWhereItCan(t *testing.T) {
 			t.Errorf("asked %d times, upstream hits %d; want asked once, nothing sent", len(ap.requests()), e.hits.Load())
 		}
 	})
+}
+
+// TestAskSentOnceOnABrokenConnection: an unknown request a human approved
+// (a GET, which a transport would otherwise send again on a fresh
+// connection) that the upstream received on a pooled connection, which
+// then broke before the answer, is not sent a second time.
+func TestAskSentOnceOnABrokenConnection(t *testing.T) {
+	upCA, err := ca.New(ca.Options{CommonName: "raw h1 root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[r.URL.Path]++
+			mu.Unlock()
+			if strings.HasPrefix(r.URL.Path, "/v1/unknown/") {
+				c, _, _ := http.NewResponseController(w).Hijack()
+				_ = c.Close() // acted on it, then the connection broke before the answer
+			}
+		}),
+		TLSConfig: &tls.Config{NextProtos: []string{"http/1.1"}, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return upCA.Leaf("api.example.com")
+		}},
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	roots := x509.NewCertPool()
+	roots.AddCert(upCA.Certificate())
+	e := newEnvUp(t, func(p *Proxy) {
+		p.RootCAs = roots
+		p.Guard.Resolve = map[string]netip.AddrPort{"api.example.com:443": netip.MustParseAddrPort(ln.Addr().String())}
+		p.Approvals, p.Proposals = &deciderApprovals{decide: outcome(ApprovalApproved)}, &recordingProposals{}
+	}, false)
+	e.proxy.Sessions.(staticSessions)["s1"].sess.Unknown = UnknownAsk
+	c := e.client(t, url.UserPassword("s1", e.token))
+	for _, path := range []string{"/v1/items/1", "/v1/unknown/1"} { // the first leaves a pooled connection
+		resp, err := c.Get("https://api.example.com" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["/v1/unknown/1"] != 1 {
+		t.Fatalf("the approved unknown request reached the upstream %d times, want once (%v)", seen["/v1/unknown/1"], seen)
+	}
+}
+
+// TestAskUnknownHostOverConnect: in ask mode a CONNECT to a host no
+// connector names is intercepted as in learn mode, and its request is
+// learned and held; once approved it is sent to that host with verified
+// TLS like any (the stand-in upstream's certificate names only
+// api.example.com, so here the send fails upstream_tls_failed). A private
+// address is still refused at the CONNECT.
+func TestAskUnknownHostOverConnect(t *testing.T) {
+	props := &recordingProposals{}
+	e := connectLearnEnv(t, UnknownAsk, props)
+	ap := &deciderApprovals{decide: outcome(ApprovalApproved)}
+	e.proxy.Approvals = ap
+	c := e.client(t, url.UserPassword("s1", e.token))
+	resp, err := c.Get("https://unknown.example.net/v2/things/9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := readEnvelope(t, resp.Body)
+	_ = resp.Body.Close()
+	if len(props.learned()) != 1 || props.learned()[0].Host != "unknown.example.net" || len(ap.requests()) != 1 ||
+		env.Reason != policy.ReasonUpstreamTLS {
+		t.Errorf("got %d %+v, learned %+v, asked %d; want learned, asked, then sent with verified TLS", resp.StatusCode, env, props.learned(), len(ap.requests()))
+	}
+	if _, connResp := rawConnect(t, e, "10.0.0.1:443"); connResp.StatusCode != 403 {
+		t.Errorf("CONNECT to a private address in ask mode: %d, want 403", connResp.StatusCode)
+	}
 }
