@@ -24,8 +24,8 @@ const (
 	// HeaderApprovalID names the approval a refused or accepted request
 	// waits on.
 	HeaderApprovalID = "X-Aileron-Approval-Id"
-	// HeaderProposalID names the proposal a refused unknown request of a
-	// session in learn mode was recorded into.
+	// HeaderProposalID names the proposal a refused or held unknown
+	// request of a session in learn or ask mode was recorded into.
 	HeaderProposalID = "X-Aileron-Proposal-Id"
 	// HeaderMessage is the refusal's (or a pending action's) message on one
 	// line, for clients that do not show bodies (HeaderLine makes it safe).
@@ -79,7 +79,7 @@ type Refusal struct {
 	ApprovalID string `json:"approval_id,omitempty"`
 	ReviewURL  string `json:"review_url,omitempty"`
 	// ProposalID names the proposal an unknown request of a session in
-	// learn mode was recorded into (dataplane/unknown.go).
+	// learn or ask mode was recorded into (unknown.go, ask.go).
 	ProposalID string `json:"proposal_id,omitempty"`
 	// RetryAfter, when positive, becomes a Retry-After header.
 	RetryAfter time.Duration `json:"-"`
