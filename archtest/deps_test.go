@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"sessions":    {"state", "ca", "policy", "dataplane", "github.com/rs/zerolog"},
 	"credentials": {"state", "policy", "inject", "audit", "dataplane", "filippo.io/age", "golang.org/x/oauth2", "github.com/rs/zerolog"},
 	"approvals":   {"state", "audit", "dataplane"},
-	"proposals":   {"state", "audit", "dataplane"},
+	"proposals":   {"state", "policy", "audit", "dataplane"},
 	"budgets":     {"state", "policy", "dataplane"},
 	"actions":     {"state", "policy", "action", "audit", "dataplane", "github.com/rs/zerolog"},
 	"sandboxapi":  {"actions", "policy", "action", "state", "dataplane", "github.com/rs/zerolog", "github.com/modelcontextprotocol/go-sdk/"},

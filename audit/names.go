@@ -60,9 +60,13 @@ const (
 	// EventProposalCreated: a session in learn mode made its first unknown
 	// request of a method, host and path template (details: proposal_id,
 	// template, credential); EventProposalRejected: a human rejected the
-	// proposal (details: proposal_id, template, by, reason).
+	// proposal (details: proposal_id, template, by, reason);
+	// EventProposalAccepted: a human accepted it as a rule of a learned
+	// connector (details: proposal_id, session, connector, method,
+	// template, approval, by).
 	EventProposalCreated  EventName = "proposal.created"
 	EventProposalRejected EventName = "proposal.rejected"
+	EventProposalAccepted EventName = "proposal.accepted"
 
 	EventSessionCreated EventName = "session.created"
 	EventSessionDeleted EventName = "session.deleted"
@@ -123,7 +127,7 @@ func EventNames() []EventName {
 		EventActionPending, EventActionStarted, EventActionCompleted, EventActionFailed, EventActionDenied, EventActionCancelled,
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
-		EventSessionCreated, EventSessionDeleted, EventSessionUpdated, EventProposalCreated, EventProposalRejected,
+		EventSessionCreated, EventSessionDeleted, EventSessionUpdated, EventProposalCreated, EventProposalRejected, EventProposalAccepted,
 		EventStoreInstalled, EventStoreConsented, EventStoreRemoved, EventStoreTamperDetected, EventTrustSet, EventTrustRemoved, EventConfigReloaded,
 		EventDaemonStarted, EventDaemonStopped,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,

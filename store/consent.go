@@ -31,6 +31,10 @@ const (
 	ViaProvider = "provider add"
 	// ViaApprove: `connector approve` activated a quarantined version.
 	ViaApprove = "approve"
+	// ViaProposal: `proposals accept` (or the proposals page) installing
+	// the learned connector it generated from the rules a human accepted;
+	// the accept itself is the consent.
+	ViaProposal = "proposals accept"
 )
 
 // Request is what a package asks for: shown before it is installed, and the
@@ -64,7 +68,8 @@ type Consent struct {
 	// By names who consented: the admin API sets it to its caller, the
 	// offline CLI to the OS user.
 	By string `json:"by,omitempty"`
-	// Via is how: ViaTerminal, ViaYes, ViaLock, ViaProvider or ViaApprove.
+	// Via is how: ViaTerminal, ViaYes, ViaLock, ViaProvider, ViaApprove or
+	// ViaProposal.
 	Via string `json:"via"`
 	// Lock is the lock file's entry for the package (Via ViaLock). A
 	// version the lock records is activated even where it asks for more
@@ -79,9 +84,9 @@ type Consent struct {
 // check refuses a consent that is incomplete or does not name req.
 func (c Consent) check(req Request) error {
 	switch c.Via {
-	case ViaTerminal, ViaYes, ViaLock, ViaProvider, ViaApprove:
+	case ViaTerminal, ViaYes, ViaLock, ViaProvider, ViaApprove, ViaProposal:
 	default:
-		return fmt.Errorf("%w: consent via %q; want one of terminal, yes, lock, provider add, approve", ErrConsentMismatch, c.Via)
+		return fmt.Errorf("%w: consent via %q; want one of terminal, yes, lock, provider add, approve, proposals accept", ErrConsentMismatch, c.Via)
 	}
 	if c.Hash == "" {
 		return fmt.Errorf("%w: %s was not consented to: a consent must name the hash of what was shown (sha256:%s)",

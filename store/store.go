@@ -425,9 +425,9 @@ func (s *Store) commitInstall(ctx context.Context, tx *state.Tx, ix *storeIndex,
 	if err != nil {
 		return Installed{}, err
 	}
-	// A lock records a consent given before; provider add's command is
-	// the consent to the package it writes.
-	quarantine := len(widening) > 0 && c.Via != ViaLock && c.Via != ViaProvider
+	// A lock records a consent given before; provider add's command, and
+	// proposals accept's, is the consent to the package it writes.
+	quarantine := len(widening) > 0 && c.Via != ViaLock && c.Via != ViaProvider && c.Via != ViaProposal
 	if err := s.sharePackage(ctx, tx, st.pkg, src.Hash); err != nil {
 		return Installed{}, err
 	}
