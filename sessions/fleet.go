@@ -219,17 +219,17 @@ func (s *Manager) tombstone(id string) {
 }
 
 // adopt makes e live unless its id was deleted meanwhile, or takes its
-// unknown-request mode into the live entry; it returns the live entry.
+// unknown-request mode and connectors into the live entry; it returns the
+// live entry.
 // s.mu is held.
 func (s *Manager) adopt(e *sessionEntry) *sessionEntry {
 	if t, gone := s.fleet.tombstones[e.rec.ID]; gone && (time.Since(t) <= tombstoneMemory || s.fleet.undeleted[e.rec.ID]) {
 		return nil
 	}
 	if have := s.live[e.rec.ID]; have != nil {
-		if have.rec.Unknown != e.rec.Unknown { // changed on another node (SetUnknown)
-			have = have.withUnknown(e.rec.Unknown)
-			s.live[e.rec.ID] = have
-		}
+		// changed on another node (SetUnknown, AddConnector)
+		have = have.takeRow(e.rec)
+		s.live[e.rec.ID] = have
 		return have
 	}
 	s.live[e.rec.ID] = e
@@ -330,7 +330,7 @@ func (s *Manager) drop(id string, announced bool) {
 
 // Refresh makes a fleet node's sessions those of the database: sessions
 // created on other nodes are loaded, deleted ones dropped, and changed
-// unknown-request modes taken. The daemon
+// unknown-request modes and connectors taken. The daemon
 // calls it periodically, as the backstop of notifications; on a single
 // node it does nothing. Errors are the database's.
 func (s *Manager) Refresh(ctx context.Context) error {
@@ -382,9 +382,9 @@ func (s *Manager) Refresh(ctx context.Context) error {
 	for _, e := range loaded {
 		s.adopt(e)
 	}
-	for id, rec := range rows { // a mode changed on another node, its notification lost
-		if have := s.live[id]; have != nil && have.rec.Unknown != rec.Unknown {
-			s.live[id] = have.withUnknown(rec.Unknown)
+	for id, rec := range rows { // a mode or scope changed on another node, its notification lost
+		if have := s.live[id]; have != nil {
+			s.live[id] = have.takeRow(rec)
 		}
 	}
 	s.fleet.synced = read
