@@ -28,9 +28,12 @@ type proposalList struct {
 //	GET  /v1/proposals[?session=ID]   → {"proposals":[Proposal…]}
 //	GET  /v1/proposals/{id}           → Proposal
 //	POST /v1/proposals/{id}/reject    RejectRequest{by,reason} → Proposal
+//	POST /v1/proposals/{id}/accept    AcceptRequest → Acceptance
+//	POST /v1/proposals/accept         AcceptSessionRequest{by,session,…} → Acceptance
 //
-// Rejecting a proposal that is not open is 409 conflict; an unknown id is
-// 404.
+// Rejecting or accepting a proposal that is not open is 409 conflict, as
+// is a learned rule clashing with another connector; an unknown id is
+// 404; a bad edit is 400.
 func (a *API) proposalRoutes(mux *http.ServeMux, store *proposals.Store) {
 	if store == nil {
 		off := func(w http.ResponseWriter, r *http.Request) {
@@ -80,5 +83,31 @@ func (a *API) proposalRoutes(mux *http.ServeMux, store *proposals.Store) {
 			return
 		}
 		dataplane.WriteJSON(w, http.StatusOK, p)
+	})
+	mux.HandleFunc("POST /v1/proposals/{id}/accept", func(w http.ResponseWriter, r *http.Request) {
+		var req AcceptRequest
+		if err := decodeBody(r, &req); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		out, err := a.AcceptProposal(r.Context(), r.PathValue("id"), caller(r), req)
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("POST /v1/proposals/accept", func(w http.ResponseWriter, r *http.Request) {
+		var req AcceptSessionRequest
+		if err := decodeBody(r, &req); err != nil {
+			a.writeError(w, err)
+			return
+		}
+		out, err := a.AcceptSession(r.Context(), caller(r), req)
+		if err != nil {
+			a.writeError(w, err)
+			return
+		}
+		dataplane.WriteJSON(w, http.StatusOK, out)
 	})
 }

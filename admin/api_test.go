@@ -40,6 +40,13 @@ type event struct {
 
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
+	return startDaemonWith(t, nil)
+}
+
+// startDaemonWith is startDaemon with setup, when not nil, run on the API
+// before it serves.
+func startDaemonWith(t *testing.T, setup func(d *daemon)) *daemon {
+	t.Helper()
 	home := t.TempDir()
 	d := &daemon{home: home}
 	sm := sessionsAt(t, home, testkit.NewClock())
@@ -51,6 +58,9 @@ func startDaemon(t *testing.T) *daemon {
 			defer d.mu.Unlock()
 			d.events = append(d.events, event{name, details})
 		}}
+	if setup != nil {
+		setup(d)
+	}
 	sock := filepath.Join(home, "admin.sock")
 	ln, err := ListenUnix(sock)
 	if err != nil {

@@ -33,3 +33,19 @@ func (c *Client) RejectProposal(ctx context.Context, id, by, reason string) (pro
 	err := c.do(ctx, http.MethodPost, "/v1/proposals/"+url.PathEscape(id)+"/reject", RejectRequest{By: by, Reason: reason}, &p)
 	return p, err
 }
+
+// AcceptProposal accepts an open proposal as a rule of a learned
+// connector (see AcceptRequest) and says what was installed and where.
+func (c *Client) AcceptProposal(ctx context.Context, id string, req AcceptRequest) (Acceptance, error) {
+	var out Acceptance
+	err := c.do(ctx, http.MethodPost, "/v1/proposals/"+url.PathEscape(id)+"/accept", req, &out)
+	return out, err
+}
+
+// AcceptSessionProposals accepts every open proposal of a session into one
+// learned connector.
+func (c *Client) AcceptSessionProposals(ctx context.Context, req AcceptSessionRequest) (Acceptance, error) {
+	var out Acceptance
+	err := c.do(ctx, http.MethodPost, "/v1/proposals/accept", req, &out)
+	return out, err
+}

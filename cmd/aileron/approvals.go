@@ -46,6 +46,9 @@ func cmdApprovals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	case "show":
 		fs.Bool("json", false, "print JSON (the body's exact bytes are base64 in preview.body.raw)")
 		fs.Bool("raw", false, "print the whole request as it will be sent, nothing cut (control characters escaped)")
+	case "approve":
+		fs.Bool("as-rule", false, "allow as a rule: accept the proposal of a request no operation matched (see proposals accept)")
+		ruleFlags(fs)
 	case "deny":
 		fs.String("reason", "", "why (required; the agent is shown it)")
 	case "watch":
@@ -67,7 +70,7 @@ func approvalsSynopsis(sub string) string {
 	case "show":
 		return "approvals show ID [--raw | --json]"
 	case "approve":
-		return "approvals approve ID"
+		return "approvals approve ID [--as-rule [--method M] [--template T] [--approval required|none] [--connector NAME] [--all-sessions]]"
 	case "deny":
 		return "approvals deny ID --reason R"
 	case "web-token":
@@ -239,6 +242,14 @@ func printPreviewParts(w io.Writer, id string, p dataplane.Preview, pr func(stri
 func approvalsApprove(fs *pflag.FlagSet, cfg *config.Config, stdout, _ io.Writer) error {
 	if fs.NArg() != 1 {
 		return usagef("want one approval ID")
+	}
+	if asRule, _ := fs.GetBool("as-rule"); asRule {
+		return approveAsRule(fs, cfg, stdout)
+	}
+	for _, f := range []string{"method", "template", "approval", "connector", "all-sessions"} {
+		if fs.Changed(f) {
+			return usagef("--%s edits a rule; add --as-rule to allow the request as a rule", f)
+		}
 	}
 	ap, err := newClient(cfg).ApproveApproval(context.Background(), fs.Arg(0), decider())
 	if err != nil {

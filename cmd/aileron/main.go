@@ -39,8 +39,10 @@ Usage:
   aileron provider list [--json]                         the model providers: installed, bound, their variables
   aileron provider remove NAME                           uninstall and unbind a provider (its key stays in the vault)
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
-  aileron approvals approve ID | deny ID --reason R | web-token | test-webhooks
+  aileron approvals approve ID [--as-rule [RULE EDITS]] | deny ID --reason R | web-token | test-webhooks
   aileron proposals list [--session ID] [--json] | show ID [--json] | reject ID --reason R   (learn mode)
+  aileron proposals accept ID [--method M] [--template T] [--approval required|none] [--connector NAME] [--all-sessions]
+  aileron proposals accept --session ID [--connector NAME] [--all-sessions]   allow as a rule, in local://learned/NAME
   aileron actions cancel RUN                             cancel an action run (its run_id, or the approval_id it waits on)
   aileron audit tail [-f] [--session ID] [--connector FQN] [--event E] [--decision D] [--run ID] [--since 15m] [--dir DIR]... [--json]
   aileron audit verify [FILES…] [--dir DIR --node N] [--key VKEY] [--witness URL --witness-key KEY]   lines, chain, tree, checkpoints

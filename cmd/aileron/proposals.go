@@ -21,7 +21,7 @@ func cmdProposals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 	}
 	sub, rest := args[0], args[1:]
 	run, ok := map[string]func(*pflag.FlagSet, *config.Config, io.Writer) error{
-		"list": proposalsList, "show": proposalsShow, "reject": proposalsReject,
+		"list": proposalsList, "show": proposalsShow, "reject": proposalsReject, "accept": proposalsAccept,
 	}[sub]
 	if !ok {
 		return unknownSubcommand("proposals", sub)
@@ -36,6 +36,9 @@ func cmdProposals(args []string, stdin io.Reader, stdout, stderr io.Writer) erro
 		fs.Bool("json", false, "print JSON")
 	case "reject":
 		fs.String("reason", "", "why (required; recorded with the proposal)")
+	case "accept":
+		fs.String("session", "", "accept every open proposal of this session, each as proposed, into one connector")
+		ruleFlags(fs)
 	}
 	if err := fs.Parse(rest); err != nil {
 		return err
@@ -53,6 +56,10 @@ func proposalsSynopsis(sub string) string {
 		return "proposals show ID [--json]"
 	case "reject":
 		return "proposals reject ID --reason R"
+	case "accept":
+		return "proposals accept ID [--method M] [--template T] [--approval required|none] [--connector NAME] [--all-sessions]\n" +
+			"       proposals accept --session ID [--connector NAME] [--all-sessions]\n" +
+			"  (allow as a rule: installs the next version of the learned connector local://learned/NAME and gives it to the session)"
 	}
 	return "proposals list [--session ID] [--json]   (what sessions in learn mode asked for and were refused)"
 }
@@ -115,6 +122,9 @@ func proposalsShow(fs *pflag.FlagSet, cfg *config.Config, stdout io.Writer) erro
 	}
 	if p.State == proposals.StateRejected {
 		fmt.Fprintf(w, "rejected   by %s: %s\n", printable.Line(p.DecidedBy), printable.Line(p.Reason))
+	}
+	if p.State == proposals.StateAccepted && p.Rule != nil {
+		fmt.Fprintf(w, "accepted   by %s as %s into %s\n", printable.Line(p.DecidedBy), ruleLine(*p.Rule), printable.Line(p.Connector))
 	}
 	_, err = io.WriteString(stdout, w.String())
 	return err

@@ -112,7 +112,7 @@ func subcommands(group string) []string {
 	case "approvals":
 		return []string{"list", "show", "approve", "deny", "watch", "web-token", "test-webhooks"}
 	case "proposals":
-		return []string{"list", "show", "reject"}
+		return []string{"list", "show", "accept", "reject"}
 	case "actions":
 		return []string{"cancel"}
 	case "audit":
