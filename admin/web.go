@@ -26,6 +26,7 @@ import (
 	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/printable"
+	"github.com/aileronhq/aileron/proposals"
 	"github.com/aileronhq/aileron/state"
 	"github.com/aileronhq/aileron/store"
 	"github.com/rs/zerolog"
@@ -97,6 +98,12 @@ type Web struct {
 	// ApproveConnector serves a quarantined version (API.ApproveConnector)
 	// when a login presses its Approve button; nil shows no button.
 	ApproveConnector func(ctx context.Context, ref string, c store.Consent) (store.Installed, error)
+	// Proposals backs the proposals pages (list, show, reject); nil
+	// answers them 404.
+	Proposals *proposals.Store
+	// AcceptProposal accepts a proposal as a rule (API.AcceptProposal)
+	// when a login submits its form; nil shows no form.
+	AcceptProposal func(ctx context.Context, id, consentBy string, req AcceptRequest) (Acceptance, error)
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Log receives unexpected failures. Nil discards them.
@@ -168,6 +175,10 @@ func randomToken() (string, error) {
 //	GET  /api/approvals[?state=S]    {"approvals":[Approval…]} (default state pending)
 //	POST /approvals/{id}/approve     csrf=… → 303 to /approvals/{id}, which confirms
 //	POST /approvals/{id}/deny        csrf=…&reason=… → 303 to /approvals/{id}
+//	GET  /proposals                  the proposals, most recently seen first
+//	GET  /proposals/{id}             one proposal, with the accept and reject forms
+//	POST /proposals/{id}/accept      csrf=…&method=…&template=…&approval=…[&connector=…][&all_sessions=on] → 303
+//	POST /proposals/{id}/reject      csrf=…&reason=… → 303 to /proposals/{id}
 //	GET  /static/…                   stylesheet and script
 //
 // Without a session, pages redirect to /login and /api answers 401.
@@ -193,6 +204,10 @@ func (wb *Web) Handler() http.Handler {
 	mux.HandleFunc("POST /approvals/{id}/approve", wb.post(wb.approve))
 	mux.HandleFunc("POST /approvals/{id}/deny", wb.post(wb.deny))
 	mux.HandleFunc("POST /connectors/approve", wb.post(wb.approveConnector))
+	mux.HandleFunc("GET /proposals", wb.page(wb.proposalsPage))
+	mux.HandleFunc("GET /proposals/{id}", wb.page(wb.proposalPage))
+	mux.HandleFunc("POST /proposals/{id}/accept", wb.post(wb.acceptProposal))
+	mux.HandleFunc("POST /proposals/{id}/reject", wb.post(wb.rejectProposal))
 	mux.HandleFunc("/", wb.page(func(w http.ResponseWriter, r *http.Request, _ string, _ webSession) {
 		wb.message(w, http.StatusNotFound, "Not found", "There is no page at "+r.URL.Path+".")
 	}))

@@ -44,7 +44,8 @@ func (d *daemon) serveWeb(errc chan<- error, api *admin.API) (*http.Server, stri
 			}
 			return info.Name
 		}, SessionLimits: d.sessionLimits,
-		Quarantined: d.store.List, ApproveConnector: api.ApproveConnector}
+		Quarantined: d.store.List, ApproveConnector: api.ApproveConnector,
+		Proposals: d.proposal, AcceptProposal: api.AcceptProposal}
 	srv := &http.Server{Handler: web.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { errc <- srv.Serve(wl) }()
 	addr := wl.Addr().String()
