@@ -62,15 +62,7 @@ func (p *Proxy) ask(x *exchange, d policy.Decision) error {
 // the session's connectors as they are now: once a human accepted the
 // request's proposal as a rule, the connector it went into is installed,
 // reloaded and added to the session.
-func (p *Proxy) decideNow(x *exchange) policy.Decision {
-	connectors := x.t.sess.Connectors
-	if cs, ok := p.Sessions.(currentSessions); ok {
-		if now, err := cs.Session(x.t.sess.ID); err == nil && now != nil {
-			connectors = now.Connectors
-		}
-	}
-	return p.decide(x, connectors)
-}
+func (p *Proxy) decideNow(x *exchange) policy.Decision { return p.decide(x) }
 
 // asked notes on an allowed record that a human approved the request as
 // an unknown one (x.asked): its approval and proposal, and, when still no

@@ -39,16 +39,16 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, x *exchange) ending {
 	if err != nil {
 		return p.refuseExchange(w, x, err)
 	}
-	return p.serveDecided(w, x, p.decide(x, t.sess.Connectors))
+	return p.serveDecided(w, x, p.decide(x))
 }
 
-// decide is policy's decision on x's request for a session that may use
-// connectors.
-func (p *Proxy) decide(x *exchange, connectors []string) policy.Decision {
+// decide is policy's decision on x's request, for its session's
+// connector scope as it is now (sessionScope).
+func (p *Proxy) decide(x *exchange) policy.Decision {
 	r, t := x.in, x.t
 	return p.Policy.Load().Decide(policy.Args{
 		Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
-		Path: x.tgt.path, Connectors: connectors, Step: x.terms.step,
+		Path: x.tgt.path, Connectors: p.sessionScope(t.sess), Step: x.terms.step,
 	})
 }
 
