@@ -92,6 +92,8 @@ type API struct {
 	Hidden func() []string
 
 	storeMu sync.Mutex
+	// acceptMu serialises accepting proposals on this node (api_accept.go).
+	acceptMu sync.Mutex
 }
 
 // InstallRequest is the body of POST /v1/connectors.

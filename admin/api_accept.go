@@ -129,6 +129,12 @@ func (a *API) accept(ctx context.Context, job acceptance) (Acceptance, error) {
 	if err != nil {
 		return Acceptance{}, err
 	}
+	// One accept at a time on this node, from the proposals' state read
+	// under the lock to their marking: a second accept of the same
+	// proposal installs nothing. Across a fleet, the marking's conditional
+	// update still lets one accept alone record it.
+	a.acceptMu.Lock()
+	defer a.acceptMu.Unlock()
 	job.by = by
 	for _, p := range job.props {
 		if p.State != proposals.StateOpen {
@@ -185,6 +191,17 @@ func (a *API) installLearned(ctx context.Context, job acceptance) (Acceptance, e
 	var out Acceptance
 	c := store.Consent{By: job.consentBy, Via: store.ViaProposal, Audited: a.OnEvent != nil}
 	err := a.changeStore(func() error {
+		// Read again under the lock: an accept of the same proposal that
+		// came first installs nothing more.
+		for _, p := range job.props {
+			now, err := a.Proposals.Get(ctx, p.ID)
+			if err != nil {
+				return err
+			}
+			if now.State != proposals.StateOpen {
+				return fmt.Errorf("%w: %s is %s; only an open proposal can be accepted", proposals.ErrDecided, p.ID, now.State)
+			}
+		}
 		list, err := a.Store.List(ctx)
 		if err != nil {
 			return err

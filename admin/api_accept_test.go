@@ -235,3 +235,31 @@ func TestAcceptSession(t *testing.T) {
 	_, err = d.client.AcceptSessionProposals(ctx, AcceptSessionRequest{By: "cli:a", Session: s.ID})
 	apiError(t, "nothing open", err, 404, "not_found")
 }
+
+// TestAcceptRace: of concurrent accepts of one proposal exactly one
+// installs and accepts; the others are conflicts that install nothing.
+func TestAcceptRace(t *testing.T) {
+	d := acceptDaemon(t)
+	ctx := context.Background()
+	id := d.learn(t, "s_aaaaaaaaaaaaaaaaaaaa", "GET", "api.example.com", 443, "/a/1")
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := d.client.AcceptProposal(ctx, id, AcceptRequest{By: "cli:a", Connector: "race"})
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		if err := <-errs; err == nil {
+			ok++
+		} else {
+			apiError(t, "a concurrent accept", err, 409, "conflict")
+		}
+	}
+	list, _ := d.client.ListConnectors(ctx)
+	if ok != 1 || len(list) != 1 || list[0].Version != "1.0.0" {
+		t.Errorf("%d accepts succeeded, installed %+v; want one, and 1.0.0 alone", ok, list)
+	}
+}
