@@ -2,10 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aileronhq/aileron/internal/testkit"
 )
 
 // TestLearnModeRecordsRealTraffic: a session in learn mode whose curl asks
@@ -264,5 +268,45 @@ func TestAcceptSessionLearnsItsPolicy(t *testing.T) {
 		if got := pythonGet(t, e, base+target); got != "403" {
 			t.Errorf("python GET %s, never asked for: %s, want 403", target, got)
 		}
+	}
+}
+
+// TestFleetAcceptProposal: on a two-node Postgres fleet, a request learned
+// through node B and accepted on node A is allowed through node B: B takes
+// the learned connector and the session's new connector list from the
+// shared state.
+func TestFleetAcceptProposal(t *testing.T) {
+	pg := testkit.StartPostgres(t)
+	dsn, keys := pg.NewDatabase(), t.TempDir()
+	node := func(name string) *daemon {
+		cfg, err := theSuite.baseConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg["upstream"].(map[string]any)["resolve"].(map[string]string)["api.us.example.com:443"] = theSuite.up.Addr
+		cfg["state"] = map[string]any{"backend": "postgres", "dsn": dsn, "node": name,
+			"fleet_key_file": filepath.Join(keys, "fleet.key"), "vault_key_file": filepath.Join(keys, "vault.key")}
+		return theSuite.startTestDaemon(t, cfg, nil)
+	}
+	a, b := node("node-a"), node("node-b")
+	a.cli(t, "connector", "install", testkitSpecFile(t, argsSpec))
+	sess := a.newSession(t, "--name", "fleet learner", "--unknown", "learn", "--connector", argsFQN)
+	viaB := sess.via(t, b)
+	var proposal string
+	waitFor(t, "node B to learn the session's unknown request", 20*time.Second, func() bool {
+		status, hdr, _ := goDo(t, viaB, http.MethodGet, "https://api.us.example.com/v1/items/5", "")
+		proposal = hdr.Get("X-Aileron-Proposal-Id")
+		return status == http.StatusForbidden && proposal != ""
+	})
+	out := a.cli(t, "proposals", "accept", proposal)
+	if !strings.Contains(out, "installed local://learned/fleet-learner@1.0.0") {
+		t.Fatalf("accept on A printed %q", out)
+	}
+	waitFor(t, "node B to allow what was accepted on node A", 20*time.Second, func() bool {
+		status, _, _ := goDo(t, viaB, http.MethodGet, "https://api.us.example.com/v1/items/6", "")
+		return status == http.StatusOK
+	})
+	if status, _, _ := goDo(t, viaB, http.MethodGet, "https://api.us.example.com/v1/orders/6", ""); status != http.StatusForbidden {
+		t.Errorf("another path through B after the accept: %d, want 403", status)
 	}
 }
