@@ -4,7 +4,8 @@
 // $AILERON_HOME/sessions/<id>/ and whose metadata is a row of the sessions
 // table. Manager keeps live sessions in memory and implements
 // dataplane.Sessions, so authenticating a request touches neither disk nor
-// database.
+// database. A live session's unknown-request mode and connector scope can
+// change (SetUnknown, AddConnector); other fleet nodes take the change.
 //
 // It imports state, ca, policy and dataplane's types; never another
 // control-plane store.
