@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/aileronhq/aileron/approvals"
 	"github.com/aileronhq/aileron/audit"
@@ -213,8 +214,13 @@ func (a *API) installLearned(ctx context.Context, job acceptance) (Acceptance, e
 			}
 		}
 		active, _ := a.Store.Load(ctx)
+		old, served := learnedOps(active, fqn)
+		if len(versions) > 0 && !served {
+			return fmt.Errorf("%w: %s is installed (%s) but no version of it is served, so its rules cannot be carried over; "+
+				"see `aileron connector verify`, remove it, or choose another --connector", state.ErrConflict, fqn, strings.Join(versions, ", "))
+		}
 		version := proposals.NextVersion(versions)
-		data, names, err := proposals.LearnedSpec(job.name, version, learnedOps(active, fqn), add)
+		data, names, err := proposals.LearnedSpec(job.name, version, old, add)
 		if err != nil {
 			return err
 		}
@@ -281,14 +287,19 @@ func learnedConflict(fqn string, err error) error {
 		"(edit the template or method, or remove the other connector), or choose another --connector than %s", err, fqn)
 }
 
-// learnedOps are the operations of fqn's active version among active.
-func learnedOps(active []policy.Source, fqn string) []policy.OperationSpec {
+// learnedOps are the operations of fqn's active version among active, and
+// whether one is active.
+func learnedOps(active []policy.Source, fqn string) ([]policy.OperationSpec, bool) {
 	for _, src := range active {
-		if src.Spec != nil && src.Spec.Connector.FQN == fqn && len(src.Spec.Tools) > 0 {
-			return src.Spec.Tools[0].Operations
+		if src.Spec != nil && src.Spec.Connector.FQN == fqn {
+			var ops []policy.OperationSpec
+			for _, tool := range src.Spec.Tools {
+				ops = append(ops, tool.Operations...)
+			}
+			return ops, true
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // giveConnector adds fqn to the sessions of job's proposals, and to every

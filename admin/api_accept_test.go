@@ -263,3 +263,25 @@ func TestAcceptRace(t *testing.T) {
 		t.Errorf("%d accepts succeeded, installed %+v; want one, and 1.0.0 alone", ok, list)
 	}
 }
+
+// TestAcceptKeepsUnservedRules: a learned connector installed but not
+// served (its package tampered with) is not replaced by a version without
+// its rules: the accept is refused, saying why.
+func TestAcceptKeepsUnservedRules(t *testing.T) {
+	d := acceptDaemon(t)
+	ctx := context.Background()
+	first := d.learn(t, "s_aaaaaaaaaaaaaaaaaaaa", "GET", "api.example.com", 443, "/a/1")
+	out, err := d.client.AcceptProposal(ctx, first, AcceptRequest{By: "cli:a", Connector: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WriteFile(t, out.Connector.Dir, "evil", []byte("x")) // Load refuses the package now
+	second := d.learn(t, "s_aaaaaaaaaaaaaaaaaaaa", "GET", "api.example.com", 443, "/b/1")
+	_, err = d.client.AcceptProposal(ctx, second, AcceptRequest{By: "cli:a", Connector: "kept"})
+	if ae := apiError(t, "accept into an unserved connector", err, 409, "conflict"); !strings.Contains(ae.Message, "no version of it is served") {
+		t.Errorf("message %q", ae.Message)
+	}
+	if p, _ := d.admin.Proposals.Get(ctx, second); p.State != proposals.StateOpen {
+		t.Errorf("the proposal is %s, want open", p.State)
+	}
+}
