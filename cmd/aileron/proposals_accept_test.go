@@ -121,6 +121,13 @@ func TestProposalsAcceptCommand(t *testing.T) {
 	if p, _ := a.api.Proposals.Get(t.Context(), other); p.State != proposals.StateOpen {
 		t.Errorf("after refused accepts the proposal is %s", p.State)
 	}
+	// A path a sandbox sent with a terminal escape cannot become a rule,
+	// and the refusal shows it escaped.
+	hostile := a.learn(t, "GET", "/x/\x1b]0;pwned\x07/1", false)
+	_, errs, code = runAccept(t, home, "proposals", "accept", hostile)
+	if code == 0 || strings.ContainsAny(errs, "\x1b\x07") || !strings.Contains(errs, "not a valid path template") {
+		t.Errorf("accepting a hostile template: code %d %q", code, errs)
+	}
 }
 
 // TestApprovalsApproveAsRule: --as-rule accepts the approval's proposal
