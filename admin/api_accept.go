@@ -283,8 +283,8 @@ func learnedConflict(fqn string, err error) error {
 	if !errors.Is(err, state.ErrConflict) {
 		return err
 	}
-	return fmt.Errorf("%w; nothing was accepted: the rule would match requests another connector already decides "+
-		"(edit the template or method, or remove the other connector), or choose another --connector than %s", err, fqn)
+	return fmt.Errorf("%w; nothing was accepted: where the rule matches requests another connector already decides, "+
+		"edit the template or method (or remove the other connector); where a name clashes, choose another --connector than %s", err, fqn)
 }
 
 // learnedOps are the operations of fqn's active version among active, and
