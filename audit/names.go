@@ -67,6 +67,10 @@ const (
 	EventProposalCreated  EventName = "proposal.created"
 	EventProposalRejected EventName = "proposal.rejected"
 	EventProposalAccepted EventName = "proposal.accepted"
+	// EventProposalRequested: an agent asked for access through the
+	// sandbox API or request_access (details: proposal_id, template, state,
+	// justification).
+	EventProposalRequested EventName = "proposal.requested"
 
 	EventSessionCreated EventName = "session.created"
 	EventSessionDeleted EventName = "session.deleted"
@@ -127,7 +131,7 @@ func EventNames() []EventName {
 		EventActionPending, EventActionStarted, EventActionCompleted, EventActionFailed, EventActionDenied, EventActionCancelled,
 		EventCredentialSet, EventCredentialDeleted, EventCredentialRefreshed, EventCredentialRefreshFailed,
 		EventBindingSet, EventBindingRemoved,
-		EventSessionCreated, EventSessionDeleted, EventSessionUpdated, EventProposalCreated, EventProposalRejected, EventProposalAccepted,
+		EventSessionCreated, EventSessionDeleted, EventSessionUpdated, EventProposalCreated, EventProposalRejected, EventProposalAccepted, EventProposalRequested,
 		EventStoreInstalled, EventStoreConsented, EventStoreRemoved, EventStoreTamperDetected, EventTrustSet, EventTrustRemoved, EventConfigReloaded,
 		EventDaemonStarted, EventDaemonStopped,
 		EventSandboxStarted, EventSandboxStopped, EventEgressBlocked, EventDNSDenied,

@@ -88,7 +88,8 @@ type Store struct {
 	// request's own time.
 	Now func() time.Time
 	// OnEvent receives proposal.created (once per proposal, after the
-	// request that opened it is committed) and proposal.rejected; nil
+	// request or ask that opened it is committed), proposal.requested (Ask)
+	// and proposal.rejected; nil
 	// means events are dropped. It must not call back into the store.
 	OnEvent func(ev audit.Event)
 }
@@ -110,7 +111,7 @@ func (s *Store) emit(ev audit.Event) {
 
 // learnSQL adds one request to its proposal in a single statement, opening
 // the proposal if it is the first: concurrent requests lose no count, and
-// exactly one of them sees seen = 1.
+// exactly one of them gets back the id it offered.
 const learnSQL = `INSERT INTO proposals (id, session, method, host, port, template, seen, first_seen, last_seen,
 	examples, examples_n, credential)
 VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
@@ -156,7 +157,7 @@ func (s *Store) Learn(ctx context.Context, r dataplane.UnknownRequest) (string, 
 	if _, err := s.DB.WriteRow(ctx, learnSQL, args, &id, &seen); err != nil {
 		return "", fmt.Errorf("learning %s %s:%d%s of session %s: %w", r.Method, r.Host, r.Port, tmpl, r.Session, err)
 	}
-	if seen == 1 {
+	if id == newID { // opened here, not joined (an asked proposal has seen 0 before)
 		s.emit(audit.Event{Name: audit.EventProposalCreated, Session: r.Session, Method: r.Method, Host: r.Host,
 			Port: r.Port, Path: tmpl, AuditID: r.AuditID,
 			Details: map[string]string{"proposal_id": id, "template": tmpl, "credential": fmt.Sprint(r.Credential)}})
