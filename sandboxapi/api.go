@@ -37,7 +37,8 @@ var (
 // sandboxEndpoints is what the 404 answer lists.
 const sandboxEndpoints = "GET /v1/operations, GET /v1/operations/{tool}/{operation}, " +
 	"POST /v1/connector-operations/run, GET /v1/actions, POST /v1/actions/{name}/run, " +
-	"GET /v1/action-approvals/{id}/result, POST /v1/action-runs/{id}/cancel, /v1/mcp"
+	"GET /v1/action-approvals/{id}/result, POST /v1/action-runs/{id}/cancel, " +
+	"POST /v1/access-requests, GET /v1/access-requests/{id}, /v1/mcp"
 
 // Runner is what the sandbox API needs of the action runner: a session's
 // actions, running one, and polling a run. It is all the API can reach of
@@ -78,6 +79,12 @@ var _ Runner = (*actions.Runner)(nil)
 //	GET  /v1/action-approvals/{id}/result → 200 actions.Result
 //	POST /v1/action-runs/{id}/cancel    → 200 actions.Result (cancelled, or the final
 //	     state of a run that already ended); id is the result's run_id or approval_id
+//	POST /v1/access-requests            {"method","url","justification"[,"wait_seconds"]}
+//	     → 202 AccessAnswer while no human has decided, 200 once one has
+//	     (accepted, or rejected with the human's reason); it waits up to
+//	     wait_seconds (0 to 60, default 0) for the decision
+//	GET  /v1/access-requests/{id}[?wait_seconds=N] → the same, for one of
+//	     the session's own access requests (another session's is 404)
 //	     /v1/mcp                        → the MCP field (Streamable HTTP)
 //
 // Every error is the envelope {"error":{"class","reason","message"[,"audit_id",
@@ -96,6 +103,9 @@ type API struct {
 	Runner Runner
 	// MCP serves /v1/mcp; nil answers 404.
 	MCP http.Handler
+	// Access records access requests and waits for their decisions; nil
+	// answers the access endpoints with 404.
+	Access Access
 	// ApprovalWait is how long the run endpoint waits for a human to
 	// decide an approval-gated operation; 0 answers approval_pending at once
 	// (the client retries the identical call after approval).
@@ -135,6 +145,8 @@ func (s *API) routes() {
 	route(http.MethodPost, "/v1/actions/{name}/run", s.runAction)
 	route(http.MethodGet, "/v1/action-approvals/{id}/result", s.actionResult)
 	route(http.MethodPost, "/v1/action-runs/{id}/cancel", s.cancelRun)
+	route(http.MethodPost, "/v1/access-requests", s.postAccessRequest)
+	route(http.MethodGet, "/v1/access-requests/{id}", s.getAccessRequest)
 	mcp := s.authed(func(w http.ResponseWriter, r *http.Request, _ *dataplane.Session) {
 		if s.MCP == nil {
 			s.writeError(w, fmt.Errorf("%w: this daemon does not serve MCP over HTTP", errFeatureDisabled))

@@ -31,8 +31,9 @@ const maxSandboxAnswer = 32 << 20
 // https://aileron.internal/v1): GET {APIURL}/actions,
 // POST {APIURL}/actions/{name}/run,
 // GET {APIURL}/action-approvals/{id}/result, and for the operation tools
-// GET {APIURL}/operations and POST {APIURL}/connector-operations/run. It is
-// safe for concurrent use.
+// GET {APIURL}/operations and POST {APIURL}/connector-operations/run, and
+// for request_access POST {APIURL}/access-requests and
+// GET {APIURL}/access-requests/{id}. It is safe for concurrent use.
 type HTTPBackend struct {
 	// APIURL is the sandbox API's base URL, ending in /v1.
 	APIURL string

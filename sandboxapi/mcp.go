@@ -69,6 +69,10 @@ type MCPServer struct {
 	// request for that long (clients start a new one on the next call);
 	// 0 means 1h, negative means never.
 	HTTPIdleTimeout time.Duration
+	// AccessWait is how long one request_access call waits for a human's
+	// decision before answering that it still waits; 0 means 45s, negative
+	// means not at all, and it is at most 60s.
+	AccessWait time.Duration
 	// Log receives problems the server works around (a listing that failed,
 	// an action skipped for an invalid tool name or schema); nil discards.
 	Log *zerolog.Logger
@@ -146,6 +150,7 @@ func (s *MCPServer) start(ctx context.Context, lister ToolBackend,
 	ts := &toolSync{srv: srv, lister: lister, backendOf: backendOf, log: s.log(), have: map[string]toolEntry{}}
 	srv.AddTool(checkStatusTool(), ts.checkStatus)
 	addOperationTools(srv, lister, backendOf)
+	addAccessTool(srv, lister, backendOf, s.accessWait())
 	ts.apply(list)
 	every := s.Refresh
 	if every <= 0 {
@@ -171,7 +176,9 @@ func (s *MCPServer) newSDKServer() *mcp.Server {
 		Instructions: "Aileron actions run through the session's policy and audit. A tool that " +
 			"requires human approval answers status pending_approval with a review_url and an " +
 			"approval_id: ask the human to approve at review_url, then call " + CheckActionStatusTool +
-			" with the approval_id until the status is final (completed, denied, failed or cancelled).",
+			" with the approval_id until the status is final (completed, denied, failed or cancelled). " +
+			"A request Aileron refuses because no rule allows it can be asked for with " + RequestAccessTool +
+			", with a justification the human reads.",
 		// Tools only, announced with listChanged even before any is added;
 		// this also drops the SDK's default logging capability.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},

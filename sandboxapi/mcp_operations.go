@@ -95,7 +95,7 @@ func (b *HTTPBackend) RunOperation(ctx context.Context, req OperationRequest) (O
 // reservedToolName reports the names of the server's own tools, which no
 // action may take.
 func reservedToolName(name string) bool {
-	return name == CheckActionStatusTool || name == ListOperationsTool || name == RunOperationTool
+	return name == CheckActionStatusTool || name == ListOperationsTool || name == RunOperationTool || name == RequestAccessTool
 }
 
 // addOperationTools adds the operation tools to srv when lister offers

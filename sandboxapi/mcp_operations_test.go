@@ -141,7 +141,7 @@ func decodeStructured(t *testing.T, res *mcp.CallToolResult, v any) {
 // TestMCPActionCannotTakeOperationToolNames: the operation tools' names
 // are the server's own.
 func TestMCPActionCannotTakeOperationToolNames(t *testing.T) {
-	for _, name := range []string{ListOperationsTool, RunOperationTool, CheckActionStatusTool} {
+	for _, name := range []string{ListOperationsTool, RunOperationTool, CheckActionStatusTool, RequestAccessTool} {
 		if err := checkToolName(name); err == nil || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("checkToolName(%q) = %v", name, err)
 		}
