@@ -24,7 +24,8 @@ func (d *daemon) openTools() error {
 		OnEvent: d.rec.Record, SessionByID: d.sessions.Session, Log: d.log, DefaultTimeout: d.cfg.Actions.DefaultTimeout,
 	}
 	srv := &sandboxapi.MCPServer{Name: "aileron", Version: readVersion().String(), Log: d.log}
-	api := &sandboxapi.API{Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, Log: d.log}
+	api := &sandboxapi.API{Policy: &d.policy, Catalog: d.catalog.Load, Exec: d.proxy, Runner: d.runner, Log: d.log,
+		Access: proposalAccess{d.proposal}}
 	d.mcp = srv.HTTPHandler(func(r *http.Request) (sandboxapi.ToolBackend, error) {
 		sess, ok := dataplane.SessionFrom(r.Context())
 		if !ok {

@@ -112,6 +112,9 @@ func proposalsShow(fs *pflag.FlagSet, cfg *config.Config, stdout io.Writer) erro
 	fmt.Fprintf(w, "host       %s:%d\n", printable.Line(p.Host), p.Port)
 	fmt.Fprintf(w, "template   %s\n", printable.Line(p.Template))
 	fmt.Fprintf(w, "count      %d (first %s, last %s)\n", p.Count, p.FirstSeen.Format(time.RFC3339), p.LastSeen.Format(time.RFC3339))
+	if p.Justification != "" {
+		fmt.Fprintf(w, "asked      %s\n", printable.Line(p.Justification))
+	}
 	if p.Credential {
 		fmt.Fprintln(w, "credential the requests carried one (an Authorization header or a session placeholder); a rule binds none by itself")
 	} else {
