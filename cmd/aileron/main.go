@@ -49,12 +49,12 @@ Usage:
   aileron audit key | prove SEQ | check-proof FILE --key VKEY   the trail's public key; a line's inclusion proof, checked offline
   aileron audit export [--format json|ocsf] [--from SEQ] [--since 15m] [--dir DIR]... [-f]   the trail for other tools; several --dir: nodes merged by time
   aileron audit new-trail --reason R                      (daemon stopped) start a new trail on purpose, recording the break
-  aileron launch [--session ID | --new [--name N] [--connector FQN]... [LIMITS]] [--tools] -- CMD ARGS…
+  aileron launch [--session ID | --new [--name N] [--connector FQN]... [--unknown MODE] [LIMITS]] [--tools] -- CMD ARGS…
                                                          run CMD with a session's proxy env and CA bundle
   aileron launch claude|codex|gemini [--session ID | --new …] [-- AGENT ARGS…]
                                                          the agent with aileron mcp registered, quiet, keyless
   aileron launch --list                                  the known agents, installed or not, and their providers
-  aileron sandbox run [--session ID | --new [--name N] [--connector FQN]... [LIMITS]] [--user U] -- CMD ARGS…
+  aileron sandbox run [--session ID | --new [--name N] [--connector FQN]... [--unknown MODE] [LIMITS]] [--user U] -- CMD ARGS…
                                                          run CMD fenced: no route but Aileron (Linux, root)
   aileron sandbox run --agent claude|codex|gemini [--session ID | --new …] [-- AGENT ARGS…]
                                                          the same agent, fenced

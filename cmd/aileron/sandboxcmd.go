@@ -34,13 +34,14 @@ func cmdSandbox(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 // namespaces whose only link leads to the daemon, which answers its DNS and
 // takes its connections transparently.
 func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--user U] -- CMD ARGS...\n"+
+	fs := newFlags("sandbox run", "sandbox run [--session ID | --new [--name N] [--connector FQN]... [--unknown MODE] "+limitsSynopsis+"] [--user U] -- CMD ARGS...\n"+
 		"       aileron sandbox run --agent claude|codex|gemini [--session ID | --new ...] [--user U] [-- AGENT ARGS...]", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "run in this existing session")
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
 	name := fs.String("name", "sandbox", "label of the session --new creates")
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
+	unknown := fs.String("unknown", "", newSessionUnknownHelp)
 	limits := limitFlags(fs)
 	agentName := fs.String("agent", "", "run this known agent ("+agents.Names()+") with Aileron's MCP server registered, its arguments after --")
 	userSpec := fs.String("user", "", "run the command as this user: NAME, UID or UID:GID (default: the user who ran sudo, else the caller when not root, else nobody; root only when named)")
@@ -61,6 +62,9 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := checkNewSessionUnknown(*unknown, *sessID); err != nil {
+		return err
+	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
 		return err
@@ -76,7 +80,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l})
+	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l, Unknown: *unknown})
 	if err != nil {
 		return err
 	}

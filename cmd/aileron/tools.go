@@ -73,13 +73,14 @@ func renderSession(ctx context.Context, c *admin.Client, id, agent string, reser
 // cmdLaunch runs a command inside a session's environment, or a known agent
 // (aileron launch claude) with Aileron's MCP server registered.
 func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("launch", "launch [--session ID | --new [--name N] [--connector FQN]... "+limitsSynopsis+"] [--tools] -- CMD ARGS...\n"+
+	fs := newFlags("launch", "launch [--session ID | --new [--name N] [--connector FQN]... [--unknown MODE] "+limitsSynopsis+"] [--tools] -- CMD ARGS...\n"+
 		"       aileron launch claude|codex|gemini [--session ID | --new ...] [-- AGENT ARGS...]\n       aileron launch --list", stderr)
 	_, cfgFile := clientFlags(fs)
 	sessID := fs.String("session", "", "run in this existing session")
 	fresh := fs.Bool("new", false, "create a session for the command and delete it when the command ends (the default without --session)")
 	name := fs.String("name", "launch", "label of the session --new creates")
 	conns := fs.StringArray("connector", nil, "connector FQN the new session may use (repeatable; default all)")
+	unknown := fs.String("unknown", "", newSessionUnknownHelp)
 	limits := limitFlags(fs)
 	tools := fs.Bool("tools", false, "render the session's tools.txt and shims into a temporary directory and put its bin/ first in PATH")
 	list := fs.Bool("list", false, "list the known agents, whether each is installed (on PATH) and whether the providers it calls are ready")
@@ -101,6 +102,9 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkNewSessionUnknown(*unknown, *sessID); err != nil {
+		return err
+	}
 	cfg, err := loadClientConfig(fs, *cfgFile)
 	if err != nil {
 		return err
@@ -115,7 +119,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l})
+	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l, Unknown: *unknown})
 	if err != nil {
 		return err
 	}
