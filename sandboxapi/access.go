@@ -110,7 +110,7 @@ func (s *API) requestAccess(ctx context.Context, sess *dataplane.Session, req Ac
 	}
 	ans, err := s.Access.Ask(ctx, sess.ID, ask)
 	if err == nil && ans.State == AccessOpen && wait > 0 {
-		ans, err = s.Access.Await(ctx, sess.ID, ans.ProposalID, wait)
+		ans, err = s.await(ctx, sess.ID, ans.ProposalID, wait)
 	}
 	if err != nil {
 		return AccessAnswer{}, err
@@ -128,11 +128,41 @@ func (s *API) accessStatus(ctx context.Context, sess *dataplane.Session, id stri
 	if err != nil {
 		return AccessAnswer{}, err
 	}
-	ans, err := s.Access.Await(ctx, sess.ID, id, wait)
+	ans, err := s.await(ctx, sess.ID, id, wait)
 	if err != nil {
 		return AccessAnswer{}, err
 	}
 	return withMessage(ans), nil
+}
+
+// await waits on Access until a decision, wait, ctx ending or StopWaits;
+// after StopWaits it answers the proposal as it stands.
+func (s *API) await(ctx context.Context, session, id string, wait time.Duration) (AccessAnswer, error) {
+	stopping := s.stopping()
+	if wait > 0 && stopping.Err() == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(stopping, cancel)()
+		ans, err := s.Access.Await(wctx, session, id, wait)
+		if err == nil || ctx.Err() != nil || stopping.Err() == nil {
+			return ans, err
+		}
+	}
+	return s.Access.Await(ctx, session, id, 0)
+}
+
+// stopping is done once StopWaits has been called.
+func (s *API) stopping() context.Context {
+	s.stopOnce.Do(func() { s.stopCtx, s.stop = context.WithCancel(context.Background()) })
+	return s.stopCtx
+}
+
+// StopWaits ends every wait for an access decision, now and later: each
+// answers the proposal as it stands (open: ask again). The daemon calls it
+// as it begins to stop, so that no wait holds the drain.
+func (s *API) StopWaits() {
+	s.stopping()
+	s.stop()
 }
 
 func accessWait(seconds int) (time.Duration, error) {

@@ -268,3 +268,20 @@ func TestAccessRequestNotEnabled(t *testing.T) {
 		t.Fatalf("%d %s", res.status, res.body)
 	}
 }
+
+// TestAccessWaitEndsOnStop: StopWaits (the daemon stopping) answers a
+// waiting access request as it stands, and later ones at once.
+func TestAccessWaitEndsOnStop(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	admin := e.withAccess()
+	body := map[string]any{"method": "GET", "url": "https://api.example.com/x", "justification": "to read x", "wait_seconds": 60}
+	waiting := inBackground(func() apiResponse { return e.do(t, "s1", "POST", "/v1/access-requests", body) })
+	waitProposal(t, admin, "s1", "to read x")
+	e.api.StopWaits()
+	for _, res := range []apiResponse{<-waiting, e.do(t, "s1", "POST", "/v1/access-requests", body)} {
+		var ans AccessAnswer
+		if res.decode(t, &ans); res.status != http.StatusAccepted || ans.State != AccessOpen {
+			t.Fatalf("after StopWaits: %d %s", res.status, res.body)
+		}
+	}
+}

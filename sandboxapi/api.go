@@ -115,6 +115,10 @@ type API struct {
 
 	once sync.Once
 	mux  *http.ServeMux
+
+	stopOnce sync.Once
+	stopCtx  context.Context
+	stop     context.CancelFunc
 }
 
 // ServeHTTP implements http.Handler.

@@ -167,6 +167,7 @@ type daemon struct {
 	catalog    atomic.Pointer[action.Catalog]
 	runner     *actions.Runner
 	mcp        *sandboxapi.MCPHTTPHandler
+	sandboxAPI *sandboxapi.API
 	fence      *fence.Manager
 	reloadMu   sync.Mutex
 	// configFile is the --config file ("" for none): a fenced command must
@@ -657,6 +658,9 @@ func (d *daemon) shutdown(servers []*http.Server, reason string) error {
 	open := d.proxy.Stats()
 	if d.fence != nil {
 		d.fence.Shutdown() // fenced sandboxes lose their only link: fail closed
+	}
+	if d.sandboxAPI != nil {
+		d.sandboxAPI.StopWaits() // waits for an access decision answer now, not at the drain's end
 	}
 	err := errors.Join(d.proxy.Shutdown(ctx), d.closeTools())
 	if d.notifier != nil {

@@ -34,6 +34,7 @@ func (d *daemon) openTools() error {
 		return api.Backend(sess, d.runner.Backend(sess)), nil
 	})
 	api.MCP = d.mcp
+	d.sandboxAPI = api
 	d.proxy.SandboxAPI = api
 	record := d.approval.OnEvent
 	d.approval.OnEvent = func(event audit.EventName, details map[string]string) {
