@@ -278,6 +278,9 @@ func (s *API) postAccessRequest(w http.ResponseWriter, r *http.Request, sess *da
 		return
 	}
 	ans, err := s.requestAccess(r.Context(), sess, req)
+	if err != nil && r.Context().Err() != nil {
+		return // the client left while it waited: no one to answer, nothing failed
+	}
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -297,6 +300,9 @@ func (s *API) getAccessRequest(w http.ResponseWriter, r *http.Request, sess *dat
 		wait = n
 	}
 	ans, err := s.accessStatus(r.Context(), sess, r.PathValue("id"), wait)
+	if err != nil && r.Context().Err() != nil {
+		return // the client left while it waited
+	}
 	if err != nil {
 		s.writeError(w, err)
 		return

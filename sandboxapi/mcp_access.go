@@ -38,19 +38,20 @@ type AccessBackend interface {
 
 func (b sessionBackend) RequestAccess(ctx context.Context, req AccessRequest) (AccessAnswer, error) {
 	ans, err := b.api.requestAccess(ctx, b.sess, req)
-	return ans, b.api.refusal(err)
+	return ans, b.api.refusal(ctx, err)
 }
 
 func (b sessionBackend) AccessStatus(ctx context.Context, id string, waitSeconds int) (AccessAnswer, error) {
 	ans, err := b.api.accessStatus(ctx, b.sess, id, waitSeconds)
-	return ans, b.api.refusal(err)
+	return ans, b.api.refusal(ctx, err)
 }
 
 // refusal is err as the sandbox API would answer it: a *dataplane.Refusal,
 // without the daemon's detail for an internal failure (which is logged).
-func (s *API) refusal(err error) error {
-	if err == nil {
-		return nil
+// The call's ctx ending (the client cancelled it) is returned as is.
+func (s *API) refusal(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
 	}
 	ref := dataplane.RefuseError(err, sandboxErrors())
 	if ref.Status >= 500 {
