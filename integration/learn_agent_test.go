@@ -79,37 +79,52 @@ with urllib.request.urlopen(req) as r:
 	}
 }
 
-// TestLearnAgentCLI runs the real Claude Code, launched in a session in
-// learn mode, in a namespace with nothing but loopback (the stand-in
-// provider plays its model): it asks for access with request_access, the
-// human rejects it with a reason through the CLI, and the agent's model
-// receives that reason. The same agent started bare in learn mode has its
-// own unknown requests (its bootstrap and telemetry) refused and learned
-// into proposals: none reaches the stand-in.
+// TestLearnAgentCLI runs the real Claude Code, Codex and Gemini CLI, each
+// launched in a session in learn mode, in a namespace with nothing but
+// loopback (the stand-in provider plays their model): each asks for access
+// with request_access, the human rejects it with a reason through the CLI,
+// and the agent's model receives that reason. Claude Code started bare in
+// learn mode has its own unknown requests (its bootstrap and telemetry)
+// refused and learned into proposals: none reaches the stand-in.
 func TestLearnAgentCLI(t *testing.T) {
 	e := startAgentEnv(t)
-	s := e.d.newSession(t, "--name", "claude-learner", "--unknown", "learn")
-	const why = "to read issue 7, which the user asked about"
-	e.st.Queue(
-		turn{Tool: "request_access", Input: map[string]any{"method": "GET", "url": "https://issues.example.com/acme/app/issues/7",
-			"justification": why}},
-		turn{Text: "AGENT DONE: access was refused.", When: afterToolResult},
-	)
-	rejected := make(chan error, 1)
-	go func() { rejected <- rejectWhenAsked(e.d, s.ID, why, "issues are out of scope for this task") }()
-	out, errOut, code := e.launch(t, "launch", "claude", "--session", s.ID, "--", "-p", "Read issue 7 of acme/app.")
-	if err := <-rejected; err != nil {
-		t.Fatal(err)
-	}
-	if code != 0 || !strings.Contains(out, "AGENT DONE") {
-		t.Fatalf("aileron launch claude: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
-	}
-	var results []string
-	for _, r := range e.st.Requests() {
-		results = append(results, r.ToolResults...)
-	}
-	if all := strings.Join(results, "\n"); !strings.Contains(all, "Their reason: issues are out of scope for this task") {
-		t.Errorf("the model never received the human's reason; tool results:\n%s", all)
+	for _, tc := range []struct {
+		agent string
+		args  []string
+	}{
+		{"claude", []string{"-p"}},
+		{"codex", []string{"exec", "--skip-git-repo-check", "-m", "gpt-test"}},
+		{"gemini", []string{"--skip-trust", "-m", "gemini-test", "-p"}},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			s := e.d.newSession(t, "--name", tc.agent+"-learner", "--unknown", "learn")
+			why := "to read issue 7, which the user asked about (" + tc.agent + ")"
+			e.st.Queue(
+				turn{Tool: "request_access", Input: map[string]any{"method": "GET", "url": "https://issues.example.com/acme/app/issues/7",
+					"justification": why}},
+				turn{Text: "AGENT DONE: access was refused.", When: afterToolResult},
+			)
+			n := len(e.st.Requests())
+			rejected := make(chan error, 1)
+			go func() { rejected <- rejectWhenAsked(e.d, s.ID, why, "issues are out of scope for "+tc.agent) }()
+			args := append([]string{"launch", tc.agent, "--session", s.ID, "--"}, tc.args...)
+			out, errOut, code := e.launch(t, append(args, "Read issue 7 of acme/app.")...)
+			if err := <-rejected; err != nil {
+				t.Fatal(err)
+			}
+			if code != 0 || !strings.Contains(out, "AGENT DONE") {
+				t.Fatalf("aileron launch %s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.agent, code, out, errOut)
+			}
+			var results []string
+			for _, r := range e.st.Requests()[n:] {
+				results = append(results, r.ToolResults...)
+			}
+			// Claude Code passes on the text (with its lead, "Their
+			// reason: …"), Codex the structured answer: both carry it.
+			if all := strings.Join(results, "\n"); !strings.Contains(all, "issues are out of scope for "+tc.agent) {
+				t.Errorf("the model never received the human's reason; tool results:\n%s", all)
+			}
+		})
 	}
 
 	bare := e.d.newSession(t, "--name", "claude-bare", "--unknown", "learn")
@@ -126,6 +141,7 @@ func TestLearnAgentCLI(t *testing.T) {
 	for _, p := range list {
 		learned = append(learned, p.Method+" "+p.Host+p.Template)
 	}
+	t.Logf("learned from the bare agent: %q", learned)
 	for _, want := range []string{"/api/claude_cli/bootstrap", "/api/eval/"} {
 		if !slices.ContainsFunc(learned, func(l string) bool { return strings.Contains(l, want) }) {
 			t.Errorf("no proposal for the bare agent's %s; learned: %q", want, learned)
