@@ -2,7 +2,9 @@ package sandboxapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/internal/testkit"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/proposals"
@@ -270,18 +273,42 @@ func TestAccessRequestNotEnabled(t *testing.T) {
 }
 
 // TestAccessWaitEndsOnStop: StopWaits (the daemon stopping) answers a
-// waiting access request as it stands, and later ones at once.
+// waiting access request as it stands, and later ones at once. Each
+// request asks to wait longer than its client does: one that waited would
+// fail.
 func TestAccessWaitEndsOnStop(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
 	admin := e.withAccess()
-	body := map[string]any{"method": "GET", "url": "https://api.example.com/x", "justification": "to read x", "wait_seconds": 60}
-	waiting := inBackground(func() apiResponse { return e.do(t, "s1", "POST", "/v1/access-requests", body) })
+	body := `{"method":"GET","url":"https://api.example.com/x","justification":"to read x","wait_seconds":60}`
+	ask := func() (int, []byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "POST", "https://"+dataplane.DefaultAPIHost+"/v1/access-requests", strings.NewReader(body))
+		if err != nil {
+			return 0, nil, err
+		}
+		resp, err := e.client(t, "s1").Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, data, err
+	}
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	waiting := inBackground(func() answer { st, b, err := ask(); return answer{st, b, err} })
 	waitProposal(t, admin, "s1", "to read x")
 	e.api.StopWaits()
-	for _, res := range []apiResponse{<-waiting, e.do(t, "s1", "POST", "/v1/access-requests", body)} {
+	first := <-waiting
+	st, b, err := ask()
+	for _, a := range []answer{first, {st, b, err}} {
 		var ans AccessAnswer
-		if res.decode(t, &ans); res.status != http.StatusAccepted || ans.State != AccessOpen {
-			t.Fatalf("after StopWaits: %d %s", res.status, res.body)
+		if a.err != nil || a.status != http.StatusAccepted || json.Unmarshal(a.body, &ans) != nil || ans.State != AccessOpen {
+			t.Fatalf("after StopWaits: %d %s %v", a.status, a.body, a.err)
 		}
 	}
 }
