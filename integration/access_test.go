@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aileronhq/aileron/state"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -62,26 +60,6 @@ func waitAsked(t *testing.T, d *daemon, session, justification string) cliPropos
 	}
 }
 
-// acceptInDB marks proposal id accepted as a rule with a plain UPDATE of
-// the daemon's database, as the accept step leaves it (this test does not
-// depend on `aileron proposals accept`).
-func acceptInDB(t *testing.T, d *daemon, id, method, template string) {
-	t.Helper()
-	db, err := state.Open(t.Context(), filepath.Join(d.home, state.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Write(t.Context(), func(tx *state.Tx) error {
-		_, err := tx.ExecContext(t.Context(), `UPDATE proposals SET state = 'accepted', rule = ?, connector = ?, decided_by = 'cli:test' WHERE id = ?`,
-			fmt.Sprintf(`{"method":%q,"template":%q,"approval":false}`, method, template), "local://learned/asker@1.0.0", id)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // toolText is the text content of a tool result.
 func toolText(res *mcp.CallToolResult) string {
 	var b strings.Builder
@@ -112,7 +90,8 @@ func callAsync(t *testing.T, cs *mcp.ClientSession, name string, args map[string
 // TestAccessRequests drives asking for access end to end with the real
 // daemon: the MCP tool request_access in `aileron mcp` inside `aileron
 // launch` asks with a justification the admin CLI shows, and receives the
-// human's reason for a rejection; over /v1/mcp it receives an acceptance;
+// human's reason for a rejection; over /v1/mcp it receives an acceptance
+// (`aileron proposals accept`), after which the request goes through;
 // the sandbox API asks and waits; bad requests are refused; another
 // session sees none of it; nothing is sent upstream; every ask is audited.
 func TestAccessRequests(t *testing.T) {
@@ -143,10 +122,19 @@ func TestAccessRequests(t *testing.T) {
 	asked = callAsync(t, hc, "request_access", map[string]any{"method": "post", "url": "https://api.us.example.com/v1/notes",
 		"justification": "to leave a note"})
 	p = waitAsked(t, e.d, e.s.ID, "to leave a note")
-	acceptInDB(t, e.d, p.ID, "POST", "/v1/notes")
+	accepted := e.d.cli(t, "proposals", "accept", p.ID, "--approval", "none", "--connector", "asker")
 	res = <-asked
-	if res.IsError || !strings.Contains(toolText(res), "Access granted: POST https://api.us.example.com/v1/notes is allowed now; send the request again.") {
-		t.Fatalf("request_access after the acceptance: %s", toolText(res))
+	if res.IsError || !strings.Contains(toolText(res), "Access granted: POST https://api.us.example.com/v1/notes is allowed now; send the request again.") ||
+		!strings.Contains(toolText(res), `"connector":"local://learned/asker@`) {
+		t.Fatalf("request_access after the acceptance (%s): %s", accepted, toolText(res))
+	}
+	// And the request it asked for now goes through.
+	notes := theSuite.up.Hits("api.us.example.com", "/v1/notes")
+	if st, _, b := goDo(t, goClient(t, e.s), "POST", "https://api.us.example.com/v1/notes", `{"text":"hi"}`); st == 403 {
+		t.Fatalf("the accepted request is still refused: %d %s", st, b)
+	}
+	if theSuite.up.Hits("api.us.example.com", "/v1/notes") != notes+1 {
+		t.Error("the accepted request did not reach the upstream once")
 	}
 
 	e.sandboxAPIAsks(t)
