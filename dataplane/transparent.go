@@ -144,11 +144,11 @@ func (p *Proxy) transparentTLS(c net.Conn, o Origins) {
 		p.intercept(c, t)
 		return
 	}
-	d := p.Policy.Load().DecideConnect(t.authority.Host, t.authority.Port, t.sess.Connectors)
-	switch d.Verdict {
-	case policy.Allow:
-		p.intercept(c, t)
-	case policy.Passthrough:
+	d := p.Policy.Load().DecideConnect(t.authority.Host, t.authority.Port, p.sessionScope(t.sess))
+	switch {
+	case d.Verdict == policy.Allow, p.learnsHost(t.sess, t.authority, d):
+		p.intercept(c, t) // a host learned: its requests are refused or held inside, never sent unasked
+	case d.Verdict == policy.Passthrough:
 		rec.Name, rec.Decision, rec.Reason = audit.EventPassthrough, d.Verdict.String(), string(d.Reason)
 		p.passthrough(c, t, rec)
 	default:
@@ -194,8 +194,10 @@ func (p *Proxy) transparentHTTP(c net.Conn, o Origins) {
 }
 
 // MayReach reports whether session s may reach host at all: the sandbox
-// API host, or a host an operation or passthrough rule of its connectors
-// names (port 443). The policy DNS answers only such names.
+// API host, a host an operation or passthrough rule of its connectors
+// names (port 443), or, for a session in learn or ask mode, any name
+// (learnsHost: its requests are learned or held, never sent unasked). The
+// policy DNS answers only such names.
 func (p *Proxy) MayReach(s *Session, host string) bool {
 	if s == nil {
 		return false
@@ -203,9 +205,12 @@ func (p *Proxy) MayReach(s *Session, host string) bool {
 	if p.SandboxAPI != nil && host == p.apiHost() {
 		return true
 	}
-	switch p.Policy.Load().DecideConnect(host, 443, s.Connectors).Verdict {
+	d := p.Policy.Load().DecideConnect(host, 443, p.sessionScope(s))
+	switch d.Verdict {
 	case policy.Allow, policy.Passthrough:
 		return true
 	}
-	return false
+	// a session in learn or ask mode reaches a host no connector names
+	// too: its requests are learned (and, in ask mode, held for a human)
+	return p.learnsHost(s, policy.Authority{Host: host, Port: 443}, d)
 }

@@ -59,3 +59,29 @@ func checkDNSRefusalsCounted(t *testing.T, w *fenceWorld) {
 		t.Errorf("256 refused queries, and the dns.denied lines account for %d", counted)
 	}
 }
+
+// checkLearnInFence: a fenced sandbox in learn mode (no proxy variable,
+// the policy DNS its only resolver) reaches a name no connector names
+// through Aileron's DNS and listener, is refused with the proposal's id,
+// and its request becomes a proposal; nothing is dialled for it (the
+// captures, checked at the end of the test, show no dial but Aileron's
+// own to the allowed host).
+func checkLearnInFence(t *testing.T, w *fenceWorld) {
+	t.Helper()
+	var info struct{ ID string }
+	if err := json.Unmarshal([]byte(w.d.cli(t, "session", "create", "--name", "fence-learn", "--unknown", "learn", "--json")), &info); err != nil || info.ID == "" {
+		t.Fatalf("session create: %v", err)
+	}
+	out, stderr, err := w.d.runIn(t.Context(), "/", "", "sandbox", "run", "--session", info.ID, "--",
+		"curl", "-sS", "-m", "10", "https://learn.fence.test/v1/things/42")
+	if err != nil || !strings.Contains(out, `"reason":"host_not_allowed"`) || !strings.Contains(out, `"proposal_id":"pr_`) {
+		t.Fatalf("learn in a fenced sandbox: %v\nstdout: %s\nstderr: %s", err, out, stderr)
+	}
+	var list struct{ Proposals []struct{ Host, Template string } }
+	if err := json.Unmarshal([]byte(w.d.cli(t, "proposals", "list", "--session", info.ID, "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if props := list.Proposals; len(props) != 1 || props[0].Host != "learn.fence.test" || props[0].Template != "/v1/things/{id}" {
+		t.Errorf("proposals of the fenced learn session: %+v; want one for learn.fence.test /v1/things/{id}", list.Proposals)
+	}
+}

@@ -277,6 +277,7 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 	checkRevocationInSandbox(t, w)
 	checkNewFlowLimit(t, w)
 	checkDNSRefusalsCounted(t, w)
+	checkLearnInFence(t, w)
 	w.d.stop()
 	checkCaptures(t, w, capA.stop(), capI.stop())
 }
