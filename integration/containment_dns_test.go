@@ -77,7 +77,9 @@ func checkLearnInFence(t *testing.T, w *fenceWorld) {
 	if err != nil || !strings.Contains(out, `"reason":"host_not_allowed"`) || !strings.Contains(out, `"proposal_id":"pr_`) {
 		t.Fatalf("learn in a fenced sandbox: %v\nstdout: %s\nstderr: %s", err, out, stderr)
 	}
-	var list struct{ Proposals []struct{ Host, Template string } }
+	var list struct {
+		Proposals []struct{ Host, Template string }
+	}
 	if err := json.Unmarshal([]byte(w.d.cli(t, "proposals", "list", "--session", info.ID, "--json")), &list); err != nil {
 		t.Fatal(err)
 	}
