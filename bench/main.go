@@ -54,6 +54,7 @@ type options struct {
 	rows      string        // only the separate-process rows whose name contains this
 	soak      time.Duration // run the soak instead of the bench (soak.go)
 	streamMiB int64         // body moved each way in the separate-process phases
+	peers     bool          // the separate-process table's peer columns (peers.go)
 }
 
 func main() {
@@ -68,7 +69,8 @@ func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\n"+
 			"Measures aileron against direct calls to a local upstream (loopback only). First table: client,\n"+
-			"upstream and daemon as separate processes (\"split\"), then bodies streamed each way. Second\n"+
+			"upstream and daemon as separate processes (\"split\"), beside peer proxies (--peers), then bodies\n"+
+			"streamed each way. Second "+
 			"table: one bench process against direct, aileron, aileron+inject, audit off and mitmdump.\n"+
 			"--soak runs neither. See bench/README.md.\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
@@ -91,6 +93,7 @@ func main() {
 	flag.DurationVar(&o.soak, "soak", 0, "instead of the bench, keep mixed h1/h2 allowed, denied and held traffic going this long and fail if the daemon's goroutines, threads, descriptors or memory grow")
 	flag.Int64Var(&o.streamMiB, "stream-mib", 1024, "first table: MiB moved each way, direct and through aileron, after the rows; 0 skips the streams")
 	flag.StringVar(&o.rows, "rows", "", "first table: only the rows whose name contains this, any case (keep-alive, \"c=8\", \"new connection\", h2, grpc)")
+	flag.BoolVar(&o.peers, "peers", true, "first table: also measure the peers, each a separate process (a bare goproxy MITM built by the bench; squid with ssl-bump and mitmdump when installed); -peers=false skips them")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the separate-process phases' daemon to this file (go tool pprof)")
 	flag.Parse()
 	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {

@@ -26,8 +26,9 @@ type mitm struct {
 // trusting rootPath for upstream verification, and waits until it accepts
 // connections and has written its CA. Bodies over 1 MiB are streamed
 // (stream_large_bodies), so the streaming phase compares streaming proxies
-// rather than mitmproxy's default whole-body buffering.
-func startMitm(ctx context.Context, path, dir, rootPath string) (*mitm, error) {
+// rather than mitmproxy's default whole-body buffering. extra goes on
+// mitmdump's command line (the split table's peer adds its addon).
+func startMitm(ctx context.Context, path, dir, rootPath string, extra ...string) (*mitm, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -49,6 +50,7 @@ func startMitm(ctx context.Context, path, dir, rootPath string) (*mitm, error) {
 	m.cmd = exec.Command(path, "--listen-host", "127.0.0.1", "--listen-port", strconv.Itoa(port),
 		"--set", "confdir="+confdir, "--set", "ssl_verify_upstream_trusted_ca="+rootPath,
 		"--set", "stream_large_bodies=1m", "-q")
+	m.cmd.Args = append(m.cmd.Args, extra...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	if err := m.cmd.Start(); err != nil {
 		_ = logf.Close()

@@ -42,6 +42,8 @@ func runRole(args []string) (bool, error) {
 		return true, serveUpstreamRole(args[1:])
 	case roleClient:
 		return true, clientRole(args[1:])
+	case roleBareMITM:
+		return true, bareMITMRole(args[1:])
 	}
 	return false, nil
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // splitRow is one load shape measured direct and through aileron.
@@ -62,50 +63,86 @@ type splitEnv struct {
 	sessRoots        string // session CA file
 }
 
-// runSplit measures every row in rounds, direct and through aileron
-// alternating (which goes first swaps each round), and prints medians with
-// their spread. Its headline is the proxy's own CPU per request against
-// what the client and the upstream spend per request in the direct run.
+// runSplit measures every row in rounds, direct, through aileron and
+// through each running peer, the order turning each round, and prints
+// medians with their spread. Its headline is the proxy's own CPU per request
+// against what the client and the upstream spend per request in the direct
+// run, for aileron and next to it for each peer (peers.go).
 func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	e, stop, err := startSplit(ctx, o, stderr)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon), %d rounds of %s each, medians [min–max]:\n", o.rounds, o.splitDur)
-	fmt.Fprintf(stdout, "%-26s %22s %22s %22s\n", "row", "proxy CPU/req ÷ direct", "throughput ÷ direct", "added p50 (c=1; SSE)")
+	var peers []*peer
+	if o.peers {
+		if peers, err = e.startPeers(ctx, o, stderr); err != nil {
+			return err
+		}
+		defer stopPeers(peers)
+	}
+	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon%s), %d rounds of %s each, medians [min–max]:\n", peerNames(peers), o.rounds, o.splitDur)
+	printSplitHeader(stdout, peers)
 	ran := 0
 	for _, row := range splitRows() {
 		if !strings.Contains(strings.ToLower(row.name), strings.ToLower(o.rows)) {
 			continue
 		}
 		ran++
-		var direct, through []splitSample
-		for r := range o.rounds {
-			for i := range 2 {
-				viaProxy := (i+r)%2 == 1
-				s, err := e.sample(ctx, o, row, viaProxy)
-				if err != nil {
-					return fmt.Errorf("%s: %w", row.name, err)
-				}
-				if viaProxy {
-					through = append(through, s)
-				} else {
-					direct = append(direct, s)
-				}
+		paths := []splitPath{{name: "direct", roots: e.roots}, e.aileronPath()}
+		for _, p := range peers {
+			if p.cell(row) == "" {
+				paths = append(paths, p.splitPath)
 			}
 		}
-		printSplitRow(stdout, row, direct, through)
+		samples, err := e.rounds(ctx, o, row, paths, peers)
+		if err != nil {
+			return fmt.Errorf("%s: %w", row.name, err)
+		}
+		printSplitRow(stdout, row, samples, peers)
 	}
 	if ran == 0 {
 		return fmt.Errorf("--rows %q names no row", o.rows)
 	}
-	fmt.Fprintln(stdout, "proxy CPU/req ÷ direct: the daemon's CPU per request over the direct run's client + upstream CPU per request (about 1.0× is the floor for a proxy that terminates TLS both ways).")
+	fmt.Fprintln(stdout, "proxy CPU/req ÷ direct: the proxy's CPU per request over the direct run's client + upstream CPU per request (about 1.0× is the floor for a proxy that terminates TLS both ways).")
 	fmt.Fprintln(stdout, "The SSE row counts events, not requests: CPU per event, events a second, and the added median time an event takes from the upstream to the client (usage read from the stream as it passes).")
+	printPeerNotes(stdout, peers)
 	if o.streamMiB <= 0 {
 		return nil
 	}
 	return e.streams(ctx, o, stdout)
+}
+
+// rounds samples row o.rounds times through every path, the first path of
+// each round being the next one along, and returns the samples by path
+// name. A failing sample through an optional peer is kept as that peer's
+// error (its cells then say ERR); any other failure is the run's.
+func (e *splitEnv) rounds(ctx context.Context, o options, row splitRow, paths []splitPath, peers []*peer) (map[string][]splitSample, error) {
+	samples := map[string][]splitSample{}
+	for r := range o.rounds {
+		for i := range paths {
+			p := paths[(i+r)%len(paths)]
+			pe := peerNamed(peers, p.name)
+			if pe != nil && pe.failed[row.name] != "" {
+				continue
+			}
+			s, err := e.sample(ctx, o, row, p)
+			if err != nil {
+				if pe != nil && pe.optional {
+					pe.failed[row.name] = err.Error()
+					continue
+				}
+				return nil, fmt.Errorf("%s: %w", p.name, err)
+			}
+			samples[p.name] = append(samples[p.name], s)
+		}
+	}
+	return samples, nil
+}
+
+// aileronPath is the daemon's session as a split path.
+func (e *splitEnv) aileronPath() splitPath {
+	return splitPath{name: aileronTargetName, proxy: e.proxy, roots: e.sessRoots, pid: e.d.cmd.Process.Pid}
 }
 
 // streams moves o.streamMiB each way, direct and through aileron, and
@@ -193,8 +230,68 @@ func (e *splitEnv) transfer(ctx context.Context, args []string, viaProxy bool) (
 	return elapsed, m, nil
 }
 
-func printSplitRow(w io.Writer, row splitRow, direct, through []splitSample) {
-	var cpu, tput, lat []float64
+// splitColumn is the width of a figure's column in the split table.
+const splitColumn = 22
+
+// width is the width of p's columns: a figure's, or just its name and
+// why it is not measured when it is absent.
+func (p *peer) width() int {
+	if p.absent == "" {
+		return splitColumn
+	}
+	return max(utf8.RuneCountInString(p.name), utf8.RuneCountInString(p.absent))
+}
+
+// printSplitHeader prints the table's heading: without peers the three
+// columns of aileron; with peers each figure's column for aileron and then
+// one per peer.
+func printSplitHeader(w io.Writer, peers []*peer) {
+	const lat = "added p50 (c=1; SSE)"
+	if len(peers) == 0 {
+		fmt.Fprintf(w, "%-26s %22s %22s %22s\n", "row", "proxy CPU/req ÷ direct", "throughput ÷ direct", lat)
+		return
+	}
+	group := splitColumn
+	names := fmt.Sprintf(" %*s", splitColumn, aileronTargetName)
+	for _, p := range peers {
+		group += 1 + p.width()
+		names += fmt.Sprintf(" %*s", p.width(), p.name)
+	}
+	fmt.Fprintf(w, "%-26s %*s %*s %22s\n", "", group, "proxy CPU/req ÷ direct", group, "throughput ÷ direct", "")
+	fmt.Fprintf(w, "%-26s%s%s %22s\n", "row", names, names, lat)
+}
+
+// printSplitRow prints one row: aileron's ratios to direct and, after
+// each, every peer's.
+func printSplitRow(w io.Writer, row splitRow, samples map[string][]splitSample, peers []*peer) {
+	direct := samples["direct"]
+	cpu, tput, lat := splitRatios(direct, samples[aileronTargetName])
+	cpuCells, tputCells := []string{spread(cpu, "%.2f×")}, []string{spread(tput, "%.2f")}
+	widths := []int{splitColumn}
+	for _, p := range peers {
+		widths = append(widths, p.width())
+		if c := p.cell(row); c != "" {
+			cpuCells, tputCells = append(cpuCells, c), append(tputCells, c)
+			continue
+		}
+		pc, pt, _ := splitRatios(direct, samples[p.name])
+		cpuCells, tputCells = append(cpuCells, spread(pc, "%.2f×")), append(tputCells, spread(pt, "%.2f"))
+	}
+	latText := "-"
+	if row.conc == 1 || row.sse {
+		latText = spread(lat, "%.2f ms")
+	}
+	fmt.Fprintf(w, "%-26s", row.name)
+	for i, c := range append(cpuCells, tputCells...) {
+		fmt.Fprintf(w, " %*s", widths[i%len(widths)], c)
+	}
+	fmt.Fprintf(w, " %*s\n", splitColumn, latText)
+}
+
+// splitRatios pairs each round through a proxy with the same round direct:
+// the proxy's CPU per request over direct's client + upstream, throughput
+// over direct, and p50 through the proxy minus direct.
+func splitRatios(direct, through []splitSample) (cpu, tput, lat []float64) {
 	for i := range min(len(direct), len(through)) {
 		d, t := direct[i], through[i]
 		if base := d.client + d.upstream; base > 0 {
@@ -205,11 +302,7 @@ func printSplitRow(w io.Writer, row splitRow, direct, through []splitSample) {
 		}
 		lat = append(lat, t.p50-d.p50)
 	}
-	latText := "-"
-	if row.conc == 1 || row.sse {
-		latText = spread(lat, "%.2f ms")
-	}
-	fmt.Fprintf(w, "%-26s %22s %22s %22s\n", row.name, spread(cpu, "%.2f×"), spread(tput, "%.2f"), latText)
+	return cpu, tput, lat
 }
 
 // spread is "median [min–max]" in format f.
@@ -292,10 +385,11 @@ func startSplit(ctx context.Context, o options, stderr io.Writer) (*splitEnv, fu
 // sample runs one client process for row, direct or through the daemon
 // (with the credential injected on /v1/secure), and reads every process's
 // CPU over the measured window.
-func (e *splitEnv) sample(ctx context.Context, o options, row splitRow, viaProxy bool) (splitSample, error) {
-	path, args := "/v1/items/{id}", []string{"-roots", e.roots}
+func (e *splitEnv) sample(ctx context.Context, o options, row splitRow, p splitPath) (splitSample, error) {
+	viaProxy := p.proxy != ""
+	path, args := "/v1/items/{id}", []string{"-roots", p.roots}
 	if viaProxy {
-		path, args = "/v1/secure/{id}", []string{"-roots", e.sessRoots, "-proxy", e.proxy}
+		path, args = "/v1/secure/{id}", []string{"-roots", p.roots, "-proxy", p.proxy}
 	}
 	args = append(args, "-conc", strconv.Itoa(row.conc), "-duration", o.splitDur.String())
 	switch {
@@ -328,7 +422,10 @@ func (e *splitEnv) sample(ctx context.Context, o options, row splitRow, viaProxy
 	cpus := func() [3]time.Duration {
 		c, _ := procCPU(cmd.Process.Pid)
 		u, _ := procCPU(e.upPID)
-		d, _ := procCPU(e.d.cmd.Process.Pid)
+		var d time.Duration
+		if viaProxy {
+			d, _ = procCPU(p.pid)
+		}
 		return [3]time.Duration{c, u, d}
 	}
 	var before, after [3]time.Duration

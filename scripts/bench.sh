@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU, throughput and latency of the proxy, as ratios against a direct
 # client→upstream run in the same invocation: first with client, upstream
-# and daemon as separate processes (CPU of each from /proc), then the
+# and daemon as separate processes (CPU of each from /proc; beside them a
+# bare goproxy MITM, and squid and mitmdump when installed), then the
 # in-process phases (and mitmproxy's mitmdump when it is installed). Run
 # from anywhere: `make bench`; bench/README.md explains every row.
 #

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSplitTablePeers checks the split table's layout: without peers the
+// three columns as before; with peers, each figure for aileron and then
+// each peer, and a peer that is not measured says why in its own cells.
+func TestSplitTablePeers(t *testing.T) {
+	var noPeers strings.Builder
+	printSplitHeader(&noPeers, nil)
+	if want := "row                        proxy CPU/req ÷ direct    throughput ÷ direct   added p50 (c=1; SSE)\n"; noPeers.String() != want {
+		t.Errorf("header without peers:\n%q\nwant\n%q", noPeers.String(), want)
+	}
+	squid := &peer{splitPath: splitPath{name: "squid ssl-bump"}, unable: func(r splitRow) string {
+		if r.h2 {
+			return "n/a (no h2)"
+		}
+		return ""
+	}, failed: map[string]string{}}
+	peers := []*peer{
+		{splitPath: splitPath{name: "bare goproxy"}, failed: map[string]string{}},
+		squid,
+		{splitPath: splitPath{name: "mitmdump"}, absent: "not installed", failed: map[string]string{"x": "boom"}},
+	}
+	samples := map[string][]splitSample{
+		"direct":       {{rps: 100, client: 40 * time.Microsecond, upstream: 60 * time.Microsecond}},
+		"aileron":      {{rps: 30, prx: 150 * time.Microsecond}},
+		"bare goproxy": {{rps: 50, prx: 120 * time.Microsecond}},
+	}
+	for _, tc := range []struct {
+		row   splitRow
+		cells []string
+	}{
+		{splitRow{name: "keep-alive", conc: 8, keepAlive: true}, []string{"1.50×", "1.20×", "n/a", "not installed", "0.30", "0.50", "n/a", "not installed", "-"}},
+		{splitRow{name: "h2", conc: 100, h2: true}, []string{"1.50×", "1.20×", "n/a (no h2)", "not installed", "0.30", "0.50", "n/a (no h2)", "not installed", "-"}},
+	} {
+		var out strings.Builder
+		printSplitRow(&out, tc.row, samples, peers)
+		line := out.String()
+		at := 0
+		for _, c := range tc.cells {
+			i := strings.Index(line[at:], c)
+			if i < 0 {
+				t.Fatalf("row %s: cell %q missing or out of order in\n%s", tc.row.name, c, line)
+			}
+			at += i + len(c)
+		}
+	}
+	var h strings.Builder
+	printSplitHeader(&h, peers)
+	names := strings.Split(h.String(), "\n")[1]
+	if got := strings.Count(names, "bare goproxy"); got != 2 {
+		t.Errorf("header names the bare goproxy column %d times, want 2 (CPU, throughput):\n%s", got, h.String())
+	}
+	squid.failed["keep-alive"] = "refused"
+	var out strings.Builder
+	printSplitRow(&out, splitRow{name: "keep-alive", conc: 8, keepAlive: true}, samples, peers)
+	if strings.Count(out.String(), "ERR") != 2 {
+		t.Errorf("a row squid failed shows no ERR in its two cells:\n%s", out.String())
+	}
+}
