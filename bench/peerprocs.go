@@ -61,12 +61,15 @@ func (e *splitEnv) startMitmdump(ctx context.Context, o options, stderr io.Write
 	return p
 }
 
-// squidConfig bumps every CONNECT with the peer CA (leaves minted by
-// security_file_certgen and kept in memory), verifies the upstream against
+// squidConfig bumps every CONNECT with the peer CA, after peeking at the
+// client's hello, so the leaf mimics the upstream's names (its IP address
+// too; leaves minted by security_file_certgen and kept in memory), verifies the upstream against
 // the bench root, adds the key and keeps nothing: no cache, no access log.
 const squidConfig = `http_port 127.0.0.1:%[1]d ssl-bump tls-cert=%[2]s/ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
 sslcrtd_program %[3]s -s %[2]s/ssl_db -M 16MB
 sslcrtd_children 4 startup=1 idle=1
+acl step1 at_step SslBump1
+ssl_bump peek step1
 ssl_bump bump all
 tls_outgoing_options cafile=%[2]s/upstream-root.pem
 request_header_add X-Api-Key "%[4]s" all
