@@ -127,11 +127,11 @@ func (e *splitEnv) runSquid(ctx context.Context, p *peer, bin string) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "aileron-bench-squid-")
+	caPEM, certPEM, err := newPeerCA()
 	if err != nil {
 		return err
 	}
-	caPEM, certPEM, err := newPeerCA()
+	dir, err := os.MkdirTemp("", "aileron-bench-squid-")
 	if err != nil {
 		return err
 	}

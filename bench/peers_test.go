@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,20 @@ func TestSplitTablePeers(t *testing.T) {
 	printSplitRow(&out, splitRow{name: "keep-alive", conc: 8, keepAlive: true}, samples, peers)
 	if strings.Count(out.String(), "ERR") != 2 {
 		t.Errorf("a row squid failed shows no ERR in its two cells:\n%s", out.String())
+	}
+}
+
+// TestPeersNotInstalled checks that squid and mitmdump missing from PATH
+// leave their columns saying so, without starting anything.
+func TestPeersNotInstalled(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	e := &splitEnv{dir: t.TempDir()}
+	for _, p := range []*peer{e.startSquid(t.Context(), options{}, io.Discard), e.startMitmdump(t.Context(), options{}, io.Discard)} {
+		if p.absent != "not installed" || p.stop != nil || p.pid != 0 {
+			t.Errorf("%s: absent %q, running %v; want \"not installed\" and nothing started", p.name, p.absent, p.stop != nil)
+		}
+		if c := p.cell(splitRow{name: "keep-alive"}); c != "not installed" {
+			t.Errorf("%s: cell %q, want \"not installed\"", p.name, c)
+		}
 	}
 }
