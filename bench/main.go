@@ -70,8 +70,8 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\n"+
 			"Measures aileron against direct calls to a local upstream (loopback only). First table: client,\n"+
 			"upstream and daemon as separate processes (\"split\"), beside peer proxies (--peers), then bodies\n"+
-			"streamed each way. Second "+
-			"table: one bench process against direct, aileron, aileron+inject, audit off and mitmdump.\n"+
+			"streamed each way. Second table: one bench process against direct, aileron, aileron+inject,\n"+
+			"audit off and mitmdump.\n"+
 			"--soak runs neither. See bench/README.md.\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
 	}
