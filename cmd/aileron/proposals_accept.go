@@ -97,11 +97,12 @@ func printAcceptance(stdout io.Writer, out admin.Acceptance) error {
 		fmt.Fprintf(w, "approved the held request %s: it is decided anew under the rule\n", strings.Join(out.Approved, ", "))
 	}
 	if out.Credential {
-		fmt.Fprintf(w, "note: the requests carried a credential (an Authorization header or a session placeholder); the rule binds none, "+
-			"so the agent's own header goes upstream as sent. To inject one: copy the spec of %s (`aileron connector list` shows its directory), "+
-			"add \"credential\" to the operation (docs/connector-spec.md), install it under your own FQN after `aileron connector remove %s`, "+
-			"then `aileron credential set NAME --kind KIND` and `aileron credential bind FQN --credential NAME`\n",
-			printable.Line(out.Connector.Ref()), printable.Line(out.Connector.Ref()))
+		ref := printable.Line(out.Connector.Ref())
+		fmt.Fprintf(w, "note: the requests carried a credential (an Authorization header or a session placeholder); the rule binds none,\n"+
+			"  so the agent's own header goes upstream as sent. To have Aileron inject one instead:\n"+
+			"  1. copy the spec of %s (its \"dir\" in `aileron connector list --json`) and add \"credential\" to the operation (docs/connector-spec.md)\n"+
+			"  2. `aileron connector remove %s`, then install the copy under your own FQN\n"+
+			"  3. `aileron credential set NAME --kind KIND` and `aileron credential bind FQN --credential NAME`\n", ref, ref)
 	}
 	_, err := io.WriteString(stdout, w.String())
 	return err

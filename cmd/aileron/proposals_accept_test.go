@@ -92,7 +92,7 @@ func TestProposalsAcceptCommand(t *testing.T) {
 	id := a.learn(t, "POST", "/v1/repos/42/issues", true)
 	out, errs, code := runAccept(t, home, "proposals", "accept", id, "--template", "/v1/repos/{repo}/issues", "--approval", "none")
 	for _, want := range []string{"accepted " + id + ": POST /v1/repos/{repo}/issues (no approval) on api.example.com:443 as operation post-v1-repos-repo-issues",
-		"installed local://learned/ci-agent@1.0.0", "the rule binds none", "aileron credential bind"} {
+		"installed local://learned/ci-agent@1.0.0", "the rule binds none", "its \"dir\" in `aileron connector list --json`", "aileron credential bind"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("accept: code %d, want %q in\n%s%s", code, want, out, errs)
 		}
