@@ -80,7 +80,7 @@ func cmdSandboxRun(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l, Unknown: *unknown})
+	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l, Unknown: *unknown}, stderr)
 	if err != nil {
 		return err
 	}

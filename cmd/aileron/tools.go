@@ -12,6 +12,7 @@ import (
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/agents"
+	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/policy"
 	"github.com/aileronhq/aileron/sandbox"
 	"github.com/aileronhq/aileron/sandboxapi"
@@ -119,7 +120,7 @@ func cmdLaunch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l, Unknown: *unknown})
+	info, cleanup, err := launchSession(ctx, c, *sessID, sessions.CreateRequest{Name: *name, Connectors: *conns, Limits: l, Unknown: *unknown}, stderr)
 	if err != nil {
 		return err
 	}
@@ -179,7 +180,7 @@ func renderToolsDir(ctx context.Context, c *admin.Client, id, cmd string) (bin s
 
 // launchSession returns the session to launch in: id's, or a new one
 // (req) that cleanup deletes.
-func launchSession(ctx context.Context, c *admin.Client, id string, req sessions.CreateRequest) (sessions.Info, func(), error) {
+func launchSession(ctx context.Context, c *admin.Client, id string, req sessions.CreateRequest, stderr io.Writer) (sessions.Info, func(), error) {
 	if id != "" {
 		info, err := c.GetSession(ctx, id)
 		return info, func() {}, err
@@ -188,13 +189,29 @@ func launchSession(ctx context.Context, c *admin.Client, id string, req sessions
 	if err != nil {
 		return info, func() {}, err
 	}
-	cleanup := func() { _ = c.DeleteSession(context.Background(), info.ID) }
+	cleanup := func() {
+		_ = c.DeleteSession(context.Background(), info.ID)
+		sayProposals(stderr, info)
+	}
 	full, err := c.GetSession(ctx, info.ID) // with placeholders
 	if err != nil {
 		cleanup()
 		return info, func() {}, err
 	}
 	return full, cleanup, nil
+}
+
+// sayProposals tells the owner, once launch's own session has ended, where
+// the proposals of a session in learn or ask mode are: the session is gone,
+// and its id is the one thing needed to read and accept them.
+func sayProposals(stderr io.Writer, info sessions.Info) {
+	if info.Unknown != dataplane.UnknownLearn && info.Unknown != dataplane.UnknownAsk {
+		return
+	}
+	fmt.Fprintf(stderr, "aileron: session %s (%s) ended; what it asked for is kept as proposals:\n"+
+		"  aileron proposals list --session %s\n"+
+		"  aileron proposals accept --session %s --connector NAME   (after rejecting what it should not do)\n",
+		info.ID, info.Unknown, info.ID, info.ID)
 }
 
 // cmdMCP serves the session's actions as MCP tools on stdin/stdout. It runs

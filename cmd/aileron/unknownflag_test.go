@@ -12,8 +12,9 @@ import (
 
 // TestLaunchUnknownMode: `launch --unknown learn` runs the command in a
 // new session in learn mode (seen while the command runs; the session is
-// gone after it); a bad mode, or a mode with --session, is a usage error
-// before the daemon is asked, for launch and sandbox run alike.
+// gone after it, and launch names it for its proposals); a bad mode, or a
+// mode with --session, is a usage error before the daemon is asked, for
+// launch and sandbox run alike.
 func TestLaunchUnknownMode(t *testing.T) {
 	m := sessionHome(t)
 	stdin, feed := io.Pipe()
@@ -40,6 +41,17 @@ func TestLaunchUnknownMode(t *testing.T) {
 	}
 	if list, _ := m.List(); len(list) != 0 {
 		t.Errorf("sessions left after launch: %+v", list)
+	}
+	// The session is gone, so launch names it: its id is what reads and
+	// accepts its proposals.
+	if want := "session " + seen.ID + " (learn) ended; what it asked for is kept as proposals:\n" +
+		"  aileron proposals list --session " + seen.ID + "\n" +
+		"  aileron proposals accept --session " + seen.ID + " --connector NAME"; !strings.Contains(errb.String(), want) {
+		t.Errorf("launch --unknown learn, on its end: stderr %q; want %q", errb.String(), want)
+	}
+	errb.Reset()
+	if code := run([]string{"launch", "--", "true"}, strings.NewReader(""), &out, &errb); code != 0 || strings.Contains(errb.String(), "proposals") {
+		t.Errorf("launch in deny mode: exit %d, stderr %q; want no word of proposals", code, errb.String())
 	}
 
 	for _, c := range []struct {
