@@ -40,7 +40,7 @@ Usage:
   aileron provider remove NAME                           uninstall and unbind a provider (its key stays in the vault)
   aileron approvals list [--state S] [--session ID] [--json] | show ID [--raw | --json] | watch
   aileron approvals approve ID [--as-rule [RULE EDITS]] | deny ID --reason R | web-token | test-webhooks
-  aileron proposals list [--session ID] [--json] | show ID [--json] | reject ID --reason R   (learn mode)
+  aileron proposals list [--session ID] [--json] | show ID [--json] | reject ID --reason R   (learn and ask modes)
   aileron proposals accept ID [--method M] [--template T] [--approval required|none] [--connector NAME] [--all-sessions]
   aileron proposals accept --session ID [--connector NAME] [--all-sessions]   allow as a rule, in local://learned/NAME
   aileron actions cancel RUN                             cancel an action run (its run_id, or the approval_id it waits on)

@@ -58,10 +58,10 @@ func proposalsSynopsis(sub string) string {
 		return "proposals reject ID --reason R"
 	case "accept":
 		return "proposals accept ID [--method M] [--template T] [--approval required|none] [--connector NAME] [--all-sessions]\n" +
-			"       proposals accept --session ID [--connector NAME] [--all-sessions]\n" +
+			"       aileron proposals accept --session ID [--connector NAME] [--all-sessions]\n" +
 			"  (allow as a rule: installs the next version of the learned connector local://learned/NAME and gives it to the session)"
 	}
-	return "proposals list [--session ID] [--json]   (what sessions in learn mode asked for and were refused)"
+	return "proposals list [--session ID] [--json]   (the unknown requests of sessions in learn or ask mode, and the access agents asked for)"
 }
 
 func proposalsList(fs *pflag.FlagSet, cfg *config.Config, stdout io.Writer) error {
