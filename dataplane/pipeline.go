@@ -95,7 +95,7 @@ func (p *Proxy) serveDecided(w http.ResponseWriter, x *exchange, d policy.Decisi
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
-		return p.refuseExchange(w, x, err)
+		return p.refuseExchange(w, x, noteProposal(err, x.proposal))
 	}
 	if err := p.checkLive(w, t); err != nil { // revoked while the request was held
 		return p.refuseExchange(w, x, err)

@@ -69,6 +69,24 @@ func (p *Proxy) learn(x *exchange, d policy.Decision, err error) string {
 	return p.propose(x)
 }
 
+// noteProposal adds to the message of err, the refusal of a request no
+// operation matches (or of a placeholder sent on one), that it was
+// recorded as proposal id, and how an agent asks for it, so that a human
+// or an agent reading only the message knows both. Any other err, or an
+// empty id, is returned as it is.
+func noteProposal(err error, id string) error {
+	var de *DenyError
+	if id == "" || !errors.As(err, &de) {
+		return err
+	}
+	switch de.Reason {
+	case policy.ReasonHostNotAllowed, policy.ReasonNoMatchingOperation, policy.ReasonPlaceholder:
+		return &DenyError{Reason: de.Reason, Message: de.Message + "; recorded as proposal " + id +
+			" for a human to decide (to ask for access now, saying why: the MCP tool request_access, or POST /v1/access-requests)"}
+	}
+	return err
+}
+
 // learning reports whether a session in mode records unknown requests as
 // proposals: learn, and ask (whose requests are held too, where they can
 // be: ask.go).

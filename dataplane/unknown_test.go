@@ -48,7 +48,7 @@ func learnEnv(t *testing.T, unknown string, props Proposals) *env {
 // TestLearnRecordsUnknownRequests: in learn mode a request no operation
 // matches is refused as in deny mode, never reaches the upstream, and is
 // handed to Proposals once, without its query or any header value; its
-// envelope names the proposal. Matched and approval-gated requests are
+// envelope and message name the proposal. Matched and approval-gated requests are
 // not learned.
 func TestLearnRecordsUnknownRequests(t *testing.T) {
 	props := &recordingProposals{}
@@ -92,6 +92,13 @@ func TestLearnRecordsUnknownRequests(t *testing.T) {
 		}
 		if string(env.Reason) != tc.reason || env.ProposalID != tc.proposal {
 			t.Errorf("%s %s: envelope %+v, want reason %q proposal_id %q", tc.method, tc.url, env, tc.reason, tc.proposal)
+		}
+		// The message says it too, and how to ask: some clients show only it.
+		noted := strings.Contains(env.Message, "; recorded as proposal "+tc.proposal+" for a human to decide") &&
+			strings.Contains(env.Message, "request_access")
+		if noted != (tc.proposal != "") || noted != strings.Contains(resp.Header.Get("X-Aileron-Message"), "recorded as proposal") {
+			t.Errorf("%s %s: message %q (header %q); want the proposal named in it: %v", tc.method, tc.url, env.Message,
+				resp.Header.Get("X-Aileron-Message"), tc.proposal != "")
 		}
 		got := props.learned()[n:]
 		if tc.want == nil {
