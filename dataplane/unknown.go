@@ -82,7 +82,7 @@ func noteProposal(err error, id string) error {
 	switch de.Reason {
 	case policy.ReasonHostNotAllowed, policy.ReasonNoMatchingOperation, policy.ReasonPlaceholder:
 		return &DenyError{Reason: de.Reason, Message: de.Message + "; recorded as proposal " + id +
-			" for a human to decide (to ask for access now, saying why: the MCP tool request_access, or POST /v1/access-requests)"}
+			" for a human to decide (to ask for access now, saying why: the MCP tool request_access, or POST $AILERON_API_URL/access-requests)"}
 	}
 	return err
 }
