@@ -45,7 +45,8 @@ RETURNING id`
 // Errors: a missing key part, a method that is not upper-case letters, a
 // path not starting with "/" or a justification that is empty, over
 // MaxJustification bytes, not UTF-8 or holding a control character other
-// than newline and tab wrap state.ErrInvalidArgument.
+// than newline and tab wrap state.ErrInvalidArgument; a new proposal past
+// the session's limit is ErrLimit.
 func (s *Store) Ask(ctx context.Context, session, method, host string, port int, path, justification string) (Proposal, error) {
 	justification = strings.TrimSpace(justification)
 	if err := checkAsk(session, method, host, port, path, justification); err != nil {
@@ -56,6 +57,9 @@ func (s *Store) Ask(ctx context.Context, session, method, host string, port int,
 		return Proposal{}, err
 	}
 	tmpl := Template(path)
+	if err := s.room(ctx, session, method, host, port, tmpl); err != nil {
+		return Proposal{}, err
+	}
 	ts := state.FormatTime(s.now())
 	var id string
 	args := []any{newID, session, method, host, port, tmpl, ts, ts, justification}

@@ -19,6 +19,8 @@ const (
 	idChars         = 20
 	maxExamples     = 5
 	maxReasonLength = 1024
+	// defaultMaxPerSession is Store.MaxPerSession's default.
+	defaultMaxPerSession = 1000
 )
 
 // The states of a proposal.
@@ -35,6 +37,12 @@ var ErrNotFound = fmt.Errorf("%w: no such proposal", state.ErrNotFound)
 // ErrDecided is returned when rejecting a proposal that is not open; it
 // wraps state.ErrConflict.
 var ErrDecided = fmt.Errorf("%w: proposal already decided", state.ErrConflict)
+
+// ErrLimit is returned when a request would open a proposal past a
+// session's limit (Store.MaxPerSession); it wraps
+// dataplane.ErrApprovalLimit, so the sandbox API answers it 429
+// approval_limit. Requests joining an existing proposal are still counted.
+var ErrLimit = fmt.Errorf("%w: too many proposals for one session", dataplane.ErrApprovalLimit)
 
 // Proposal is an aggregate of a session's unknown requests with the same
 // method, host, port and path template.
@@ -92,6 +100,12 @@ type Store struct {
 	// and proposal.rejected; nil
 	// means events are dropped. It must not call back into the store.
 	OnEvent func(ev audit.Event)
+	// MaxPerSession bounds how many proposals one session can open, so
+	// that a sandbox sending endless distinct paths or hosts cannot fill
+	// the database or the human's list; 0 means 1000. Past it, a request
+	// of a new method, host, port and template is refused ErrLimit (and
+	// so, in the data plane, refused as in deny mode, never held).
+	MaxPerSession int
 }
 
 var _ dataplane.Proposals = (*Store)(nil)
@@ -150,6 +164,9 @@ func (s *Store) Learn(ctx context.Context, r dataplane.UnknownRequest) (string, 
 	if r.Credential {
 		cred = 1
 	}
+	if err := s.room(ctx, r.Session, r.Method, r.Host, r.Port, tmpl); err != nil {
+		return "", err
+	}
 	ts := state.FormatTime(at)
 	var id string
 	var seen int64
@@ -163,6 +180,27 @@ func (s *Store) Learn(ctx context.Context, r dataplane.UnknownRequest) (string, 
 			Details: map[string]string{"proposal_id": id, "template": tmpl, "credential": fmt.Sprint(r.Credential)}})
 	}
 	return id, nil
+}
+
+// room refuses ErrLimit when session already has MaxPerSession proposals
+// and none of them has the key method, host, port, tmpl. Requests that
+// arrive at once may pass the limit by as many as arrive together.
+func (s *Store) room(ctx context.Context, session, method, host string, port int, tmpl string) error {
+	max := s.MaxPerSession
+	if max <= 0 {
+		max = defaultMaxPerSession
+	}
+	var n, has int64
+	err := s.DB.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(MAX(CASE WHEN method = ? AND host = ? AND port = ? AND template = ?
+		THEN 1 ELSE 0 END), 0) FROM proposals WHERE session = ?`, method, host, port, tmpl, session).Scan(&n, &has)
+	if err != nil {
+		return fmt.Errorf("counting the proposals of session %s: %w", session, err)
+	}
+	if has == 0 && n >= int64(max) {
+		return fmt.Errorf("%w: session %s has %d proposals, the most one session opens; decide them (aileron proposals list --session %s) and learn the rest in a new session",
+			ErrLimit, session, n, session)
+	}
+	return nil
 }
 
 const selectSQL = `SELECT id, session, method, host, port, template, state, seen, first_seen, last_seen,

@@ -206,3 +206,49 @@ func TestLearnRequiresTheKey(t *testing.T) {
 		t.Fatal("Learn without a session succeeded")
 	}
 }
+
+func TestLearnAndAskStopAtTheSessionLimit(t *testing.T) {
+	backends(t, testLearnAndAskStopAtTheSessionLimit)
+}
+
+// A sandbox sending endless distinct paths cannot open endless proposals:
+// past the session's limit a new one is refused, while requests joining
+// an existing proposal, and other sessions, go on as before.
+func testLearnAndAskStopAtTheSessionLimit(t *testing.T, db *state.DB) {
+	ctx := t.Context()
+	s := &Store{DB: db, MaxPerSession: 3}
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var first string
+	for i, path := range []string{"/a", "/b", "/c"} {
+		id, err := s.Learn(ctx, req(path, "", t0))
+		if err != nil {
+			t.Fatalf("Learn(%s): %v", path, err)
+		}
+		if i == 0 {
+			first = id
+		}
+	}
+	for _, path := range []string{"/d", "/e/f"} {
+		if id, err := s.Learn(ctx, req(path, "", t0)); !errors.Is(err, ErrLimit) || !errors.Is(err, dataplane.ErrApprovalLimit) || id != "" {
+			t.Fatalf("Learn(%s) past the limit = %q, %v; want ErrLimit", path, id, err)
+		}
+		if _, err := s.Ask(ctx, "s_one", "GET", "api.example.com", 443, path, "to read it"); !errors.Is(err, ErrLimit) {
+			t.Fatalf("Ask(%s) past the limit: %v; want ErrLimit", path, err)
+		}
+	}
+	if id, err := s.Learn(ctx, req("/a", "", t0)); err != nil || id != first {
+		t.Fatalf("Learn(/a) at the limit = %q, %v; want it to join %s", id, err, first)
+	}
+	if p, err := s.Ask(ctx, "s_one", "GET", "api.example.com", 443, "/a", "to read it"); err != nil || p.ID != first {
+		t.Fatalf("Ask(/a) at the limit = %+v, %v; want it to join %s", p, err, first)
+	}
+	other := req("/d", "", t0)
+	other.Session = "s_two"
+	if _, err := s.Learn(ctx, other); err != nil {
+		t.Fatalf("another session's Learn: %v", err)
+	}
+	all, err := s.List(ctx, "s_one")
+	if err != nil || len(all) != 3 {
+		t.Fatalf("s_one has %d proposals (%v); want 3", len(all), err)
+	}
+}
