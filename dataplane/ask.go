@@ -21,13 +21,14 @@ import (
 
 // asks reports whether x's request, which policy decided d, is held for a
 // human as an unknown request: a proxy client's request, not yet asked
-// about, that policy refused only because no operation matches it, to a
+// about, that policy refused only because no operation matches it (and
+// no connector out of the session's scope serves it: unknown), to a
 // name or a public address, carrying no placeholder (which only an
 // operation bound to a credential can swap: it is refused and learned), of
 // a session in ask mode, on a proxy with approvals and a proposal store.
 // Without approvals a session in ask mode is in learn mode.
 func (p *Proxy) asks(x *exchange, d policy.Decision) bool {
-	if x.asked != "" || !x.terms.client || p.Approvals == nil || p.Proposals == nil || !unknownRefusal(d) {
+	if x.asked != "" || !x.terms.client || p.Approvals == nil || p.Proposals == nil || !p.unknown(x, d) {
 		return false
 	}
 	if ip, err := netip.ParseAddr(x.t.authority.Host); err == nil && Classify(ip) != "" {

@@ -183,7 +183,7 @@ func (p *Proxy) gate(x *exchange, d policy.Decision) error {
 	if err := x.terms.subset.check(x.t.authority, d.Op); err != nil {
 		return err
 	}
-	sendOnce := x.asked != "" && unknownRefusal(d)
+	sendOnce := x.asked != "" && p.unknown(x, d)
 	if d.Verdict != policy.Deny || sendOnce {
 		if err := checkUpgrade(x.in, d.Op); err != nil {
 			return err

@@ -55,11 +55,11 @@ type Proposals interface {
 // learn records a request the gate refused as a proposal and returns its
 // id, when the session is in learn mode (or in ask mode, for a request
 // that is not held: ask), a proposal store is set and the policy refused
-// the request only because no operation matches it (unknownRefusal).
+// the request only because no operation matches it (unknown).
 // Otherwise, or when the store fails (logged; the request is refused all
 // the same), it returns "". Nothing is ever sent for the request.
 func (p *Proxy) learn(x *exchange, d policy.Decision, err error) string {
-	if p.Proposals == nil || !learning(p.unknownMode(x.t.sess)) || !unknownRefusal(d) {
+	if p.Proposals == nil || !learning(p.unknownMode(x.t.sess)) || !p.unknown(x, d) {
 		return ""
 	}
 	var de *DenyError
@@ -96,6 +96,25 @@ func learning(mode string) bool { return mode == UnknownLearn || mode == Unknown
 // operation matches the request: host_not_allowed, no_matching_operation.
 func unknownRefusal(d policy.Decision) bool {
 	return d.Verdict == policy.Deny && (d.Reason == policy.ReasonHostNotAllowed || d.Reason == policy.ReasonNoMatchingOperation)
+}
+
+// unknown reports whether x's request, which policy decided d, is an
+// unknown request: refused only because no operation matches it
+// (unknownRefusal), and served by no operation of a connector the
+// session's scope leaves out. A request such an operation serves is
+// refused for the scope (the policy words it as if the connector were not
+// installed), so it is never learned, held or sent once.
+func (p *Proxy) unknown(x *exchange, d policy.Decision) bool {
+	if !unknownRefusal(d) {
+		return false
+	}
+	if p.sessionScope(x.t.sess) == nil {
+		return true // every connector is in scope
+	}
+	r, t := x.in, x.t
+	all := p.Policy.Load().Decide(policy.Args{Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
+		Path: x.tgt.path, Step: x.terms.step})
+	return all.Verdict == policy.Deny
 }
 
 // propose hands x's request to the proposal store and returns the id of
