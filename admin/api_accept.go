@@ -339,8 +339,11 @@ func (a *API) giveConnector(ctx context.Context, job acceptance, fqn string) ([]
 }
 
 // releaseHeld approves, by job's human, every pending approval whose
-// request was learned into one of job's proposals: the data plane decides
-// each held request anew, under the rule now installed.
+// request was learned into one of job's proposals and that the proposal's
+// rule, as accepted, allows: the data plane decides each held request
+// anew, under the rule now installed. A held request the edited rule does
+// not allow stays pending: approved, it would be sent once as an unknown
+// request the human never judged.
 func (a *API) releaseHeld(ctx context.Context, job acceptance) ([]string, error) {
 	if a.Approvals == nil {
 		return nil, nil
@@ -351,8 +354,13 @@ func (a *API) releaseHeld(ctx context.Context, job acceptance) ([]string, error)
 	}
 	var done []string
 	for _, ap := range pending {
-		if ap.Preview.ProposalID == "" || !slices.ContainsFunc(job.props, func(p proposals.Proposal) bool { return p.ID == ap.Preview.ProposalID }) {
+		i := slices.IndexFunc(job.props, func(p proposals.Proposal) bool { return p.ID == ap.Preview.ProposalID })
+		if ap.Preview.ProposalID == "" || i < 0 {
 			continue
+		}
+		rule := proposals.Accepted{Rule: job.rules[i], Host: job.props[i].Host, Port: job.props[i].Port}
+		if !proposals.Covers(rule, ap.Preview.Method, ap.Preview.Path) {
+			continue // the rule as edited does not allow it: it waits for the human's own decision
 		}
 		if err := a.Approvals.Approve(ctx, ap.ID, job.by); err != nil && !errors.Is(err, state.ErrConflict) {
 			return done, err

@@ -86,7 +86,7 @@ func TestAcceptProposal(t *testing.T) {
 	}
 	first := d.learn(t, s.ID, "GET", "api.example.com", 443, "/repos/42/issues")
 	held, err := d.admin.Approvals.Await(ctx, &dataplane.ApprovalRequest{Session: s.ID, Method: "GET", Host: "api.example.com", Port: 443,
-		Path: "/repos/7/issues", Digest: "d1", Preview: dataplane.Preview{Method: "GET", ProposalID: first}}, 0)
+		Path: "/repos/7/issues", Digest: "d1", Preview: dataplane.Preview{Method: "GET", Path: "/repos/7/issues", ProposalID: first}}, 0)
 	if err != nil || held.ID == "" {
 		t.Fatalf("holding a request: %+v, %v", held, err)
 	}
@@ -283,5 +283,51 @@ func TestAcceptKeepsUnservedRules(t *testing.T) {
 	}
 	if p, _ := d.admin.Proposals.Get(ctx, second); p.State != proposals.StateOpen {
 		t.Errorf("the proposal is %s, want open", p.State)
+	}
+}
+
+// TestAcceptReleasesOnlyWhatTheRuleAllows: accepting a proposal with its
+// rule edited (another method, a narrower template) approves only the held
+// requests that rule allows; the others stay pending for the human, who
+// never judged them: approved, they would be sent once as unknown requests.
+func TestAcceptReleasesOnlyWhatTheRuleAllows(t *testing.T) {
+	d := acceptDaemon(t)
+	ctx := context.Background()
+	s, err := d.client.CreateSession(ctx, sessions.CreateRequest{Name: "edits"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := func(method, path, prop, digest string) string {
+		t.Helper()
+		held, err := d.admin.Approvals.Await(ctx, &dataplane.ApprovalRequest{Session: s.ID, Method: method, Host: "api.example.com", Port: 443,
+			Path: path, Digest: digest, Preview: dataplane.Preview{Method: method, Host: "api.example.com", Path: path, ProposalID: prop}}, 0)
+		if err != nil || held.ID == "" {
+			t.Fatalf("holding %s %s: %+v, %v", method, path, held, err)
+		}
+		return held.ID
+	}
+	post := d.learn(t, s.ID, "POST", "api.example.com", 443, "/repos/42/issues")
+	post42, post7 := hold("POST", "/repos/42/issues", post, "d1"), hold("POST", "/repos/7/issues", post, "d2")
+	get := d.learn(t, s.ID, "GET", "api.example.com", 443, "/items/1")
+	get1 := hold("GET", "/items/1", get, "d3")
+
+	out, err := d.client.AcceptProposal(ctx, post, AcceptRequest{By: "cli:alice", Edits: proposals.Edits{Template: "/repos/42/issues"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.Approved, []string{post42}) {
+		t.Errorf("accepting POST /repos/42/issues approved %v, want only %s", out.Approved, post42)
+	}
+	out, err = d.client.AcceptProposal(ctx, get, AcceptRequest{By: "cli:alice", Edits: proposals.Edits{Method: "HEAD"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Approved) != 0 {
+		t.Errorf("accepting the GET proposal as HEAD approved %v, want none", out.Approved)
+	}
+	for _, id := range []string{post7, get1} {
+		if ap, _ := d.admin.Approvals.Get(ctx, id); ap.State != dataplane.ApprovalStatePending {
+			t.Errorf("held request %s the rule does not allow is %s, want pending", id, ap.State)
+		}
 	}
 }

@@ -184,3 +184,26 @@ func NextVersion(versions []string) string {
 	}
 	return "1.0." + strconv.Itoa(last+1)
 }
+
+// Covers reports whether rule a, as accepted (the human's edits made),
+// allows a request of method to escaped path on its host and port: only a
+// request it covers may be released by accepting it.
+func Covers(a Accepted, method, path string) bool {
+	data, _, err := LearnedSpec("covers", "1.0.0", nil, []Accepted{a})
+	if err != nil {
+		return false
+	}
+	spec, err := policy.ParseSpec(LearnedScheme+"covers@1.0.0", data)
+	if err != nil {
+		return false
+	}
+	pol, errs := policy.Compile([]policy.Source{{Spec: spec, Hash: "covers", Origin: "accepted rule"}}, nil)
+	if len(errs) > 0 {
+		return false
+	}
+	port := a.Port
+	if port == 0 {
+		port = 443
+	}
+	return pol.Decide(policy.Args{Method: method, Host: a.Host, Port: port, Path: path}).Verdict != policy.Deny
+}

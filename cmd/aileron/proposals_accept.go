@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/aileronhq/aileron/admin"
 	"github.com/aileronhq/aileron/config"
+	"github.com/aileronhq/aileron/dataplane"
 	"github.com/aileronhq/aileron/printable"
 	"github.com/aileronhq/aileron/proposals"
 )
@@ -125,5 +127,12 @@ func approveAsRule(fs *pflag.FlagSet, cfg *config.Config, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return printAcceptance(stdout, out)
+	if err := printAcceptance(stdout, out); err != nil {
+		return err
+	}
+	if !slices.Contains(out.Approved, ap.ID) && ap.State == dataplane.ApprovalStatePending {
+		_, err = fmt.Fprintf(stdout, "approval %s stays pending: the rule as accepted does not allow its request; "+
+			"approve it to send it once, or deny it\n", ap.ID)
+	}
+	return err
 }

@@ -62,11 +62,11 @@ func (a *acceptAPI) learn(t *testing.T, method, path string, cred bool) string {
 }
 
 // hold records a pending approval of a request of proposal (none when "").
-func (a *acceptAPI) hold(t *testing.T, digest, proposal string) string {
+func (a *acceptAPI) hold(t *testing.T, digest, path, proposal string) string {
 	t.Helper()
 	res, err := a.api.Approvals.Await(t.Context(), &dataplane.ApprovalRequest{Session: a.session.ID, Method: "GET",
-		Host: "api.example.com", Port: 443, Path: "/x", Digest: digest,
-		Preview: dataplane.Preview{Method: "GET", Connector: "local://acme/x", Operation: "op", ProposalID: proposal}}, 0)
+		Host: "api.example.com", Port: 443, Path: path, Digest: digest,
+		Preview: dataplane.Preview{Method: "GET", Path: path, Connector: "local://acme/x", Operation: "op", ProposalID: proposal}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,15 +131,17 @@ func TestProposalsAcceptCommand(t *testing.T) {
 }
 
 // TestApprovalsApproveAsRule: --as-rule accepts the approval's proposal
-// with the edits and approves the held request; an approval without a
+// with the edits and approves the held requests the rule allows, saying
+// that the one named stays pending when the rule leaves it out; an approval without a
 // proposal is a clear error; edit flags need --as-rule.
 func TestApprovalsApproveAsRule(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("USER", "alice")
 	a := startAcceptAPI(t, home)
 	prop := a.learn(t, "GET", "/v1/items/7", false)
-	held := a.hold(t, "d-unknown", prop)
-	plain := a.hold(t, "d-plain", "")
+	held := a.hold(t, "d-unknown", "/v1/items/7", prop)
+	plain := a.hold(t, "d-plain", "/x", "")
+	narrow := a.hold(t, "d-narrow", "/v1/items/8", prop) // the rule as edited below leaves it out
 	if _, errs, code := runAccept(t, home, "approvals", "approve", held, "--template", "/v1/items/{item}"); code == 0 || !strings.Contains(errs, "add --as-rule") {
 		t.Errorf("an edit without --as-rule: code %d %s", code, errs)
 	}
@@ -147,16 +149,19 @@ func TestApprovalsApproveAsRule(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "approve it without --as-rule") {
 		t.Errorf("--as-rule on an approval without a proposal: code %d %s", code, errs)
 	}
-	out, errs, code := runAccept(t, home, "approvals", "approve", held, "--as-rule", "--template", "/v1/items/{item}", "--connector", "items")
-	if code != 0 || !strings.Contains(out, "installed local://learned/items@1.0.0") || !strings.Contains(out, "approved the held request "+held) {
+	out, errs, code := runAccept(t, home, "approvals", "approve", narrow, "--as-rule", "--template", "/v1/items/7", "--connector", "items")
+	if code != 0 || !strings.Contains(out, "installed local://learned/items@1.0.0") || !strings.Contains(out, "approved the held request "+held) ||
+		!strings.Contains(out, "approval "+narrow+" stays pending") {
 		t.Fatalf("approve --as-rule: code %d\n%s%s", code, out, errs)
 	}
 	p, _ := a.api.Proposals.Get(t.Context(), prop)
 	ap, _ := a.api.Approvals.Get(t.Context(), held)
-	if p.State != proposals.StateAccepted || p.Rule.Template != "/v1/items/{item}" || ap.State != dataplane.ApprovalStateApproved {
+	if p.State != proposals.StateAccepted || p.Rule.Template != "/v1/items/7" || ap.State != dataplane.ApprovalStateApproved {
 		t.Errorf("after approve --as-rule: proposal %+v, approval %s", p, ap.State)
 	}
-	if ap, _ := a.api.Approvals.Get(t.Context(), plain); ap.State != dataplane.ApprovalStatePending {
-		t.Errorf("the other approval is %s, want pending", ap.State)
+	for _, id := range []string{plain, narrow} {
+		if ap, _ := a.api.Approvals.Get(t.Context(), id); ap.State != dataplane.ApprovalStatePending {
+			t.Errorf("approval %s is %s, want pending", id, ap.State)
+		}
 	}
 }
