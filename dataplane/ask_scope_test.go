@@ -54,3 +54,56 @@ func TestAskLeavesOutOfScopeOperationRefused(t *testing.T) {
 		})
 	}
 }
+
+const credentialedThingSpec = `{
+  "schema_version": "aileron.connector.v1",
+  "connector": {"fqn": "local://test/things", "version": "1.0.0"},
+  "tools": [{"name": "things", "operations": [
+    {"name": "things.get", "method": "GET", "path": "/v2/thing/{id}", "hosts": ["api.example.com"], "credential": "bearer", "approval": "required"}
+  ]}]
+}`
+
+// TestApprovalDigestBindsTheCredential: an approval a human gave for a
+// request as previewed with no credential (an unknown request, in ask
+// mode) is not the approval of the identical request once an operation
+// that adds a credential decides it: the two have different digests, so
+// the one cannot release the other with bytes the human never saw.
+func TestApprovalDigestBindsTheCredential(t *testing.T) {
+	e, ap, _, _ := askEnv(t, outcome(ApprovalPending))
+	c := e.client(t, url.UserPassword("s1", e.token))
+	c.Transport.(*http.Transport).DisableCompression = true // no Accept-Encoding, which an operation's credential drops
+	get := func() {
+		t.Helper()
+		resp, err := c.Get("https://api.example.com/v2/thing/7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	get()
+	var srcs []policy.Source
+	for _, text := range []string{testSpec, credentialedThingSpec} {
+		spec, err := policy.ParseSpec("test.json", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, policy.Source{Spec: spec, Hash: spec.Connector.FQN, Origin: "test.json"})
+	}
+	pol, errs := policy.Compile(srcs, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	e.proxy.Policy.Store(pol)
+	get()
+	asked := ap.requests()
+	if len(asked) != 2 || asked[0].Op != nil || asked[1].Op == nil || asked[1].Preview.Credential == "" {
+		t.Fatalf("held %d requests %+v; want the unknown one, then the operation's with its credential", len(asked), asked)
+	}
+	if asked[0].Digest == asked[1].Digest {
+		t.Errorf("the request previewed without a credential and with one share digest %s", asked[0].Digest)
+	}
+	if e.hits.Load() != 0 {
+		t.Errorf("upstream hits %d, want none", e.hits.Load())
+	}
+}

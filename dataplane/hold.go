@@ -57,7 +57,7 @@ func (p *Proxy) hold(x *exchange, d policy.Decision) error {
 	}
 	req := &ApprovalRequest{
 		Session: t.sess.ID, Op: d.Op, Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
-		Path: tgt.path, Digest: requestDigest(r.Method, t.authority, tgt, hdr, body), Preview: pv,
+		Path: tgt.path, Digest: requestDigest(r.Method, t.authority, tgt, pv.Credential, hdr, body), Preview: pv,
 	}
 	if !p.held.enter(t.sess.ID) {
 		return &limitError{msg: fmt.Sprintf("this session already has %d requests waiting for approval; retry once some of them are decided", maxHeldRequests)}
@@ -139,12 +139,14 @@ func (p *Proxy) approvalMaxBody() int64 {
 	return defaultApprovalMaxBody
 }
 
-// requestDigest binds an approval to method, target, every forwarded
-// header and the body: each part length-prefixed, so no two requests
-// share a digest.
-func requestDigest(method string, a policy.Authority, tgt target, hdr []PreviewHeader, body []byte) string {
+// requestDigest binds an approval to method, target, the credential the
+// proxy adds (the preview's note: "" for none), every forwarded header and
+// the body: each part length-prefixed, so no two requests share a digest.
+// An approval given for a request previewed without a credential (an
+// unknown one) never releases it once an operation adding one decides it.
+func requestDigest(method string, a policy.Authority, tgt target, cred string, hdr []PreviewHeader, body []byte) string {
 	h := sha256.New()
-	parts := []string{method, a.String(), tgt.path, tgt.query, strconv.Itoa(len(hdr))}
+	parts := []string{method, a.String(), tgt.path, tgt.query, cred, strconv.Itoa(len(hdr))}
 	for _, x := range hdr {
 		parts = append(parts, x.Name, x.Value)
 	}
