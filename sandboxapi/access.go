@@ -18,6 +18,9 @@ import (
 // MaxAccessWait bounds how long one access request waits for a human.
 const MaxAccessWait = 60 * time.Second
 
+// defaultMaxAccessWaits is API.MaxAccessWaits's default.
+const defaultMaxAccessWaits = 8
+
 // maxAccessURL bounds the URL of an access request.
 const maxAccessURL = 4096
 
@@ -139,7 +142,8 @@ func (s *API) accessStatus(ctx context.Context, sess *dataplane.Session, id stri
 // after StopWaits it answers the proposal as it stands.
 func (s *API) await(ctx context.Context, session, id string, wait time.Duration) (AccessAnswer, error) {
 	stopping := s.stopping()
-	if wait > 0 && stopping.Err() == nil {
+	if wait > 0 && stopping.Err() == nil && s.enterWait(session) {
+		defer s.leaveWait(session)
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(stopping, cancel)()
@@ -149,6 +153,33 @@ func (s *API) await(ctx context.Context, session, id string, wait time.Duration)
 		}
 	}
 	return s.Access.Await(ctx, session, id, 0)
+}
+
+// enterWait counts one more wait of session, unless it already has
+// MaxAccessWaits (then false: answer at once).
+func (s *API) enterWait(session string) bool {
+	max := s.MaxAccessWaits
+	if max <= 0 {
+		max = defaultMaxAccessWaits
+	}
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if s.waits[session] >= max {
+		return false
+	}
+	if s.waits == nil {
+		s.waits = map[string]int{}
+	}
+	s.waits[session]++
+	return true
+}
+
+func (s *API) leaveWait(session string) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if s.waits[session]--; s.waits[session] <= 0 {
+		delete(s.waits, session)
+	}
 }
 
 // stopping is done once StopWaits has been called.

@@ -312,3 +312,56 @@ func TestAccessWaitEndsOnStop(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessWaitsAreBoundedPerSession: a session already waiting on
+// MaxAccessWaits access requests gets the next one answered at once, as it
+// stands, rather than one more wait re-reading the database; the waits
+// end when their clients leave or the daemon stops.
+func TestAccessWaitsAreBoundedPerSession(t *testing.T) {
+	e := newSapiEnv(t, sapiOpts{})
+	e.withAccess()
+	e.api.MaxAccessWaits = 1
+	ask := func(path string) (int, []byte, error) {
+		body := `{"method":"GET","url":"https://api.example.com` + path + `","justification":"to read it","wait_seconds":60}`
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "POST", "https://"+dataplane.DefaultAPIHost+"/v1/access-requests", strings.NewReader(body))
+		if err != nil {
+			return 0, nil, err
+		}
+		resp, err := e.client(t, "s1").Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, data, err
+	}
+	waiting := inBackground(func() error { _, _, err := ask("/first"); return err })
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		e.api.waitMu.Lock()
+		n := e.api.waits["s1"]
+		e.api.waitMu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first access request never began to wait")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st, b, err := ask("/second")
+	var ans AccessAnswer
+	if err != nil || st != http.StatusAccepted || json.Unmarshal(b, &ans) != nil || ans.State != AccessOpen {
+		t.Fatalf("a wait past the session's limit: %d %s %v; want it answered at once, open", st, b, err)
+	}
+	e.api.StopWaits()
+	if err := <-waiting; err != nil {
+		t.Fatalf("the first wait: %v", err)
+	}
+	e.api.waitMu.Lock()
+	defer e.api.waitMu.Unlock()
+	if len(e.api.waits) != 0 {
+		t.Errorf("waits left counted: %v", e.api.waits)
+	}
+}

@@ -106,6 +106,10 @@ type API struct {
 	// Access records access requests and waits for their decisions; nil
 	// answers the access endpoints with 404.
 	Access Access
+	// MaxAccessWaits bounds the access requests one session waits on at
+	// once (each re-reads the database while it waits); past it, a request
+	// is answered at once, as it stands. 0 means 8.
+	MaxAccessWaits int
 	// ApprovalWait is how long the run endpoint waits for a human to
 	// decide an approval-gated operation; 0 answers approval_pending at once
 	// (the client retries the identical call after approval).
@@ -119,6 +123,9 @@ type API struct {
 	stopOnce sync.Once
 	stopCtx  context.Context
 	stop     context.CancelFunc
+
+	waitMu sync.Mutex
+	waits  map[string]int // access waits per session
 }
 
 // ServeHTTP implements http.Handler.
