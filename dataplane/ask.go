@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/aileronhq/aileron/audit"
@@ -43,8 +44,13 @@ func (p *Proxy) asks(x *exchange, d policy.Decision) bool {
 // refusal: the hold's (pending, denied, limit…), or d's own when the
 // proposal store failed (logged), as in deny mode.
 func (p *Proxy) ask(x *exchange, d policy.Decision) error {
-	if x.proposal = p.propose(x); x.proposal == "" {
+	l := p.propose(x)
+	if x.proposal = l.ID; x.proposal == "" {
 		return &DenyError{Reason: d.Reason, Message: d.Message}
+	}
+	if l.Rejected { // a human said no to requests like this one: not asked again
+		return &DenyError{Reason: policy.ReasonApprovalDenied, Message: fmt.Sprintf(
+			"a human rejected requests like this one (proposal %s): %s; nothing was sent", l.ID, l.Reason)}
 	}
 	if err := checkUpgrade(x.in, nil); err != nil { // never sent as one: no operation allows it
 		return err

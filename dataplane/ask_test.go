@@ -343,3 +343,34 @@ func TestAskUnknownHostOverConnect(t *testing.T) {
 		t.Errorf("CONNECT to a private address in ask mode: %d, want 403", connResp.StatusCode)
 	}
 }
+
+// TestRejectedProposalIsNotAskedAgain: a request whose proposal a human
+// rejected is refused at once with the human's reason, in ask mode never
+// held again (approval_denied, nothing asked, nothing sent), in learn mode
+// with the reason in place of the invitation to ask.
+func TestRejectedProposalIsNotAskedAgain(t *testing.T) {
+	for _, mode := range []string{UnknownAsk, UnknownLearn} {
+		t.Run(mode, func(t *testing.T) {
+			e, ap, props, _ := askEnv(t, outcome(ApprovalApproved))
+			e.proxy.Sessions.(staticSessions)["s1"].sess.Unknown = mode
+			props.rejected = "use the staging host"
+			c := e.client(t, url.UserPassword("s1", e.token))
+			resp, err := c.Get("https://api.example.com/v1/unknown/7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			env := readEnvelope(t, resp.Body)
+			want := policy.ReasonApprovalDenied
+			if mode == UnknownLearn {
+				want = policy.ReasonNoMatchingOperation
+			}
+			if resp.StatusCode != 403 || env.Reason != want || env.ProposalID != "prop-GET" ||
+				!strings.Contains(env.Message, "use the staging host") || strings.Contains(env.Message, "request_access") ||
+				len(ap.requests()) != 0 || e.hits.Load() != 0 {
+				t.Errorf("got %d %+v, asked %d, upstream hits %d; want 403 %s with the human's reason, nothing asked or sent",
+					resp.StatusCode, env, len(ap.requests()), e.hits.Load(), want)
+			}
+		})
+	}
+}

@@ -89,13 +89,15 @@ func (p *Proxy) serveDecided(w http.ResponseWriter, x *exchange, d policy.Decisi
 		return p.serveDecided(w, x, p.decideNow(x)) // the human may have accepted a rule meanwhile
 	}
 	if err := p.gate(x, d); err != nil {
+		var l Learned
 		if x.proposal == "" { // an unknown request held before (ask) was learned then
-			x.proposal = p.learn(x, d, err)
+			l = p.learn(x, d, err)
+			x.proposal = l.ID
 		}
 		if d.Verdict == policy.Deny && inject.ContainsPlaceholder(r) {
 			err = deny(policy.ReasonPlaceholder, "%s; the request also carries an Aileron placeholder credential, which is only swapped on an operation bound to a credential", d.Message)
 		}
-		return p.refuseExchange(w, x, noteProposal(err, x.proposal))
+		return p.refuseExchange(w, x, noteProposal(err, l))
 	}
 	if err := p.checkLive(w, t); err != nil { // revoked while the request was held
 		return p.refuseExchange(w, x, err)

@@ -45,43 +45,56 @@ type UnknownRequest struct {
 	Time       time.Time
 }
 
-// Proposals records unknown requests of sessions in learn mode. The data
-// plane declares it; the proposal store implements it. Learn returns the
-// id of the proposal the request joined or opened.
+// Proposals records unknown requests of sessions in learn or ask mode.
+// The data plane declares it; the proposal store implements it. Record
+// returns the proposal the request joined or opened.
 type Proposals interface {
-	Learn(ctx context.Context, r UnknownRequest) (id string, err error)
+	Record(ctx context.Context, r UnknownRequest) (Learned, error)
 }
 
-// learn records a request the gate refused as a proposal and returns its
-// id, when the session is in learn mode (or in ask mode, for a request
+// Learned is the proposal an unknown request joined or opened.
+type Learned struct {
+	ID string
+	// Rejected reports that a human rejected the proposal (Reason says
+	// why): the request is refused with that reason, never held again.
+	Rejected bool
+	Reason   string
+}
+
+// learn records a request the gate refused as a proposal and returns it, when the session is in learn mode (or in ask mode, for a request
 // that is not held: ask), a proposal store is set and the policy refused
 // the request only because no operation matches it (unknown).
 // Otherwise, or when the store fails (logged; the request is refused all
-// the same), it returns "". Nothing is ever sent for the request.
-func (p *Proxy) learn(x *exchange, d policy.Decision, err error) string {
+// the same), it returns the zero Learned. Nothing is ever sent for the request.
+func (p *Proxy) learn(x *exchange, d policy.Decision, err error) Learned {
 	if p.Proposals == nil || !learning(p.unknownMode(x.t.sess)) || !p.unknown(x, d) {
-		return ""
+		return Learned{}
 	}
 	var de *DenyError
 	if !errors.As(err, &de) || de.Reason != d.Reason {
-		return "" // refused for another reason first (a call's terms)
+		return Learned{} // refused for another reason first (a call's terms)
 	}
 	return p.propose(x)
 }
 
 // noteProposal adds to the message of err, the refusal of a request no
 // operation matches (or of a placeholder sent on one), that it was
-// recorded as proposal id, and how an agent asks for it, so that a human
-// or an agent reading only the message knows both. Any other err, or an
-// empty id, is returned as it is.
-func noteProposal(err error, id string) error {
+// recorded as proposal l, and how an agent asks for it (or, for a
+// proposal a human rejected, why), so that a human or an agent reading
+// only the message knows. Any other err, or an empty l, is returned as it
+// is.
+func noteProposal(err error, l Learned) error {
 	var de *DenyError
-	if id == "" || !errors.As(err, &de) {
+	if l.ID == "" || !errors.As(err, &de) {
 		return err
 	}
 	switch de.Reason {
 	case policy.ReasonHostNotAllowed, policy.ReasonNoMatchingOperation, policy.ReasonPlaceholder:
-		return &DenyError{Reason: de.Reason, Message: de.Message + "; recorded as proposal " + id +
+		if l.Rejected {
+			return &DenyError{Reason: de.Reason, Message: de.Message + "; a human rejected requests like this one (proposal " +
+				l.ID + "): " + l.Reason}
+		}
+		return &DenyError{Reason: de.Reason, Message: de.Message + "; recorded as proposal " + l.ID +
 			" for a human to decide (to ask for access now, saying why: the MCP tool request_access, or POST $AILERON_API_URL/access-requests)"}
 	}
 	return err
@@ -117,11 +130,12 @@ func (p *Proxy) unknown(x *exchange, d policy.Decision) bool {
 	return all.Verdict == policy.Deny
 }
 
-// propose hands x's request to the proposal store and returns the id of
-// the proposal it joined or opened; "" when the store fails (logged).
-func (p *Proxy) propose(x *exchange) string {
+// propose hands x's request to the proposal store and returns the
+// proposal it joined or opened; the zero Learned when the store fails
+// (logged).
+func (p *Proxy) propose(x *exchange) Learned {
 	r, t := x.in, x.t
-	id, err := p.Proposals.Learn(r.Context(), UnknownRequest{
+	l, err := p.Proposals.Record(r.Context(), UnknownRequest{
 		Session: t.sess.ID, Method: r.Method, Host: t.authority.Host, Port: t.authority.Port,
 		Path: x.tgt.path, AuditID: x.rec.AuditID,
 		Credential: r.Header.Get("Authorization") != "" || inject.ContainsPlaceholder(r),
@@ -129,9 +143,9 @@ func (p *Proxy) propose(x *exchange) string {
 	})
 	if err != nil {
 		p.log.Error().Err(err).Str("session", t.sess.ID).Str("audit_id", x.rec.AuditID).Msg("an unknown request could not be recorded as a proposal")
-		return ""
+		return Learned{}
 	}
-	return id
+	return l
 }
 
 // currentSessions is implemented by Sessions that can return a session as

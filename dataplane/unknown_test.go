@@ -19,16 +19,18 @@ type recordingProposals struct {
 	mu   sync.Mutex
 	got  []UnknownRequest
 	fail error
+	// rejected, when set, is the reason a human rejected every proposal.
+	rejected string
 }
 
-func (r *recordingProposals) Learn(_ context.Context, u UnknownRequest) (string, error) {
+func (r *recordingProposals) Record(_ context.Context, u UnknownRequest) (Learned, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
-		return "", r.fail
+		return Learned{}, r.fail
 	}
 	r.got = append(r.got, u)
-	return "prop-" + u.Method, nil
+	return Learned{ID: "prop-" + u.Method, Rejected: r.rejected != "", Reason: r.rejected}, nil
 }
 
 func (r *recordingProposals) learned() []UnknownRequest {

@@ -139,18 +139,25 @@ ON CONFLICT (session, method, host, port, template) DO UPDATE SET
 	examples_n = CASE WHEN excluded.examples = '' OR proposals.examples_n >= 5 THEN proposals.examples_n
 		ELSE proposals.examples_n + 1 END,
 	credential = CASE WHEN excluded.credential = 1 THEN 1 ELSE proposals.credential END
-RETURNING id, seen`
+RETURNING id, seen, state, reason`
 
 // Learn adds r to the proposal of its session, method, host, port and
 // path template, opening it if there is none, and returns its id.
 func (s *Store) Learn(ctx context.Context, r dataplane.UnknownRequest) (string, error) {
+	l, err := s.Record(ctx, r)
+	return l.ID, err
+}
+
+// Record is Learn (dataplane.Proposals), returning the proposal: its id,
+// and whether (and why) a human rejected it.
+func (s *Store) Record(ctx context.Context, r dataplane.UnknownRequest) (dataplane.Learned, error) {
 	if r.Session == "" || r.Method == "" || r.Host == "" || r.Port <= 0 {
-		return "", fmt.Errorf("learning an unknown request: session, method, host and port are required (got %q %q %q %d)",
+		return dataplane.Learned{}, fmt.Errorf("learning an unknown request: session, method, host and port are required (got %q %q %q %d)",
 			r.Session, r.Method, r.Host, r.Port)
 	}
 	newID, err := state.RandomID(idPrefix, idChars)
 	if err != nil {
-		return "", err
+		return dataplane.Learned{}, err
 	}
 	at := r.Time
 	if at.IsZero() {
@@ -165,21 +172,21 @@ func (s *Store) Learn(ctx context.Context, r dataplane.UnknownRequest) (string, 
 		cred = 1
 	}
 	if err := s.room(ctx, r.Session, r.Method, r.Host, r.Port, tmpl); err != nil {
-		return "", err
+		return dataplane.Learned{}, err
 	}
 	ts := state.FormatTime(at)
-	var id string
+	var id, st, reason string
 	var seen int64
 	args := []any{newID, r.Session, r.Method, r.Host, r.Port, tmpl, ts, ts, r.AuditID, examplesN, cred}
-	if _, err := s.DB.WriteRow(ctx, learnSQL, args, &id, &seen); err != nil {
-		return "", fmt.Errorf("learning %s %s:%d%s of session %s: %w", r.Method, r.Host, r.Port, tmpl, r.Session, err)
+	if _, err := s.DB.WriteRow(ctx, learnSQL, args, &id, &seen, &st, &reason); err != nil {
+		return dataplane.Learned{}, fmt.Errorf("learning %s %s:%d%s of session %s: %w", r.Method, r.Host, r.Port, tmpl, r.Session, err)
 	}
 	if id == newID { // opened here, not joined (an asked proposal has seen 0 before)
 		s.emit(audit.Event{Name: audit.EventProposalCreated, Session: r.Session, Method: r.Method, Host: r.Host,
 			Port: r.Port, Path: tmpl, AuditID: r.AuditID,
 			Details: map[string]string{"proposal_id": id, "template": tmpl, "credential": fmt.Sprint(r.Credential)}})
 	}
-	return id, nil
+	return dataplane.Learned{ID: id, Rejected: st == StateRejected, Reason: reason}, nil
 }
 
 // room refuses ErrLimit when session already has MaxPerSession proposals

@@ -189,8 +189,11 @@ func TestReject(t *testing.T) {
 		if again, err := s.Learn(ctx, req("/x", "au_2", time.Now())); err != nil || again != id {
 			t.Fatalf("Learn after reject = %s, %v; want it to join %s", again, err, id)
 		}
-		if p, _ := s.Get(ctx, id); p.State != StateRejected || p.Count != 2 {
-			t.Errorf("after a later request: %+v, want rejected with count 2", p)
+		if l, err := s.Record(ctx, req("/x", "au_3", time.Now())); err != nil || l.ID != id || !l.Rejected || l.Reason != "not needed" {
+			t.Fatalf("Record after reject = %+v, %v; want %s rejected, not needed", l, err, id)
+		}
+		if p, _ := s.Get(ctx, id); p.State != StateRejected || p.Count != 3 {
+			t.Errorf("after later requests: %+v, want rejected with count 3", p)
 		}
 		if n := len(ev.named(audit.EventProposalRejected)); n != 1 {
 			t.Errorf("%d proposal.rejected events, want 1", n)
