@@ -67,7 +67,10 @@ type Acceptance struct {
 type acceptance struct {
 	by, consentBy, name string
 	allSessions         bool
-	props               []proposals.Proposal
+	// relax: the human said approval none explicitly (one proposal), so
+	// an existing rule's approval may be dropped (proposals.Accepted).
+	relax bool
+	props []proposals.Proposal
 	rules               []proposals.Rule
 }
 
@@ -87,7 +90,7 @@ func (a *API) AcceptProposal(ctx context.Context, id, consentBy string, req Acce
 		return Acceptance{}, fmt.Errorf("accepting proposal %s: %w", id, err)
 	}
 	return a.accept(ctx, acceptance{by: req.By, consentBy: consentBy, name: req.Connector, allSessions: req.AllSessions,
-		props: []proposals.Proposal{p}, rules: []proposals.Rule{rule}})
+		relax: req.Edits.Approval == proposals.ApprovalNone, props: []proposals.Proposal{p}, rules: []proposals.Rule{rule}})
 }
 
 // AcceptSession accepts every open proposal of req.Session, each with its
@@ -187,7 +190,7 @@ func (a *API) installLearned(ctx context.Context, job acceptance) (Acceptance, e
 	fqn := proposals.LearnedScheme + job.name
 	add := make([]proposals.Accepted, len(job.props))
 	for i, p := range job.props {
-		add[i] = proposals.Accepted{Rule: job.rules[i], Host: p.Host, Port: p.Port}
+		add[i] = proposals.Accepted{Rule: job.rules[i], Host: p.Host, Port: p.Port, Relax: job.relax}
 	}
 	var out Acceptance
 	c := store.Consent{By: job.consentBy, Via: store.ViaProposal, Audited: a.OnEvent != nil}

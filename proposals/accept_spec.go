@@ -77,6 +77,10 @@ type Accepted struct {
 	Rule
 	Host string
 	Port int
+	// Relax lets the rule drop the approval of the same rule accepted
+	// before: the human said approval none explicitly. Otherwise a rule
+	// already there keeps its approval (a default never loosens one).
+	Relax bool
 }
 
 // hostEntry is a's host as a spec writes it: host, or host:port when the
@@ -91,8 +95,9 @@ func (a Accepted) hostEntry() string {
 // LearnedSpec is the spec of version of learned connector name: one tool,
 // learned-NAME, with the operations of old (the previous version's, kept
 // as they are) and one operation per rule in add. A rule already among the
-// operations (same method, template and host) is not added twice; its
-// approval becomes the new one. The spec never binds a credential. It
+// operations (same method, template and host) is not added twice; it
+// needs approval if it did or the new rule does, and loses it only when
+// the new rule says so explicitly (Accepted.Relax). The spec never binds a credential. It
 // returns the spec and the name of each rule's operation, in add's order.
 func LearnedSpec(name, version string, old []policy.OperationSpec, add []Accepted) ([]byte, []string, error) {
 	if err := CheckConnectorName(name); err != nil {
@@ -111,7 +116,10 @@ func LearnedSpec(name, version string, old []policy.OperationSpec, add []Accepte
 		}
 		host := a.hostEntry()
 		if j := sameRule(ops, a.Method, a.Template, host); j >= 0 {
-			ops[j].Approval, names[i] = approval, ops[j].Name
+			if a.Approval || a.Relax {
+				ops[j].Approval = approval
+			}
+			names[i] = ops[j].Name
 			continue
 		}
 		n := uniqueName(OperationName(a.Method, a.Template), used)

@@ -114,6 +114,25 @@ func TestLearnedSpec(t *testing.T) {
 	if names[0] != "get-repos-id-issues" || names[1] != "delete-repos-id" {
 		t.Errorf("next names %v", names)
 	}
+	// A rule accepted again by default keeps the approval it had; only an
+	// explicit approval none (Relax) drops it.
+	required := append([]policy.OperationSpec(nil), ops...)
+	required[0].Approval = policy.ApprovalRequired // get-repos-id-issues
+	for _, tc := range []struct {
+		relax bool
+		want  string
+	}{{false, policy.ApprovalRequired}, {true, policy.ApprovalNone}} {
+		again := add[0]
+		again.Relax = tc.relax
+		data, _, err := LearnedSpec("agent", "1.0.2", required, []Accepted{again})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := policy.ParseSpec("learned", data)
+		if err != nil || spec.Tools[0].Operations[0].Approval != tc.want {
+			t.Errorf("GET accepted again (relax %v): %v %+v; want approval %s", tc.relax, err, spec.Tools[0].Operations[0], tc.want)
+		}
+	}
 	// Two rules the policy cannot tell apart are refused, as at install.
 	clash := []Accepted{{Rule: Rule{Method: "GET", Template: "/a/{x}"}, Host: "h.example"}, {Rule: Rule{Method: "GET", Template: "/a/{y}"}, Host: "h.example"}}
 	if _, _, err := LearnedSpec("agent", "1.0.0", nil, clash); !errors.Is(err, state.ErrInvalidArgument) {
