@@ -71,7 +71,7 @@ type acceptance struct {
 	// an existing rule's approval may be dropped (proposals.Accepted).
 	relax bool
 	props []proposals.Proposal
-	rules               []proposals.Rule
+	rules []proposals.Rule
 }
 
 // AcceptProposal accepts proposal id under req (see AcceptRequest);
