@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -116,16 +115,14 @@ func maskResponse(out *http.Request, resp *http.Response, red *inject.Redactor) 
 		_ = resp.Body.Close()
 		return nil, deny(policy.ReasonEncodedResponse, "the upstream answered a request that carries a credential with a %q-encoded body, which Aileron cannot check for an echo of the credential; it asked for an identity body", ce)
 	}
-	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
-		return maskSmall(resp, red)
-	}
 	body := red.Body(resp.Body)
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
 		body = red.EventStream(resp.Body) // also a secret spread over events
 	}
+	// A mask is as long as its secret (inject.Mask): Content-Length and the
+	// framing stay as the upstream sent them, and the body streams in the
+	// same pieces as an unmasked one.
 	resp.Body = &trailerMask{ReadCloser: body, red: red, resp: resp}
-	resp.ContentLength = -1 // a masked echo changes the length
-	resp.Header.Del("Content-Length")
 	return resp, nil
 }
 
@@ -170,25 +167,6 @@ func (t *trailerMask) Read(p []byte) (int, error) {
 		t.red.Header(t.resp.Trailer)
 	}
 	return n, err
-}
-
-// smallBody is the largest announced body masked in one piece, keeping an
-// exact Content-Length; larger or unannounced bodies are masked as they
-// stream.
-const smallBody = 64 << 10
-
-func maskSmall(resp *http.Response, red *inject.Redactor) (*http.Response, error) {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, smallBody+1))
-	_ = resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	red.Header(resp.Trailer) // the body was read to its end: trailers are in
-	masked := red.String(string(b))
-	resp.Body = io.NopCloser(strings.NewReader(masked))
-	resp.ContentLength = int64(len(masked))
-	resp.Header.Set("Content-Length", strconv.Itoa(len(masked)))
-	return resp, nil
 }
 
 // credentialError is a credential the matched operation needs but that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,10 +60,37 @@ func echoPaths(w http.ResponseWriter, r *http.Request) bool {
 			http.NewResponseController(w).Flush()
 			time.Sleep(50 * time.Millisecond)
 		}
+	case "/v1/items/bigecho": // bigEchoBody, with its length announced unless ?chunked, sent in odd pieces
+		body := bigEchoBody(auth)
+		if r.URL.Query().Get("chunked") == "" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		}
+		for len(body) > 0 {
+			n := min(len(body), 7919)
+			_, _ = w.Write(body[:n])
+			http.NewResponseController(w).Flush()
+			body = body[n:]
+		}
 	default:
 		return false
 	}
 	return true
+}
+
+// bigEchoBody is about 300 KiB of text with auth, and the part of it after
+// "Bearer ", echoed every 3001 bytes: over every read and write boundary.
+func bigEchoBody(auth string) []byte {
+	token := strings.TrimPrefix(auth, "Bearer ")
+	var b bytes.Buffer
+	for i := 0; b.Len() < 300<<10; i++ {
+		b.WriteString(strings.Repeat("x", 3001-len(auth)))
+		if i%2 == 0 {
+			b.WriteString(auth)
+		} else {
+			b.WriteString(strings.Repeat("y", len(auth)-len(token)) + token)
+		}
+	}
+	return b.Bytes()
 }
 
 // TestH2EchoesMaskedEverywhere: the injected credential echoed in a

@@ -61,7 +61,7 @@ func TestInjectionOnOutboundCopyWithEchoRedacted(t *testing.T) {
 	if err := json.Unmarshal(body, &echo); err != nil {
 		t.Fatalf("body %q: %v", body, err)
 	}
-	if echo["authorization"] != "[REDACTED]" || resp.Header.Get("X-Echo-Authorization") != "[REDACTED]" {
+	if mask := inject.Mask(len("Bearer " + inj.token)); echo["authorization"] != mask || resp.Header.Get("X-Echo-Authorization") != mask {
 		t.Errorf("upstream echo reached the client unmasked or the header was not injected: body %v, header %q",
 			echo, resp.Header.Get("X-Echo-Authorization"))
 	}
@@ -209,5 +209,57 @@ func TestPlaceholderOutsideAnInjectedPlaceIsRefused(t *testing.T) {
 	}
 	if e.hits.Load() != 0 {
 		t.Fatal("a placeholder reached the upstream")
+	}
+}
+
+// TestLargeEchoKeepsItsFraming: a credentialed answer far over any buffer,
+// echoing the secret across every piece boundary, reaches the client with
+// each echo replaced by a mask of its own length: with its length announced
+// it keeps that Content-Length (not re-sent chunked); without one it is
+// chunked as the upstream sent it. Either way, over HTTP/1.1 and HTTP/2,
+// the body is the whole body masked at once.
+func TestLargeEchoKeepsItsFraming(t *testing.T) {
+	inj := &fixedInjector{token: "sekrit-token-123456"}
+	e := newEnv(t, func(p *Proxy) { p.Injector = inj })
+	sent := bigEchoBody("Bearer " + inj.token)
+	want := inject.NewRedactor(inj.token, "Bearer "+inj.token).String(string(sent))
+	if len(want) != len(sent) || !strings.Contains(want, inject.Redacted) {
+		t.Fatalf("the reference masking is %d bytes for %d", len(want), len(sent))
+	}
+	h1 := e.client(t, url.UserPassword("s1", e.token))
+	h2 := e.h2Client(t)
+	for _, tc := range []struct {
+		name    string
+		rt      http.RoundTripper
+		query   string
+		wantLen int64
+	}{
+		{"h1 announced", h1.Transport, "", int64(len(sent))},
+		{"h1 chunked", h1.Transport, "?chunked=1", -1},
+		{"h2 announced", h2, "", int64(len(sent))},
+		{"h2 unannounced", h2, "?chunked=1", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", "https://api.example.com/v1/items/bigecho"+tc.query, nil)
+			resp, err := tc.rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("status %d, %v", resp.StatusCode, err)
+			}
+			if resp.ContentLength != tc.wantLen {
+				t.Errorf("Content-Length %d, transfer encoding %q; want %d", resp.ContentLength, resp.TransferEncoding, tc.wantLen)
+			}
+			if string(got) != want {
+				i := 0
+				for i < min(len(got), len(want)) && got[i] == want[i] {
+					i++
+				}
+				t.Fatalf("the body (%d bytes) differs from the whole body masked at once (%d bytes) at byte %d", len(got), len(want), i)
+			}
+		})
 	}
 }

@@ -12,8 +12,23 @@ import (
 	"sync"
 )
 
-// Redacted replaces every masked occurrence of a secret.
+// Redacted is the visible mask of a secret: each masked occurrence is
+// replaced by Mask of its length.
 const Redacted = "[REDACTED]"
+
+// maskFill pads Redacted up to a longer secret's length.
+const maskFill = '*'
+
+// Mask returns what replaces a secret of n bytes: Redacted cut to n bytes
+// ("[RED" for 4), or followed by '*' up to n ("[REDACTED]******" for 16).
+// A mask as long as the secret keeps an answer's length, so its
+// Content-Length and framing stay as the upstream sent them.
+func Mask(n int) string {
+	if n <= len(Redacted) {
+		return Redacted[:max(n, 0)]
+	}
+	return Redacted + strings.Repeat(string(maskFill), n-len(Redacted))
+}
 
 // MinRedactLen is the shortest string a Redactor masks. Shorter strings are
 // ignored: masking every "abc" in a response would mangle ordinary content
@@ -22,7 +37,8 @@ const Redacted = "[REDACTED]"
 // (a formatted header, "user:pass", base64) is still masked.
 const MinRedactLen = 4
 
-// readChunk is how much Body asks its source for per Read.
+// readChunk is the buffer Body reads through for a caller whose buffer is
+// too small to read into directly.
 const readChunk = 32 << 10
 
 // noMatch marks a pattern with no occurrence left in the current window.
@@ -34,9 +50,11 @@ const noMatch = math.MaxInt
 // Every method is safe on a nil *Redactor, which masks nothing.
 //
 // Matching is leftmost, and longest among secrets starting at the same
-// byte; each match becomes Redacted and scanning resumes after it.
+// byte; each match becomes Mask of its length and scanning resumes after
+// it.
 type Redactor struct {
 	pats   [][]byte // distinct, longest first
+	masks  [][]byte // Mask of each pattern's length
 	strs   []string // pats as strings
 	lower  []string // pats lower-cased, for header names
 	maxLen int
@@ -58,6 +76,7 @@ func NewRedactor(secrets ...string) *Redactor {
 	slices.SortStableFunc(r.pats, func(a, b []byte) int { return cmp.Compare(len(b), len(a)) })
 	for _, p := range r.pats {
 		r.strs = append(r.strs, string(p))
+		r.masks = append(r.masks, []byte(Mask(len(p))))
 		r.lower = append(r.lower, strings.ToLower(string(p)))
 		r.maxLen = max(r.maxLen, len(p))
 		r.first[p[0]] = true
@@ -102,7 +121,8 @@ func (c *Redactors) For(secrets []string) *Redactor {
 // Empty reports whether r masks nothing.
 func (r *Redactor) Empty() bool { return r == nil || len(r.pats) == 0 }
 
-// String returns s with every occurrence of a secret replaced by Redacted.
+// String returns s with every occurrence of a secret replaced by its mask
+// (Mask): the result is as long as s.
 func (r *Redactor) String(s string) string {
 	if r.Empty() || !r.containsAny(s) {
 		return s
@@ -214,19 +234,48 @@ func (r *Redactor) process(dst, buf []byte, eof bool, next []int) ([]byte, int) 
 			return append(dst, buf[pos:limit]...), limit
 		}
 		dst = append(dst, buf[pos:at]...)
-		dst = append(dst, Redacted...)
+		dst = append(dst, r.masks[pi]...)
+		pos = at + len(r.pats[pi])
+	}
+}
+
+// maskInPlace masks buf where it lies, as process would (a mask is as
+// long as its secret), and returns how many bytes of buf are decided:
+// unless eof, those before the first byte that could begin a match still
+// incomplete at the end of buf. next must have one slot per pattern.
+func (r *Redactor) maskInPlace(buf []byte, eof bool, next []int) int {
+	for i := range next {
+		next[i] = -1
+	}
+	pos, hold := 0, -1
+	for {
+		at, pi := r.earliest(buf, pos, next)
+		limit := len(buf)
+		if !eof {
+			if hold < pos {
+				hold = r.holdFrom(buf, pos)
+			}
+			limit = hold
+		}
+		if at < 0 || at >= limit {
+			return limit
+		}
+		copy(buf[at:], r.masks[pi])
 		pos = at + len(r.pats[pi])
 	}
 }
 
 // Body wraps rc so that every secret in the stream is masked. It never
-// buffers a whole body: each Read releases everything it has except a
-// trailing partial match (a suffix that is a proper prefix of some secret,
-// so at most the longest secret's length minus one byte), so SSE events and
-// chunks arrive as sent; matches spanning Read boundaries are caught. At EOF
-// the held bytes are flushed. On any other read error the held bytes are
-// dropped (they may be the start of a secret) and the error is returned.
-// Closing the result closes rc. A nil or empty Redactor returns rc itself.
+// buffers a whole body, and masks in place in the caller's buffer: each
+// Read returns what it read except a trailing partial match (a suffix that
+// is a proper prefix of some secret, so at most the longest secret's length
+// minus one byte), held until the next Read, so SSE events and chunks
+// arrive as sent and matches spanning Read boundaries are caught. Every
+// mask is as long as its secret, so the masked body is as long as rc. At
+// EOF the held bytes are flushed. On any other read error the held bytes
+// are dropped (they may be the start of a secret) and the error is
+// returned. Closing the result closes rc. A nil or empty Redactor returns
+// rc itself.
 func (r *Redactor) Body(rc io.ReadCloser) io.ReadCloser {
 	if r.Empty() || rc == nil || rc == http.NoBody {
 		return rc
@@ -234,60 +283,74 @@ func (r *Redactor) Body(rc io.ReadCloser) io.ReadCloser {
 	return &redactBody{r: r, src: rc, next: make([]int, len(r.pats))}
 }
 
-// redactBody is the streaming reader behind Redactor.Body. After warm-up its
-// buffers are reused, so a Read allocates nothing.
+// redactBody is the streaming reader behind Redactor.Body. A Read into a
+// buffer of at least minDirect(maxLen) bytes reads and masks in that
+// buffer; a smaller one goes through small. After warm-up it allocates
+// nothing.
 type redactBody struct {
-	r    *Redactor
-	src  io.ReadCloser
-	in   []byte // unreleased input (a held partial match) plus new input
-	out  []byte // masked output not yet returned
-	off  int    // read offset in out
-	next []int
-	err  error // sticky source error, io.EOF included
+	r     *Redactor
+	src   io.ReadCloser
+	held  []byte // read but undecided: a tail that may begin a secret
+	small []byte // a masked piece read for a small caller's buffer
+	off   int    // read offset in small
+	next  []int
+	err   error // sticky source error, io.EOF included
 }
+
+// minDirect is the smallest caller's buffer read into directly: room
+// for the held bytes and at least as many new ones.
+func minDirect(maxLen int) int { return max(2*maxLen, 512) }
 
 func (b *redactBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	for b.off == len(b.out) {
+	if b.off < len(b.small) {
+		n := copy(p, b.small[b.off:])
+		b.off += n
+		return n, nil
+	}
+	if len(p) >= minDirect(b.r.maxLen) {
+		return b.readInto(p)
+	}
+	if b.small == nil {
+		b.small = make([]byte, 0, readChunk)
+	}
+	n, err := b.readInto(b.small[:cap(b.small)])
+	b.small, b.off = b.small[:n], copy(p, b.small[:n])
+	return b.off, err
+}
+
+// readInto reads from the source into p after the held bytes and masks
+// p in place. It returns either bytes (and nil) or an error: the source's,
+// after the held bytes were flushed at EOF. p has room for more than the
+// held bytes.
+func (b *redactBody) readInto(p []byte) (int, error) {
+	for {
+		h := copy(p, b.held)
+		b.held = b.held[:0]
 		if b.err != nil {
+			if b.err == io.EOF && h > 0 {
+				return b.r.maskInPlace(p[:h], true, b.next), nil
+			}
 			return 0, b.err
 		}
-		if n := b.fill(); n == 0 && b.err == nil && b.off == len(b.out) {
+		n, err := b.src.Read(p[h:])
+		buf := p[:h+n]
+		b.err = err
+		done := b.r.maskInPlace(buf, err == io.EOF, b.next)
+		if err == nil {
+			b.held = append(b.held, buf[done:]...)
+		} // at EOF nothing is held; on any other error the undecided tail is dropped
+		switch {
+		case done > 0:
+			return done, nil
+		case err != nil:
+			return 0, err
+		case n == 0:
 			return 0, nil // the source made no progress; let the caller retry
 		}
 	}
-	n := copy(p, b.out[b.off:])
-	b.off += n
-	if b.off == len(b.out) {
-		b.out, b.off = b.out[:0], 0
-		if b.err == io.EOF {
-			return n, io.EOF
-		}
-	}
-	return n, nil
-}
-
-// fill reads once from the source and masks what can be decided. It returns
-// how many bytes the source gave.
-func (b *redactBody) fill() int {
-	if b.in == nil {
-		b.in = make([]byte, 0, readChunk+b.r.maxLen)
-	}
-	held := len(b.in)
-	n, err := b.src.Read(b.in[held : held+readChunk])
-	b.in = b.in[:held+n]
-	if err != nil {
-		b.err = err
-	}
-	var used int
-	b.out, used = b.r.process(b.out, b.in, err == io.EOF, b.next)
-	if err != nil {
-		used = len(b.in) // EOF: all flushed; other errors: drop the held tail
-	}
-	b.in = b.in[:copy(b.in, b.in[used:])]
-	return n
 }
 
 func (b *redactBody) Close() error { return b.src.Close() }

@@ -26,9 +26,10 @@ const (
 // its keys, joined with the same key's text in the events before, ends
 // with at least MinRedactLen bytes that begin a secret: then it is held
 // until a later event shows whether the secret goes on. Where a secret is
-// completed, its pieces are cut from every event still held (the first
-// becomes Redacted); a piece already released (at most MinRedactLen-1
-// bytes, or past maxHeldBytes) stays sent. A nil or empty Redactor
+// completed, each of its pieces in an event still held becomes the part of
+// the secret's mask (Mask) at its place, so events keep their lengths; a
+// piece already released (at most MinRedactLen-1 bytes, or past
+// maxHeldBytes) stays sent. A nil or empty Redactor
 // returns rc itself.
 func (r *Redactor) EventStream(rc io.ReadCloser) io.ReadCloser {
 	if r.Empty() || rc == nil || rc == http.NoBody {
@@ -225,19 +226,17 @@ func resetNext(next []int) []int {
 	return next
 }
 
-// cutSpan cuts the run's bytes [a, b) from the held events that carry them
-// (the first piece becomes Redacted) and from the run.
+// cutSpan masks the run's bytes [a, b) in the held events that carry them
+// (each piece becomes the part of the secret's mask at its place, so every
+// event keeps its length) and cuts them from the run.
 func (e *eventRedact) cutSpan(ru *run, a, b int) {
-	pos, first := 0, true
+	mask, pos := Mask(b-a), 0
 	for _, pc := range ru.pieces {
 		n := pc.to - pc.from
 		lo, hi := max(a, pos), min(b, pos+n)
 		if lo < hi {
-			c := cut{from: pc.from + lo - pos, to: pc.from + hi - pos}
+			c := cut{from: pc.from + lo - pos, to: pc.from + hi - pos, with: mask[lo-a : hi-a]}
 			if i := pc.seq - e.base; i >= 0 && i <= len(e.held) { // not released yet
-				if first {
-					c.with, first = Redacted, false
-				}
 				if i == len(e.held) { // the event being taken
 					e.cur = append(e.cur, c)
 				} else {

@@ -38,11 +38,11 @@ func TestEventStreamMasksASecretSpreadOverEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, wantText string
 	}{
-		{"in one event", deltas("key: "+secret+" ok", 100), "key: " + Redacted + " ok"},
-		{"two events", deltas("key: "+secret+" ok", len("key: "+secret+" ok")/2), "key: " + Redacted + " ok"},
-		{"four bytes an event, a ping between: sk- was released", deltas("key: "+secret+" ok", 4), "key: sk-" + Redacted + " ok"},
-		{"one byte an event: the first 3 bytes were released", deltas("k "+secret+" x", 1), "k sk-" + Redacted + " x"},
-		{"twice", deltas(secret+" and "+secret, 5), Redacted + " and " + Redacted},
+		{"in one event", deltas("key: "+secret+" ok", 100), "key: " + masked(secret) + " ok"},
+		{"two events", deltas("key: "+secret+" ok", len("key: "+secret+" ok")/2), "key: " + masked(secret) + " ok"},
+		{"four bytes an event, a ping between: sk- was released", deltas("key: "+secret+" ok", 4), "key: sk-" + masked(secret)[3:] + " ok"},
+		{"one byte an event: the first 3 bytes were released", deltas("k "+secret+" x", 1), "k sk-" + masked(secret)[3:] + " x"},
+		{"twice", deltas(secret+" and "+secret, 5), masked(secret) + " and " + masked(secret)},
 		{"a prefix that goes nowhere", deltas("sk-ant-api03-nothing here", 3), "sk-ant-api03-nothing here"},
 		{"chat completions", "data: {\"choices\":[{\"delta\":{\"content\":\"" + secret[:10] + "\"}}]}\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"" + secret[10:] + "\"}}]}\r\n\r\n", ""},
 	} {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,7 +25,7 @@ func refRedact(in string, secrets []string) string {
 			}
 		}
 		if best > 0 {
-			b.WriteString(Redacted)
+			b.WriteString(Mask(best))
 			i += best
 			continue
 		}
@@ -34,6 +35,9 @@ func refRedact(in string, secrets []string) string {
 	return b.String()
 }
 
+// masked is the mask of secret s.
+func masked(s string) string { return Mask(len(s)) }
+
 func TestRedactorString(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -41,13 +45,13 @@ func TestRedactorString(t *testing.T) {
 		in      string
 		want    string
 	}{
-		{"single", []string{"sk-secret"}, "key=sk-secret&x", "key=" + Redacted + "&x"},
-		{"every occurrence", []string{"sk-secret"}, "sk-secretsk-secret sk-secret", Redacted + Redacted + " " + Redacted},
-		{"longest at same start", []string{"tok1", "tok1234"}, "a tok1234 b", "a " + Redacted + " b"},
-		{"leftmost wins overlap", []string{"abcd", "cdef"}, "abcdef", Redacted + "ef"},
+		{"single", []string{"sk-secret"}, "key=sk-secret&x", "key=" + masked("sk-secret") + "&x"},
+		{"every occurrence", []string{"sk-secret"}, "sk-secretsk-secret sk-secret", masked("sk-secret") + masked("sk-secret") + " " + masked("sk-secret")},
+		{"longest at same start", []string{"tok1", "tok1234"}, "a tok1234 b", "a " + masked("tok1234") + " b"},
+		{"leftmost wins overlap", []string{"abcd", "cdef"}, "abcdef", masked("abcd") + "ef"},
 		{"short ignored", []string{"abc", ""}, "abc abc", "abc abc"},
 		{"no match", []string{"sk-secret"}, "sk-secre", "sk-secre"},
-		{"formatted and raw", []string{"Bearer sk-secret", "sk-secret"}, "h: Bearer sk-secret; sk-secret", "h: " + Redacted + "; " + Redacted},
+		{"formatted and raw", []string{"Bearer sk-secret", "sk-secret"}, "h: Bearer sk-secret; sk-secret", "h: " + masked("Bearer sk-secret") + "; " + masked("sk-secret")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,10 +192,10 @@ func TestRedactorBodyStreamsEvents(t *testing.T) {
 	}()
 	wants := []string{
 		"event: a\ndata: hello\n\n",
-		"data: token " + Redacted + "\n\n",
+		"data: token " + masked(secret) + "\n\n",
 		"data: sk-stream\n\n",
 		"data: ", // the possible prefix "sk-st" is held back
-		Redacted + " end\n\n",
+		masked(secret) + " end\n\n",
 		"data: bye\n\n",
 	}
 	for i, want := range wants {
@@ -242,7 +246,7 @@ func TestRedactorBodySourceError(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
-	if string(got) != "ok "+Redacted+" then " {
+	if string(got) != "ok "+masked("secret-value")+" then " {
 		t.Fatalf("got %q; a held partial secret must be dropped on error", got)
 	}
 }
@@ -264,9 +268,9 @@ func TestRedactorHeader(t *testing.T) {
 	}
 	r.Header(h)
 	want := http.Header{
-		"X-Echo-Auth":  {Redacted},
-		"X-Echo-B64":   {Redacted, "plain"},
-		"X-Echo-Pass":  {"pw=" + Redacted},
+		"X-Echo-Auth":  {masked("Basic " + b64)},
+		"X-Echo-B64":   {masked(b64), "plain"},
+		"X-Echo-Pass":  {"pw=" + masked(pass)},
 		"Content-Type": {"application/json"},
 	}
 	if len(h) != len(want) {
@@ -322,7 +326,7 @@ func BenchmarkRedactorBody(b *testing.B) {
 // FuzzRedactor checks, for arbitrary secrets, input and read splits, that
 // the streaming output equals the reference masking and String, and that no
 // secret survives. Secrets and input are drawn from a small alphabet so that
-// overlaps and partial matches are frequent; it shares no byte with Redacted.
+// overlaps and partial matches are frequent; it shares no byte with a mask.
 func FuzzRedactor(f *testing.F) {
 	f.Add("sk-1", "sk-12", []byte("xx sk-12 sk-1 sk-"), []byte{1, 2, 3})
 	f.Add("abab", "babab", []byte("abababababab"), []byte{5})
@@ -357,7 +361,9 @@ func FuzzRedactor(f *testing.F) {
 		if r.Empty() {
 			got = []byte(in)
 		} else {
-			got, err = io.ReadAll(r.Body(io.NopCloser(&chunkReader{data: []byte(in), chunks: chunks})))
+			// the caller's buffer: small ones go through the Redactor's own
+			// buffer, larger ones are masked in place
+			got, err = readSizes(r.Body(io.NopCloser(&chunkReader{data: []byte(in), chunks: chunks})), readSizesOf(splits))
 		}
 		if err != nil || string(got) != want {
 			t.Fatalf("Body(%q) with %q, chunks %v = %q, %v; want %q", in, secrets, chunks, got, err, want)
@@ -385,12 +391,100 @@ func TestRedactorsKeepOnePerSet(t *testing.T) {
 			t.Fatalf("%q shares the Redactor of another set", other)
 		}
 		for _, s := range other {
-			if got := r.String("x " + s + " y"); got != "x "+Redacted+" y" && len(s) >= MinRedactLen {
+			if got := r.String("x " + s + " y"); got != "x "+masked(s)+" y" && len(s) >= MinRedactLen {
 				t.Fatalf("%q: %q not masked: %q", other, s, got)
 			}
 		}
 	}
 	if c.For([]string{"2:ab", "cdef"}) == c.For([]string{"2:abcdef"}) {
 		t.Fatal("two lists share a key")
+	}
+}
+
+// readSizesOf turns fuzz bytes into caller's buffer sizes, from 1 byte to
+// past the size read into directly.
+func readSizesOf(b []byte) []int {
+	sizes := make([]int, len(b))
+	for i, c := range b {
+		sizes[i] = 1 + int(c)*5
+	}
+	return sizes
+}
+
+// readSizes reads r to its end with buffers of the given sizes in turn
+// (the last repeats; 4 KiB when none).
+func readSizes(r io.Reader, sizes []int) ([]byte, error) {
+	var out []byte
+	for i := 0; ; i++ {
+		size := 4 << 10
+		if len(sizes) > 0 {
+			size = sizes[min(i, len(sizes)-1)]
+		}
+		buf := make([]byte, size)
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+}
+
+// TestRedactorBodyEqualsWholeMasking: masking a stream, whatever the
+// pieces the source gives and the buffers the caller reads into, equals
+// masking the whole body at once, and is as long as the body.
+func TestRedactorBodyEqualsWholeMasking(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 1))
+	const alpha = "ab-1"
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alpha[rng.IntN(len(alpha))]
+		}
+		return string(b)
+	}
+	for i := range 3000 {
+		secrets := []string{word(4 + rng.IntN(6)), word(4 + rng.IntN(12))}
+		var in strings.Builder
+		for size := rng.IntN(3000); in.Len() < size; {
+			if rng.IntN(3) == 0 {
+				in.WriteString(secrets[rng.IntN(2)])
+			} else {
+				in.WriteString(word(1 + rng.IntN(8)))
+			}
+		}
+		r := NewRedactor(secrets...)
+		whole := r.String(in.String())
+		var chunks, sizes []int
+		for range 8 {
+			chunks = append(chunks, 1+rng.IntN(700))
+			sizes = append(sizes, 1+rng.IntN(1500))
+		}
+		got, err := readSizes(r.Body(io.NopCloser(&chunkReader{data: []byte(in.String()), chunks: chunks})), sizes)
+		if err != nil || string(got) != whole || len(got) != in.Len() {
+			t.Fatalf("case %d: secrets %q, chunks %v, reads %v:\n got %q, %v\nwant %q", i, secrets, chunks, sizes, got, err, whole)
+		}
+	}
+}
+
+func TestMask(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{4, "[RED"},
+		{9, "[REDACTED"},
+		{10, "[REDACTED]"},
+		{16, "[REDACTED]******"},
+	} {
+		if got := Mask(tc.n); got != tc.want {
+			t.Errorf("Mask(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	r := NewRedactor("sk-live-0123456789")
+	if got := r.String("key sk-live-0123456789."); got != "key [REDACTED]********." {
+		t.Errorf("String = %q", got)
 	}
 }
