@@ -74,14 +74,16 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	logger := newLogger(stderr, cfg.Log.Level)
+	logs := newLogBuffer(stderr, logFlushInterval) // one write for many request lines
+	defer logs.Close()
+	logger := newLogger(logs, cfg.Log.Level)
 	d, err := openDaemon(cfg, &logger)
 	if err != nil {
 		return err
 	}
 	d.loadConfig, d.configFile = load, *cfgFile
 	if isTerminal(stderr) {
-		d.hints = stderr
+		d.hints = afterLogs{logs: logs, w: stderr}
 	}
 	return d.run()
 }
@@ -133,6 +135,19 @@ type safeLines struct{ w io.Writer }
 
 func (s safeLines) Write(p []byte) (int, error) {
 	if _, err := s.w.Write(printable.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteLevel passes the line's level on to a writer that takes it (a
+// logBuffer writes a warn line at once).
+func (s safeLines) WriteLevel(l zerolog.Level, p []byte) (int, error) {
+	lw, ok := s.w.(zerolog.LevelWriter)
+	if !ok {
+		return s.Write(p)
+	}
+	if _, err := lw.WriteLevel(l, printable.JSON(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
