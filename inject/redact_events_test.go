@@ -53,6 +53,9 @@ func TestEventStreamMasksASecretSpreadOverEvents(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := string(out)
+				if len(got) != len(tc.in) {
+					t.Fatalf("step %d: %d bytes out of %d: a masked event stream keeps its length", step, len(got), len(tc.in))
+				}
 				if strings.Contains(got, "SEKRIT") {
 					t.Fatalf("step %d: the secret's middle got through:\n%s", step, got)
 				}
