@@ -58,7 +58,15 @@ type Injector struct {
 	mu      sync.Mutex
 	sources map[string]*oauthSource // by credential name
 	forms   inject.EchoForms        // each secret's echo forms, worked out once
+	// holders are placeholders worked out (an HMAC each), by session id
+	// and credential name; at most maxPlaceholders, then started over.
+	holders map[placeholderKey]string
 }
+
+// placeholderKey names a session's placeholder of one credential.
+type placeholderKey struct{ session, credential string }
+
+const maxPlaceholders = 4096
 
 // oauthSource is a cached token source and the vault revision it was built
 // from.
@@ -320,12 +328,24 @@ func placesFor(spec policy.Credential, b Binding) []inject.Placement {
 }
 
 // placeholder is the session's placeholder for credential name, or "" when
-// there are no placeholders.
+// there are no placeholders: worked out once per session and credential,
+// not per request.
 func (c *Injector) placeholder(sess *dataplane.Session, name string) string {
 	if sess == nil || len(c.PlaceholderKey) == 0 {
 		return ""
 	}
-	return inject.Placeholder(c.PlaceholderKey, sess.ID, name)
+	k := placeholderKey{sess.ID, name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.holders[k]; ok {
+		return v
+	}
+	if c.holders == nil || len(c.holders) >= maxPlaceholders {
+		c.holders = map[placeholderKey]string{}
+	}
+	v := inject.Placeholder(c.PlaceholderKey, sess.ID, name)
+	c.holders[k] = v
+	return v
 }
 
 // placementFor is the spec's placement with the binding's overrides: a

@@ -654,3 +654,35 @@ func TestInjectAtTheClientsPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaceholderWorkedOutOnce: a session's placeholder is the HMAC of
+// Placeholders, its own per session and credential, and after the first
+// request it costs no allocation (no HMAC per request); the cache is
+// bounded.
+func TestPlaceholderWorkedOutOnce(t *testing.T) {
+	c, _ := injectorAt(t, t.TempDir(), nil)
+	one, two := &dataplane.Session{ID: "s_one"}, &dataplane.Session{ID: "s_two"}
+	for _, tc := range []struct {
+		sess *dataplane.Session
+		name string
+	}{{one, "linear"}, {two, "linear"}, {one, "gemini"}} {
+		if got, want := c.placeholder(tc.sess, tc.name), inject.Placeholder(c.PlaceholderKey, tc.sess.ID, tc.name); got != want {
+			t.Errorf("%s %s: %q, want %q", tc.sess.ID, tc.name, got, want)
+		}
+	}
+	if c.placeholder(one, "linear") == c.placeholder(two, "linear") || c.placeholder(one, "linear") == c.placeholder(one, "gemini") {
+		t.Error("two sessions or two credentials share a placeholder")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = c.placeholder(one, "linear") }); n != 0 {
+		t.Errorf("a known placeholder costs %.0f allocations a request", n)
+	}
+	for i := range maxPlaceholders + 10 {
+		c.placeholder(&dataplane.Session{ID: fmt.Sprint("s_", i)}, "linear")
+	}
+	if len(c.holders) > maxPlaceholders {
+		t.Errorf("%d placeholders kept, bound %d", len(c.holders), maxPlaceholders)
+	}
+	if got := c.placeholder(one, "linear"); got != inject.Placeholder(c.PlaceholderKey, "s_one", "linear") {
+		t.Errorf("after starting over: %q", got)
+	}
+}
