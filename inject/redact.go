@@ -314,7 +314,7 @@ func (b *redactBody) Read(p []byte) (int, error) {
 		return b.readInto(p)
 	}
 	if b.small == nil {
-		b.small = make([]byte, 0, readChunk)
+		b.small = make([]byte, 0, max(readChunk, minDirect(b.r.maxLen)))
 	}
 	n, err := b.readInto(b.small[:cap(b.small)])
 	b.small, b.off = b.small[:n], copy(p, b.small[:n])

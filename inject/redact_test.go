@@ -415,7 +415,7 @@ func readSizesOf(b []byte) []int {
 // (the last repeats; 4 KiB when none).
 func readSizes(r io.Reader, sizes []int) ([]byte, error) {
 	var out []byte
-	for i := 0; ; i++ {
+	for i, idle := 0, 0; ; i++ {
 		size := 4 << 10
 		if len(sizes) > 0 {
 			size = sizes[min(i, len(sizes)-1)]
@@ -423,6 +423,11 @@ func readSizes(r io.Reader, sizes []int) ([]byte, error) {
 		buf := make([]byte, size)
 		n, err := r.Read(buf)
 		out = append(out, buf[:n]...)
+		if idle++; n > 0 {
+			idle = 0
+		} else if idle > 1000 {
+			return out, errors.New("1000 reads in a row gave nothing: the reader makes no progress")
+		}
 		if err == io.EOF {
 			return out, nil
 		}
@@ -486,5 +491,19 @@ func TestMask(t *testing.T) {
 	r := NewRedactor("sk-live-0123456789")
 	if got := r.String("key sk-live-0123456789."); got != "key [REDACTED]********." {
 		t.Errorf("String = %q", got)
+	}
+}
+
+// TestRedactorBodyLongSecret: a secret longer than the buffer a small
+// read goes through is still masked whole, whatever the reads.
+func TestRedactorBodyLongSecret(t *testing.T) {
+	secret := strings.Repeat("k", readChunk) + "-end"
+	in := "a " + secret + " b " + secret[:100] + " c " + secret
+	r := NewRedactor(secret)
+	for _, sizes := range [][]int{{7}, {4 << 10}, {200 << 10}} {
+		got, err := readSizes(r.Body(io.NopCloser(&chunkReader{data: []byte(in), chunks: []int{1000, 5000, 70000}})), sizes)
+		if err != nil || string(got) != r.String(in) || strings.Contains(string(got), secret) {
+			t.Fatalf("reads of %v: %d bytes, %v", sizes, len(got), err)
+		}
 	}
 }
