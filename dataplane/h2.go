@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -76,8 +75,7 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 	p.tunnelsOpen.Add(1)
 	defer p.tunnelsOpen.Add(-1)
 	conn := &tunnelConn{Conn: tc, t: t, forget: p.open.add(raw, t), writeIdle: p.t.BodyIdle}
-	var closer io.Closer = conn
-	defer func() { _ = closer.Close() }()
+	defer conn.Close()
 	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the handshake: cut, audited
 		p.cut(t.sess.ID, err, nil)
 		return
@@ -88,10 +86,7 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 	p.trackRaw(raw, true)
 	defer p.trackRaw(raw, false)
 	t.hangup = func() { _ = raw.Close() }
-	out := newBatchConn(conn)
-	out.batch()
-	hc := &h2Conn{tunnelConn: conn, out: out, cs: tc.ConnectionState(), hangup: t.hangup}
-	closer = hc // the last bytes (a GOAWAY) go out before the close
+	hc := &h2Conn{tunnelConn: conn, cs: tc.ConnectionState(), hangup: t.hangup}
 	p.h2.srv.ServeConn(hc, &http2.ServeConnOpts{
 		Context:    context.Background(), // as inner's: Shutdown drains, not cancels
 		BaseConfig: p.inner,
