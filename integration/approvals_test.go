@@ -195,7 +195,7 @@ func TestApprovalsOneApprovalOneSend(t *testing.T) {
 		}()
 	}
 	ap := waitPendingFor(t, e.d, e.sess.ID)
-	if log := e.d.logTail(1 << 20); !strings.Contains(log, `"event":"approval.requested","approval_id":"`+ap.ID+`"`) {
+	if !logHas(e.d, `"event":"approval.requested","approval_id":"`+ap.ID+`"`) {
 		t.Errorf("while its requests are held, the daemon's log does not say that %s waits for a human:\n%s", ap.ID, e.d.logTail(3000))
 	}
 	e.d.cli(t, "approvals", "approve", ap.ID)

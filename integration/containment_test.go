@@ -263,7 +263,7 @@ func TestFencedSandboxHasNoRouteButAileron(t *testing.T) {
 			t.Errorf("%s: %v\nstdout: %s\nstderr: %s\ndaemon: %s", c.name, err, out, stderr, w.d.logTail(4<<10))
 		}
 	}
-	if !strings.Contains(w.d.logTail(64<<10), "sandbox.index_taken") {
+	if !logHas(w.d, "sandbox.index_taken") {
 		t.Errorf("the daemon did not say it set aside the index whose link name was taken:\n%s", w.d.logTail(4<<10))
 	}
 	out, stderr, err := w.fenced(t, bypassCommand)

@@ -426,7 +426,7 @@ func (f *credFixture) oauth2(t *testing.T) {
 	if got := f.listExpiry(t, "gmail"); got.Before(time.Now().Add(3500*time.Second)) || got.After(time.Now().Add(3700*time.Second)) {
 		t.Errorf("credential list shows expiry %v after a refresh issuing expires_in 3600", got)
 	}
-	if !strings.Contains(f.d.logTail(1<<20), "credential.refreshed") {
+	if !logHas(f.d, "credential.refreshed") {
 		t.Errorf("the daemon log has no credential.refreshed event")
 	}
 
@@ -451,7 +451,7 @@ func (f *credFixture) oauth2(t *testing.T) {
 		if n := te.attempts.Load() - before; n > 3 {
 			t.Errorf("21 requests during a failing refresh made %d token requests; the daemon must back off", n)
 		}
-		if !strings.Contains(f.d.logTail(1<<20), "credential.refresh_failed") {
+		if !logHas(f.d, "credential.refresh_failed") {
 			t.Errorf("the daemon log has no credential.refresh_failed event")
 		}
 	})

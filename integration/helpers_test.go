@@ -338,3 +338,16 @@ func rawPlain(t *testing.T, proxyAddr, raw string) outcome {
 	theSuite.seen.add("raw plain-HTTP request", resp.Header, body)
 	return outcome{Stage: "request", Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
+
+// logHas reports whether d's log comes to hold s within 5 s: the daemon
+// writes its info lines in batches, within 0.1 s.
+func logHas(d *daemon, s string) bool {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(d.logTail(1<<30), s) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // scrape reads one sample from the daemon's /metrics on its admin socket;
@@ -82,10 +83,11 @@ func TestMetricsListen(t *testing.T) {
 	admin["metrics_listen"] = "127.0.0.1:0"
 	cfg["admin"] = admin
 	d := theSuite.startTestDaemon(t, cfg, nil)
-	m := regexp.MustCompile(`"event":"metrics.listening","addr":"([0-9.:]+)"`).FindStringSubmatch(d.logTail(1 << 20))
-	if m == nil {
-		t.Fatalf("no metrics.listening line:\n%s", d.logTail(4000))
-	}
+	var m []string // the daemon writes its info lines within 0.1 s, and its start-up lines once ready
+	waitFor(t, "the metrics.listening line", 10*time.Second, func() bool {
+		m = regexp.MustCompile(`"event":"metrics.listening","addr":"([0-9.:]+)"`).FindStringSubmatch(d.logTail(1 << 20))
+		return m != nil
+	})
 	resp, err := http.Get("http://" + m[1] + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -82,6 +82,7 @@ func cmdDaemon(args []string, _ io.Reader, _ io.Writer, stderr io.Writer) error 
 		return err
 	}
 	d.loadConfig, d.configFile = load, *cfgFile
+	d.flushLogs = func() { _ = logs.Flush() }
 	if isTerminal(stderr) {
 		d.hints = afterLogs{logs: logs, w: stderr}
 	}
@@ -155,16 +156,19 @@ func (s safeLines) WriteLevel(l zerolog.Level, p []byte) (int, error) {
 
 // daemon is the wired process: control plane, policy and data plane.
 type daemon struct {
-	cfg      *config.Config
-	log      *zerolog.Logger
-	store    *store.Store
-	sessions *sessions.Manager
-	budgets  *budgets.Budgets // sessions' usage counters and limit checks
-	vault    *credentials.Vault
-	bindings *credentials.Bindings
-	creds    *credentials.Injector
-	metrics  *metrics.Metrics
-	audit    *audit.Log
+	cfg *config.Config
+	log *zerolog.Logger
+	// flushLogs writes out the log lines buffered so far; nil when the
+	// log is not buffered.
+	flushLogs func()
+	store     *store.Store
+	sessions  *sessions.Manager
+	budgets   *budgets.Budgets // sessions' usage counters and limit checks
+	vault     *credentials.Vault
+	bindings  *credentials.Bindings
+	creds     *credentials.Injector
+	metrics   *metrics.Metrics
+	audit     *audit.Log
 	// witnesses pushes the trail's checkpoints; nil: none configured.
 	witnesses *witnessPusher
 	rec       *recorder
@@ -535,6 +539,9 @@ func (d *daemon) run() error {
 	}
 	d.log.Info().Str("event", "daemon.started").Str("proxy", pl.Addr().String()).Str("approvals_web", webAddr).
 		Str("admin_socket", d.cfg.Admin.Socket).Str("home", d.cfg.Home).Msg("aileron daemon ready")
+	if d.flushLogs != nil {
+		d.flushLogs() // the start-up lines are there as soon as it is ready
+	}
 	if d.hints != nil {
 		bin := "aileron"
 		if strings.Contains(os.Args[0], "/") {
