@@ -217,26 +217,10 @@ func (r *Redactor) holdFrom(buf []byte, from int) int {
 // still incomplete at the end of buf; that tail must be processed again with
 // more input. next must have one slot per pattern.
 func (r *Redactor) process(dst, buf []byte, eof bool, next []int) ([]byte, int) {
-	for i := range next {
-		next[i] = -1
-	}
-	pos, hold := 0, -1
-	for {
-		at, pi := r.earliest(buf, pos, next)
-		limit := len(buf)
-		if !eof {
-			if hold < pos {
-				hold = r.holdFrom(buf, pos)
-			}
-			limit = hold
-		}
-		if at < 0 || at >= limit {
-			return append(dst, buf[pos:limit]...), limit
-		}
-		dst = append(dst, buf[pos:at]...)
-		dst = append(dst, r.masks[pi]...)
-		pos = at + len(r.pats[pi])
-	}
+	n := len(dst)
+	dst = append(dst, buf...)
+	done := r.maskInPlace(dst[n:], eof, next) // a mask is as long as its secret
+	return dst[:n+done], done
 }
 
 // maskInPlace masks buf where it lies, as process would (a mask is as
