@@ -572,3 +572,14 @@ func (a *API) writeError(w http.ResponseWriter, err error) {
 	}
 	dataplane.WriteRefusal(w, ref)
 }
+
+// notConfigured answers every request under patterns (the routes of a
+// part this daemon runs without) with not_enabled, naming what is missing.
+func (a *API) notConfigured(mux *http.ServeMux, what string, patterns ...string) {
+	off := func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, fmt.Errorf("%w: this daemon has no %s configured", state.ErrNotOpen, what))
+	}
+	for _, p := range patterns {
+		mux.HandleFunc(p, off)
+	}
+}

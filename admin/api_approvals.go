@@ -43,11 +43,7 @@ const (
 // id is 404.
 func (a *API) approvalRoutes(mux *http.ServeMux, store *approvals.Store) {
 	if store == nil {
-		off := func(w http.ResponseWriter, r *http.Request) {
-			a.writeError(w, fmt.Errorf("%w: this daemon has no approval store configured", state.ErrNotOpen))
-		}
-		mux.HandleFunc("/v1/approvals", off)
-		mux.HandleFunc("/v1/approvals/", off)
+		a.notConfigured(mux, "approval store", "/v1/approvals", "/v1/approvals/")
 		return
 	}
 	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {

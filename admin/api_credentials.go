@@ -1,14 +1,12 @@
 package admin
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/aileronhq/aileron/audit"
 	"github.com/aileronhq/aileron/credentials"
 	"github.com/aileronhq/aileron/dataplane"
-	"github.com/aileronhq/aileron/state"
 )
 
 // SetCredentialRequest is the body of POST /v1/credentials. Input is the
@@ -47,12 +45,7 @@ type (
 //	/v1/credentials/login…             see loginRoutes
 func (a *API) credentialRoutes(mux *http.ServeMux) {
 	if a.Vault == nil || a.Bindings == nil {
-		off := func(w http.ResponseWriter, r *http.Request) {
-			a.writeError(w, fmt.Errorf("%w: this daemon has no vault or bindings configured", state.ErrNotOpen))
-		}
-		for _, p := range []string{"/v1/credentials", "/v1/credentials/", "/v1/bindings", "/v1/bindings/"} {
-			mux.HandleFunc(p, off)
-		}
+		a.notConfigured(mux, "vault or bindings", "/v1/credentials", "/v1/credentials/", "/v1/bindings", "/v1/bindings/")
 		return
 	}
 	mux.HandleFunc("POST /v1/credentials", a.setCredential)

@@ -36,11 +36,7 @@ type proposalList struct {
 // 404; a bad edit is 400.
 func (a *API) proposalRoutes(mux *http.ServeMux, store *proposals.Store) {
 	if store == nil {
-		off := func(w http.ResponseWriter, r *http.Request) {
-			a.writeError(w, fmt.Errorf("%w: this daemon has no proposal store configured", state.ErrNotOpen))
-		}
-		mux.HandleFunc("/v1/proposals", off)
-		mux.HandleFunc("/v1/proposals/", off)
+		a.notConfigured(mux, "proposal store", "/v1/proposals", "/v1/proposals/")
 		return
 	}
 	mux.HandleFunc("GET /v1/proposals", func(w http.ResponseWriter, r *http.Request) {
