@@ -19,7 +19,7 @@ run: build
 # then runs every test, fuzz seed corpora included, under the race detector.
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	GO=$(GO) bash scripts/test.sh
 
 test-deps:
 	bash scripts/test-deps.sh
