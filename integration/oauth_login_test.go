@@ -285,7 +285,8 @@ type loginRun struct {
 	cmd     *exec.Cmd
 	out     *lockedBuffer
 	errb    *lockedBuffer
-	done    chan error
+	done    chan struct{} // closed when the CLI has exited
+	err     error         // its exit, once done is closed
 	authURL string
 }
 
@@ -312,7 +313,7 @@ func (l *lockedBuffer) String() string {
 func startLogin(t *testing.T, d *daemon, fqn, name string, extra ...string) *loginRun {
 	t.Helper()
 	args := append([]string{"credential", "login", name, "--connector", fqn, "--no-browser"}, extra...)
-	l := &loginRun{d: d, args: args, out: &lockedBuffer{}, errb: &lockedBuffer{}, done: make(chan error, 1)}
+	l := &loginRun{d: d, args: args, out: &lockedBuffer{}, errb: &lockedBuffer{}, done: make(chan struct{})}
 	l.cmd = exec.Command(d.s.bin, args...)
 	l.cmd.Env = cleanEnv(d.home)
 	l.cmd.Stderr = l.errb
@@ -333,7 +334,8 @@ func startLogin(t *testing.T, d *daemon, fqn, name string, extra ...string) *log
 				urls <- "https://" + u
 			}
 		}
-		l.done <- l.cmd.Wait()
+		l.err = l.cmd.Wait()
+		close(l.done)
 	}()
 	t.Cleanup(func() {
 		_ = l.cmd.Process.Kill()
@@ -364,12 +366,12 @@ func (l *loginRun) redirect(t *testing.T) string {
 // and returns its stdout (ok) or stderr (failed).
 func (l *loginRun) wait(t *testing.T, ok bool) string {
 	t.Helper()
-	var err error
 	select {
-	case err = <-l.done:
+	case <-l.done:
 	case <-time.After(90 * time.Second):
 		t.Fatalf("credential login did not end:\n%s\n%s", l.out, l.errb)
 	}
+	err := l.err
 	l.d.s.seen.add("output of `aileron "+strings.Join(l.args, " ")+"`", nil, []byte(l.out.String()+l.errb.String()))
 	var exit *exec.ExitError
 	switch {
