@@ -507,6 +507,12 @@ func upstreamRoots(files []string) (*x509.CertPool, error) {
 
 // run listens, serves until SIGTERM or SIGINT, then drains.
 func (d *daemon) run() error {
+	// Signals are taken before the daemon says it is ready: a SIGHUP or
+	// SIGTERM sent the moment the ready line or daemon.json appears is
+	// handled, not lost (ignored, as under nohup) or fatal (the default).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	pl, err := net.Listen("tcp", d.cfg.Proxy.Listen)
 	if err != nil {
 		return d.abort(fmt.Errorf("proxy.listen %s: %w (is another daemon running? change proxy.listen or --listen)", d.cfg.Proxy.Listen, err))
@@ -549,7 +555,7 @@ func (d *daemon) run() error {
 		}
 		nextSteps(d.hints, bin, d.cfg.Home, pl.Addr().String(), d.webURL)
 	}
-	return d.loop(errc, servers)
+	return d.loop(errc, servers, sigs)
 }
 
 // advertise is the host:port sessions' proxy_url names: proxy.advertise,
@@ -639,10 +645,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 }
 
 // loop handles signals and housekeeping until the daemon stops.
-func (d *daemon) loop(errc <-chan error, servers []*http.Server) error {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+func (d *daemon) loop(errc <-chan error, servers []*http.Server, sigs <-chan os.Signal) error {
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
 	syncCtx, stopSync := context.WithCancel(context.Background())
