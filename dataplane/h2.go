@@ -3,9 +3,11 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -91,11 +93,34 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 		Context:    context.Background(), // as inner's: Shutdown drains, not cancels
 		BaseConfig: p.inner,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if p.serveRequest(w, p.newExchange(r, t)).abort {
+			body := r.Body // x/net's own, before the request path wraps it
+			end := p.serveRequest(w, p.newExchange(r, t))
+			if end.abort {
 				panic(http.ErrAbortHandler) // x/net's way to reset the stream: the answer is incomplete
+			}
+			if end.refusal != nil {
+				p.finishBody(w, body)
 			}
 		}),
 	})
+}
+
+// finishBody reads what is left of a request body the proxy answered
+// without reading (a refusal sent on the request's head alone), once the
+// answer is out: up to unreadBodyMax, within the body idle timeout, as
+// HTTP/1.1 does (h1Conn.discard). The stream then ends after
+// the client's upload has. Otherwise x/net ends it with RST_STREAM
+// (NO_ERROR) while the client is still sending, which curl 7.88 reports as
+// "Stream error in the HTTP/2 framing layer" (exit 92) in place of the
+// refusal.
+func (p *Proxy) finishBody(w http.ResponseWriter, body io.Reader) {
+	if body == nil || body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.Flush() // the refusal goes now, not after the body
+	_ = rc.SetReadDeadline(time.Now().Add(p.t.BodyIdle))
+	_, _ = io.CopyN(io.Discard, body, unreadBodyMax)
 }
 
 // drain waits until every HTTP/2 tunnel has closed (Shutdown sent each a
