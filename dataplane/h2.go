@@ -77,7 +77,8 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 	p.tunnelsOpen.Add(1)
 	defer p.tunnelsOpen.Add(-1)
 	conn := &tunnelConn{Conn: tc, t: t, forget: p.open.add(raw, t), writeIdle: p.t.BodyIdle}
-	defer conn.Close()
+	var closer io.Closer = conn
+	defer func() { _ = closer.Close() }()
 	if err := p.Sessions.Live(t.sess.ID); err != nil { // revoked during the handshake: cut, audited
 		p.cut(t.sess.ID, err, nil)
 		return
@@ -88,7 +89,10 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 	p.trackRaw(raw, true)
 	defer p.trackRaw(raw, false)
 	t.hangup = func() { _ = raw.Close() }
-	hc := &h2Conn{tunnelConn: conn, cs: tc.ConnectionState(), hangup: t.hangup}
+	out := newBatchConn(conn)
+	out.batch()
+	hc := &h2Conn{tunnelConn: conn, out: out, cs: tc.ConnectionState(), hangup: t.hangup}
+	closer = hc // the last bytes (a GOAWAY) go out before the close
 	p.h2.srv.ServeConn(hc, &http2.ServeConnOpts{
 		Context:    context.Background(), // as inner's: Shutdown drains, not cancels
 		BaseConfig: p.inner,

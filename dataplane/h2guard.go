@@ -27,9 +27,10 @@ const (
 // sees it. It reports the tunnel's TLS state, so a stream that says
 // ":scheme https" carries it in r.TLS and one that says "http" does not
 // (innerTarget refuses that one), and it reads the client's frames through
-// a frameWatch.
+// a frameWatch. Its writes leave in batches (batchConn).
 type h2Conn struct {
 	*tunnelConn
+	out   *batchConn // the tunnel's writes, batched
 	cs    tls.ConnectionState
 	watch frameWatch
 	// hangup closes the client's TCP connection (h2AbuseGrace after a
@@ -37,6 +38,12 @@ type h2Conn struct {
 	hangup func()
 	once   sync.Once
 }
+
+// Write sends b in the next batch (batchConn).
+func (c *h2Conn) Write(b []byte) (int, error) { return c.out.Write(b) }
+
+// Close closes the tunnel once the bytes taken went out (batchConn).
+func (c *h2Conn) Close() error { return c.out.Close() }
 
 // ConnectionState is the tunnel's TLS state (x/net's server asks for it).
 func (c *h2Conn) ConnectionState() tls.ConnectionState { return c.cs }

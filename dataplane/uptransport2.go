@@ -269,7 +269,8 @@ func (u *upstream2) dial(key string, d *h2Dial) {
 // dialTLS opens a verified TLS connection to addr through the Guard,
 // offering h2 and http/1.1. A connection whose upstream chose http/1.1 is
 // handed to upstream1's pool (errUpstreamH1); an h2 one closes when no
-// byte moves either way for the tunnel idle timeout.
+// byte moves either way for the tunnel idle timeout, and its TLS records
+// leave in batches (batchConn).
 func (u *upstream2) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
 	raw, err := u.p.Guard.DialContext(ctx, network, addr)
 	if err != nil {
@@ -279,7 +280,8 @@ func (u *upstream2) dialTLS(ctx context.Context, network, addr string) (net.Conn
 	cfg := u.tls.Clone()
 	cfg.ServerName = host
 	ic := &idleConn{Conn: raw} // no deadlines until it is known to be h2
-	tc := tls.Client(ic, cfg)
+	bc := newBatchConn(ic)     // no batches either
+	tc := tls.Client(bc, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = raw.Close()
 		return nil, err
@@ -289,6 +291,7 @@ func (u *upstream2) dialTLS(ctx context.Context, network, addr string) (net.Conn
 		return nil, errUpstreamH1
 	}
 	ic.idle = u.p.t.TunnelIdle
+	bc.batch() // a request's HEADERS, DATA and END_STREAM records leave in one write
 	return tc, nil
 }
 
