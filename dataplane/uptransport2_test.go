@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -177,5 +179,59 @@ func ackSettingsOnly(_ int64, fr *http2.Framer, _ net.Conn) {
 		if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
 			_ = fr.WriteSettingsAck()
 		}
+	}
+}
+
+// TestH2UpstreamWritesInBatches: a connection whose upstream chose h2
+// sends its TLS records in batches (a request's HEADERS, DATA and
+// END_STREAM in one write); one whose upstream chose http/1.1 writes
+// each record as it comes, as upstream1's exchange expects.
+func TestH2UpstreamWritesInBatches(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		upH2  bool
+		batch bool
+	}{
+		{"h2 upstream", true, true},
+		{"http/1.1 upstream", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnvUp(t, nil, c.upH2)
+			if err := e.proxy.init(); err != nil {
+				t.Fatal(err)
+			}
+			base, err := e.proxy.upstreamTLS()
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := newUpstream2(e.proxy, e.proxy.up, base)
+			defer u.sweep(true)
+			conn, err := u.dialTLS(context.Background(), "tcp", "api.example.com:443")
+			var tc *tls.Conn
+			switch {
+			case c.upH2 && err == nil:
+				defer conn.Close()
+				tc = conn.(*tls.Conn)
+			case !c.upH2 && errors.Is(err, errUpstreamH1):
+				uc := u.h1.pool.take("api.example.com:443", true)
+				if uc == nil {
+					t.Fatal("the http/1.1 connection was not pooled")
+				}
+				defer uc.close()
+				tc = uc.conn.(*tls.Conn)
+			default:
+				t.Fatalf("dialTLS: %v", err)
+			}
+			bc, ok := tc.NetConn().(*batchConn)
+			if !ok {
+				t.Fatalf("the TLS connection writes to a %T, want a *batchConn", tc.NetConn())
+			}
+			bc.mu.Lock()
+			on := bc.on
+			bc.mu.Unlock()
+			if on != c.batch {
+				t.Errorf("batching %v, want %v", on, c.batch)
+			}
+		})
 	}
 }
