@@ -79,3 +79,45 @@ func TestPeersNotInstalled(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitLegend checks the lines under the split table: a line for each
+// column, no claim that 1.0× is a floor the figures cannot go under, and
+// the SSE line only when the SSE row ran.
+func TestSplitLegend(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		var b strings.Builder
+		printSplitLegend(&b, sse)
+		out := b.String()
+		for _, want := range []string{"proxy CPU/req ÷ direct:", "throughput ÷ direct:", "added p50:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("sse=%v: legend does not explain %q:\n%s", sse, want, out)
+			}
+		}
+		if strings.Contains(out, "floor") {
+			t.Errorf("sse=%v: legend calls 1.0× a floor, which the new-connection row goes under:\n%s", sse, out)
+		}
+		if got := strings.Contains(out, "The SSE row"); got != sse {
+			t.Errorf("sse=%v: SSE line shown %v:\n%s", sse, got, out)
+		}
+	}
+}
+
+// TestSpreadOneRound checks that a cell of one round is its figure alone,
+// and of several the median with its spread.
+func TestSpreadOneRound(t *testing.T) {
+	for _, tc := range []struct {
+		v    []float64
+		want string
+	}{
+		{nil, "n/a"},
+		{[]float64{1.45}, "1.45×"},
+		{[]float64{1.6, 1.4, 1.5}, "1.50× [1.40×–1.60×]"},
+	} {
+		if got := spread(tc.v, "%.2f×"); got != tc.want {
+			t.Errorf("spread(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	if got := plural(1, "round") + ", " + plural(3, "round"); got != "1 round, 3 rounds" {
+		t.Errorf("plural: %q", got)
+	}
+}

@@ -81,14 +81,14 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		defer stopPeers(peers)
 	}
-	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon%s), %d rounds of %s each, medians [min–max]:\n", peerNames(peers), o.rounds, o.splitDur)
+	fmt.Fprintf(stdout, "\nSeparate processes (client, upstream, daemon%s), %s of %s each, %s:\n", peerNames(peers), plural(o.rounds, "round"), o.splitDur, roundsShown(o.rounds))
 	printSplitHeader(stdout, peers)
-	ran := 0
+	ran, sse := 0, false
 	for _, row := range splitRows() {
 		if !strings.Contains(strings.ToLower(row.name), strings.ToLower(o.rows)) {
 			continue
 		}
-		ran++
+		ran, sse = ran+1, sse || row.sse
 		paths := []splitPath{{name: "direct", roots: e.roots}, e.aileronPath()}
 		for _, p := range peers {
 			if p.cell(row) == "" {
@@ -104,8 +104,7 @@ func runSplit(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if ran == 0 {
 		return fmt.Errorf("--rows %q names no row", o.rows)
 	}
-	fmt.Fprintln(stdout, "proxy CPU/req ÷ direct: the proxy's CPU per request over the direct run's client + upstream CPU per request (about 1.0× is the floor for a proxy that terminates TLS both ways).")
-	fmt.Fprintln(stdout, "The SSE row counts events, not requests: CPU per event, events a second, and the added median time an event takes from the upstream to the client (usage read from the stream as it passes).")
+	printSplitLegend(stdout, sse)
 	printPeerNotes(stdout, peers)
 	if o.streamMiB <= 0 {
 		return nil
@@ -305,10 +304,45 @@ func splitRatios(direct, through []splitSample) (cpu, tput, lat []float64) {
 	return cpu, tput, lat
 }
 
-// spread is "median [min–max]" in format f.
+// printSplitLegend says what each column of the split table is; the SSE
+// line only when the SSE row ran.
+func printSplitLegend(w io.Writer, sse bool) {
+	fmt.Fprintln(w, "proxy CPU/req ÷ direct: each proxy's CPU per request over the same round's direct client + upstream CPU per request. "+
+		"About 1.0× is the TLS and HTTP work of both ends done again; under it the proxy is spared part of that work "+
+		"(on the new-connection row aileron keeps its upstream connections: one server-side handshake per request where direct does both sides).")
+	fmt.Fprintln(w, "throughput ÷ direct: requests a second through each proxy over direct's, same round (1.00: as fast as no proxy). "+
+		"The proxy is a third busy process on the same cores, so a ratio well under 1 is expected; compare proxies, not one against 1.00.")
+	fmt.Fprintln(w, "added p50: aileron's median latency minus direct's, on the one-client row and, per event, the SSE row (\"-\" on the others).")
+	if sse {
+		fmt.Fprintln(w, "The SSE row counts events, not requests: CPU per event, events a second, and the added median time an event takes from the upstream to the client (usage read from the stream as it passes).")
+	}
+}
+
+// plural is "n word" or "n words".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// roundsShown says what a cell holds: the one round's figure, or the
+// median and spread of several.
+func roundsShown(rounds int) string {
+	if rounds == 1 {
+		return "one round's figures (no spread)"
+	}
+	return "medians [min–max]"
+}
+
+// spread is "median [min–max]" in format f, or just the figure when there
+// is one.
 func spread(v []float64, f string) string {
 	if len(v) == 0 {
 		return "n/a"
+	}
+	if len(v) == 1 {
+		return fmt.Sprintf(f, v[0])
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
