@@ -79,16 +79,16 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "second table: measured time per phase and target")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "second table: unmeasured warm-up before each phase")
 	flag.IntVar(&o.conc, "concurrency", 8, "second table: concurrent clients in the throughput phases")
-	flag.StringVar(&o.mitmdump, "mitmdump", "", "second table: path to mitmdump; empty: no mitmdump column")
+	flag.StringVar(&o.mitmdump, "mitmdump", "", "path to mitmdump: the second table's mitmdump column (empty: none) and the first table's mitmdump peer (empty: mitmdump on PATH, if any)")
 	flag.BoolVar(&o.jsonOut, "json", false, "second table: also print the results as JSON")
 	flag.Int64Var(&o.blobMiB, "blob-mib", 256, "second table: size of the streamed body in MiB")
-	flag.StringVar(&o.logLevel, "log-level", "warn", "daemon log.level; info also writes a line per allowed request")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "both tables: the daemons' log.level (the daemon's own default is info, which also writes a line per allowed request)")
 	flag.BoolVar(&o.keepTemp, "keep-temp", false, "keep the temp dir (daemon log, home) for debugging")
 	flag.BoolVar(&o.auditOff, "audit-off", true, "second table: also measure keep-alive through a second daemon with audit.enabled false (audit's cost); -audit-off=false skips it")
 	flag.BoolVar(&o.fleet, "fleet", true, "second table: also measure two daemons on a private Postgres server (the two-node rows; skipped with a note without the postgresql package)")
 	flag.BoolVar(&o.split, "split", true, "first measure with client, upstream and daemon as separate processes (the first table; CPU of each from /proc)")
 	flag.BoolVar(&o.splitOnly, "split-only", false, "only the first table (separate processes) and its streams")
-	flag.IntVar(&o.rounds, "rounds", 5, "first table: rounds of each row, direct and aileron interleaved")
+	flag.IntVar(&o.rounds, "rounds", 5, "first table: rounds of each row, direct, aileron and each peer interleaved (the path that goes first turns each round)")
 	flag.DurationVar(&o.splitDur, "split-duration", 2*time.Second, "first table: measured time of each round")
 	flag.DurationVar(&o.soak, "soak", 0, "instead of the bench, keep mixed h1/h2 allowed, denied and held traffic going this long and fail if the daemon's goroutines, threads, descriptors or memory grow")
 	flag.Int64Var(&o.streamMiB, "stream-mib", 1024, "first table: MiB moved each way, direct and through aileron, after the rows; 0 skips the streams")
@@ -96,8 +96,8 @@ func main() {
 	flag.BoolVar(&o.peers, "peers", true, "first table: also measure the peers, each a separate process (a bare goproxy MITM built by the bench; squid with ssl-bump and mitmdump when installed); -peers=false skips them")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the separate-process phases' daemon to this file (go tool pprof)")
 	flag.Parse()
-	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "bench: want --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --blob-mib ≥ 1 and no arguments")
+	if err := o.check(flag.NArg()); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -120,6 +120,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// check refuses settings no table can be measured with; nargs is the
+// count of arguments after the flags.
+func (o options) check(nargs int) error {
+	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || o.rounds < 1 || o.splitDur <= 0 || o.streamMiB < 0 || nargs > 0 {
+		return errors.New("want --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --blob-mib ≥ 1, --rounds ≥ 1, --split-duration > 0, --stream-mib ≥ 0 and no arguments")
+	}
+	return nil
 }
 
 // env is what run sets up before measuring: the upstream, the daemon, the
