@@ -122,13 +122,29 @@ func main() {
 	}
 }
 
-// check refuses settings no table can be measured with; nargs is the
-// count of arguments after the flags.
+// check refuses settings no table can be measured with, naming each
+// flag that is out of range; nargs is the count of arguments after the
+// flags.
 func (o options) check(nargs int) error {
-	if o.conc < 1 || o.duration <= 0 || o.warmup < 0 || o.blobMiB < 1 || o.rounds < 1 || o.splitDur <= 0 || o.streamMiB < 0 || nargs > 0 {
-		return errors.New("want --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --blob-mib ≥ 1, --rounds ≥ 1, --split-duration > 0, --stream-mib ≥ 0 and no arguments")
+	var errs []error
+	for _, c := range []struct {
+		bad  bool
+		want string
+	}{
+		{o.conc < 1, "--concurrency must be at least 1"},
+		{o.duration <= 0, "--duration must be above 0"},
+		{o.warmup < 0, "--warmup must not be negative"},
+		{o.blobMiB < 1, "--blob-mib must be at least 1"},
+		{o.rounds < 1, "--rounds must be at least 1"},
+		{o.splitDur <= 0, "--split-duration must be above 0"},
+		{o.streamMiB < 0, "--stream-mib must not be negative (0 skips the streams)"},
+		{nargs > 0, "no arguments are taken, only flags (see --help)"},
+	} {
+		if c.bad {
+			errs = append(errs, errors.New(c.want))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // env is what run sets up before measuring: the upstream, the daemon, the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,20 +14,26 @@ func TestOptionsCheck(t *testing.T) {
 		name  string
 		edit  func(*options)
 		nargs int
-		ok    bool
+		names string // the flag the error names; empty: no error
 	}{
-		{"defaults", func(*options) {}, 0, true},
-		{"no streams", func(o *options) { o.streamMiB = 0 }, 0, true},
-		{"zero rounds", func(o *options) { o.rounds = 0 }, 0, false},
-		{"zero split duration", func(o *options) { o.splitDur = 0 }, 0, false},
-		{"negative stream", func(o *options) { o.streamMiB = -1 }, 0, false},
-		{"zero concurrency", func(o *options) { o.conc = 0 }, 0, false},
-		{"an argument", func(*options) {}, 1, false},
+		{"defaults", func(*options) {}, 0, ""},
+		{"no streams", func(o *options) { o.streamMiB = 0 }, 0, ""},
+		{"zero rounds", func(o *options) { o.rounds = 0 }, 0, "--rounds"},
+		{"zero split duration", func(o *options) { o.splitDur = 0 }, 0, "--split-duration"},
+		{"negative stream", func(o *options) { o.streamMiB = -1 }, 0, "--stream-mib"},
+		{"zero concurrency", func(o *options) { o.conc = 0 }, 0, "--concurrency"},
+		{"an argument", func(*options) {}, 1, "no arguments"},
 	} {
 		o := good
 		tc.edit(&o)
-		if err := o.check(tc.nargs); (err == nil) != tc.ok {
-			t.Errorf("%s: check = %v, want ok %v", tc.name, err, tc.ok)
+		err := o.check(tc.nargs)
+		switch {
+		case tc.names == "" && err != nil:
+			t.Errorf("%s: check = %v, want no error", tc.name, err)
+		case tc.names != "" && (err == nil || !strings.Contains(err.Error(), tc.names)):
+			t.Errorf("%s: check = %v, want an error naming %s", tc.name, err, tc.names)
+		case err != nil && strings.Count(err.Error(), "\n") > 0:
+			t.Errorf("%s: check names more than the one bad setting: %v", tc.name, err)
 		}
 	}
 }
