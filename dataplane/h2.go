@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
@@ -98,11 +99,12 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 		BaseConfig: p.inner,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body := r.Body // x/net's own, before the request path wraps it
+			waits := awaitsContinue(body)
 			end := p.serveRequest(w, p.newExchange(r, t))
 			if end.abort {
 				panic(http.ErrAbortHandler) // x/net's way to reset the stream: the answer is incomplete
 			}
-			if end.refusal != nil {
+			if end.refusal != nil && !waits {
 				p.finishBody(w, body)
 			}
 		}),
@@ -125,6 +127,24 @@ func (p *Proxy) finishBody(w http.ResponseWriter, body io.Reader) {
 	_ = rc.Flush() // the refusal goes now, not after the body
 	_ = rc.SetReadDeadline(time.Now().Add(p.t.BodyIdle))
 	_, _ = io.CopyN(io.Discard, body, unreadBodyMax)
+}
+
+// awaitsContinue reports whether an HTTP/2 request's client asked for
+// 100-continue and was not sent one yet: it sends no body until then, so
+// finishBody must not wait for one (the refusal's stream would end only
+// after the body idle timeout). It is asked before the request path runs,
+// so no body read races it; a client that asked and was then sent the
+// 100 gets no discard, as before finishBody. x/net takes the Expect
+// header out of the request and keeps it as its body's needsContinue,
+// which no API shows; a body of another shape reports false
+// (TestH2RefusalToAClientAwaitingContinueEnds pins the field).
+func awaitsContinue(body io.Reader) bool {
+	v := reflect.ValueOf(body)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	f := v.Elem().FieldByName("needsContinue")
+	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()
 }
 
 // drain waits until every HTTP/2 tunnel has closed (Shutdown sent each a

@@ -1,0 +1,69 @@
+package dataplane
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// TestH2RefusalToAClientAwaitingContinueEnds: a client that asks for
+// 100-continue and is refused on the request's head sends no body, as
+// it waits for a 100 Continue that never comes: its stream ends with the
+// refusal at once (and no 100 follows it), rather than when the proxy
+// gives up waiting for that body (finishBody, after the body idle time).
+func TestH2RefusalToAClientAwaitingContinueEnds(t *testing.T) {
+	e := newEnv(t, func(p *Proxy) { p.Timeouts.BodyIdle = 10 * time.Minute }) // far beyond the test's bound
+
+	tc := e.h2Tunnel(t)
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(tc, tc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var blk bytes.Buffer
+	enc := hpack.NewEncoder(&blk)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "api.example.com"},
+		{":path", "/v1/not-an-operation"}, {"content-length", "100000"}, {"expect", "100-continue"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(20 * time.Second)) // a bound on a hung test, not a timing check
+	var statuses []string
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading frames: %v (statuses so far %q)", err, statuses)
+		}
+		if f.Header().StreamID != 1 {
+			continue
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			statuses = append(statuses, f.PseudoValue("status"))
+			if len(statuses) > 1 || statuses[0] != "403" {
+				t.Fatalf("the stream's answers are %q; want the refusal (403) alone", statuses)
+			}
+			if f.StreamEnded() {
+				return
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				return
+			}
+		case *http2.RSTStreamFrame:
+			if len(statuses) != 1 {
+				t.Fatalf("stream reset (%v) after answers %q", f.ErrCode, statuses)
+			}
+			return
+		}
+	}
+}
