@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -98,6 +99,7 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 		Context:    context.Background(), // as inner's: Shutdown drains, not cancels
 		BaseConfig: p.inner,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer p.streamPanic(t)
 			body := r.Body // x/net's own, before the request path wraps it
 			waits := awaitsContinue(body)
 			end := p.serveRequest(w, p.newExchange(r, t))
@@ -109,6 +111,21 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 			}
 		}),
 	})
+}
+
+// streamPanic, deferred by a stream's handler, logs a panic of its
+// request path (a bug) as h1Conn.run does, then resets the stream: x/net
+// recovers a handler's panic too, but tells only the server's error log,
+// which the proxy discards.
+func (p *Proxy) streamPanic(t *tunnel) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v != http.ErrAbortHandler {
+		p.log.Error().Str("event", "proxy.panic").Str("session", t.sess.ID).Msg(fmt.Sprint(v))
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // finishBody reads what is left of a request body the proxy answered

@@ -2,9 +2,17 @@ package dataplane
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -65,5 +73,66 @@ func TestH2RefusalToAClientAwaitingContinueEnds(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// panickingApprovals is an approval store with a bug: Await panics.
+type panickingApprovals struct{}
+
+func (panickingApprovals) Await(context.Context, *ApprovalRequest, time.Duration) (ApprovalResult, error) {
+	panic("approval store bug")
+}
+
+func (panickingApprovals) Covers(context.Context, string, string, string) error {
+	return fmt.Errorf("no actions here")
+}
+
+// lockedBuffer is a log sink safe for the proxy's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRequestPanicIsLogged: a bug that panics in the request path ends
+// that request alone and is logged as an error line (proxy.panic), on
+// HTTP/2 as on HTTP/1.1: x/net's server recovers a handler's panic too,
+// but reports it to the server's error log, which the proxy discards.
+func TestRequestPanicIsLogged(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
+			var logs lockedBuffer
+			lg := zerolog.New(&logs)
+			e := newEnv(t, func(p *Proxy) { p.Approvals = panickingApprovals{}; p.Log = &lg })
+			req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/42", nil)
+			var err error
+			var resp *http.Response
+			if h2 {
+				resp, err = e.h2Client(t).RoundTrip(req)
+			} else {
+				resp, err = e.client(t, url.UserPassword("s1", e.token)).Do(req)
+			}
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+			}
+			if err == nil {
+				t.Fatalf("the request whose path panicked was answered: %d", resp.StatusCode)
+			}
+			if got := logs.String(); !strings.Contains(got, `"event":"proxy.panic"`) || !strings.Contains(got, "approval store bug") {
+				t.Fatalf("no proxy.panic line for the panic; the log:\n%s", got)
+			}
+		})
 	}
 }
