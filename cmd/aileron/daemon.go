@@ -12,14 +12,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -510,9 +508,8 @@ func (d *daemon) run() error {
 	// Signals are taken before the daemon says it is ready: a SIGHUP or
 	// SIGTERM sent the moment the ready line or daemon.json appears is
 	// handled, not lost (ignored, as under nohup) or fatal (the default).
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	sigs := takeSignals()
+	defer sigs.release()
 	pl, err := net.Listen("tcp", d.cfg.Proxy.Listen)
 	if err != nil {
 		return d.abort(fmt.Errorf("proxy.listen %s: %w (is another daemon running? change proxy.listen or --listen)", d.cfg.Proxy.Listen, err))
@@ -645,7 +642,7 @@ func (d *daemon) serveAdmin(errc chan<- error) ([]*http.Server, string, error) {
 }
 
 // loop handles signals and housekeeping until the daemon stops.
-func (d *daemon) loop(errc <-chan error, servers []*http.Server, sigs <-chan os.Signal) error {
+func (d *daemon) loop(errc <-chan error, servers []*http.Server, sigs *daemonSignals) error {
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
 	syncCtx, stopSync := context.WithCancel(context.Background())
@@ -655,11 +652,9 @@ func (d *daemon) loop(errc <-chan error, servers []*http.Server, sigs <-chan os.
 	defer endSync()
 	for {
 		select {
-		case sig := <-sigs:
-			if sig == syscall.SIGHUP {
-				d.hangup()
-				continue
-			}
+		case <-sigs.hup:
+			d.hangup()
+		case sig := <-sigs.stop:
 			endSync()
 			return d.shutdown(servers, "signal "+sig.String())
 		case <-sweep.C:
