@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"time"
 
@@ -101,12 +100,11 @@ func (p *Proxy) serveH2(tc *tls.Conn, raw net.Conn, t *tunnel) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			defer p.streamPanic(t)
 			body := r.Body // x/net's own, before the request path wraps it
-			waits := awaitsContinue(body)
 			end := p.serveRequest(w, p.newExchange(r, t))
 			if end.abort {
 				panic(http.ErrAbortHandler) // x/net's way to reset the stream: the answer is incomplete
 			}
-			if end.refusal != nil && !waits {
+			if end.refusal != nil {
 				p.finishBody(w, body)
 			}
 		}),
@@ -131,38 +129,40 @@ func (p *Proxy) streamPanic(t *tunnel) {
 // finishBody reads what is left of a request body the proxy answered
 // without reading (a refusal sent on the request's head alone), once the
 // answer is out: up to unreadBodyMax, within the body idle timeout, as
-// HTTP/1.1 does (h1Conn.discard). The stream then ends after
-// the client's upload has. Otherwise x/net ends it with RST_STREAM
-// (NO_ERROR) while the client is still sending, which curl 7.88 reports as
-// "Stream error in the HTTP/2 framing layer" (exit 92) in place of the
-// refusal.
+// HTTP/1.1 does (h1Conn.discard), and only while the client keeps sending
+// (a gap of finishGap ends it). A client still uploading then sees its
+// stream end after its upload has; otherwise x/net ends the stream with
+// RST_STREAM(NO_ERROR) mid-upload, which curl 7.88 reports as "Stream
+// error in the HTTP/2 framing layer" (exit 92) in place of the refusal. A
+// client that sends nothing (it waits for the answer, or for a 100
+// Continue that never comes) has its stream end after one gap.
 func (p *Proxy) finishBody(w http.ResponseWriter, body io.Reader) {
 	if body == nil || body == http.NoBody {
 		return
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.Flush() // the refusal goes now, not after the body
-	_ = rc.SetReadDeadline(time.Now().Add(p.t.BodyIdle))
-	_, _ = io.CopyN(io.Discard, body, unreadBodyMax)
+	end := time.Now().Add(p.t.BodyIdle)
+	buf := make([]byte, 16<<10)
+	for left := unreadBodyMax; left > 0; {
+		dl := time.Now().Add(finishGap)
+		if dl.After(end) {
+			dl = end
+		}
+		if rc.SetReadDeadline(dl) != nil {
+			return
+		}
+		n, err := body.Read(buf[:min(len(buf), left)])
+		left -= n
+		if err != nil {
+			return
+		}
+	}
 }
 
-// awaitsContinue reports whether an HTTP/2 request's client asked for
-// 100-continue and was not sent one yet: it sends no body until then, so
-// finishBody must not wait for one (the refusal's stream would end only
-// after the body idle timeout). It is asked before the request path runs,
-// so no body read races it; a client that asked and was then sent the
-// 100 gets no discard, as before finishBody. x/net takes the Expect
-// header out of the request and keeps it as its body's needsContinue,
-// which no API shows; a body of another shape reports false
-// (TestH2RefusalToAClientAwaitingContinueEnds pins the field).
-func awaitsContinue(body io.Reader) bool {
-	v := reflect.ValueOf(body)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return false
-	}
-	f := v.Elem().FieldByName("needsContinue")
-	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()
-}
+// finishGap is the longest finishBody waits for the next piece of a
+// refused request's body.
+const finishGap = time.Second
 
 // drain waits until every HTTP/2 tunnel has closed (Shutdown sent each a
 // GOAWAY) or ctx ends; after that Shutdown closes what is left, which ends

@@ -21,8 +21,8 @@ import (
 // TestH2RefusalToAClientAwaitingContinueEnds: a client that asks for
 // 100-continue and is refused on the request's head sends no body, as
 // it waits for a 100 Continue that never comes: its stream ends with the
-// refusal at once (and no 100 follows it), rather than when the proxy
-// gives up waiting for that body (finishBody, after the body idle time).
+// refusal (and no 100 follows it) once the client has sent nothing for
+// finishGap, not when the body idle time would end the wait (finishBody).
 func TestH2RefusalToAClientAwaitingContinueEnds(t *testing.T) {
 	e := newEnv(t, func(p *Proxy) { p.Timeouts.BodyIdle = 10 * time.Minute }) // far beyond the test's bound
 
