@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,24 +86,6 @@ func (panickingApprovals) Covers(context.Context, string, string, string) error 
 	return fmt.Errorf("no actions here")
 }
 
-// lockedBuffer is a log sink safe for the proxy's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRequestPanicIsLogged: a bug that panics in the request path ends
 // that request alone and is logged as an error line (proxy.panic), on
 // HTTP/2 as on HTTP/1.1: x/net's server recovers a handler's panic too,
@@ -112,7 +93,7 @@ func (l *lockedBuffer) String() string {
 func TestRequestPanicIsLogged(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
-			var logs lockedBuffer
+			var logs syncBuffer
 			lg := zerolog.New(&logs)
 			e := newEnv(t, func(p *Proxy) { p.Approvals = panickingApprovals{}; p.Log = &lg })
 			req, _ := http.NewRequest("DELETE", "https://api.example.com/v1/items/42", nil)
