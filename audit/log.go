@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 )
@@ -99,6 +98,9 @@ type Log struct {
 	// openFile opens log files; nil means os.OpenFile. Tests replace it to
 	// inject failures.
 	openFile func(name string, flag int, perm os.FileMode) (file, error)
+	// yield is the yield before a shared write; nil means runtime.Gosched.
+	// Tests replace it to count yields.
+	yield func()
 
 	mu     sync.Mutex
 	opened bool
@@ -138,6 +140,7 @@ type Log struct {
 	tails        sync.Pool // *[]byte: buffers for the lines' tails, encoded outside l.mu
 	lastTS       time.Time
 	stats        Stats
+	gate         yieldGate // whether yields before a write help
 	stop         chan struct{}
 	stopped      chan struct{}
 	lock         *os.File // holds the directory's lock while open
@@ -411,20 +414,18 @@ func (l *Log) chain(ev *Event, tail []byte, terr error, deferred bool, start tim
 	// yields once, so that writers runnable on this P queue their lines
 	// first and share it: the write call is the audit's main cost (about
 	// 1.6 decision lines per call at 8 clients instead of 1.0, see
-	// bench/README.md); with nothing else runnable the yield returns at
-	// once, so a lone writer waits for nobody.
+	// bench/README.md). A lone writer stops yielding (yieldGate).
 	for yielded := false; !b.done; {
 		if !l.flushing {
 			if !yielded {
 				yielded = true
-				l.mu.Unlock()
-				runtime.Gosched()
-				l.mu.Lock()
+				l.yieldOnce() // skipped while yields bring nothing (yield.go)
 				continue
 			}
 			_ = l.flush() // its error is b.err
 			continue
 		}
+		l.gate.shared() // another writer's call is on: writers are concurrent
 		l.flushed.Wait()
 	}
 	if b.err != nil && ev.Seq <= b.okThrough {
