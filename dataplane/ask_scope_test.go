@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
-
-	"github.com/aileronhq/aileron/policy"
 )
 
 // TestAskLeavesOutOfScopeOperationRefused: a request an installed
@@ -20,18 +18,7 @@ func TestAskLeavesOutOfScopeOperationRefused(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ap, props := &deciderApprovals{decide: outcome(ApprovalApproved)}, &recordingProposals{}
 			e := newEnv(t, func(p *Proxy) {
-				var srcs []policy.Source
-				for _, text := range []string{testSpec, learnedScopeSpec} {
-					spec, err := policy.ParseSpec("test.json", []byte(text))
-					if err != nil {
-						t.Fatal(err)
-					}
-					srcs = append(srcs, policy.Source{Spec: spec, Hash: spec.Connector.FQN, Origin: "test.json"})
-				}
-				pol, errs := policy.Compile(srcs, nil)
-				if len(errs) > 0 {
-					t.Fatal(errs)
-				}
+				pol := compileSpecs(t, testSpec, learnedScopeSpec)
 				p.Policy.Store(pol)
 				p.Approvals, p.Proposals = ap, props
 				s := p.Sessions.(staticSessions)["s1"].sess
@@ -82,18 +69,7 @@ func TestApprovalDigestBindsTheCredential(t *testing.T) {
 		_ = resp.Body.Close()
 	}
 	get()
-	var srcs []policy.Source
-	for _, text := range []string{testSpec, credentialedThingSpec} {
-		spec, err := policy.ParseSpec("test.json", []byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srcs = append(srcs, policy.Source{Spec: spec, Hash: spec.Connector.FQN, Origin: "test.json"})
-	}
-	pol, errs := policy.Compile(srcs, nil)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	pol := compileSpecs(t, testSpec, credentialedThingSpec)
 	e.proxy.Policy.Store(pol)
 	get()
 	asked := ap.requests()

@@ -59,24 +59,32 @@ const learnedScopeSpec = `{
   ]}]
 }`
 
+// compileSpecs compiles the spec texts into one policy, each connector's
+// FQN as its hash.
+func compileSpecs(t *testing.T, texts ...string) *policy.Policy {
+	t.Helper()
+	var srcs []policy.Source
+	for _, text := range texts {
+		spec, err := policy.ParseSpec("test.json", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, policy.Source{Spec: spec, Hash: spec.Connector.FQN, Origin: "test.json"})
+	}
+	pol, errs := policy.Compile(srcs, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return pol
+}
+
 // TestScopeChangeReachesOpenTunnel: a connector added to a live session's
 // scope applies to the next request of a tunnel opened before, not only to
 // new tunnels.
 func TestScopeChangeReachesOpenTunnel(t *testing.T) {
 	var ss *swapSessions
 	e := newEnv(t, func(p *Proxy) {
-		var srcs []policy.Source
-		for _, text := range []string{testSpec, learnedScopeSpec} {
-			spec, err := policy.ParseSpec("test.json", []byte(text))
-			if err != nil {
-				t.Fatal(err)
-			}
-			srcs = append(srcs, policy.Source{Spec: spec, Hash: spec.Connector.FQN, Origin: "test.json"})
-		}
-		pol, errs := policy.Compile(srcs, nil)
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
+		pol := compileSpecs(t, testSpec, learnedScopeSpec)
 		p.Policy.Store(pol)
 		old := p.Sessions.(staticSessions)["s1"]
 		ss = &swapSessions{token: old.token, sess: &Session{ID: "s1", CA: old.sess.CA, Connectors: []string{"local://test/items"}}}

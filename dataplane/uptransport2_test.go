@@ -139,15 +139,7 @@ func TestH2LastDialIsTried(t *testing.T) {
 	}
 	up := newRawH2Up(t, noneFirst, ackSettingsOnly)
 	e := newEnvUp(t, up.tune, false)
-	if err := e.proxy.init(); err != nil {
-		t.Fatal(err)
-	}
-	base, err := e.proxy.upstreamTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := newUpstream2(e.proxy, e.proxy.up, base)
-	defer u.sweep(true)
+	u := e.upstream2(t)
 	u.connect = func(ctx context.Context, key string) (*http.ClientConn, error) {
 		cc, err := u.tr.NewClientConn(ctx, "https", key)
 		for deadline := time.Now().Add(5 * time.Second); err == nil && up.accepts.Load() < upMaxDials && cc.Available() != 0; time.Sleep(time.Millisecond) {
@@ -196,16 +188,7 @@ func TestH2UpstreamWritesInBatches(t *testing.T) {
 		{"http/1.1 upstream", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnvUp(t, nil, c.upH2)
-			if err := e.proxy.init(); err != nil {
-				t.Fatal(err)
-			}
-			base, err := e.proxy.upstreamTLS()
-			if err != nil {
-				t.Fatal(err)
-			}
-			u := newUpstream2(e.proxy, e.proxy.up, base)
-			defer u.sweep(true)
+			u := newEnvUp(t, nil, c.upH2).upstream2(t)
 			conn, err := u.dialTLS(context.Background(), "tcp", "api.example.com:443")
 			var tc *tls.Conn
 			switch {
@@ -234,4 +217,20 @@ func TestH2UpstreamWritesInBatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upstream2 is an HTTP/2 upstream transport of e's proxy, on its own
+// (not the proxy's), swept when the test ends.
+func (e *env) upstream2(t *testing.T) *upstream2 {
+	t.Helper()
+	if err := e.proxy.init(); err != nil {
+		t.Fatal(err)
+	}
+	base, err := e.proxy.upstreamTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := newUpstream2(e.proxy, e.proxy.up, base)
+	t.Cleanup(func() { u.sweep(true) })
+	return u
 }

@@ -280,21 +280,7 @@ func TestAccessWaitEndsOnStop(t *testing.T) {
 	e := newSapiEnv(t, sapiOpts{})
 	admin := e.withAccess()
 	body := `{"method":"GET","url":"https://api.example.com/x","justification":"to read x","wait_seconds":60}`
-	ask := func() (int, []byte, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, "POST", "https://"+dataplane.DefaultAPIHost+"/v1/access-requests", strings.NewReader(body))
-		if err != nil {
-			return 0, nil, err
-		}
-		resp, err := e.client(t, "s1").Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, data, err
-	}
+	ask := func() (int, []byte, error) { return postAccess(t, e, body) }
 	type answer struct {
 		status int
 		body   []byte
@@ -313,6 +299,24 @@ func TestAccessWaitEndsOnStop(t *testing.T) {
 	}
 }
 
+// postAccess posts body to session s1's /v1/access-requests and returns
+// the answer's status and body; a client waits at most 20 s.
+func postAccess(t *testing.T, e *sapiEnv, body string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", "https://"+dataplane.DefaultAPIHost+"/v1/access-requests", strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := e.client(t, "s1").Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
 // TestAccessWaitsAreBoundedPerSession: a session already waiting on
 // MaxAccessWaits access requests gets the next one answered at once, as it
 // stands, rather than one more wait re-reading the database; the waits
@@ -322,20 +326,7 @@ func TestAccessWaitsAreBoundedPerSession(t *testing.T) {
 	e.withAccess()
 	e.api.MaxAccessWaits = 1
 	ask := func(path string) (int, []byte, error) {
-		body := `{"method":"GET","url":"https://api.example.com` + path + `","justification":"to read it","wait_seconds":60}`
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, "POST", "https://"+dataplane.DefaultAPIHost+"/v1/access-requests", strings.NewReader(body))
-		if err != nil {
-			return 0, nil, err
-		}
-		resp, err := e.client(t, "s1").Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, data, err
+		return postAccess(t, e, `{"method":"GET","url":"https://api.example.com`+path+`","justification":"to read it","wait_seconds":60}`)
 	}
 	waiting := inBackground(func() error { _, _, err := ask("/first"); return err })
 	for deadline := time.Now().Add(20 * time.Second); ; {
